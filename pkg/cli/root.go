@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flotilla-dev/flotilla/pkg/version"
+)
+
+// GlobalOptions are the flags every command shares.
+type GlobalOptions struct {
+	// Kubeconfig is the path of the user's kubeconfig (default: kubectl's rules).
+	Kubeconfig string
+	// Context is the context of the primary cluster (default: the current context).
+	Context string
+}
+
+// NewRootCommand builds flotillactl's command tree, writing to out and errOut.
+func NewRootCommand(out, errOut io.Writer) *cobra.Command {
+	var g GlobalOptions
+	root := &cobra.Command{
+		Use:   "flotillactl",
+		Short: "Run one Kubernetes cluster's workloads on many",
+		Long: `flotillactl manages Flotilla, which makes many Kubernetes clusters work as one.
+
+Each secondary cluster appears in the primary as a virtual node; pods annotated
+flotilla.dev/elect run in a secondary while the primary shows them as normal pods; a
+Replicator copies a namespace's resources to chosen clusters.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetOut(out)
+	root.SetErr(errOut)
+	root.PersistentFlags().StringVar(&g.Kubeconfig, "kubeconfig", "", "path of the kubeconfig (default: $KUBECONFIG or ~/.kube/config)")
+	root.PersistentFlags().StringVar(&g.Context, "context", "", "kubeconfig context of the primary cluster (default: the current context)")
+	root.AddCommand(newVersionCommand())
+	return root
+}
+
+func newVersionCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print flotillactl's version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info := version.Get()
+			switch output {
+			case "":
+				_, err := fmt.Fprintln(cmd.OutOrStdout(), "flotillactl", info)
+				return err
+			case "json":
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(info)
+			default:
+				return fmt.Errorf("--output %q: want json or nothing", output)
+			}
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json")
+	return cmd
+}

@@ -1,0 +1,84 @@
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// The suite's shared state: one bed and one manager for every spec.
+var (
+	bed     *testbed.Bed
+	manager *managerProcess
+	workDir string
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	SetDefaultEventuallyTimeout(60 * time.Second)
+	SetDefaultEventuallyPollingInterval(250 * time.Millisecond)
+	SetDefaultConsistentlyDuration(5 * time.Second)
+	RunSpecs(t, "Flotilla e2e")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	var err error
+	workDir, err = os.MkdirTemp("", "flotilla-e2e-")
+	Expect(err).NotTo(HaveOccurred())
+	GinkgoWriter.Printf("e2e work dir: %s\n", workDir)
+
+	managerBin := filepath.Join(workDir, "bin", "flotilla-manager")
+	build := exec.CommandContext(ctx, "go", "build", "-o", managerBin, "./cmd/flotilla-manager")
+	build.Dir = repoRoot()
+	out, err := build.CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "building the manager: %s", out)
+
+	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter})
+	Expect(err).NotTo(HaveOccurred())
+	// Registered first, so it runs last: after the manager is stopped, stop the bed and prove that
+	// nothing the suite started is still running.
+	DeferCleanup(func(ctx SpecContext) {
+		pids := bed.PIDs()
+		Expect(pids).NotTo(BeEmpty(), "the bed's processes should be known before stopping it")
+		if manager != nil {
+			pids = append(pids, manager.PID())
+		}
+		Expect(bed.Stop(ctx)).To(Succeed())
+		for _, pid := range pids {
+			Expect(testbed.ProcessAlive(pid)).To(BeFalse(), "pid %d still running after the suite", pid)
+		}
+		if !CurrentSpecReport().Failed() && os.Getenv("FLOTILLA_E2E_KEEP") == "" {
+			Expect(os.RemoveAll(workDir)).To(Succeed())
+		}
+	}, NodeTimeout(3*time.Minute))
+
+	_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx,
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-system"}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	manager, err = startManager(managerBin, bed.Primary.KubeconfigPath, filepath.Join(workDir, "manager.log"))
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() { Expect(manager.Stop(20 * time.Second)).To(Succeed()) })
+}, NodeTimeout(10*time.Minute))
+
+// repoRoot is the module's root, two levels above this file.
+func repoRoot() string {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		Fail("cannot locate the repository")
+	}
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+

@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// managerProcess is flotilla-manager running out of cluster against the bed's primary.
+type managerProcess struct {
+	*testbed.Process
+	probeURL   string
+	metricsURL string
+}
+
+func startManager(bin, kubeconfig, logPath string) (*managerProcess, error) {
+	probePort, err := testbed.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	metricsPort, err := testbed.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	p, err := testbed.StartProcess("flotilla-manager", bin, []string{
+		"--kubeconfig", kubeconfig,
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probePort),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+		"--log-level", "debug",
+	}, logPath)
+	if err != nil {
+		return nil, err
+	}
+	return &managerProcess{
+		Process:    p,
+		probeURL:   fmt.Sprintf("http://127.0.0.1:%d", probePort),
+		metricsURL: fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort),
+	}, nil
+}
+
+func httpStatus(client *http.Client, url string) (int, error) {
+	resp, err := client.Get(url)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+var _ = Describe("flotilla-manager", func() {
+	client := &http.Client{Timeout: 2 * time.Second}
+
+	It("reports healthy and ready against the primary and holds the leader Lease", func(ctx SpecContext) {
+		Eventually(func() (int, error) { return httpStatus(client, manager.probeURL+"/readyz") }).
+			WithContext(ctx).Should(Equal(http.StatusOK), "manager log: %s", manager.LogPath)
+		Expect(httpStatus(client, manager.probeURL+"/healthz")).To(Equal(http.StatusOK))
+		Expect(manager.Exited()).To(BeFalse())
+
+		Eventually(func(g Gomega) {
+			lease, err := bed.Primary.Clientset.CoordinationV1().Leases("flotilla-system").
+				Get(ctx, "flotilla-manager.flotilla.dev", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
+			g.Expect(*lease.Spec.HolderIdentity).NotTo(BeEmpty())
+		}).WithContext(ctx).Should(Succeed())
+	}, SpecTimeout(90*time.Second))
+
+	It("refuses anonymous metrics scrapes", func(ctx SpecContext) {
+		insecure := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // self-signed serving cert of the test's manager
+		}}
+		Eventually(func() (int, error) { return httpStatus(insecure, manager.metricsURL) }).
+			WithContext(ctx).Should(BeElementOf(http.StatusUnauthorized, http.StatusForbidden))
+	}, SpecTimeout(90*time.Second))
+})

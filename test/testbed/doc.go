@@ -1,0 +1,26 @@
+// Package testbed starts and stops real local Kubernetes clusters for Flotilla's end-to-end tests,
+// its demo and its benchmark, on machines without a container engine.
+//
+// Each cluster is a real kube-apiserver, etcd, kube-controller-manager and kube-scheduler started by
+// kwokctl's binary runtime, with kwok standing in for kubelets. A bed has one primary (kwok manages
+// only nodes annotated kwok.x-k8s.io/node=fake there, so Flotilla's virtual nodes stay Flotilla's)
+// and any number of secondaries, each with fake nodes carrying capacity and topology labels.
+//
+// # Usage
+//
+//	bed, err := testbed.Start(ctx, testbed.Options{WorkDir: dir, Secondaries: 2})
+//	defer bed.Stop(ctx)
+//	cs := bed.Primary.Clientset
+//
+// # Implementation considerations
+//
+// kwokctl detaches the processes it starts (setsid) and records their PIDs under the work dir, so a
+// bed outlives a crashed test process. Stop reads those PID files before asking kwokctl to delete
+// the cluster and kills whatever is still alive by PID afterwards; StopDir does the same for a work
+// dir left behind by an earlier run. Every run uses its own KWOK_WORKDIR, so a test run never
+// touches the clusters of a running demo.
+//
+// Secondaries run with kwok's Stage CRD enabled and kwok's default stages loaded, except that the
+// pod-complete stage finishes every pod whose restartPolicy is Never or OnFailure, not only Job
+// pods: a delegate pod in a secondary is never owned by a Job there.
+package testbed

@@ -1,0 +1,218 @@
+package testbed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// toolBinaries are what `make tools` builds and the bed needs.
+var toolBinaries = []string{"kwokctl", "kwok", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
+
+// kwokctl runs kwokctl with the bed's binaries and work dir.
+type kwokctl struct {
+	toolsDir string
+	workDir  string // KWOK_WORKDIR
+}
+
+// ToolsDir resolves the folder of the test bed's binaries: dir if given, else $FLOTILLA_TOOLS_DIR,
+// else the folder test/tools/install.sh names. It fails, naming `make tools`, when a binary is missing.
+func ToolsDir(dir string) (string, error) {
+	if dir == "" {
+		dir = os.Getenv("FLOTILLA_TOOLS_DIR")
+	}
+	if dir == "" {
+		_, file, _, ok := runtime.Caller(0)
+		if !ok {
+			return "", errors.New("testbed: cannot locate test/tools; set FLOTILLA_TOOLS_DIR")
+		}
+		script := filepath.Join(filepath.Dir(file), "..", "tools", "install.sh")
+		out, err := exec.Command("bash", script, "print-dir").Output()
+		if err != nil {
+			return "", fmt.Errorf("asking %s for the tools dir: %w", script, err)
+		}
+		dir = strings.TrimSpace(string(out))
+	}
+	for _, b := range toolBinaries {
+		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
+			return "", fmt.Errorf("testbed: %s not found in %s: run `make tools` first", b, dir)
+		}
+	}
+	return dir, nil
+}
+
+func findTools(dir string) (kwokctl, error) {
+	d, err := ToolsDir(dir)
+	return kwokctl{toolsDir: d}, err
+}
+
+func (k kwokctl) withWorkDir(dir string) kwokctl { k.workDir = dir; return k }
+
+func (k kwokctl) clusterDir(name string) string { return filepath.Join(k.workDir, "clusters", name) }
+
+func (k kwokctl) bin(name string) string { return filepath.Join(k.toolsDir, name) }
+
+func (k kwokctl) run(ctx context.Context, log io.Writer, args ...string) error {
+	cmd := exec.CommandContext(ctx, k.bin("kwokctl"), args...)
+	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+k.workDir)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args[:min(3, len(args))], " "), err, lastLines(out.String(), 20))
+	}
+	fmt.Fprint(log, prefixLines("kwokctl: ", out.String()))
+	return nil
+}
+
+// createCluster starts one cluster. The API server gets kwokctl's admin certificate as its kubelet
+// client certificate: kwokctl gives it none, and an authenticated kubelet API (a virtual node's)
+// would refuse anonymous `kubectl logs/exec`.
+func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig string, opts Options, log io.Writer) error {
+	pki := filepath.Join(k.clusterDir(c.Name), "pki")
+	args := []string{
+		"create", "cluster", "--name", c.Name, "--runtime", "binary",
+		"--kube-apiserver-binary", k.bin("kube-apiserver"),
+		"--kube-controller-manager-binary", k.bin("kube-controller-manager"),
+		"--kube-scheduler-binary", k.bin("kube-scheduler"),
+		"--etcd-binary", k.bin("etcd"),
+		"--kwok-controller-binary", k.bin("kwok"),
+		"--kubeconfig", kubeconfig,
+		"--secure-port=true", "--kube-authorization=true", "--kube-admission=true",
+		"--disable-qps-limits",
+		"--wait", "2m",
+		"--extra-args", "kube-apiserver=kubelet-client-certificate=" + filepath.Join(pki, "admin.crt"),
+		"--extra-args", "kube-apiserver=kubelet-client-key=" + filepath.Join(pki, "admin.key"),
+	}
+	switch c.Role {
+	case RolePrimary:
+		// kwok would otherwise take over Flotilla's virtual nodes and fake their pods.
+		args = append(args,
+			"--extra-args", "kwok-controller=manage-all-nodes=false",
+			"--extra-args", "kwok-controller=manage-nodes-with-annotation-selector="+FakeNodeAnnotation+"=fake",
+			"--extra-args", "kube-controller-manager=node-monitor-grace-period="+opts.NodeMonitorGracePeriod.String(),
+		)
+	case RoleSecondary:
+		args = append(args, "--enable-crds=Stage,ClusterLogs,ClusterExec")
+	}
+	if err := os.MkdirAll(k.workDir, 0o750); err != nil {
+		return fmt.Errorf("creating %s: %w", k.workDir, err)
+	}
+	return k.run(ctx, log, args...)
+}
+
+// deleteCluster stops a cluster: kwokctl first (it removes the folder), then by PID whatever it
+// left running, waiting until every process is gone.
+func (k kwokctl) deleteCluster(ctx context.Context, name string, log io.Writer) error {
+	pids := readPIDs(k.clusterDir(name))
+	var errs []error
+	if _, err := os.Stat(k.clusterDir(name)); err == nil {
+		dctx, cancel := context.WithTimeout(ctx, time.Minute)
+		if err := k.run(dctx, log, "delete", "cluster", "--name", name); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	if left := killAndWait(pids, 10*time.Second); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("cluster %s: processes %v still running after SIGKILL", name, left))
+	}
+	if len(errs) == 0 {
+		fmt.Fprintf(log, "testbed: cluster %s stopped\n", name)
+	}
+	return errors.Join(errs...)
+}
+
+// readPIDs reads kwokctl's PID files of a cluster.
+func readPIDs(clusterDir string) []int {
+	files, _ := filepath.Glob(filepath.Join(clusterDir, "pids", "*.pid"))
+	var pids []int
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// alive keeps the PIDs whose process exists and is not a zombie.
+func alive(pids []int) []int {
+	var out []int
+	for _, pid := range pids {
+		if processAlive(pid) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func processAlive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true // no procfs: trust kill(0)
+	}
+	// The state follows the command name in parentheses; Z is a zombie, X is dead.
+	s := string(stat)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z' && s[i+2] != 'X'
+	}
+	return true
+}
+
+// killAndWait sends SIGTERM to the live PIDs, waits up to grace, then SIGKILLs the rest and waits
+// a little more. It returns what is still alive.
+func killAndWait(pids []int, grace time.Duration) []int {
+	live := alive(pids)
+	for _, pid := range live {
+		_ = syscall.Kill(pid, syscall.SIGTERM)
+	}
+	if live = waitGone(live, grace); len(live) == 0 {
+		return nil
+	}
+	for _, pid := range live {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return waitGone(live, 5*time.Second)
+}
+
+func waitGone(pids []int, d time.Duration) []int {
+	deadline := time.Now().Add(d)
+	for {
+		pids = alive(pids)
+		if len(pids) == 0 || time.Now().After(deadline) {
+			return pids
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func prefixLines(prefix, s string) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
+	}
+	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix) + "\n"
+}

@@ -1,0 +1,129 @@
+package testbed
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+)
+
+// NodeSize is the capacity of each fake node.
+type NodeSize struct {
+	CPU    string // default "32"
+	Memory string // default "256Gi"
+	Pods   string // default "500"
+}
+
+func (n *NodeSize) defaults() {
+	if n.CPU == "" {
+		n.CPU = "32"
+	}
+	if n.Memory == "" {
+		n.Memory = "256Gi"
+	}
+	if n.Pods == "" {
+		n.Pods = "500"
+	}
+}
+
+func (n NodeSize) resources() (corev1.ResourceList, error) {
+	list := corev1.ResourceList{}
+	for name, v := range map[corev1.ResourceName]string{corev1.ResourceCPU: n.CPU, corev1.ResourceMemory: n.Memory, corev1.ResourcePods: n.Pods} {
+		q, err := resource.ParseQuantity(v)
+		if err != nil {
+			return nil, fmt.Errorf("node %s %q: %w", name, v, err)
+		}
+		list[name] = q
+	}
+	return list, nil
+}
+
+// Region is the topology.kubernetes.io/region label of a cluster's fake nodes; zones are
+// <region>-a, <region>-b, ... one per node in turn.
+func Region(cluster string) string { return "region-" + cluster }
+
+// fakeNode describes the i-th (0-based) fake node of a cluster, as the scheduler and Flotilla read it.
+func fakeNode(cluster string, i int, size corev1.ResourceList) *corev1.Node {
+	name := fmt.Sprintf("%s-node-%d", cluster, i)
+	zone := fmt.Sprintf("%s-%c", Region(cluster), 'a'+rune(i%26))
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{FakeNodeAnnotation: "fake"},
+			Labels: map[string]string{
+				"type":                             "kwok",
+				"kubernetes.io/hostname":           name,
+				"kubernetes.io/os":                 "linux",
+				"kubernetes.io/arch":               "amd64",
+				"node.kubernetes.io/instance-type": "kwok-fake",
+				"topology.kubernetes.io/region":    Region(cluster),
+				"topology.kubernetes.io/zone":      zone,
+			},
+		},
+		Status: corev1.NodeStatus{Capacity: size, Allocatable: size},
+	}
+}
+
+func createFakeNodes(ctx context.Context, c *Cluster, n int, size NodeSize) error {
+	res, err := size.resources()
+	if err != nil {
+		return err
+	}
+	for i := range n {
+		node := fakeNode(c.Name, i, res)
+		_, err := c.Clientset.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating fake node %s: %w", node.Name, err)
+		}
+		c.Nodes = append(c.Nodes, node.Name)
+	}
+	return nil
+}
+
+// waitReady waits until the API server answers /readyz.
+func waitReady(ctx context.Context, c *Cluster) error {
+	var last error
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, last = c.Clientset.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		return last == nil, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s /readyz: %w (last: %w)", c.Name, err, last)
+	}
+	return nil
+}
+
+// waitNodesReady waits until every fake node of the cluster is Ready.
+func waitNodesReady(ctx context.Context, c *Cluster) error {
+	notReady := c.Nodes
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		var still []string
+		for _, name := range c.Nodes {
+			n, err := c.Clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || !NodeReady(n) {
+				still = append(still, name)
+			}
+		}
+		notReady = still
+		return len(still) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for nodes %v of %s to be Ready: %w", notReady, c.Name, err)
+	}
+	return nil
+}
+
+// NodeReady says whether a node's Ready condition is True.
+func NodeReady(n *corev1.Node) bool {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type == corev1.NodeReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}

@@ -1,0 +1,97 @@
+package testbed
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Process is a program a test started, stopped by its PID.
+type Process struct {
+	// Name says what it is, for messages.
+	Name string
+	// LogPath receives its stdout and stderr.
+	LogPath string
+
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// StartProcess starts bin with args, its output appended to logPath.
+func StartProcess(name, bin string, args []string, logPath string) (*Process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("opening log of %s: %w", name, err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// Its own process group, so a terminal's Ctrl-C reaches the test, which then stops it in order.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &Process{Name: name, LogPath: logPath, cmd: cmd, done: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// PID is the process' ID.
+func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Exited says whether the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop sends SIGTERM, waits up to grace for the process to end, then SIGKILLs it. It returns an
+// error only when the process could not be ended.
+func (p *Process) Stop(grace time.Duration) error {
+	if p.Exited() {
+		return nil
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(grace):
+	}
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("%s (pid %d) still running after SIGKILL", p.Name, p.PID())
+	}
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	addr, ok := l.Addr().(*net.TCPAddr)
+	if !ok {
+		return 0, errors.New("finding a free port: not a TCP address")
+	}
+	return addr.Port, nil
+}
+
+// ProcessAlive says whether a PID names a live (not zombie) process.
+func ProcessAlive(pid int) bool { return processAlive(pid) }

@@ -1,0 +1,155 @@
+package testbed
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/dynamic"
+)
+
+// PodLogLine is what `kubectl logs` prints for any pod of a secondary (kwok serves this file).
+func PodLogLine(cluster string) string { return "hello from a pod in " + cluster }
+
+var kwokGroupVersion = schema.GroupVersion{Group: "kwok.x-k8s.io", Version: "v1alpha1"}
+
+// kwokResources maps the kinds the bed creates to their (cluster-scoped) resources.
+var kwokResources = map[string]string{"Stage": "stages", "ClusterLogs": "clusterlogs", "ClusterExec": "clusterexecs"}
+
+// jobOwnerRule is the selector term of kwok's pod-complete stage that limits it to Job pods.
+const jobOwnerRule = `    - key: '.metadata.ownerReferences.[].kind'
+      operator: 'In'
+      values:
+      - 'Job'
+`
+
+// restartPolicyRule completes every pod that is not restarted forever: a delegate of a Job pod is
+// owned by Flotilla in the secondary, not by a Job.
+const restartPolicyRule = `    - key: '.spec.restartPolicy'
+      operator: 'In'
+      values:
+      - 'Never'
+      - 'OnFailure'
+`
+
+// setUpSecondary loads kwok's stages (the cluster runs with the Stage CRD, which replaces the
+// built-in ones), and the ClusterLogs/ClusterExec that make `kubectl logs/exec` work on its pods.
+// It must run before any node or pod exists: a pod bound earlier stays Pending.
+func setUpSecondary(ctx context.Context, c *Cluster, tools kwokctl, workDir string) error {
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return fmt.Errorf("building dynamic client for %s: %w", c.Name, err)
+	}
+	files, err := filepath.Glob(filepath.Join(tools.toolsDir, "stages", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		return fmt.Errorf("no kwok stages in %s/stages: run `make tools`", tools.toolsDir)
+	}
+	var objs []*unstructured.Unstructured
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("reading stage %s: %w", f, err)
+		}
+		if filepath.Base(f) == "pod-complete.yaml" {
+			if !bytes.Contains(raw, []byte(jobOwnerRule)) {
+				return fmt.Errorf("stage %s no longer has the Job owner rule this bed replaces", f)
+			}
+			raw = bytes.Replace(raw, []byte(jobOwnerRule), []byte(restartPolicyRule), 1)
+		}
+		docs, err := decodeYAML(raw)
+		if err != nil {
+			return fmt.Errorf("decoding stage %s: %w", f, err)
+		}
+		objs = append(objs, docs...)
+	}
+	logDir := filepath.Join(workDir, c.Name)
+	if err := os.MkdirAll(logDir, 0o750); err != nil {
+		return fmt.Errorf("creating %s: %w", logDir, err)
+	}
+	logFile := filepath.Join(logDir, "pod.log")
+	// kwok serves logs in the CRI format only.
+	line := fmt.Sprintf("%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), PodLogLine(c.Name))
+	if err := os.WriteFile(logFile, []byte(line), 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", logFile, err)
+	}
+	objs = append(objs,
+		kwokObject("ClusterLogs", "testbed-logs", map[string]any{
+			"selector": map[string]any{},
+			"logs":     []any{map[string]any{"containers": []any{}, "logsFile": logFile, "follow": true}},
+		}),
+		kwokObject("ClusterExec", "testbed-exec", map[string]any{
+			"selector": map[string]any{},
+			"execs":    []any{map[string]any{"containers": []any{}, "local": map[string]any{"workDir": os.TempDir()}}},
+		}),
+	)
+	for _, o := range objs {
+		if err := createKwokObject(ctx, dyn, o); err != nil {
+			return fmt.Errorf("cluster %s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
+
+func kwokObject(kind, name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetGroupVersionKind(kwokGroupVersion.WithKind(kind))
+	u.SetName(name)
+	return u
+}
+
+// createKwokObject creates a kwok object, retrying while its CRD is not served yet.
+func createKwokObject(ctx context.Context, dyn dynamic.Interface, o *unstructured.Unstructured) error {
+	resource, ok := kwokResources[o.GetKind()]
+	if !ok || o.GroupVersionKind().GroupVersion() != kwokGroupVersion {
+		return fmt.Errorf("unexpected object %s %s", o.GroupVersionKind(), o.GetName())
+	}
+	gvr := kwokGroupVersion.WithResource(resource)
+	var last error
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, last = dyn.Resource(gvr).Create(ctx, o, metav1.CreateOptions{})
+		switch {
+		case last == nil, apierrors.IsAlreadyExists(last):
+			return true, nil
+		case apierrors.IsNotFound(last), meta.IsNoMatchError(last):
+			return false, nil // the CRD is not established yet
+		default:
+			return false, last
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("creating %s %s: %w (last: %w)", o.GetKind(), o.GetName(), err, last)
+	}
+	return nil
+}
+
+func decodeYAML(raw []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var obj map[string]any
+		err := dec.Decode(&obj)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(obj) == 0 || strings.TrimSpace(fmt.Sprint(obj["kind"])) == "" {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: obj})
+	}
+}

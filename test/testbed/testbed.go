@@ -1,0 +1,347 @@
+package testbed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// Role says what a cluster of the bed is for.
+type Role string
+
+const (
+	// RolePrimary is the cluster users talk to and where Flotilla's manager runs.
+	RolePrimary Role = "primary"
+	// RoleSecondary is a cluster that runs delegates and replicated resources.
+	RoleSecondary Role = "secondary"
+
+	// PrimaryName is the primary's cluster and context name.
+	PrimaryName = "primary"
+	// FakeNodeAnnotation marks the nodes kwok manages (it leaves every other node alone).
+	FakeNodeAnnotation = "kwok.x-k8s.io/node"
+)
+
+// SecondaryName is the cluster and context name of the i-th secondary (1-based).
+func SecondaryName(i int) string { return fmt.Sprintf("secondary%d", i) }
+
+// Options says what bed to start. Zero values take the defaults documented on each field.
+type Options struct {
+	// WorkDir holds everything of this bed: kwokctl's state, PKI, logs, kubeconfigs. Required.
+	WorkDir string
+	// ToolsDir holds the binaries `make tools` builds. Default: $FLOTILLA_TOOLS_DIR, else what
+	// test/tools/install.sh print-dir says.
+	ToolsDir string
+	// Secondaries is how many secondary clusters to start. Default 2; 0 is allowed with NoSecondaries.
+	Secondaries int
+	// NoSecondaries starts the primary alone.
+	NoSecondaries bool
+	// NodesPerSecondary is how many fake nodes each secondary gets. Default 2.
+	NodesPerSecondary int
+	// PrimaryNodes is how many fake nodes the primary gets, so that its node-lifecycle controller
+	// does not enter full-disruption mode when every virtual node is NotReady. Default 1.
+	PrimaryNodes int
+	// Node sizes fake nodes. Default 32 CPUs, 256Gi memory, 500 pods.
+	Node NodeSize
+	// NodeMonitorGracePeriod is the primary kube-controller-manager's node monitor grace period,
+	// which bounds how fast a virtual node whose lease lapses turns Unknown. Default 20s.
+	NodeMonitorGracePeriod time.Duration
+	// StartTimeout bounds the start of each cluster, its readiness and its nodes. Default 3m.
+	StartTimeout time.Duration
+	// Log receives progress lines. Default: discarded.
+	Log io.Writer
+}
+
+// Cluster is one running cluster of the bed.
+type Cluster struct {
+	// Name is the kwokctl cluster name and the context name in the bed's kubeconfig.
+	Name string
+	// Role is primary or secondary.
+	Role Role
+	// KubeconfigPath is a self-contained kubeconfig with this cluster only, context Name.
+	KubeconfigPath string
+	// RESTConfig reaches the cluster as its admin.
+	RESTConfig *rest.Config
+	// Clientset is a typed client built from RESTConfig.
+	Clientset kubernetes.Interface
+	// Nodes are the names of the fake nodes created in this cluster.
+	Nodes []string
+
+	dir string // kwokctl's folder for this cluster
+}
+
+// Bed is a running set of clusters.
+type Bed struct {
+	// WorkDir is the bed's folder.
+	WorkDir string
+	// KubeconfigPath holds one context per cluster, named as the clusters; current context primary.
+	KubeconfigPath string
+	// Primary is the primary cluster.
+	Primary *Cluster
+	// Secondaries are the secondary clusters, in order.
+	Secondaries []*Cluster
+
+	tools kwokctl
+	log   io.Writer
+}
+
+// Clusters returns the primary followed by the secondaries.
+func (b *Bed) Clusters() []*Cluster { return append([]*Cluster{b.Primary}, b.Secondaries...) }
+
+func (o *Options) defaults() error {
+	if o.WorkDir == "" {
+		return errors.New("testbed: Options.WorkDir is required")
+	}
+	abs, err := filepath.Abs(o.WorkDir)
+	if err != nil {
+		return fmt.Errorf("resolving work dir %s: %w", o.WorkDir, err)
+	}
+	o.WorkDir = abs
+	if o.Secondaries == 0 && !o.NoSecondaries {
+		o.Secondaries = 2
+	}
+	if o.NodesPerSecondary == 0 {
+		o.NodesPerSecondary = 2
+	}
+	if o.PrimaryNodes == 0 {
+		o.PrimaryNodes = 1
+	}
+	o.Node.defaults()
+	if o.NodeMonitorGracePeriod == 0 {
+		o.NodeMonitorGracePeriod = 20 * time.Second
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 3 * time.Minute
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	return nil
+}
+
+// Start starts a primary and the secondaries, waits until every API server is ready and every fake
+// node is Ready, and writes the bed's kubeconfig. On error, whatever was started is stopped again.
+func Start(ctx context.Context, opts Options) (*Bed, error) {
+	if err := opts.defaults(); err != nil {
+		return nil, err
+	}
+	tools, err := findTools(opts.ToolsDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(opts.WorkDir, 0o750); err != nil {
+		return nil, fmt.Errorf("creating work dir: %w", err)
+	}
+	bed := &Bed{
+		WorkDir:        opts.WorkDir,
+		KubeconfigPath: filepath.Join(opts.WorkDir, "kubeconfig"),
+		tools:          tools.withWorkDir(filepath.Join(opts.WorkDir, "kwok")),
+		log:            opts.Log,
+	}
+	bed.Primary = &Cluster{Name: PrimaryName, Role: RolePrimary}
+	for i := 1; i <= opts.Secondaries; i++ {
+		bed.Secondaries = append(bed.Secondaries, &Cluster{Name: SecondaryName(i), Role: RoleSecondary})
+	}
+
+	started := time.Now()
+	if err := bed.startAll(ctx, opts); err != nil {
+		stopErr := bed.Stop(context.WithoutCancel(ctx))
+		return nil, errors.Join(err, stopErr)
+	}
+	if err := bed.writeKubeconfig(); err != nil {
+		stopErr := bed.Stop(context.WithoutCancel(ctx))
+		return nil, errors.Join(err, stopErr)
+	}
+	fmt.Fprintf(opts.Log, "testbed: %d clusters ready in %s, kubeconfig %s\n",
+		len(bed.Clusters()), time.Since(started).Round(100*time.Millisecond), bed.KubeconfigPath)
+	return bed, nil
+}
+
+// startAll brings the clusters up concurrently: each is an independent set of processes.
+func (b *Bed) startAll(ctx context.Context, opts Options) error {
+	var wg sync.WaitGroup
+	errs := make([]error, len(b.Clusters()))
+	for i, c := range b.Clusters() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+			defer cancel()
+			if err := b.startCluster(cctx, c, opts); err != nil {
+				errs[i] = fmt.Errorf("starting cluster %s: %w", c.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (b *Bed) startCluster(ctx context.Context, c *Cluster, opts Options) error {
+	c.dir = b.tools.clusterDir(c.Name)
+	rawKubeconfig := filepath.Join(b.WorkDir, "kwokctl-"+c.Name+".kubeconfig")
+	if err := b.tools.createCluster(ctx, c, rawKubeconfig, opts, b.log); err != nil {
+		return err
+	}
+	if err := c.loadKubeconfig(rawKubeconfig, filepath.Join(b.WorkDir, c.Name+".kubeconfig")); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, c); err != nil {
+		return err
+	}
+	nodes := opts.PrimaryNodes
+	if c.Role == RoleSecondary {
+		if err := setUpSecondary(ctx, c, b.tools, b.WorkDir); err != nil {
+			return err
+		}
+		nodes = opts.NodesPerSecondary
+	}
+	if err := createFakeNodes(ctx, c, nodes, opts.Node); err != nil {
+		return err
+	}
+	if err := waitNodesReady(ctx, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.log, "testbed: cluster %s ready with %d fake nodes\n", c.Name, len(c.Nodes))
+	return nil
+}
+
+// loadKubeconfig renames kwokctl's kwok-NAME entries to NAME, embeds the certificate files and
+// writes the result, so the file works wherever it is copied.
+func (c *Cluster) loadKubeconfig(from, to string) error {
+	cfg, err := clientcmd.LoadFromFile(from)
+	if err != nil {
+		return fmt.Errorf("reading kubeconfig %s: %w", from, err)
+	}
+	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
+		return fmt.Errorf("embedding kubeconfig files: %w", err)
+	}
+	kwokName := "kwok-" + c.Name
+	ctxEntry, ok := cfg.Contexts[kwokName]
+	if !ok {
+		return fmt.Errorf("kubeconfig %s has no context %s", from, kwokName)
+	}
+	out := clientcmdapi.NewConfig()
+	out.Clusters[c.Name] = cfg.Clusters[ctxEntry.Cluster]
+	out.AuthInfos[c.Name] = cfg.AuthInfos[ctxEntry.AuthInfo]
+	out.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: c.Name}
+	out.CurrentContext = c.Name
+	if out.Clusters[c.Name] == nil || out.AuthInfos[c.Name] == nil {
+		return fmt.Errorf("kubeconfig %s: context %s names a missing cluster or user", from, kwokName)
+	}
+	if err := clientcmd.WriteToFile(*out, to); err != nil {
+		return fmt.Errorf("writing kubeconfig %s: %w", to, err)
+	}
+	c.KubeconfigPath = to
+	rc, err := clientcmd.NewDefaultClientConfig(*out, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("building REST config for %s: %w", c.Name, err)
+	}
+	// The bed is local and tests create many objects quickly; client-go's 5/10 would be the bottleneck.
+	rc.QPS, rc.Burst = 200, 400
+	c.RESTConfig = rc
+	if c.Clientset, err = kubernetes.NewForConfig(rc); err != nil {
+		return fmt.Errorf("building clientset for %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// writeKubeconfig merges the clusters' kubeconfigs, current context primary.
+func (b *Bed) writeKubeconfig() error {
+	merged := clientcmdapi.NewConfig()
+	for _, c := range b.Clusters() {
+		cfg, err := clientcmd.LoadFromFile(c.KubeconfigPath)
+		if err != nil {
+			return fmt.Errorf("reading kubeconfig of %s: %w", c.Name, err)
+		}
+		merged.Clusters[c.Name] = cfg.Clusters[c.Name]
+		merged.AuthInfos[c.Name] = cfg.AuthInfos[c.Name]
+		merged.Contexts[c.Name] = cfg.Contexts[c.Name]
+	}
+	merged.CurrentContext = b.Primary.Name
+	if err := clientcmd.WriteToFile(*merged, b.KubeconfigPath); err != nil {
+		return fmt.Errorf("writing kubeconfig %s: %w", b.KubeconfigPath, err)
+	}
+	return nil
+}
+
+// Stop stops every cluster of the bed and makes sure none of their processes is left running.
+func (b *Bed) Stop(ctx context.Context) error {
+	var errs []error
+	for _, c := range b.Clusters() {
+		if err := b.tools.deleteCluster(ctx, c.Name, b.log); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// PIDs returns the PIDs of the bed's processes that are still running.
+func (b *Bed) PIDs() []int {
+	var pids []int
+	for _, c := range b.Clusters() {
+		pids = append(pids, alive(readPIDs(b.tools.clusterDir(c.Name)))...)
+	}
+	return pids
+}
+
+// StopDir stops every cluster recorded under a bed's work dir, for a bed whose Bed value is gone
+// (make dev-down, or the leftovers of an interrupted run). A dir with no clusters is not an error.
+func StopDir(ctx context.Context, workDir, toolsDir string, log io.Writer) error {
+	if log == nil {
+		log = io.Discard
+	}
+	tools, err := findTools(toolsDir)
+	if err != nil {
+		return err
+	}
+	tools = tools.withWorkDir(filepath.Join(workDir, "kwok"))
+	entries, err := os.ReadDir(filepath.Join(workDir, "kwok", "clusters"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("listing clusters in %s: %w", workDir, err)
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() {
+			errs = append(errs, tools.deleteCluster(ctx, e.Name(), log))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Check says whether every context of a bed's kubeconfig answers /readyz.
+func Check(ctx context.Context, kubeconfigPath string) error {
+	cfg, err := clientcmd.LoadFromFile(kubeconfigPath)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", kubeconfigPath, err)
+	}
+	var errs []error
+	for name := range cfg.Contexts {
+		rc, err := clientcmd.NewNonInteractiveClientConfig(*cfg, name, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("context %s: %w", name, err))
+			continue
+		}
+		rc.Timeout = 5 * time.Second
+		cs, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("context %s: %w", name, err))
+			continue
+		}
+		if _, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("context %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Builds the test bed's tools from the Go module proxy and caches them outside the checkout, keyed by
+# version, so a second run costs seconds. Usage: test/tools/install.sh [print-dir]
+# Every step says what it does; a failure names the step that failed.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+cache_root=${FLOTILLA_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/tools}
+bin="$cache_root/kube-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION-cg-$CONTROLLER_GEN_VERSION-ginkgo-$GINKGO_VERSION"
+
+if [[ "${1:-}" == "print-dir" ]]; then
+  echo "$bin"
+  exit 0
+fi
+
+mkdir -p "$bin"
+export GOFLAGS=-mod=mod
+export CGO_ENABLED=0
+
+step=""
+trap 'rc=$?; if [[ $rc -ne 0 ]]; then echo "make tools: FAILED at step: $step (exit $rc)" >&2; fi' EXIT
+
+run_step() { # name, target binary, command...
+  local name=$1 target=$2
+  shift 2
+  step=$name
+  if [[ -x "$bin/$target" ]]; then
+    echo "tools: $name: cached ($bin/$target)"
+    return 0
+  fi
+  echo "tools: $name: building..."
+  local start=$SECONDS
+  "$@"
+  [[ -x "$bin/$target" ]] || { echo "tools: $name: $bin/$target missing after build" >&2; return 1; }
+  echo "tools: $name: done in $((SECONDS - start))s"
+}
+
+# Unstamped binaries report v0.0.0-master+$Format:%H$, which kubectl, helm and discovery choke on.
+kube_minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
+kube_ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  kube_ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kube_minor -X $pkg.gitTreeState=clean"
+done
+build_kube() { (cd "$here/kube" && go build -trimpath -ldflags "$kube_ldflags" -o "$bin/$1" "./$1"); }
+build_etcd() { (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" .); }
+go_install() { # binary, package@version
+  local tmp
+  tmp=$(mktemp -d)
+  GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "$2"
+  mv "$tmp/$1" "$bin/$1"
+  rmdir "$tmp"
+}
+
+run_step "kube-apiserver $KUBE_VERSION" kube-apiserver build_kube kube-apiserver
+run_step "kube-controller-manager $KUBE_VERSION" kube-controller-manager build_kube kube-controller-manager
+run_step "kube-scheduler $KUBE_VERSION" kube-scheduler build_kube kube-scheduler
+run_step "kubectl $KUBE_VERSION" kubectl build_kube kubectl
+run_step "etcd $ETCD_VERSION" etcd build_etcd
+run_step "kwok $KWOK_VERSION" kwok go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+run_step "kwokctl $KWOK_VERSION" kwokctl go_install kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+run_step "controller-gen $CONTROLLER_GEN_VERSION" controller-gen go_install controller-gen "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
+run_step "ginkgo $GINKGO_VERSION" ginkgo go_install ginkgo "github.com/onsi/ginkgo/v2/ginkgo@$GINKGO_VERSION"
+run_step "helm $HELM_VERSION" helm go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+
+step="kwok stages"
+# kwok's own stage manifests (node and pod lifecycles) ship in its module; the test bed loads them.
+kwok_dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+[[ -d "$kwok_dir/kustomize/stage" ]] || { echo "tools: kwok module has no kustomize/stage in $kwok_dir" >&2; exit 1; }
+mkdir -p "$bin/stages"
+cp -f "$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml "$bin/stages/"
+cp -f "$kwok_dir"/kustomize/stage/node/heartbeat-with-lease/*.yaml "$bin/stages/"
+cp -f "$kwok_dir"/kustomize/stage/pod/general/pod-*.yaml "$bin/stages/"
+chmod -R u+w "$bin/stages"
+step=""
+echo "tools: all in $bin"
