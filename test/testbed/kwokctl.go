@@ -79,6 +79,10 @@ func (k kwokctl) run(ctx context.Context, log io.Writer, args ...string) error {
 // would refuse anonymous `kubectl logs/exec`.
 func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig string, opts Options, log io.Writer) error {
 	pki := filepath.Join(k.clusterDir(c.Name), "pki")
+	extra := []string{
+		"kube-apiserver=kubelet-client-certificate=" + filepath.Join(pki, "admin.crt"),
+		"kube-apiserver=kubelet-client-key=" + filepath.Join(pki, "admin.key"),
+	}
 	args := []string{
 		"create", "cluster", "--name", c.Name, "--runtime", "binary",
 		"--kube-apiserver-binary", k.bin("kube-apiserver"),
@@ -90,24 +94,43 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 		"--secure-port=true", "--kube-authorization=true", "--kube-admission=true",
 		"--disable-qps-limits",
 		"--wait", "2m",
-		"--extra-args", "kube-apiserver=kubelet-client-certificate=" + filepath.Join(pki, "admin.crt"),
-		"--extra-args", "kube-apiserver=kubelet-client-key=" + filepath.Join(pki, "admin.key"),
 	}
 	switch c.Role {
 	case RolePrimary:
 		// kwok would otherwise take over Flotilla's virtual nodes and fake their pods.
-		args = append(args,
-			"--extra-args", "kwok-controller=manage-all-nodes=false",
-			"--extra-args", "kwok-controller=manage-nodes-with-annotation-selector="+FakeNodeAnnotation+"=fake",
-			"--extra-args", "kube-controller-manager=node-monitor-grace-period="+opts.NodeMonitorGracePeriod.String(),
+		extra = append(extra,
+			"kwok-controller=manage-all-nodes=false",
+			"kwok-controller=manage-nodes-with-annotation-selector="+FakeNodeAnnotation+"=fake",
+			"kube-controller-manager=node-monitor-grace-period="+opts.NodeMonitorGracePeriod.String(),
 		)
 	case RoleSecondary:
 		args = append(args, "--enable-crds=Stage,ClusterLogs,ClusterExec")
+	}
+	for _, e := range orderExtraArgs(extra) {
+		args = append(args, "--extra-args", e)
 	}
 	if err := os.MkdirAll(k.workDir, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", k.workDir, err)
 	}
 	return k.run(ctx, log, args...)
+}
+
+// orderExtraArgs puts the first "component=key=value" of each component before all the others.
+// kwokctl v0.8.0 indexes its per-component patches by the position of a component's first
+// --extra-args flag, and panics (index out of range) unless those come first, in order.
+func orderExtraArgs(args []string) []string {
+	seen := map[string]bool{}
+	var first, rest []string
+	for _, a := range args {
+		component, _, _ := strings.Cut(a, "=")
+		if seen[component] {
+			rest = append(rest, a)
+			continue
+		}
+		seen[component] = true
+		first = append(first, a)
+	}
+	return append(first, rest...)
 }
 
 // deleteCluster stops a cluster: kwokctl first (it removes the folder), then by PID whatever it

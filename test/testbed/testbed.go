@@ -92,6 +92,9 @@ type Bed struct {
 
 	tools kwokctl
 	log   io.Writer
+	// creating serialises kwokctl create: concurrent ones pick the same "free" ports and their
+	// components then answer each other's clients (seen as x509 errors against another kwok-ca).
+	creating sync.Mutex
 }
 
 // Clusters returns the primary followed by the secondaries.
@@ -188,7 +191,10 @@ func (b *Bed) startAll(ctx context.Context, opts Options) error {
 func (b *Bed) startCluster(ctx context.Context, c *Cluster, opts Options) error {
 	c.dir = b.tools.clusterDir(c.Name)
 	rawKubeconfig := filepath.Join(b.WorkDir, "kwokctl-"+c.Name+".kubeconfig")
-	if err := b.tools.createCluster(ctx, c, rawKubeconfig, opts, b.log); err != nil {
+	b.creating.Lock()
+	err := b.tools.createCluster(ctx, c, rawKubeconfig, opts, b.log)
+	b.creating.Unlock()
+	if err != nil {
 		return err
 	}
 	if err := c.loadKubeconfig(rawKubeconfig, filepath.Join(b.WorkDir, c.Name+".kubeconfig")); err != nil {

@@ -128,3 +128,16 @@ func TestReadPIDsReadsKwokctlPIDFiles(t *testing.T) {
 		t.Fatalf("readPIDs = %v, want 123 and 456", got)
 	}
 }
+
+func TestOrderExtraArgsPutsEachComponentsFirstArgFirst(t *testing.T) {
+	got := orderExtraArgs([]string{"a=1=x", "a=2=y", "b=1=z", "c=1=w", "b=2=v", "a=3=u"})
+	want := []string{"a=1=x", "b=1=z", "c=1=w", "a=2=y", "b=2=v", "a=3=u"}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("got %v, want %v", got, want)
+		}
+	}
+}

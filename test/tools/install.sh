@@ -71,7 +71,7 @@ kwok_dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\
 [[ -d "$kwok_dir/kustomize/stage" ]] || { echo "tools: kwok module has no kustomize/stage in $kwok_dir" >&2; exit 1; }
 mkdir -p "$bin/stages"
 cp -f "$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml "$bin/stages/"
-cp -f "$kwok_dir"/kustomize/stage/node/heartbeat-with-lease/*.yaml "$bin/stages/"
+cp -f "$kwok_dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml "$bin/stages/"
 cp -f "$kwok_dir"/kustomize/stage/pod/general/pod-*.yaml "$bin/stages/"
 chmod -R u+w "$bin/stages"
 step=""

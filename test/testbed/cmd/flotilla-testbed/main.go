@@ -20,7 +20,7 @@ const usage = `Usage: flotilla-testbed up|down|status [flags]
 
   up      start a primary and N secondaries (kwok fake nodes) under --dir, and write
           <dir>/kubeconfig with contexts primary, secondary1, ...; a bed already running there is kept
-  down    stop every cluster recorded under --dir and remove its state
+  down    stop every cluster recorded under --dir and remove its state (logs/ is kept)
   status  say whether the bed under --dir answers
 
 Flags:
@@ -88,14 +88,21 @@ func down(ctx context.Context, dir, tools string) error {
 	if err := testbed.StopDir(ctx, dir, tools, os.Stdout); err != nil {
 		return err
 	}
-	return errors.Join(os.RemoveAll(filepath.Join(dir, "kwok")), removeIfExists(filepath.Join(dir, "kubeconfig")))
-}
-
-func removeIfExists(path string) error {
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+	// Everything but the logs goes: the next `up` starts from nothing.
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
 		return err
 	}
-	return nil
+	var errs []error
+	for _, e := range entries {
+		if e.Name() != "logs" {
+			errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // status checks that every context of the bed's kubeconfig answers /readyz.
