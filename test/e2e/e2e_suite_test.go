@@ -81,4 +81,3 @@ func repoRoot() string {
 	}
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
-
