@@ -17,6 +17,8 @@ KUBECTL := $(TOOLS_DIR)/kubectl
 GINKGO  := $(TOOLS_DIR)/ginkgo
 DEV_DIR := .testbed
 E2E_TIMEOUT ?= 40m
+# Plain output in CI logs.
+GINKGO_FLAGS ?= $(if $(CI),--no-color,)
 
 UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
 
@@ -45,7 +47,7 @@ unit: ## Unit tests (no clusters)
 
 .PHONY: e2e
 e2e: tools ## End-to-end suites on a fresh local test bed (one bed per run)
-	$(GINKGO) -v --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
+	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
 
 .PHONY: test
 test: verify unit e2e ## Every test: verify, unit, e2e

@@ -62,15 +62,15 @@ func (k kwokctl) clusterDir(name string) string { return filepath.Join(k.workDir
 
 func (k kwokctl) bin(name string) string { return filepath.Join(k.toolsDir, name) }
 
-func (k kwokctl) run(ctx context.Context, log io.Writer, args ...string) error {
+// run runs kwokctl; its (JSON, verbose) output is shown only when it fails.
+func (k kwokctl) run(ctx context.Context, args ...string) error {
 	cmd := exec.CommandContext(ctx, k.bin("kwokctl"), args...)
 	cmd.Env = append(os.Environ(), "KWOK_WORKDIR="+k.workDir)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args[:min(3, len(args))], " "), err, lastLines(out.String(), 20))
+		return fmt.Errorf("kwokctl %s: %w\n%s", strings.Join(args[:min(4, len(args))], " "), err, lastLines(out.String(), 20))
 	}
-	fmt.Fprint(log, prefixLines("kwokctl: ", out.String()))
 	return nil
 }
 
@@ -112,7 +112,12 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 	if err := os.MkdirAll(k.workDir, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", k.workDir, err)
 	}
-	return k.run(ctx, log, args...)
+	start := time.Now()
+	if err := k.run(ctx, args...); err != nil {
+		return err
+	}
+	fmt.Fprintf(log, "testbed: cluster %s created in %s\n", c.Name, time.Since(start).Round(100*time.Millisecond))
+	return nil
 }
 
 // orderExtraArgs puts the first "component=key=value" of each component before all the others.
@@ -140,7 +145,7 @@ func (k kwokctl) deleteCluster(ctx context.Context, name string, log io.Writer) 
 	var errs []error
 	if _, err := os.Stat(k.clusterDir(name)); err == nil {
 		dctx, cancel := context.WithTimeout(ctx, time.Minute)
-		if err := k.run(dctx, log, "delete", "cluster", "--name", name); err != nil {
+		if err := k.run(dctx, "delete", "cluster", "--name", name); err != nil {
 			errs = append(errs, err)
 		}
 		cancel()
@@ -230,12 +235,4 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-func prefixLines(prefix, s string) string {
-	s = strings.TrimRight(s, "\n")
-	if s == "" {
-		return ""
-	}
-	return prefix + strings.ReplaceAll(s, "\n", "\n"+prefix) + "\n"
 }
