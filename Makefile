@@ -15,6 +15,7 @@ TOOLS_DIR := $(shell test/tools/install.sh print-dir)
 export FLOTILLA_TOOLS_DIR := $(TOOLS_DIR)
 KUBECTL := $(TOOLS_DIR)/kubectl
 GINKGO  := $(TOOLS_DIR)/ginkgo
+GOLANGCI_LINT := $(TOOLS_DIR)/golangci-lint
 DEV_DIR := .testbed
 E2E_TIMEOUT ?= 40m
 # Plain output in CI logs.
@@ -27,7 +28,7 @@ help: ## Show the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: tools
-tools: ## Build and cache the test bed's binaries (kube-*, etcd, kwok, kubectl, helm, controller-gen, ginkgo)
+tools: ## Build and cache the test bed's binaries (kube-*, etcd, kwok, kubectl, helm, controller-gen, ginkgo, golangci-lint)
 	@test/tools/install.sh
 
 .PHONY: build
@@ -41,6 +42,10 @@ verify: ## gofmt, go vet and a tidy go.mod
 	go vet ./...
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
 
+.PHONY: lint
+lint: tools ## golangci-lint with .golangci.yml (the style contract)
+	$(GOLANGCI_LINT) run ./...
+
 .PHONY: unit
 unit: ## Unit tests (no clusters)
 	go test -count=1 $(UNIT_PKGS)
@@ -50,7 +55,7 @@ e2e: tools ## End-to-end suites on a fresh local test bed (one bed per run)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
 
 .PHONY: test
-test: verify unit e2e ## Every test: verify, unit, e2e
+test: verify lint unit e2e ## Every test: verify, lint, unit, e2e
 
 .PHONY: dev-up
 dev-up: tools ## Start a primary and two secondaries; kubeconfig in .testbed/kubeconfig

@@ -9,7 +9,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 source "$here/versions.env"
 
 cache_root=${FLOTILLA_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/flotilla/tools}
-bin="$cache_root/kube-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION-cg-$CONTROLLER_GEN_VERSION-ginkgo-$GINKGO_VERSION"
+bin="$cache_root/kube-$KUBE_VERSION-etcd-$ETCD_VERSION-kwok-$KWOK_VERSION-helm-$HELM_VERSION-cg-$CONTROLLER_GEN_VERSION-ginkgo-$GINKGO_VERSION-lint-$GOLANGCI_LINT_VERSION"
 
 if [[ "${1:-}" == "print-dir" ]]; then
   echo "$bin"
@@ -63,6 +63,7 @@ run_step "kwok $KWOK_VERSION" kwok go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$K
 run_step "kwokctl $KWOK_VERSION" kwokctl go_install kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
 run_step "controller-gen $CONTROLLER_GEN_VERSION" controller-gen go_install controller-gen "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
 run_step "ginkgo $GINKGO_VERSION" ginkgo go_install ginkgo "github.com/onsi/ginkgo/v2/ginkgo@$GINKGO_VERSION"
+run_step "golangci-lint $GOLANGCI_LINT_VERSION" golangci-lint go_install golangci-lint "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
 run_step "helm $HELM_VERSION" helm go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 
 step="kwok stages"
