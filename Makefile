@@ -25,7 +25,7 @@ UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
 
 .PHONY: help
 help: ## Show the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
 .PHONY: tools
 tools: ## Build and cache the test bed's binaries (kube-*, etcd, kwok, kubectl, helm, controller-gen, ginkgo, golangci-lint)
