@@ -11,20 +11,33 @@ import (
 	"os"
 	"time"
 
+	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
+	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
+	vklogrus "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterdetector"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
 	"github.com/flotilla-dev/flotilla/pkg/version"
+	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
 )
 
 var (
@@ -34,6 +47,7 @@ var (
 
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(flotillav1.AddToScheme(scheme))
 }
 
 type options struct {
@@ -49,6 +63,11 @@ type options struct {
 	burst                   int
 	showVersion             bool
 	logging                 logging.Options
+	primaryName             string
+	probeInterval           time.Duration
+	probeTimeout            time.Duration
+	nodeAddress             string
+	kubeletPort             int32
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -62,6 +81,11 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", "flotilla-manager.flotilla.dev", "name of the leader election Lease")
 	fs.Float32Var(&o.qps, "kube-api-qps", 200, "queries per second to the primary's API server (client-go's default of 5 would throttle Flotilla)")
 	fs.IntVar(&o.burst, "kube-api-burst", 400, "burst of queries to the primary's API server")
+	fs.StringVar(&o.primaryName, "primary-name", "primary", "name of the primary's ClusterDetector")
+	fs.DurationVar(&o.probeInterval, "probe-interval", 2*time.Second, "time between two health probes of a registered cluster")
+	fs.DurationVar(&o.probeTimeout, "probe-timeout", 2*time.Second, "how long a cluster may take to answer a health probe before it counts as failed")
+	fs.StringVar(&o.nodeAddress, "node-address", os.Getenv("POD_IP"), "InternalIP the virtual nodes advertise (default $POD_IP, else 127.0.0.1)")
+	fs.Int32Var(&o.kubeletPort, "kubelet-port", 0, "port of the virtual nodes' kubelet API, advertised on each node")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	o.logging.AddFlags(fs)
 }
@@ -83,13 +107,15 @@ func main() {
 		fmt.Println("flotilla-manager", version.Get())
 		return
 	}
-	log, err := logging.New(opts.logging, os.Stderr)
+	logger, err := logging.NewLogrus(opts.logging, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "flotilla-manager:", err)
 		os.Exit(2)
 	}
+	log, _ := logging.New(opts.logging, os.Stderr)
 	ctrl.SetLogger(log)
 	klog.SetLogger(log)
+	vklog.L = vklogrus.FromLogrus(logrus.NewEntry(logger))
 	if err := run(ctrl.SetupSignalHandler(), opts); err != nil {
 		setupLog.Error(err, "Manager stopped")
 		os.Exit(1)
@@ -109,8 +135,14 @@ func run(ctx context.Context, opts options) error {
 	if opts.metricsSecure {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	// Secrets are read in flotilla-system only (the registration Secret); nothing else needs them.
+	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}:              {Namespaces: map[string]cache.Config{flotillav1.SystemNamespace: {}}},
+		&flotillav1.ClusterDetector{}: {Namespaces: map[string]cache.Config{flotillav1.SystemNamespace: {}}},
+	}}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
+		Cache:                         cacheOpts,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        opts.probeAddr,
 		LeaderElection:                opts.leaderElect,
@@ -136,9 +168,69 @@ func run(ctx context.Context, opts options) error {
 	}); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
+	if err := setupClusters(ctx, mgr, cfg, opts); err != nil {
+		return err
+	}
 	setupLog.Info("Starting manager", "host", cfg.Host, "leaderElection", opts.leaderElect)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("running manager: %w", err)
+	}
+	return nil
+}
+
+// setupClusters wires the cluster registry, the ClusterDetector reconciler and the virtual nodes.
+func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts options) error {
+	primary, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building the primary's client: %w", err)
+	}
+	ns, err := primary.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("reading the primary's kube-system namespace (its UID is the primary ID): %w", err)
+	}
+	primaryID := string(ns.UID)
+	version, err := primary.Discovery().ServerVersion()
+	if err != nil {
+		return fmt.Errorf("reading the primary's version: %w", err)
+	}
+	// IDs recorded by an earlier run keep the virtual nodes of secondaries that are down right now.
+	known := map[string]string{}
+	var detectors flotillav1.ClusterDetectorList
+	if err := mgr.GetAPIReader().List(ctx, &detectors, client.InNamespace(flotillav1.SystemNamespace)); err != nil {
+		if meta.IsNoMatchError(err) {
+			return fmt.Errorf("the flotilla.dev CRDs are not installed in the primary (install the chart, or apply config/crd/bases): %w", err)
+		}
+		return fmt.Errorf("listing ClusterDetectors: %w", err)
+	}
+	for _, d := range detectors.Items {
+		known[d.Name] = d.Status.ClusterID
+	}
+	setupLog.Info("Primary identified", "primaryID", primaryID, "version", version.GitVersion, "knownClusters", len(known))
+
+	registry := clusters.NewRegistry(clusters.Options{
+		PrimaryID: primaryID, KnownIDs: known, ProbeInterval: opts.probeInterval, ProbeTimeout: opts.probeTimeout,
+		TokenRenewer: clusters.SecretTokenRenewer(mgr.GetClient()),
+	}, ctrl.Log.WithName("clusters"))
+	if err := mgr.Add(registry); err != nil {
+		return fmt.Errorf("adding the cluster registry: %w", err)
+	}
+	if err := (&clusters.SecretReconciler{Client: mgr.GetClient(), Registry: registry,
+		Recorder: mgr.GetEventRecorder("flotilla")}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the registration controller: %w", err)
+	}
+	if err := (&clusterdetector.Reconciler{Client: mgr.GetClient(), Registry: registry,
+		PrimaryName: opts.primaryName}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up the ClusterDetector controller: %w", err)
+	}
+	address := opts.nodeAddress
+	if address == "" {
+		address = "127.0.0.1"
+	}
+	nodes := virtualnode.NewManager(registry, primary, virtualnode.Options{NodeOptions: virtualnode.NodeOptions{
+		Address: address, KubeletPort: opts.kubeletPort, PrimaryVersion: version.GitVersion,
+	}}, ctrl.Log.WithName("virtualnode"))
+	if err := mgr.Add(nodes); err != nil {
+		return fmt.Errorf("adding the virtual nodes: %w", err)
 	}
 	return nil
 }

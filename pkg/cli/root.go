@@ -14,8 +14,8 @@ import (
 type GlobalOptions struct {
 	// Kubeconfig is the path of the user's kubeconfig (default: kubectl's rules).
 	Kubeconfig string
-	// Context is the context of the primary cluster (default: the current context).
-	Context string
+	// PrimaryContext is the context of the primary cluster (default: the current context).
+	PrimaryContext string
 }
 
 // NewRootCommand builds flotillactl's command tree, writing to out and errOut.
@@ -35,8 +35,8 @@ Replicator copies a namespace's resources to chosen clusters.`,
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.PersistentFlags().StringVar(&g.Kubeconfig, "kubeconfig", "", "path of the kubeconfig (default: $KUBECONFIG or ~/.kube/config)")
-	root.PersistentFlags().StringVar(&g.Context, "context", "", "kubeconfig context of the primary cluster (default: the current context)")
-	root.AddCommand(newVersionCommand())
+	root.PersistentFlags().StringVar(&g.PrimaryContext, "primary-context", "", "kubeconfig context of the primary cluster (default: the current context)")
+	root.AddCommand(newVersionCommand(), newClusterCommand(&g))
 	return root
 }
 

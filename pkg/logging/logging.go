@@ -42,12 +42,22 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 // New builds the logrus logger writing to w and returns it as a logr.Logger.
 func New(o Options, w io.Writer) (logr.Logger, error) {
+	l, err := NewLogrus(o, w)
+	if err != nil {
+		return logr.Discard(), err
+	}
+	return logrusr.New(l, logrusr.WithReportCaller()), nil
+}
+
+// NewLogrus builds the logrus logger itself, for libraries that log through logrus
+// (virtual-kubelet).
+func NewLogrus(o Options, w io.Writer) (*logrus.Logger, error) {
 	if o.Level == "" {
 		o.Level = "info"
 	}
 	level, err := logrus.ParseLevel(o.Level)
 	if err != nil {
-		return logr.Discard(), fmt.Errorf("--log-level %q: want one of error, warn, info, debug, trace", o.Level)
+		return nil, fmt.Errorf("--log-level %q: want one of error, warn, info, debug, trace", o.Level)
 	}
 	l := logrus.New()
 	l.SetOutput(w)
@@ -58,7 +68,7 @@ func New(o Options, w io.Writer) (logr.Logger, error) {
 	case FormatJSON:
 		l.SetFormatter(&logrus.JSONFormatter{})
 	default:
-		return logr.Discard(), fmt.Errorf("--log-format %q: want text or json", o.Format)
+		return nil, fmt.Errorf("--log-format %q: want text or json", o.Format)
 	}
-	return logrusr.New(l, logrusr.WithReportCaller()), nil
+	return l, nil
 }

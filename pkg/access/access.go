@@ -1,0 +1,139 @@
+package access
+
+import (
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// Names of the objects a primary owns in a secondary, derived from its ID so that two primaries
+// sharing a secondary never share an identity.
+type Names struct {
+	PrimaryID      string
+	ServiceAccount string // in flotilla-system
+	ClusterRole    string // and its ClusterRoleBinding
+	TokenRole      string // Role (and RoleBinding) in flotilla-system for the token renewal
+	Params         string // ConfigMap in flotilla-system holding the primary ID for the policy
+	Policy         string // ValidatingAdmissionPolicy and its binding
+}
+
+// NamesFor returns the names for a primary ID.
+func NamesFor(primaryID string) Names {
+	short := primaryID
+	if len(short) > 8 {
+		short = short[:8]
+	}
+	base := "flotilla-" + short
+	return Names{PrimaryID: primaryID, ServiceAccount: base, ClusterRole: "flotilla:primary:" + short,
+		TokenRole: base + "-token", Params: base + "-params", Policy: base + "-managed-namespaces"}
+}
+
+// Username is the identity the secondary's API server sees for the primary's ServiceAccount.
+func (n Names) Username() string {
+	return fmt.Sprintf("system:serviceaccount:%s:%s", flotillav1.SystemNamespace, n.ServiceAccount)
+}
+
+var writeVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+
+// Rules are the ClusterRole rules of a primary in a secondary.
+func Rules(primaryID string) []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces", "pods", "configmaps", "services", "serviceaccounts"}, Verbs: writeVerbs},
+		// Secrets are written (dependencies of delegates), never read.
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "update", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/log", "pods/status"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"}, Verbs: []string{"get", "create"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: writeVerbs},
+		{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"}, Verbs: []string{"get", "list", "watch", "create"}},
+		{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"}, Verbs: []string{"update", "patch", "delete"},
+			ResourceNames: []string{primaryID}},
+	}
+}
+
+// forbiddenNamespaces are never written by Flotilla, labelled or not.
+var forbiddenNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease, flotillav1.SystemNamespace}
+
+// policyExpression lets the identity write a namespaced object only in a namespace labelled
+// managed-by=<primary>, a Namespace only if it carries that label, and its FlotillaPrimary.
+const policyExpression = `request.resource.resource == 'flotillaprimaries' ||
+(
+  !(request.resource.resource == 'namespaces' ? request.name : request.namespace).startsWith('kube-') &&
+  !((request.resource.resource == 'namespaces' ? request.name : request.namespace) in params.data.forbidden.split(',')) &&
+  (request.resource.resource == 'namespaces'
+    ? (request.operation == 'DELETE' ? oldObject : object).metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary
+    : namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary)
+)`
+
+// Objects returns everything `join` applies in a secondary for a primary, in apply order
+// (the FlotillaPrimary CRD is applied before, from config/crd).
+func Objects(n Names, clusterName string) []client.Object {
+	ns := flotillav1.SystemNamespace
+	labels := map[string]string{"app.kubernetes.io/part-of": "flotilla", flotillav1.LabelPrimary: n.PrimaryID}
+	meta := func(name, namespace string) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}
+	}
+	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: n.ServiceAccount, Namespace: ns}
+	failClosed := admissionregistrationv1.Fail
+	deny := admissionregistrationv1.DenyAction
+	forbidden := ""
+	for i, f := range forbiddenNamespaces {
+		if i > 0 {
+			forbidden += ","
+		}
+		forbidden += f
+	}
+	return []client.Object{
+		&corev1.Namespace{ObjectMeta: meta(ns, "")},
+		&corev1.ServiceAccount{ObjectMeta: meta(n.ServiceAccount, ns)},
+		&rbacv1.ClusterRole{ObjectMeta: meta(n.ClusterRole, ""), Rules: Rules(n.PrimaryID)},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: meta(n.ClusterRole, ""),
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: n.ClusterRole},
+			Subjects: []rbacv1.Subject{sa}},
+		&rbacv1.Role{ObjectMeta: meta(n.TokenRole, ns), Rules: []rbacv1.PolicyRule{{APIGroups: []string{""},
+			Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{n.ServiceAccount}}}},
+		&rbacv1.RoleBinding{ObjectMeta: meta(n.TokenRole, ns),
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.TokenRole},
+			Subjects: []rbacv1.Subject{sa}},
+		&corev1.ConfigMap{ObjectMeta: meta(n.Params, ns), Data: map[string]string{
+			"primary": n.PrimaryID, "clusterName": clusterName, "forbidden": forbidden}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: meta(n.Policy, ""),
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+				FailurePolicy: &failClosed,
+				ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"},
+				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
+						Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"},
+							Resources: []string{"*", "pods/exec", "pods/attach", "pods/portforward", "pods/status"}},
+					}}}},
+				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "flotilla-identity",
+					Expression: fmt.Sprintf("request.userInfo.username == '%s'", n.Username())}},
+				Validations: []admissionregistrationv1.Validation{{
+					Expression: policyExpression,
+					MessageExpression: `'Flotilla (primary ' + params.data.primary + ') may write only in namespaces labelled ` +
+						flotillav1.LabelManagedBy + `=' + params.data.primary + ', never in kube-*, default or flotilla-system: ' + ` +
+						`request.resource.resource + ' ' + (request.namespace != '' ? request.namespace + '/' : '') + request.name + ' refused'`,
+					Reason: ptrTo(metav1.StatusReasonForbidden),
+				}},
+			}},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: meta(n.Policy, ""),
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName: n.Policy,
+				ParamRef: &admissionregistrationv1.ParamRef{Name: n.Params, Namespace: ns,
+					ParameterNotFoundAction: &deny},
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			}},
+		&flotillav1.FlotillaPrimary{ObjectMeta: metav1.ObjectMeta{Name: n.PrimaryID, Labels: labels},
+			Spec: flotillav1.FlotillaPrimarySpec{ClusterName: clusterName, ServiceAccount: ns + "/" + n.ServiceAccount}},
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

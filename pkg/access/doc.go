@@ -1,0 +1,11 @@
+// Package access builds what a primary may do in a secondary: the ServiceAccount Flotilla uses
+// there, its least-privilege RBAC, and the ValidatingAdmissionPolicy that confines its writes to
+// namespaces labelled flotilla.dev/managed-by=<primary ID>. `flotillactl cluster join` applies it;
+// the functions here are pure, so what is granted is reviewed and tested in one place.
+//
+// What is granted: reads of nodes and pods (capacity, status), writes of the kinds delegates
+// need (namespaces, pods, ConfigMaps, Services, ServiceAccounts, NetworkPolicies) and of Secrets
+// WITHOUT get/list/watch, kubectl logs/exec/attach/port-forward into pods, its own FlotillaPrimary,
+// and a token for its own ServiceAccount (renewal). Never: RBAC objects, cluster-admin, reads of
+// Secrets.
+package access

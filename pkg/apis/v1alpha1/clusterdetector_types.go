@@ -1,0 +1,107 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterStatus is the health of a registered cluster, as plumber users know it.
+// +kubebuilder:validation:Enum=Running;Unknown
+type ClusterStatus string
+
+const (
+	// ClusterRunning means the cluster answered its last probes.
+	ClusterRunning ClusterStatus = "Running"
+	// ClusterUnknown means the cluster is not answering, or cannot be used; Reason says why.
+	ClusterUnknown ClusterStatus = "Unknown"
+)
+
+// ClusterDetectorSpec says which kubeconfig entries a cluster was registered with.
+type ClusterDetectorSpec struct {
+	// Context is the context of the registration kubeconfig (Secret flotilla-system/kubeconfig).
+	Context string `json:"context"`
+	// Cluster is the context's raw kubeconfig cluster entry.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
+	// User is the context's raw kubeconfig user entry.
+	// +optional
+	User string `json:"user,omitempty"`
+}
+
+// ClusterDetectorStatus is what Flotilla last saw of the cluster.
+type ClusterDetectorStatus struct {
+	// ClusterStatus is Running or Unknown.
+	// +optional
+	ClusterStatus ClusterStatus `json:"clusterStatus,omitempty"`
+	// Reason is a CamelCase word saying why the cluster is Unknown (empty when Running).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Message says the same to a person.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// ClusterID is the UID of the cluster's kube-system namespace: its identity.
+	// +optional
+	ClusterID string `json:"clusterID,omitempty"`
+	// VirtualNode is the name of the cluster's node in the primary (secondaries only).
+	// +optional
+	VirtualNode string `json:"virtualNode,omitempty"`
+	// KubernetesVersion is the cluster's API server version.
+	// +optional
+	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
+	// NodeCount is the number of nodes in the cluster.
+	// +optional
+	NodeCount int32 `json:"nodeCount,omitempty"`
+	// Capacity is the sum of allocatable resources over the cluster's eligible nodes.
+	// +optional
+	Capacity corev1.ResourceList `json:"capacity,omitempty"`
+	// Allocatable is Capacity less the requests of pods that are not this primary's delegates.
+	// +optional
+	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
+	// TokenExpirationTime is when the credential Flotilla uses there expires (tokens only).
+	// +optional
+	TokenExpirationTime *metav1.Time `json:"tokenExpirationTime,omitempty"`
+	// LastProbeTime is when the cluster was last probed.
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
+	// ObservedGeneration is the generation this status was computed for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready (the cluster answers), Registered (its registration is usable), and on the
+	// primary's ClusterDetector KubeconfigValid (the registration Secret parses).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// ClusterDetector is one registered cluster, the primary included, as plumber named it.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cd;cds,categories=flotilla
+// +kubebuilder:printcolumn:name="Context",type=string,JSONPath=`.spec.context`
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster`
+// +kubebuilder:printcolumn:name="User",type=string,JSONPath=`.spec.user`
+// +kubebuilder:printcolumn:name="ClusterStatus",type=string,JSONPath=`.status.clusterStatus`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.virtualNode`,priority=1
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type ClusterDetector struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ClusterDetectorSpec   `json:"spec,omitempty"`
+	Status ClusterDetectorStatus `json:"status,omitempty"`
+}
+
+// ClusterDetectorList is a list of ClusterDetectors.
+// +kubebuilder:object:root=true
+type ClusterDetectorList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []ClusterDetector `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&ClusterDetector{}, &ClusterDetectorList{})
+}

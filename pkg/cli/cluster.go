@@ -1,0 +1,504 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-dev/flotilla/config"
+	"github.com/flotilla-dev/flotilla/pkg/access"
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+func newClusterCommand(g *GlobalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Register, list, remove and fence secondary clusters",
+		Long: `Secondary clusters are registered in the primary's Secret flotilla-system/kubeconfig (key
+config), one context per cluster. The manager picks up every change within seconds: each
+secondary becomes a virtual node flotilla-<name> and a ClusterDetector.
+
+The primary is --primary-context (default: the current context); secondaries are other contexts
+of the same kubeconfig. Credentials are never printed.`,
+	}
+	cmd.AddCommand(newJoinCommand(g), newAddCommand(g), newListCommand(g), newRemoveCommand(g), newFenceCommand(g))
+	return cmd
+}
+
+// nameFor returns the cluster name for a context: --name when given (validated), else derived.
+func nameFor(contextName, name string) (string, error) {
+	if name == "" {
+		return clusters.ClusterName(contextName), nil
+	}
+	if !clusters.ValidClusterName(name) {
+		return "", fmt.Errorf("--name %q: a cluster name must be a DNS-1123 label (lower case letters, digits and '-') of at most %d characters",
+			name, clusters.MaxClusterNameLength)
+	}
+	return name, nil
+}
+
+// refuseDuplicate fails when the registration already has a context named name for another cluster.
+func refuseDuplicate(reg *clientcmdapi.Config, name, server string) error {
+	if kctx, ok := reg.Contexts[name]; ok {
+		if c := reg.Clusters[kctx.Cluster]; c != nil && c.Server != server {
+			return fmt.Errorf("cluster name %q is already registered for %s; choose another --name or remove it first", name, c.Server)
+		}
+	}
+	return nil
+}
+
+func newAddCommand(g *GlobalOptions) *cobra.Command {
+	var contextName, name string
+	cmd := &cobra.Command{
+		Use:   "add --context CONTEXT [--name NAME]",
+		Short: "Register a secondary with the credentials of its kubeconfig context (plumber's way)",
+		Long: `add copies the context's own cluster and user entries into the registration Secret. It refuses
+credentials the manager cannot use in the primary (exec plugins, auth providers): use join for those.
+add also installs the FlotillaPrimary CRD there with the same credentials.`,
+		Example: "  flotillactl cluster add --context secondary1",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAdd(cmd.Context(), g, contextName, name, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary (required)")
+	cmd.Flags().StringVar(&name, "name", "", "cluster name (DNS-1123; default: derived from the context name)")
+	_ = cmd.MarkFlagRequired("context")
+	return cmd
+}
+
+func runAdd(ctx context.Context, g *GlobalOptions, contextName, name string, out io.Writer) error {
+	user, err := g.userConfig()
+	if err != nil {
+		return err
+	}
+	name, err = nameFor(contextName, name)
+	if err != nil {
+		return err
+	}
+	kctx, ok := user.Contexts[contextName]
+	if !ok {
+		return fmt.Errorf("context %q is not in the kubeconfig", contextName)
+	}
+	authInfo, cluster := user.AuthInfos[kctx.AuthInfo], user.Clusters[kctx.Cluster]
+	if authInfo == nil || cluster == nil {
+		return fmt.Errorf("context %q names a missing cluster or user entry", contextName)
+	}
+	if authInfo.Exec != nil || authInfo.AuthProvider != nil {
+		return fmt.Errorf("context %q %w", contextName, errExecCredential)
+	}
+	primary, _, err := clientFor(user, g.PrimaryContext)
+	if err != nil {
+		return err
+	}
+	secondary, _, err := clientFor(user, contextName)
+	if err != nil {
+		return err
+	}
+	if err := installCRD(ctx, secondary, "flotillaprimaries"); err != nil {
+		return err
+	}
+	err = updateRegistration(ctx, primary, func(reg *clientcmdapi.Config) error {
+		if err := refuseDuplicate(reg, name, cluster.Server); err != nil {
+			return err
+		}
+		putContext(reg, name, cluster.DeepCopy(), kctx.Cluster, authInfo.DeepCopy(), kctx.AuthInfo)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "Registered context %s as cluster %s (virtual node %s).\n", contextName, name, flotillav1.VirtualNodeName(name))
+	return err
+}
+
+func newJoinCommand(g *GlobalOptions) *cobra.Command {
+	var contextName, name string
+	var duration time.Duration
+	cmd := &cobra.Command{
+		Use:   "join --context CONTEXT [--name NAME]",
+		Short: "Register a secondary with a least-privilege identity of Flotilla's own",
+		Long: `join uses the context's (admin) credentials once, to install in the secondary:
+  - the FlotillaPrimary CRD and this primary's FlotillaPrimary object;
+  - a ServiceAccount flotilla-system/flotilla-<primary id>, its least-privilege RBAC (no reads of
+    Secrets, no RBAC objects), and a ValidatingAdmissionPolicy that lets it write only in
+    namespaces labelled flotilla.dev/managed-by=<primary id>;
+then mints a token for that ServiceAccount and registers it in the primary's Secret. The manager
+renews the token at half its lifetime. This works for contexts whose own credentials the manager
+cannot use (GKE, EKS, AKS exec plugins).`,
+		Example: "  flotillactl cluster join --context secondary1 --name eu-west",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runJoin(cmd.Context(), g, contextName, name, duration, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
+	cmd.Flags().StringVar(&name, "name", "", "cluster name (DNS-1123; default: derived from the context name)")
+	cmd.Flags().DurationVar(&duration, "token-duration", 24*time.Hour, "lifetime of the token minted for Flotilla (the secondary may cap it)")
+	_ = cmd.MarkFlagRequired("context")
+	return cmd
+}
+
+func runJoin(ctx context.Context, g *GlobalOptions, contextName, name string, duration time.Duration, out io.Writer) error {
+	user, err := g.userConfig()
+	if err != nil {
+		return err
+	}
+	name, err = nameFor(contextName, name)
+	if err != nil {
+		return err
+	}
+	kctx, ok := user.Contexts[contextName]
+	if !ok {
+		return fmt.Errorf("context %q is not in the kubeconfig", contextName)
+	}
+	cluster := user.Clusters[kctx.Cluster]
+	if cluster == nil {
+		return fmt.Errorf("context %q names a missing cluster entry", contextName)
+	}
+	primary, _, err := clientFor(user, g.PrimaryContext)
+	if err != nil {
+		return err
+	}
+	secondary, secondaryRC, err := clientFor(user, contextName)
+	if err != nil {
+		return err
+	}
+	primaryID, err := clusterID(ctx, primary)
+	if err != nil {
+		return fmt.Errorf("primary: %w", err)
+	}
+	secondaryID, err := clusterID(ctx, secondary)
+	if err != nil {
+		return fmt.Errorf("context %s: %w", contextName, err)
+	}
+	if secondaryID == primaryID {
+		return fmt.Errorf("context %q is the primary itself; only secondaries are joined", contextName)
+	}
+	if err := installCRD(ctx, secondary, "flotillaprimaries"); err != nil {
+		return err
+	}
+	names := access.NamesFor(primaryID)
+	for _, obj := range access.Objects(names, name) {
+		if err := apply(ctx, secondary, obj); err != nil {
+			return fmt.Errorf("context %s: %w", contextName, err)
+		}
+	}
+	cs, err := kubernetes.NewForConfig(secondaryRC)
+	if err != nil {
+		return fmt.Errorf("context %s: %w", contextName, err)
+	}
+	seconds := int64(duration.Seconds())
+	tr, err := cs.CoreV1().ServiceAccounts(flotillav1.SystemNamespace).CreateToken(ctx, names.ServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("minting a token for %s in context %s: %w", names.ServiceAccount, contextName, err)
+	}
+	identity := &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	err = updateRegistration(ctx, primary, func(reg *clientcmdapi.Config) error {
+		if err := refuseDuplicate(reg, name, cluster.Server); err != nil {
+			return err
+		}
+		putContext(reg, name, cluster.DeepCopy(), kctx.Cluster, identity, names.ServiceAccount+"@"+name)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "Joined context %s as cluster %s (virtual node %s) with identity %s; token expires %s.\n",
+		contextName, name, flotillav1.VirtualNodeName(name), names.Username(), tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
+	return err
+}
+
+// installCRD creates or updates one of Flotilla's CRDs (by plural name) from the embedded manifests.
+func installCRD(ctx context.Context, c client.Client, plural string) error {
+	raw, err := config.CRDs.ReadFile("crd/bases/" + flotillav1.GroupVersion.Group + "_" + plural + ".yaml")
+	if err != nil {
+		return fmt.Errorf("reading the %s CRD: %w", plural, err)
+	}
+	var crd apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(raw, &crd); err != nil {
+		return fmt.Errorf("decoding the %s CRD: %w", plural, err)
+	}
+	if err := apply(ctx, c, &crd); err != nil {
+		return err
+	}
+	// Wait until it is served, so objects of it can be created next.
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		var got apiextensionsv1.CustomResourceDefinition
+		if err := c.Get(ctx, client.ObjectKey{Name: crd.Name}, &got); err != nil {
+			return false, nil //nolint:nilerr // not visible yet
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// apply creates obj or updates it to the desired content (labels, and spec-like fields).
+func apply(ctx context.Context, c client.Client, obj client.Object) error {
+	desired := obj.DeepCopyObject().(client.Object)
+	_, err := controllerutil.CreateOrUpdate(ctx, c, obj, func() error {
+		return copyDesired(obj, desired)
+	})
+	if err != nil {
+		return fmt.Errorf("applying %T %s: %w", desired, desired.GetName(), err)
+	}
+	return nil
+}
+
+func newListCommand(g *GlobalOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the registered clusters and their status",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runList(cmd.Context(), g, cmd.OutOrStdout())
+		},
+	}
+}
+
+func runList(ctx context.Context, g *GlobalOptions, out io.Writer) error {
+	user, err := g.userConfig()
+	if err != nil {
+		return err
+	}
+	primary, _, err := clientFor(user, g.PrimaryContext)
+	if err != nil {
+		return err
+	}
+	reg, err := registration(ctx, primary)
+	if err != nil {
+		return err
+	}
+	var detectors flotillav1.ClusterDetectorList
+	if err := primary.List(ctx, &detectors, client.InNamespace(flotillav1.SystemNamespace)); err != nil {
+		return fmt.Errorf("listing ClusterDetectors: %w", err)
+	}
+	byContext := map[string]flotillav1.ClusterDetector{}
+	for _, d := range detectors.Items {
+		byContext[d.Spec.Context] = d
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "CONTEXT\tCLUSTER\tUSER\tNAME\tROLE\tSTATUS\tREASON")
+	contexts := make([]string, 0, len(reg.Contexts))
+	for name := range reg.Contexts {
+		contexts = append(contexts, name)
+	}
+	sort.Strings(contexts)
+	for _, c := range contexts {
+		kctx := reg.Contexts[c]
+		status, reason, role, name := "Pending", "", "", clusters.ClusterName(c)
+		if d, ok := byContext[c]; ok {
+			status, reason, role, name = string(d.Status.ClusterStatus), d.Status.Reason, d.Labels[flotillav1.LabelRole], d.Name
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c, kctx.Cluster, kctx.AuthInfo, name, role, status, reason)
+	}
+	return w.Flush()
+}
+
+// findContext finds a registered context by context name or cluster name.
+func findContext(reg *clientcmdapi.Config, nameOrContext string) (contextName, name string, err error) {
+	if _, ok := reg.Contexts[nameOrContext]; ok {
+		return nameOrContext, clusters.ClusterName(nameOrContext), nil
+	}
+	for c := range reg.Contexts {
+		if clusters.ClusterName(c) == nameOrContext {
+			return c, nameOrContext, nil
+		}
+	}
+	return "", "", fmt.Errorf("no registered cluster or context named %q (see `flotillactl cluster list`)", nameOrContext)
+}
+
+func newRemoveCommand(g *GlobalOptions) *cobra.Command {
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "remove CLUSTER|CONTEXT",
+		Short: "Unregister a secondary: cordon its node, remove its credentials, wait until Flotilla let go of it",
+		Long: `remove cordons the secondary's virtual node, removes its context from the registration Secret,
+and waits until the manager has deleted the virtual node, the ClusterDetector and (with the
+registered credentials) the FlotillaPrimary in the secondary, which lets the secondary's garbage
+collector remove everything Flotilla created there.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runRemove(cmd.Context(), g, args[0], timeout, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the manager to let go")
+	return cmd
+}
+
+func runRemove(ctx context.Context, g *GlobalOptions, target string, timeout time.Duration, out io.Writer) error {
+	user, err := g.userConfig()
+	if err != nil {
+		return err
+	}
+	primary, _, err := clientFor(user, g.PrimaryContext)
+	if err != nil {
+		return err
+	}
+	reg, err := registration(ctx, primary)
+	if err != nil {
+		return err
+	}
+	contextName, name, err := findContext(reg, target)
+	if err != nil {
+		return err
+	}
+	nodeName := flotillav1.VirtualNodeName(name)
+	var n corev1.Node
+	switch err := primary.Get(ctx, client.ObjectKey{Name: nodeName}, &n); {
+	case err == nil:
+		base := n.DeepCopy()
+		n.Spec.Unschedulable = true
+		if err := primary.Patch(ctx, &n, client.MergeFrom(base)); err != nil {
+			return fmt.Errorf("cordoning %s: %w", nodeName, err)
+		}
+		fmt.Fprintf(out, "Cordoned %s.\n", nodeName)
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading %s: %w", nodeName, err)
+	}
+	if err := updateRegistration(ctx, primary, func(reg *clientcmdapi.Config) error {
+		removeContext(reg, contextName)
+		return nil
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "Removed context %s from the registration; waiting for the manager to let go of %s...\n", contextName, name)
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		nodeErr := primary.Get(ctx, client.ObjectKey{Name: nodeName}, &corev1.Node{})
+		cdErr := primary.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: name}, &flotillav1.ClusterDetector{})
+		return apierrors.IsNotFound(nodeErr) && apierrors.IsNotFound(cdErr), nil
+	})
+	if err != nil {
+		return fmt.Errorf("the virtual node %s or ClusterDetector %s is still there after %s: is the manager running? %w", nodeName, name, timeout, err)
+	}
+	_, err = fmt.Fprintf(out, "Cluster %s removed.\n", name)
+	return err
+}
+
+// OutOfServiceTaint releases the pods of a node known to be dead (Kubernetes' non-graceful node shutdown).
+var OutOfServiceTaint = corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
+
+func newFenceCommand(g *GlobalOptions) *cobra.Command {
+	var undo bool
+	cmd := &cobra.Command{
+		Use:   "fence CLUSTER|CONTEXT",
+		Short: "Declare a secondary dead: taint its virtual node out-of-service so its pods are released",
+		Long: `fence taints the secondary's virtual node node.kubernetes.io/out-of-service=nodeshutdown:NoExecute,
+for a secondary known to be dead: its pods are evicted at once and at-most-once pods may run
+elsewhere. --undo removes the taint.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runFence(cmd.Context(), g, args[0], undo, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&undo, "undo", false, "remove the out-of-service taint")
+	return cmd
+}
+
+func runFence(ctx context.Context, g *GlobalOptions, target string, undo bool, out io.Writer) error {
+	user, err := g.userConfig()
+	if err != nil {
+		return err
+	}
+	primary, _, err := clientFor(user, g.PrimaryContext)
+	if err != nil {
+		return err
+	}
+	reg, err := registration(ctx, primary)
+	if err != nil {
+		return err
+	}
+	_, name, err := findContext(reg, target)
+	if err != nil {
+		return err
+	}
+	nodeName := flotillav1.VirtualNodeName(name)
+	var n corev1.Node
+	if err := primary.Get(ctx, client.ObjectKey{Name: nodeName}, &n); err != nil {
+		return fmt.Errorf("reading %s: %w", nodeName, err)
+	}
+	base := n.DeepCopy()
+	var taints []corev1.Taint
+	for _, t := range n.Spec.Taints {
+		if t.Key != OutOfServiceTaint.Key {
+			taints = append(taints, t)
+		}
+	}
+	if !undo {
+		taints = append(taints, OutOfServiceTaint)
+	}
+	n.Spec.Taints = taints
+	if err := primary.Patch(ctx, &n, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("tainting %s: %w", nodeName, err)
+	}
+	verb := "Fenced"
+	if undo {
+		verb = "Unfenced"
+	}
+	_, err = fmt.Fprintf(out, "%s %s (%s).\n", verb, nodeName, strings.TrimSpace(OutOfServiceTaint.ToString()))
+	return err
+}
+
+var errUnknownKind = errors.New("unsupported kind")
+
+// copyDesired sets on live (as read from the cluster) what desired says, for the kinds join applies.
+func copyDesired(live, desired client.Object) error {
+	labels := live.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range desired.GetLabels() {
+		labels[k] = v
+	}
+	live.SetLabels(labels)
+	switch d := desired.(type) {
+	case *corev1.Namespace, *corev1.ServiceAccount:
+	case *corev1.ConfigMap:
+		live.(*corev1.ConfigMap).Data = d.Data
+	case *rbacv1.ClusterRole:
+		live.(*rbacv1.ClusterRole).Rules = d.Rules
+	case *rbacv1.ClusterRoleBinding:
+		live.(*rbacv1.ClusterRoleBinding).RoleRef, live.(*rbacv1.ClusterRoleBinding).Subjects = d.RoleRef, d.Subjects
+	case *rbacv1.Role:
+		live.(*rbacv1.Role).Rules = d.Rules
+	case *rbacv1.RoleBinding:
+		live.(*rbacv1.RoleBinding).RoleRef, live.(*rbacv1.RoleBinding).Subjects = d.RoleRef, d.Subjects
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		live.(*admissionregistrationv1.ValidatingAdmissionPolicy).Spec = d.Spec
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		live.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding).Spec = d.Spec
+	case *flotillav1.FlotillaPrimary:
+		live.(*flotillav1.FlotillaPrimary).Spec = d.Spec
+	case *apiextensionsv1.CustomResourceDefinition:
+		live.(*apiextensionsv1.CustomResourceDefinition).Spec = d.Spec
+	default:
+		return fmt.Errorf("%w %T", errUnknownKind, desired)
+	}
+	return nil
+}

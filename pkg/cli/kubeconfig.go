@@ -1,0 +1,206 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+var cliScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(flotillav1.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
+	return s
+}()
+
+// userConfig is the user's kubeconfig, loaded the way kubectl loads it, with files embedded.
+func (g *GlobalOptions) userConfig() (*clientcmdapi.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if g.Kubeconfig != "" {
+		rules.ExplicitPath = g.Kubeconfig
+	}
+	cfg, err := rules.Load()
+	if err != nil {
+		return nil, fmt.Errorf("loading the kubeconfig: %w", err)
+	}
+	if err := clientcmdapi.FlattenConfig(cfg); err != nil {
+		return nil, fmt.Errorf("embedding the kubeconfig's files: %w", err)
+	}
+	return cfg, nil
+}
+
+// restConfigFor builds a REST config for a context of the user's kubeconfig.
+func restConfigFor(cfg *clientcmdapi.Config, context string) (*rest.Config, error) {
+	if context == "" {
+		context = cfg.CurrentContext
+	}
+	if _, ok := cfg.Contexts[context]; !ok {
+		return nil, fmt.Errorf("context %q is not in the kubeconfig", context)
+	}
+	rc, err := clientcmd.NewNonInteractiveClientConfig(*cfg, context, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("context %q: %w", context, err)
+	}
+	rc.QPS, rc.Burst = 50, 100
+	return rc, nil
+}
+
+// clientFor builds a controller-runtime client for a context of the user's kubeconfig.
+func clientFor(cfg *clientcmdapi.Config, context string) (client.Client, *rest.Config, error) {
+	rc, err := restConfigFor(cfg, context)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := client.New(rc, client.Options{Scheme: cliScheme})
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to context %q: %w", context, err)
+	}
+	return c, rc, nil
+}
+
+// clusterID is the UID of a cluster's kube-system namespace.
+func clusterID(ctx context.Context, c client.Client) (string, error) {
+	var ns corev1.Namespace
+	if err := c.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &ns); err != nil {
+		return "", fmt.Errorf("reading kube-system: %w", err)
+	}
+	return string(ns.UID), nil
+}
+
+// registration reads the registration kubeconfig from the primary's Secret (empty if none).
+func registration(ctx context.Context, primary client.Client) (*clientcmdapi.Config, error) {
+	var secret corev1.Secret
+	err := primary.Get(ctx, registrationKey(), &secret)
+	if apierrors.IsNotFound(err) {
+		return clientcmdapi.NewConfig(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the registration Secret: %w", err)
+	}
+	cfg, err := clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey])
+	if err != nil {
+		return nil, fmt.Errorf("the registration Secret %s/%s does not parse (fix or delete its key %s): %w",
+			flotillav1.SystemNamespace, flotillav1.KubeconfigSecretName, flotillav1.KubeconfigSecretKey, err)
+	}
+	return cfg, nil
+}
+
+func registrationKey() client.ObjectKey {
+	return client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.KubeconfigSecretName}
+}
+
+// updateRegistration applies mutate to the registration kubeconfig and writes it back, creating
+// the namespace and Secret when missing and retrying on conflicts.
+func updateRegistration(ctx context.Context, primary client.Client, mutate func(*clientcmdapi.Config) error) error {
+	if err := ensureNamespace(ctx, primary, flotillav1.SystemNamespace, nil); err != nil {
+		return err
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var secret corev1.Secret
+		err := primary.Get(ctx, registrationKey(), &secret)
+		create := apierrors.IsNotFound(err)
+		if err != nil && !create {
+			return fmt.Errorf("reading the registration Secret: %w", err)
+		}
+		cfg := clientcmdapi.NewConfig()
+		if !create && len(secret.Data[flotillav1.KubeconfigSecretKey]) > 0 {
+			if cfg, err = clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey]); err != nil {
+				return fmt.Errorf("the registration Secret does not parse: %w", err)
+			}
+		}
+		if err := mutate(cfg); err != nil {
+			return err
+		}
+		raw, err := clientcmd.Write(*cfg)
+		if err != nil {
+			return fmt.Errorf("encoding the registration kubeconfig: %w", err)
+		}
+		if create {
+			secret = corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: flotillav1.KubeconfigSecretName,
+					Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"}},
+				Type: corev1.SecretTypeOpaque,
+			}
+		}
+		if secret.Data == nil {
+			secret.Data = map[string][]byte{}
+		}
+		secret.Data[flotillav1.KubeconfigSecretKey] = raw
+		if create {
+			return primary.Create(ctx, &secret)
+		}
+		return primary.Update(ctx, &secret)
+	})
+}
+
+func ensureNamespace(ctx context.Context, c client.Client, name string, labels map[string]string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+	if err := c.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// uniqueEntryName returns name when it is free in the map (or holds an equal entry), else name-suffix.
+func uniqueEntryName[T any](entries map[string]T, name, suffix string, equal func(T) bool) string {
+	if have, ok := entries[name]; !ok || equal(have) {
+		return name
+	}
+	return name + "-" + suffix
+}
+
+// putContext writes a context into the registration kubeconfig: cluster and user entries keep the
+// user's names unless another registered context already uses them differently.
+func putContext(reg *clientcmdapi.Config, name string, cluster *clientcmdapi.Cluster, clusterName string,
+	user *clientcmdapi.AuthInfo, userName string) {
+	removeContext(reg, name)
+	clusterKey := uniqueEntryName(reg.Clusters, clusterName, name, func(c *clientcmdapi.Cluster) bool {
+		return c.Server == cluster.Server && string(c.CertificateAuthorityData) == string(cluster.CertificateAuthorityData)
+	})
+	userKey := uniqueEntryName(reg.AuthInfos, userName, name, func(*clientcmdapi.AuthInfo) bool { return false })
+	reg.Clusters[clusterKey] = cluster
+	reg.AuthInfos[userKey] = user
+	reg.Contexts[name] = &clientcmdapi.Context{Cluster: clusterKey, AuthInfo: userKey}
+}
+
+// removeContext deletes a context and the cluster and user entries no other context uses.
+func removeContext(reg *clientcmdapi.Config, name string) bool {
+	kctx, ok := reg.Contexts[name]
+	if !ok {
+		return false
+	}
+	delete(reg.Contexts, name)
+	clusterUsed, userUsed := false, false
+	for _, other := range reg.Contexts {
+		clusterUsed = clusterUsed || other.Cluster == kctx.Cluster
+		userUsed = userUsed || other.AuthInfo == kctx.AuthInfo
+	}
+	if !clusterUsed {
+		delete(reg.Clusters, kctx.Cluster)
+	}
+	if !userUsed {
+		delete(reg.AuthInfos, kctx.AuthInfo)
+	}
+	return true
+}
+
+// errExecCredential explains why a context that runs a credential plugin cannot be added.
+var errExecCredential = errors.New("authenticates with an exec plugin or auth provider, which the manager cannot run " +
+	"in the primary; register it with `flotillactl cluster join --context <context>`, which gives Flotilla a " +
+	"ServiceAccount token of its own there (the way for GKE, EKS and AKS)")

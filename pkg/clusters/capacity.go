@@ -1,0 +1,139 @@
+package clusters
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// Capacity is what a secondary offers, computed from its nodes and pods.
+type Capacity struct {
+	// NodeCount counts every node of the cluster; EligibleNodes those that count for capacity.
+	NodeCount, EligibleNodes int
+	// Capacity sums allocatable over eligible nodes; Allocatable subtracts the requests of pods
+	// that are not this primary's delegates (those are charged through their proxies already).
+	Capacity, Allocatable corev1.ResourceList
+	// OS, Arch, Region and Zone are the eligible nodes' values when they all agree, else empty.
+	OS, Arch, Region, Zone string
+}
+
+// EligibleNode says whether a node's resources count: Ready, schedulable, without NoSchedule or
+// NoExecute taints, and not itself a virtual node.
+func EligibleNode(n *corev1.Node) bool {
+	if n.Spec.Unschedulable || n.Labels["type"] == "virtual-kubelet" {
+		return false
+	}
+	for _, t := range n.Spec.Taints {
+		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
+			return false
+		}
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ComputeCapacity computes a secondary's capacity as DESIGN.md's formula says: requests as the
+// scheduler counts them (init containers, sidecars, overhead), each running pod using one "pods",
+// allocatable floored at zero, everything quantized so small churn does not rewrite the node.
+func ComputeCapacity(nodes []*corev1.Node, pods []*corev1.Pod, primaryID string) Capacity {
+	c := Capacity{NodeCount: len(nodes), Capacity: corev1.ResourceList{}}
+	eligible := map[string]bool{}
+	agree := map[string]*string{corev1.LabelOSStable: &c.OS, corev1.LabelArchStable: &c.Arch,
+		corev1.LabelTopologyRegion: &c.Region, corev1.LabelTopologyZone: &c.Zone}
+	mixed := map[string]bool{}
+	for _, n := range nodes {
+		if !EligibleNode(n) {
+			continue
+		}
+		eligible[n.Name] = true
+		c.EligibleNodes++
+		addTo(c.Capacity, n.Status.Allocatable)
+		for label, dst := range agree {
+			v := n.Labels[label]
+			switch {
+			case mixed[label]:
+			case c.EligibleNodes == 1:
+				*dst = v
+			case *dst != v:
+				*dst, mixed[label] = "", true
+			}
+		}
+	}
+	used := corev1.ResourceList{}
+	for _, p := range pods {
+		if !eligible[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if primaryID != "" && p.Labels[flotillav1.LabelPrimary] == primaryID {
+			continue
+		}
+		addTo(used, resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}))
+		addTo(used, corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(1, resource.DecimalSI)})
+	}
+	c.Allocatable = corev1.ResourceList{}
+	for name, total := range c.Capacity {
+		free := total.DeepCopy()
+		if u, ok := used[name]; ok {
+			free.Sub(u)
+		}
+		if free.Sign() < 0 {
+			free = *resource.NewQuantity(0, total.Format)
+		}
+		c.Allocatable[name] = free
+	}
+	c.Capacity, c.Allocatable = Quantize(c.Capacity), Quantize(c.Allocatable)
+	return c
+}
+
+func addTo(dst, src corev1.ResourceList) {
+	for name, q := range src {
+		cur := dst[name]
+		cur.Add(q)
+		dst[name] = cur
+	}
+}
+
+// Quantize rounds CPU down to 10 millicores and memory and storage down to MiB.
+func Quantize(list corev1.ResourceList) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for name, q := range list {
+		switch name {
+		case corev1.ResourceCPU:
+			out[name] = *resource.NewMilliQuantity(q.MilliValue()/10*10, resource.DecimalSI)
+		case corev1.ResourceMemory, corev1.ResourceEphemeralStorage, corev1.ResourceStorage:
+			out[name] = *resource.NewQuantity(q.Value()/(1<<20)*(1<<20), resource.BinarySI)
+		default:
+			out[name] = q.DeepCopy()
+		}
+	}
+	return out
+}
+
+// ChangedMoreThan says whether any resource differs by more than fraction (0.01 = 1 %) of the
+// old value, or appeared or disappeared.
+func ChangedMoreThan(old, cur corev1.ResourceList, fraction float64) bool {
+	if len(old) != len(cur) {
+		return true
+	}
+	for name, o := range old {
+		n, ok := cur[name]
+		if !ok {
+			return true
+		}
+		ov, nv := o.AsApproximateFloat64(), n.AsApproximateFloat64()
+		diff := ov - nv
+		if diff < 0 {
+			diff = -diff
+		}
+		if (ov == 0 && nv != 0) || (ov != 0 && diff/ov > fraction) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,150 @@
+package clusters
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+type nodeOpt func(*corev1.Node)
+
+func node(name, cpu, mem string, opts ...nodeOpt) *corev1.Node {
+	res := corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem),
+		corev1.ResourcePods: resource.MustParse("110"),
+	}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			corev1.LabelOSStable: "linux", corev1.LabelArchStable: "amd64",
+			corev1.LabelTopologyRegion: "eu", corev1.LabelTopologyZone: "eu-a",
+		}},
+		Status: corev1.NodeStatus{Allocatable: res, Capacity: res,
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+	for _, o := range opts {
+		o(n)
+	}
+	return n
+}
+
+func notReady(n *corev1.Node)    { n.Status.Conditions[0].Status = corev1.ConditionFalse }
+func cordoned(n *corev1.Node)    { n.Spec.Unschedulable = true }
+func virtual(n *corev1.Node)     { n.Labels["type"] = "virtual-kubelet" }
+func otherZone(n *corev1.Node)   { n.Labels[corev1.LabelTopologyZone] = "eu-b" }
+func noSchedule(n *corev1.Node)  { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} }
+func preferNoSch(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectPreferNoSchedule}} }
+
+type podOpt func(*corev1.Pod)
+
+func pod(name, nodeName, cpu, mem string, opts ...podOpt) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)},
+		}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
+}
+
+func delegateOf(id string) podOpt { return func(p *corev1.Pod) { p.Labels[flotillav1.LabelPrimary] = id } }
+func succeeded(p *corev1.Pod)     { p.Status.Phase = corev1.PodSucceeded }
+func bigInit(p *corev1.Pod) {
+	p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}}}
+}
+
+func TestComputeCapacity(t *testing.T) {
+	tests := map[string]struct {
+		nodes             []*corev1.Node
+		pods              []*corev1.Pod
+		wantCPU, wantFree string
+		wantMem, freeMem  string
+		wantEligible      int
+		wantZone          string
+	}{
+		"sum of eligible nodes": {
+			nodes:   []*corev1.Node{node("a", "4", "8Gi"), node("b", "2", "4Gi")},
+			wantCPU: "6", wantFree: "6", wantMem: "12Gi", freeMem: "12Gi", wantEligible: 2, wantZone: "eu-a",
+		},
+		"not ready, cordoned, tainted and virtual nodes do not count; PreferNoSchedule does": {
+			nodes: []*corev1.Node{node("a", "4", "8Gi"), node("b", "2", "4Gi", notReady), node("c", "2", "4Gi", cordoned),
+				node("d", "2", "4Gi", noSchedule), node("e", "2", "4Gi", virtual), node("f", "1", "1Gi", preferNoSch)},
+			wantCPU: "5", wantFree: "5", wantMem: "9Gi", freeMem: "9Gi", wantEligible: 2, wantZone: "eu-a",
+		},
+		"plain pods use allocatable, delegates of this primary do not": {
+			nodes: []*corev1.Node{node("a", "4", "8Gi")},
+			pods: []*corev1.Pod{pod("p", "a", "1", "1Gi"), pod("d", "a", "2", "2Gi", delegateOf("me")),
+				pod("o", "a", "500m", "1Gi", delegateOf("another-primary"))},
+			wantCPU: "4", wantFree: "2500m", wantMem: "8Gi", freeMem: "6Gi", wantEligible: 1, wantZone: "eu-a",
+		},
+		"terminal pods and pods on ineligible or no nodes do not count": {
+			nodes: []*corev1.Node{node("a", "4", "8Gi"), node("b", "4", "8Gi", cordoned)},
+			pods:  []*corev1.Pod{pod("done", "a", "1", "1Gi", succeeded), pod("elsewhere", "b", "1", "1Gi"), pod("pending", "", "1", "1Gi")},
+			wantCPU: "4", wantFree: "4", wantMem: "8Gi", freeMem: "8Gi", wantEligible: 1, wantZone: "eu-a",
+		},
+		"init containers count as the scheduler counts them": {
+			nodes:   []*corev1.Node{node("a", "4", "8Gi")},
+			pods:    []*corev1.Pod{pod("p", "a", "1", "1Gi", bigInit)},
+			wantCPU: "4", wantFree: "1", wantMem: "8Gi", freeMem: "7Gi", wantEligible: 1, wantZone: "eu-a",
+		},
+		"allocatable floors at zero; mixed zones give no zone": {
+			nodes:   []*corev1.Node{node("a", "1", "1Gi"), node("b", "1", "1Gi", otherZone)},
+			pods:    []*corev1.Pod{pod("p", "a", "3", "3Gi")},
+			wantCPU: "2", wantFree: "0", wantMem: "2Gi", freeMem: "0", wantEligible: 2, wantZone: "",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			c := ComputeCapacity(tc.nodes, tc.pods, "me")
+			check := func(what string, list corev1.ResourceList, res corev1.ResourceName, want string) {
+				t.Helper()
+				got := list[res]
+				if got.Cmp(resource.MustParse(want)) != 0 {
+					t.Errorf("%s %s = %s, want %s", what, res, got.String(), want)
+				}
+			}
+			check("capacity", c.Capacity, corev1.ResourceCPU, tc.wantCPU)
+			check("allocatable", c.Allocatable, corev1.ResourceCPU, tc.wantFree)
+			check("capacity", c.Capacity, corev1.ResourceMemory, tc.wantMem)
+			check("allocatable", c.Allocatable, corev1.ResourceMemory, tc.freeMem)
+			if c.EligibleNodes != tc.wantEligible || c.NodeCount != len(tc.nodes) {
+				t.Errorf("eligible %d of %d, want %d of %d", c.EligibleNodes, c.NodeCount, tc.wantEligible, len(tc.nodes))
+			}
+			if c.Zone != tc.wantZone || c.OS != "linux" || c.Arch != "amd64" || c.Region != "eu" {
+				t.Errorf("os/arch/region/zone = %s/%s/%s/%s", c.OS, c.Arch, c.Region, c.Zone)
+			}
+		})
+	}
+}
+
+func TestQuantizeAndChangedMoreThan(t *testing.T) {
+	q := Quantize(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1234m"), corev1.ResourceMemory: resource.MustParse("1500Ki")})
+	if cpu := q[corev1.ResourceCPU]; cpu.MilliValue() != 1230 {
+		t.Errorf("cpu quantized to %s", cpu.String())
+	}
+	if mem := q[corev1.ResourceMemory]; mem.Value() != 1<<20 {
+		t.Errorf("memory quantized to %s", mem.String())
+	}
+	base := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100")}
+	tests := []struct {
+		cur  string
+		want bool
+	}{{"100", false}, {"99.5", false}, {"101", false}, {"98", true}, {"102", true}}
+	for _, tc := range tests {
+		cur := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(tc.cur)}
+		if got := ChangedMoreThan(base, cur, 0.01); got != tc.want {
+			t.Errorf("100 -> %s: changed = %v, want %v", tc.cur, got, tc.want)
+		}
+	}
+	if !ChangedMoreThan(base, corev1.ResourceList{}, 0.01) {
+		t.Error("a vanished resource is a change")
+	}
+}

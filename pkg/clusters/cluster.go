@@ -1,0 +1,405 @@
+package clusters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// Entry is the raw kubeconfig entries a cluster was registered with.
+type Entry struct {
+	Context, Cluster, User string
+}
+
+// Snapshot is a copy of what the registry knows of one cluster.
+type Snapshot struct {
+	// Name is the cluster name (DNS-1123), derived from the context name.
+	Name string
+	// Entry is the context, cluster and user entries of the registration kubeconfig.
+	Entry Entry
+	// Role is primary, secondary, or unknown until the cluster first answers.
+	Role Role
+	// ID is the UID of the cluster's kube-system namespace.
+	ID string
+	// Status is Running or Unknown; Reason and Message say why it is Unknown.
+	Status          flotillav1.ClusterStatus
+	Reason, Message string
+	// Version is the cluster's API server version.
+	Version string
+	// LastProbe is when the cluster was last probed, LastTransition when Status last changed
+	// (at first, when the cluster was registered).
+	LastProbe, LastTransition time.Time
+	// Capacity is what the cluster offers; CapacitySynced says whether it was computed from
+	// synced informers.
+	Capacity       Capacity
+	CapacitySynced bool
+	// TokenExpiry is when the registered token expires (nil for other credentials).
+	TokenExpiry *time.Time
+	// OwnerMessage is non-empty when the FlotillaPrimary object could not be ensured there.
+	OwnerMessage string
+}
+
+// UsableSecondary says whether the cluster should have a virtual node: a secondary whose identity
+// is known and that is not a duplicate registration.
+func (s Snapshot) UsableSecondary() bool {
+	return s.Role == RoleSecondary && s.ID != "" && s.Reason != flotillav1.ReasonDuplicateCluster
+}
+
+// cluster is one registered cluster: its clients, probe loop and capacity informers.
+type cluster struct {
+	registry    *Registry
+	name        string
+	entry       Entry
+	fingerprint string
+	token       atomic.Pointer[string]
+
+	config    *rest.Config // nil when the context cannot be used
+	configErr error
+	client    kubernetes.Interface
+	ctrl      client.Client // typed access to Flotilla's objects there
+
+	mu           sync.Mutex
+	state        Snapshot
+	failures     int
+	everAnswered bool
+	capacity     *capacityWatch
+	cancel       context.CancelFunc
+	done         chan struct{}
+}
+
+var flotillaScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := flotillav1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
+
+func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config) *cluster {
+	c := &cluster{registry: r, name: name, entry: entry}
+	c.state = Snapshot{Name: name, Entry: entry, Status: flotillav1.ClusterUnknown, Reason: flotillav1.ReasonProbing,
+		Message: "Not probed yet", LastTransition: time.Now()}
+	if id, ok := r.opts.KnownIDs[name]; ok && id != "" {
+		c.state.ID = id
+		if id == r.opts.PrimaryID {
+			c.state.Role = RolePrimary
+		} else {
+			c.state.Role = RoleSecondary
+		}
+	}
+	kctx := cfg.Contexts[entry.Context]
+	c.fingerprint = fingerprint(cfg, kctx)
+	if user, ok := cfg.AuthInfos[entry.User]; ok {
+		c.setToken(user.Token)
+	} else {
+		c.setToken("")
+	}
+	restCfg, err := clientcmd.NewNonInteractiveClientConfig(*cfg, entry.Context, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
+	if err == nil {
+		restCfg, err = c.withTokenFromCluster(restCfg)
+	}
+	if err == nil {
+		restCfg.QPS, restCfg.Burst = r.opts.QPS, r.opts.Burst
+		restCfg.UserAgent = "flotilla-manager"
+		c.client, err = kubernetes.NewForConfig(restCfg)
+	}
+	if err == nil {
+		c.ctrl, err = client.New(restCfg, client.Options{Scheme: flotillaScheme})
+	}
+	if err != nil {
+		c.configErr = fmt.Errorf("context %q cannot be used: %w", entry.Context, err)
+		c.state.Reason, c.state.Message = flotillav1.ReasonInvalidContext, c.configErr.Error()
+		return c
+	}
+	c.config = restCfg
+	return c
+}
+
+// withTokenFromCluster makes a token credential be read per request, so that a renewed token
+// replaces the old one without a new connection.
+func (c *cluster) withTokenFromCluster(cfg *rest.Config) (*rest.Config, error) {
+	if cfg.BearerToken == "" {
+		return cfg, nil
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.BearerToken, cfg.BearerTokenFile = "", ""
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			if tok := c.currentToken(); tok != "" && req.Header.Get("Authorization") == "" {
+				req = req.Clone(req.Context())
+				req.Header.Set("Authorization", "Bearer "+tok)
+			}
+			return rt.RoundTrip(req)
+		})
+	})
+	return cfg, nil
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+func (c *cluster) currentToken() string {
+	if p := c.token.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// setToken stores the token and its expiry; it says whether the token changed.
+func (c *cluster) setToken(tok string) bool {
+	old := c.currentToken()
+	c.token.Store(&tok)
+	exp, _ := TokenExpiry(tok)
+	c.mu.Lock()
+	c.state.TokenExpiry = exp
+	c.mu.Unlock()
+	return old != tok
+}
+
+// inherit keeps what an earlier incarnation of the same cluster learned (identity, version).
+func (c *cluster) inherit(old *cluster) {
+	s := old.snapshot()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state.ID == "" {
+		c.state.ID, c.state.Role = s.ID, s.Role
+	}
+	c.state.Version = s.Version
+}
+
+func (c *cluster) snapshot() Snapshot {
+	c.mu.Lock()
+	s := c.state
+	cw := c.capacity
+	c.mu.Unlock()
+	if cw != nil {
+		s.Capacity, s.CapacitySynced = cw.current()
+	}
+	return s
+}
+
+func (c *cluster) start(ctx context.Context) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		return
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	c.cancel, c.done = cancel, make(chan struct{})
+	go c.run(cctx)
+}
+
+func (c *cluster) stop() {
+	c.mu.Lock()
+	cancel, done, cw := c.cancel, c.done, c.capacity
+	c.capacity = nil
+	c.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+	if cw != nil {
+		cw.stop()
+	}
+}
+
+func (c *cluster) run(ctx context.Context) {
+	defer close(c.done)
+	if c.configErr != nil {
+		return
+	}
+	log := c.registry.log.WithValues("cluster", c.name)
+	ticker := time.NewTicker(c.registry.opts.ProbeInterval)
+	defer ticker.Stop()
+	for {
+		c.probe(ctx, log)
+		c.maybeRenewToken(ctx, log)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// probe asks the cluster's /readyz, learns its identity and version the first time it answers,
+// and updates the state; subscribers hear of it only when something they show changed.
+func (c *cluster) probe(ctx context.Context, log logr.Logger) {
+	opts := c.registry.opts
+	pctx, cancel := context.WithTimeout(ctx, opts.ProbeTimeout)
+	defer cancel()
+	_, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(pctx)
+	var id, version string
+	c.mu.Lock()
+	id, version = c.state.ID, c.state.Version
+	c.mu.Unlock()
+	if err == nil && (version == "" || id == "" || !c.everAnswered) {
+		id, version, err = c.identify(pctx)
+	}
+	if ctx.Err() != nil {
+		return // stopping: not a failure of the cluster
+	}
+
+	c.mu.Lock()
+	before := c.state
+	now := time.Now()
+	c.state.LastProbe = now
+	if err != nil {
+		c.failures++
+		if c.failures >= opts.FailureThreshold || !c.everAnswered {
+			c.state.Status = flotillav1.ClusterUnknown
+			c.state.Reason, c.state.Message = probeFailure(err)
+		}
+	} else {
+		c.failures = 0
+		c.everAnswered = true
+		c.state.ID, c.state.Version = id, version
+		c.state.Status, c.state.Reason, c.state.Message = flotillav1.ClusterRunning, "", ""
+	}
+	c.mu.Unlock()
+
+	if err == nil {
+		c.settleRole(ctx, id)
+	}
+	c.mu.Lock()
+	after := c.state
+	if after.Status != before.Status {
+		c.state.LastTransition = now
+		after.LastTransition = now
+	}
+	c.mu.Unlock()
+	if after.Status != before.Status || after.Reason != before.Reason || after.Role != before.Role ||
+		after.ID != before.ID || after.Version != before.Version || after.OwnerMessage != before.OwnerMessage {
+		log.Info("Cluster state changed", "status", after.Status, "reason", after.Reason, "role", after.Role, "message", after.Message)
+		c.registry.notify(c.name)
+	}
+}
+
+// identify reads the cluster's kube-system UID and version.
+func (c *cluster) identify(ctx context.Context) (id, version string, err error) {
+	ns, err := c.client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	if err != nil {
+		return "", "", fmt.Errorf("reading the kube-system namespace: %w", err)
+	}
+	v, err := c.client.Discovery().ServerVersion()
+	if err != nil {
+		return "", "", fmt.Errorf("reading the server version: %w", err)
+	}
+	return string(ns.UID), v.GitVersion, nil
+}
+
+// settleRole decides primary, secondary or duplicate once the cluster's ID is known, and for a
+// secondary starts the capacity informers and ensures its FlotillaPrimary.
+func (c *cluster) settleRole(ctx context.Context, id string) {
+	reg := c.registry
+	role := RoleSecondary
+	reason, message := "", ""
+	if id == reg.opts.PrimaryID {
+		role = RolePrimary
+	} else if owner := reg.claim(id, c.name); owner != c.name {
+		reason = flotillav1.ReasonDuplicateCluster
+		message = fmt.Sprintf("Same cluster (kube-system UID %s) as the one registered as %s", id, owner)
+	}
+	c.mu.Lock()
+	c.state.Role = role
+	if reason != "" {
+		c.state.Status, c.state.Reason, c.state.Message = flotillav1.ClusterUnknown, reason, message
+	}
+	needCapacity := role == RoleSecondary && reason == "" && c.capacity == nil
+	c.mu.Unlock()
+	if role != RoleSecondary || reason != "" {
+		return
+	}
+	if needCapacity {
+		cw := startCapacityWatch(ctx, c.client, reg.opts.PrimaryID, func() { reg.notify(c.name) })
+		c.mu.Lock()
+		c.capacity = cw
+		c.mu.Unlock()
+	}
+	msg := ""
+	if err := c.ensureOwner(ctx); err != nil {
+		msg = err.Error()
+	}
+	c.mu.Lock()
+	c.state.OwnerMessage = msg
+	c.mu.Unlock()
+}
+
+// ensureOwner creates the FlotillaPrimary named by the primary ID in the secondary when missing.
+func (c *cluster) ensureOwner(ctx context.Context) error {
+	id := c.registry.opts.PrimaryID
+	var fp flotillav1.FlotillaPrimary
+	err := c.ctrl.Get(ctx, client.ObjectKey{Name: id}, &fp)
+	switch {
+	case err == nil:
+		return nil
+	case meta.IsNoMatchError(err):
+		return errors.New("the FlotillaPrimary CRD is not installed there: register it with `flotillactl cluster join` or install the chart's secondary role")
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading FlotillaPrimary %s: %w", id, err)
+	}
+	fp = flotillav1.FlotillaPrimary{
+		ObjectMeta: metav1.ObjectMeta{Name: id},
+		Spec:       flotillav1.FlotillaPrimarySpec{ClusterName: c.name},
+	}
+	if err := c.ctrl.Create(ctx, &fp); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating FlotillaPrimary %s: %w", id, err)
+	}
+	return nil
+}
+
+// cleanUpRemoved deletes this primary's FlotillaPrimary in a cluster whose context was removed,
+// which lets the secondary's garbage collector remove everything the primary created there.
+func (c *cluster) cleanUpRemoved(ctx context.Context, timeout time.Duration) {
+	s := c.snapshot()
+	if s.Role != RoleSecondary || c.ctrl == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	fp := &flotillav1.FlotillaPrimary{ObjectMeta: metav1.ObjectMeta{Name: c.registry.opts.PrimaryID}}
+	if err := c.ctrl.Delete(dctx, fp); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+		c.registry.log.Error(err, "Deleting FlotillaPrimary of a removed cluster failed; delete it there by hand",
+			"cluster", c.name, "flotillaPrimary", fp.Name)
+	}
+}
+
+// probeFailure turns a probe error into a reason and a short message (never a credential: client-go
+// errors carry URLs and status text, not headers).
+func probeFailure(err error) (reason, message string) {
+	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
+		return flotillav1.ReasonUnauthorized, "The cluster refused the registered credentials: " + shorten(err.Error())
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return flotillav1.ReasonProbeFailed, "No answer within the probe timeout"
+	}
+	return flotillav1.ReasonProbeFailed, shorten(err.Error())
+}
+
+func shorten(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 300 {
+		return s[:300] + "..."
+	}
+	return s
+}

@@ -1,0 +1,330 @@
+package clusters
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// Role says what a registered cluster is to this primary.
+type Role string
+
+const (
+	// RoleUnknown: the cluster has not answered yet, so its identity is not known.
+	RoleUnknown Role = ""
+	// RolePrimary: the context is the primary's own.
+	RolePrimary Role = flotillav1.RolePrimary
+	// RoleSecondary: a cluster that gets a virtual node.
+	RoleSecondary Role = flotillav1.RoleSecondary
+)
+
+// Options configure a Registry. Zero values take the documented defaults.
+type Options struct {
+	// PrimaryID is the UID of the primary's kube-system namespace. Required.
+	PrimaryID string
+	// KnownIDs maps cluster names to the IDs recorded before (ClusterDetector status), so a
+	// secondary that is down when the manager starts keeps its virtual node and shows NotReady.
+	KnownIDs map[string]string
+	// ProbeInterval is the time between two health probes of a cluster. Default 2s.
+	ProbeInterval time.Duration
+	// ProbeTimeout bounds one probe, so a hung API server counts as down. Default 2s.
+	ProbeTimeout time.Duration
+	// FailureThreshold is how many failed probes in a row make a cluster Unknown. Default 2.
+	FailureThreshold int
+	// QPS and Burst of the clients of each cluster. Defaults 100 and 200.
+	QPS   float32
+	Burst int
+	// RemovalTimeout bounds the cleanup (deleting FlotillaPrimary) in a cluster whose context was removed. Default 10s.
+	RemovalTimeout time.Duration
+	// TokenRenewer, when set, is called for a context whose token is past half its lifetime.
+	TokenRenewer TokenRenewer
+}
+
+func (o *Options) defaults() {
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = 2 * time.Second
+	}
+	if o.ProbeTimeout == 0 {
+		o.ProbeTimeout = 2 * time.Second
+	}
+	if o.FailureThreshold == 0 {
+		o.FailureThreshold = 2
+	}
+	if o.QPS == 0 {
+		o.QPS = 100
+	}
+	if o.Burst == 0 {
+		o.Burst = 200
+	}
+	if o.RemovalTimeout == 0 {
+		o.RemovalTimeout = 10 * time.Second
+	}
+}
+
+// Registry owns the registered clusters: it applies the registration kubeconfig, probes each
+// cluster and keeps its capacity. It is a manager.Runnable that runs on the leader.
+type Registry struct {
+	opts Options
+	log  logr.Logger
+
+	mu         sync.Mutex
+	ctx        context.Context // set by Start; clusters start when it is
+	clusters   map[string]*cluster
+	claims     map[string]string // cluster ID -> name of the cluster that registered it first
+	configured bool
+	configErr  error
+	subs       []chan string
+}
+
+var _ manager.Runnable = (*Registry)(nil)
+var _ manager.LeaderElectionRunnable = (*Registry)(nil)
+
+// NewRegistry returns a Registry; add it to the manager to start probing.
+func NewRegistry(opts Options, log logr.Logger) *Registry {
+	opts.defaults()
+	return &Registry{opts: opts, log: log, clusters: map[string]*cluster{}, claims: map[string]string{}}
+}
+
+// NeedLeaderElection: connections, probes and informers run on the leader only.
+func (r *Registry) NeedLeaderElection() bool { return true }
+
+// Start starts the clusters applied so far and stops them all when ctx ends.
+func (r *Registry) Start(ctx context.Context) error {
+	r.mu.Lock()
+	r.ctx = ctx
+	for _, c := range r.clusters {
+		c.start(ctx)
+	}
+	r.mu.Unlock()
+	<-ctx.Done()
+	r.mu.Lock()
+	all := make([]*cluster, 0, len(r.clusters))
+	for _, c := range r.clusters {
+		all = append(all, c)
+	}
+	r.mu.Unlock()
+	for _, c := range all {
+		c.stop()
+	}
+	return nil
+}
+
+// PrimaryID is the primary's identity.
+func (r *Registry) PrimaryID() string { return r.opts.PrimaryID }
+
+// Subscribe returns a channel that receives the name of every cluster whose snapshot changed,
+// or that was added or removed. Sends never block: a subscriber that falls behind misses names
+// and must resynchronise from Snapshots periodically.
+func (r *Registry) Subscribe() <-chan string {
+	ch := make(chan string, 1024)
+	r.mu.Lock()
+	r.subs = append(r.subs, ch)
+	r.mu.Unlock()
+	return ch
+}
+
+func (r *Registry) notify(name string) {
+	r.mu.Lock()
+	subs := r.subs
+	r.mu.Unlock()
+	for _, ch := range subs {
+		select {
+		case ch <- name:
+		default:
+		}
+	}
+}
+
+// Configured says whether a registration Secret has been applied (or found missing) at least
+// once; before that, the absence of a cluster means nothing.
+func (r *Registry) Configured() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.configured
+}
+
+// ConfigError is the reason the last registration Secret was not applied, or nil.
+func (r *Registry) ConfigError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.configErr
+}
+
+// Snapshot returns the state of one cluster.
+func (r *Registry) Snapshot(name string) (Snapshot, bool) {
+	r.mu.Lock()
+	c, ok := r.clusters[name]
+	r.mu.Unlock()
+	if !ok {
+		return Snapshot{}, false
+	}
+	return c.snapshot(), true
+}
+
+// Snapshots returns the state of every cluster, sorted by name.
+func (r *Registry) Snapshots() []Snapshot {
+	r.mu.Lock()
+	all := make([]*cluster, 0, len(r.clusters))
+	for _, c := range r.clusters {
+		all = append(all, c)
+	}
+	r.mu.Unlock()
+	out := make([]Snapshot, 0, len(all))
+	for _, c := range all {
+		out = append(out, c.snapshot())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// ErrSecretMissing is the ConfigError while the registration Secret or its key does not exist.
+var ErrSecretMissing = errors.New("the registration Secret " + flotillav1.SystemNamespace + "/" +
+	flotillav1.KubeconfigSecretName + " or its key " + flotillav1.KubeconfigSecretKey + " does not exist")
+
+// Apply makes the registered clusters those of the kubeconfig raw. A kubeconfig that does not
+// parse changes nothing but ConfigError. raw == nil means the Secret or its key is missing:
+// then no cluster is registered yet, or the ones registered stay.
+func (r *Registry) Apply(raw []byte) error {
+	var desired map[string]*cluster
+	var err error
+	if raw == nil {
+		err = ErrSecretMissing
+	} else {
+		desired, err = r.parse(raw)
+	}
+	r.mu.Lock()
+	first := !r.configured
+	r.configured = true
+	changedConfigErr := (r.configErr == nil) != (err == nil) || (err != nil && r.configErr.Error() != err.Error())
+	r.configErr = err
+	if err != nil {
+		r.mu.Unlock()
+		if changedConfigErr || first {
+			r.notify("")
+		}
+		return err
+	}
+	var added, removed []*cluster
+	var changed []string
+	for name, want := range desired {
+		have, ok := r.clusters[name]
+		switch {
+		case !ok:
+			added = append(added, want)
+		case have.fingerprint != want.fingerprint:
+			removed = append(removed, have) // restarted with the new settings, keeping what it learned
+			want.inherit(have)
+			added = append(added, want)
+		default:
+			if have.setToken(want.currentToken()) {
+				changed = append(changed, name)
+			}
+		}
+	}
+	var gone []*cluster
+	for name, have := range r.clusters {
+		if _, ok := desired[name]; !ok {
+			gone = append(gone, have)
+			delete(r.clusters, name)
+			for id, owner := range r.claims {
+				if owner == name {
+					delete(r.claims, id)
+				}
+			}
+		}
+	}
+	for _, c := range added {
+		r.clusters[c.name] = c
+	}
+	ctx := r.ctx
+	r.mu.Unlock()
+
+	for _, c := range removed {
+		c.stop()
+	}
+	for _, c := range gone {
+		r.log.Info("Cluster removed", "cluster", c.name, "context", c.entry.Context)
+		c.stop()
+		if ctx != nil {
+			c.cleanUpRemoved(ctx, r.opts.RemovalTimeout)
+		}
+		r.notify(c.name)
+	}
+	for _, c := range added {
+		r.log.Info("Cluster registered", "cluster", c.name, "context", c.entry.Context)
+		if ctx != nil {
+			c.start(ctx)
+		}
+		r.notify(c.name)
+	}
+	for _, name := range changed {
+		r.notify(name)
+	}
+	if changedConfigErr || first {
+		r.notify("")
+	}
+	return nil
+}
+
+// parse turns a kubeconfig into clusters (not started). A context that cannot be used is still a
+// cluster: it shows as Unknown with the reason.
+func (r *Registry) parse(raw []byte) (map[string]*cluster, error) {
+	cfg, err := clientcmd.Load(raw)
+	if err != nil {
+		return nil, fmt.Errorf("parsing the registration kubeconfig: %w", err)
+	}
+	out := map[string]*cluster{}
+	for ctxName, kctx := range cfg.Contexts {
+		name := ClusterName(ctxName)
+		if prev, ok := out[name]; ok {
+			return nil, fmt.Errorf("contexts %q and %q get the same cluster name %q", prev.entry.Context, ctxName, name)
+		}
+		entry := Entry{Context: ctxName, Cluster: kctx.Cluster, User: kctx.AuthInfo}
+		out[name] = newCluster(r, name, entry, cfg)
+	}
+	return out, nil
+}
+
+// fingerprint hashes what a connection depends on, except a token (renewed in place).
+func fingerprint(cfg *clientcmdapi.Config, kctx *clientcmdapi.Context) string {
+	var user *clientcmdapi.AuthInfo
+	if u, ok := cfg.AuthInfos[kctx.AuthInfo]; ok {
+		cp := *u
+		cp.Token = ""
+		user = &cp
+	}
+	raw, _ := json.Marshal(struct {
+		Cluster   *clientcmdapi.Cluster
+		User      *clientcmdapi.AuthInfo
+		Namespace string
+	}{cfg.Clusters[kctx.Cluster], user, kctx.Namespace})
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// claim records that cluster name answered with id. It returns the name of the cluster that owns
+// the id: name itself, or another cluster registered earlier (then name is a duplicate).
+func (r *Registry) claim(id, name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if owner, ok := r.claims[id]; ok {
+		if _, still := r.clusters[owner]; still {
+			return owner
+		}
+	}
+	r.claims[id] = name
+	return name
+}

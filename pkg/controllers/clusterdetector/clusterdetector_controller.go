@@ -1,0 +1,151 @@
+package clusterdetector
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// Registry is what the reconciler reads of the cluster registry.
+type Registry interface {
+	Configured() bool
+	ConfigError() error
+	Snapshot(name string) (clusters.Snapshot, bool)
+	Snapshots() []clusters.Snapshot
+	Subscribe() <-chan string
+	PrimaryID() string
+}
+
+var _ Registry = (*clusters.Registry)(nil)
+
+// Reconciler keeps one ClusterDetector per registered cluster.
+type Reconciler struct {
+	Client   client.Client
+	Registry Registry
+	// PrimaryName names the primary's ClusterDetector (the primary's context, when registered,
+	// shows in its spec).
+	PrimaryName string
+	// Refresh is how often a ClusterDetector's probe time is refreshed when nothing else changes. Default 30s.
+	Refresh time.Duration
+}
+
+// +kubebuilder:rbac:groups=flotilla.dev,namespace=flotilla-system,resources=clusterdetectors,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=flotilla.dev,namespace=flotilla-system,resources=clusterdetectors/status,verbs=get;update;patch
+
+// Reconcile creates, updates or deletes one ClusterDetector.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+	if !r.Registry.Configured() {
+		// Before the registration Secret is read, a missing cluster means nothing.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
+	}
+	in, registered := r.input(req.Name)
+	cd := &flotillav1.ClusterDetector{}
+	err := r.Client.Get(ctx, req.NamespacedName, cd)
+	switch {
+	case apierrors.IsNotFound(err) && !registered:
+		return ctrl.Result{}, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return ctrl.Result{}, fmt.Errorf("reading ClusterDetector %s: %w", req.Name, err)
+	case !registered:
+		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, cd))
+	case apierrors.IsNotFound(err):
+		cd = &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: req.Namespace}}
+		setSpec(cd, in)
+		if err := r.Client.Create(ctx, cd); err != nil {
+			return ctrl.Result{}, fmt.Errorf("creating ClusterDetector %s: %w", req.Name, err)
+		}
+	}
+
+	base := cd.DeepCopy()
+	defer func() {
+		setStatus(cd, in)
+		if equality.Semantic.DeepEqual(base.Status, cd.Status) {
+			return
+		}
+		if err := r.Client.Status().Patch(ctx, cd, client.MergeFrom(base)); err != nil {
+			reterr = kerrors.NewAggregate([]error{reterr, fmt.Errorf("patching ClusterDetector %s status: %w", req.Name, err)})
+		}
+	}()
+	setSpec(cd, in)
+	if !equality.Semantic.DeepEqual(base.Spec, cd.Spec) || !equality.Semantic.DeepEqual(base.Labels, cd.Labels) {
+		if err := r.Client.Patch(ctx, cd, client.MergeFrom(base)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("patching ClusterDetector %s: %w", req.Name, err)
+		}
+		base.Spec, base.Labels = cd.Spec, cd.Labels
+	}
+	return ctrl.Result{RequeueAfter: r.refresh()}, nil
+}
+
+func (r *Reconciler) refresh() time.Duration {
+	if r.Refresh == 0 {
+		return 30 * time.Second
+	}
+	return r.Refresh
+}
+
+// input finds what the named ClusterDetector shows. The primary's always exists; a context that
+// turns out to be the primary's is shown there, not under its own name.
+func (r *Reconciler) input(name string) (StatusInput, bool) {
+	if name == r.PrimaryName {
+		snap := clusters.Snapshot{Name: name, Role: clusters.RolePrimary, ID: r.Registry.PrimaryID(),
+			Status: flotillav1.ClusterRunning}
+		for _, s := range r.Registry.Snapshots() {
+			if s.Role == clusters.RolePrimary {
+				snap = s
+				break
+			}
+		}
+		return StatusInput{Snapshot: snap, Primary: true, ConfigError: r.Registry.ConfigError()}, true
+	}
+	snap, ok := r.Registry.Snapshot(name)
+	if !ok || snap.Role == clusters.RolePrimary {
+		return StatusInput{}, false
+	}
+	return StatusInput{Snapshot: snap}, true
+}
+
+// SetupWithManager watches ClusterDetectors and the registry's changes.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	events := make(chan event.GenericEvent, 1024)
+	changes := r.Registry.Subscribe()
+	enqueue := func(name string) {
+		events <- event.GenericEvent{Object: &flotillav1.ClusterDetector{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: flotillav1.SystemNamespace}}}
+	}
+	forward := manager.RunnableFunc(func(ctx context.Context) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case name := <-changes:
+				// The primary's detector also shows the Secret's state and which context is the primary.
+				enqueue(r.PrimaryName)
+				if name != "" && name != r.PrimaryName {
+					enqueue(name)
+				}
+			}
+		}
+	})
+	if err := mgr.Add(forward); err != nil {
+		return fmt.Errorf("adding the registry event forwarder: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("clusterdetector").
+		For(&flotillav1.ClusterDetector{}).
+		WatchesRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}

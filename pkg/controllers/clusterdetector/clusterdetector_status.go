@@ -1,0 +1,102 @@
+package clusterdetector
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// StatusInput is everything the status of one ClusterDetector is computed from.
+type StatusInput struct {
+	Snapshot clusters.Snapshot
+	// Primary is true for the primary's ClusterDetector; ConfigError is then the registration
+	// Secret's error, if any.
+	Primary     bool
+	ConfigError error
+}
+
+// setSpec sets the spec and labels a ClusterDetector must have.
+func setSpec(cd *flotillav1.ClusterDetector, in StatusInput) {
+	role := flotillav1.RoleSecondary
+	if in.Primary {
+		role = flotillav1.RolePrimary
+	}
+	if cd.Labels == nil {
+		cd.Labels = map[string]string{}
+	}
+	cd.Labels[flotillav1.LabelRole] = role
+	cd.Labels[flotillav1.LabelCluster] = cd.Name
+	cd.Spec = flotillav1.ClusterDetectorSpec{
+		Context: in.Snapshot.Entry.Context, Cluster: in.Snapshot.Entry.Cluster, User: in.Snapshot.Entry.User,
+	}
+}
+
+// setStatus computes a ClusterDetector's status from a snapshot; it never does I/O.
+func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
+	s := in.Snapshot
+	st := &cd.Status
+	st.ClusterStatus, st.Reason, st.Message = s.Status, s.Reason, s.Message
+	st.ClusterID, st.KubernetesVersion = s.ID, s.Version
+	st.VirtualNode = ""
+	if s.UsableSecondary() {
+		st.VirtualNode = flotillav1.VirtualNodeName(cd.Name)
+	}
+	if s.CapacitySynced {
+		st.NodeCount = int32(s.Capacity.NodeCount)
+		st.Capacity, st.Allocatable = s.Capacity.Capacity, s.Capacity.Allocatable
+	}
+	st.TokenExpirationTime = nil
+	if s.TokenExpiry != nil {
+		t := metav1.NewTime(*s.TokenExpiry)
+		st.TokenExpirationTime = &t
+	}
+	st.LastProbeTime = nil
+	if !s.LastProbe.IsZero() {
+		t := metav1.NewTime(s.LastProbe.Truncate(time.Second))
+		st.LastProbeTime = &t
+	}
+	st.ObservedGeneration = cd.Generation
+
+	ready := metav1.Condition{Type: flotillav1.ConditionReady, ObservedGeneration: cd.Generation}
+	if s.Status == flotillav1.ClusterRunning {
+		ready.Status, ready.Reason = metav1.ConditionTrue, flotillav1.ReasonProbeSucceeded
+		ready.Message = fmt.Sprintf("Cluster %s answers its health probes", cd.Name)
+	} else {
+		ready.Status, ready.Reason = metav1.ConditionFalse, s.Reason
+		ready.Message = fmt.Sprintf("Cluster %s is not usable: %s", cd.Name, s.Message)
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+
+	registered := metav1.Condition{Type: flotillav1.ConditionRegistered, ObservedGeneration: cd.Generation,
+		Status: metav1.ConditionTrue, Reason: flotillav1.ReasonRegistered}
+	switch {
+	case in.Primary:
+		registered.Reason, registered.Message = flotillav1.ReasonPrimary, "The primary cluster, where Flotilla runs"
+	case s.Reason == flotillav1.ReasonInvalidContext || s.Reason == flotillav1.ReasonDuplicateCluster:
+		registered.Status, registered.Reason, registered.Message = metav1.ConditionFalse, s.Reason, s.Message
+	case s.OwnerMessage != "":
+		registered.Status, registered.Reason, registered.Message = metav1.ConditionFalse, ReasonOwnerMissing, s.OwnerMessage
+	default:
+		registered.Message = fmt.Sprintf("Registered by context %s", s.Entry.Context)
+	}
+	meta.SetStatusCondition(&st.Conditions, registered)
+
+	if in.Primary {
+		valid := metav1.Condition{Type: flotillav1.ConditionKubeconfigValid, ObservedGeneration: cd.Generation,
+			Status: metav1.ConditionTrue, Reason: flotillav1.ReasonKubeconfigParsed,
+			Message: "The registration Secret " + flotillav1.SystemNamespace + "/" + flotillav1.KubeconfigSecretName + " is in force"}
+		if in.ConfigError != nil {
+			valid.Status, valid.Reason = metav1.ConditionFalse, flotillav1.ReasonKubeconfigUnparsable
+			valid.Message = "The last good registration stays in force: " + in.ConfigError.Error()
+		}
+		meta.SetStatusCondition(&st.Conditions, valid)
+	}
+}
+
+// ReasonOwnerMissing: the FlotillaPrimary object could not be ensured in the secondary.
+const ReasonOwnerMissing = "FlotillaPrimaryMissing"

@@ -1,0 +1,411 @@
+package virtualnode
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/virtual-kubelet/virtual-kubelet/node"
+	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// Registry is what the virtual nodes read of the cluster registry.
+type Registry interface {
+	Configured() bool
+	Snapshot(name string) (clusters.Snapshot, bool)
+	Snapshots() []clusters.Snapshot
+	Subscribe() <-chan string
+}
+
+// Options configure the virtual nodes. Zero values take the documented defaults.
+type Options struct {
+	NodeOptions
+	// LeaseDurationSeconds of each node's Lease. Default 40.
+	LeaseDurationSeconds int32
+	// LeaseRenewInterval. Default 5s (well inside a short node-monitor grace period).
+	LeaseRenewInterval time.Duration
+	// StatusInterval is the shortest time between two capacity-only status writes, and the period
+	// of the labels-and-taints reconciliation. Default 10s.
+	StatusInterval time.Duration
+	// ResyncInterval is how often the set of nodes is compared with the registry. Default 10s.
+	ResyncInterval time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.LeaseDurationSeconds == 0 {
+		o.LeaseDurationSeconds = 40
+	}
+	if o.LeaseRenewInterval == 0 {
+		o.LeaseRenewInterval = 5 * time.Second
+	}
+	if o.StatusInterval == 0 {
+		o.StatusInterval = 10 * time.Second
+	}
+	if o.ResyncInterval == 0 {
+		o.ResyncInterval = 10 * time.Second
+	}
+}
+
+// Manager keeps one virtual node per usable secondary and deletes the nodes of clusters that
+// are no longer registered. It is a manager.Runnable that runs on the leader.
+type Manager struct {
+	registry Registry
+	client   kubernetes.Interface
+	opts     Options
+	log      logr.Logger
+
+	mu    sync.Mutex
+	nodes map[string]*supervisor
+}
+
+var _ manager.Runnable = (*Manager)(nil)
+
+// NewManager returns a Manager; add it to the controller-runtime manager.
+func NewManager(reg Registry, primary kubernetes.Interface, opts Options, log logr.Logger) *Manager {
+	opts.defaults()
+	return &Manager{registry: reg, client: primary, opts: opts, log: log, nodes: map[string]*supervisor{}}
+}
+
+// NeedLeaderElection: one replica writes the nodes.
+func (m *Manager) NeedLeaderElection() bool { return true }
+
+// Start runs until ctx ends; then the supervisors stop and the nodes stay (their Leases lapse).
+func (m *Manager) Start(ctx context.Context) error {
+	changes := m.registry.Subscribe()
+	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
+		return m.registry.Configured(), nil
+	}); err != nil {
+		return nil // stopped before the registration was read
+	}
+	ticker := time.NewTicker(m.opts.ResyncInterval)
+	defer ticker.Stop()
+	m.sync(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			m.stopAll()
+			return nil
+		case name := <-changes:
+			m.mu.Lock()
+			s, ok := m.nodes[name]
+			m.mu.Unlock()
+			if ok {
+				s.poke()
+			}
+			m.sync(ctx)
+		case <-ticker.C:
+			m.sync(ctx)
+		}
+	}
+}
+
+// sync starts a supervisor per usable secondary, stops the others, and deletes virtual nodes of
+// clusters that are not usable secondaries any more.
+func (m *Manager) sync(ctx context.Context) {
+	want := map[string]bool{}
+	for _, s := range m.registry.Snapshots() {
+		if s.UsableSecondary() {
+			want[s.Name] = true
+		}
+	}
+	m.mu.Lock()
+	for name := range want {
+		if _, ok := m.nodes[name]; !ok {
+			sup := newSupervisor(m, name)
+			sctx, cancel := context.WithCancel(ctx)
+			sup.cancel = cancel
+			m.nodes[name] = sup
+			go sup.run(sctx)
+		}
+	}
+	var stop []*supervisor
+	for name, sup := range m.nodes {
+		if !want[name] {
+			stop = append(stop, sup)
+			delete(m.nodes, name)
+		}
+	}
+	m.mu.Unlock()
+	for _, sup := range stop {
+		sup.stopAndWait()
+	}
+	m.deleteStaleNodes(ctx, want)
+}
+
+// deleteStaleNodes removes Flotilla's virtual nodes whose cluster is gone (also those left by an
+// earlier run of the manager). Their Leases are owned by the nodes and go with them.
+func (m *Manager) deleteStaleNodes(ctx context.Context, want map[string]bool) {
+	list, err := m.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: flotillav1.LabelCluster + ",type=virtual-kubelet"})
+	if err != nil {
+		m.log.Error(err, "Listing virtual nodes failed")
+		return
+	}
+	for _, n := range list.Items {
+		if want[n.Labels[flotillav1.LabelCluster]] {
+			continue
+		}
+		err := m.client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			m.log.Error(err, "Deleting a virtual node failed", "node", n.Name)
+			continue
+		}
+		m.log.Info("Virtual node deleted", "node", n.Name, "cluster", n.Labels[flotillav1.LabelCluster])
+	}
+}
+
+func (m *Manager) stopAll() {
+	m.mu.Lock()
+	all := make([]*supervisor, 0, len(m.nodes))
+	for name, s := range m.nodes {
+		all = append(all, s)
+		delete(m.nodes, name)
+	}
+	m.mu.Unlock()
+	for _, s := range all {
+		s.stopAndWait()
+	}
+}
+
+// supervisor runs virtual-kubelet's node controller for one secondary and restarts it with
+// backoff when it exits.
+type supervisor struct {
+	m      *Manager
+	name   string
+	log    logr.Logger
+	pokeCh chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newSupervisor(m *Manager, name string) *supervisor {
+	return &supervisor{m: m, name: name, log: m.log.WithValues("cluster", name, "node", flotillav1.VirtualNodeName(name)),
+		pokeCh: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+func (s *supervisor) poke() {
+	select {
+	case s.pokeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *supervisor) stopAndWait() {
+	s.cancel()
+	<-s.done
+}
+
+func (s *supervisor) run(ctx context.Context) {
+	defer close(s.done)
+	backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: 100, Cap: 30 * time.Second}
+	for {
+		err := s.runOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		delay := backoff.Step()
+		s.log.Error(err, "Virtual node controller stopped; restarting", "after", delay.String())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+}
+
+// runOnce runs one node controller until it fails or ctx ends.
+func (s *supervisor) runOnce(ctx context.Context) error {
+	snap, ok := s.m.registry.Snapshot(s.name)
+	if !ok {
+		return fmt.Errorf("cluster %s is not registered", s.name)
+	}
+	provider := &nodeProvider{}
+	nodes := s.m.client.CoreV1().Nodes()
+	nc, err := node.NewNodeController(provider, Desired(snap, s.m.opts.NodeOptions), nodes,
+		node.WithNodeEnableLeaseV1WithRenewInterval(nodeutil.NodeLeaseV1Client(s.m.client), s.m.opts.LeaseDurationSeconds, s.m.opts.LeaseRenewInterval),
+		node.WithNodePingInterval(s.m.opts.LeaseRenewInterval),
+		node.WithNodeStatusUpdateInterval(s.m.opts.StatusInterval),
+	)
+	if err != nil {
+		return fmt.Errorf("creating the node controller: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go s.pushStatus(runCtx, nc, provider, snap)
+	if err := nc.Run(runCtx); err != nil {
+		return fmt.Errorf("running the node controller: %w", err)
+	}
+	return ctx.Err()
+}
+
+// pushStatus sends the node's status to the node controller when the registry's view changes:
+// at once for readiness and labels, at most every StatusInterval for capacity. It also puts back
+// labels and taints others removed.
+func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p *nodeProvider, initial clusters.Snapshot) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-nc.Ready():
+	}
+	s.log.Info("Virtual node running")
+	last := Desired(initial, s.m.opts.NodeOptions)
+	lastCapacityPush := time.Now()
+	ticker := time.NewTicker(s.m.opts.StatusInterval)
+	defer ticker.Stop()
+	s.reconcileSpec(ctx, last)
+	for {
+		periodic := false
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.pokeCh:
+		case <-ticker.C:
+			periodic = true
+		}
+		snap, ok := s.m.registry.Snapshot(s.name)
+		if !ok {
+			continue
+		}
+		want := Desired(snap, s.m.opts.NodeOptions)
+		readyChanged := !equality.Semantic.DeepEqual(readyOf(last), readyOf(want)) || !equality.Semantic.DeepEqual(last.Labels, want.Labels) ||
+			last.Status.NodeInfo != want.Status.NodeInfo
+		capacityChanged := clusters.ChangedMoreThan(last.Status.Capacity, want.Status.Capacity, 0.01) ||
+			clusters.ChangedMoreThan(last.Status.Allocatable, want.Status.Allocatable, 0.01)
+		if capacityChanged && !readyChanged && time.Since(lastCapacityPush) < s.m.opts.StatusInterval {
+			s.poke() // not yet: look again at the next tick
+			capacityChanged = false
+		}
+		if readyChanged || capacityChanged {
+			if !p.send(ctx, want) {
+				return
+			}
+			last = want
+			if capacityChanged {
+				lastCapacityPush = time.Now()
+			}
+		}
+		if periodic || readyChanged {
+			s.reconcileSpec(ctx, want)
+		}
+	}
+}
+
+func readyOf(n *corev1.Node) corev1.NodeCondition {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			c.LastHeartbeatTime, c.LastTransitionTime = metav1.Time{}, metav1.Time{}
+			return c
+		}
+	}
+	return corev1.NodeCondition{}
+}
+
+// reconcileSpec restores the labels and taints Flotilla owns on the node, keeping others' taints.
+func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
+	nodes := s.m.client.CoreV1().Nodes()
+	cur, err := nodes.Get(ctx, want.Name, metav1.GetOptions{})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Error(err, "Reading the virtual node failed")
+		}
+		return
+	}
+	labels := map[string]*string{}
+	for k, v := range want.Labels {
+		if got, ok := cur.Labels[k]; !ok || got != v {
+			labels[k] = &v
+		}
+	}
+	taints := append([]corev1.Taint(nil), cur.Spec.Taints...)
+	taintsChanged := false
+	for _, t := range want.Spec.Taints {
+		if !hasTaint(taints, t) {
+			taints = append(taints, t)
+			taintsChanged = true
+		}
+	}
+	if len(labels) == 0 && !taintsChanged {
+		return
+	}
+	patch := map[string]any{"metadata": map[string]any{"resourceVersion": cur.ResourceVersion}}
+	if len(labels) > 0 {
+		patch["metadata"].(map[string]any)["labels"] = labels
+	}
+	if taintsChanged {
+		patch["spec"] = map[string]any{"taints": taints}
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		s.log.Error(err, "Encoding the virtual node patch failed")
+		return
+	}
+	if _, err := nodes.Patch(ctx, want.Name, types.MergePatchType, raw, metav1.PatchOptions{}); err != nil {
+		s.log.Error(err, "Restoring the virtual node's labels and taints failed")
+		return
+	}
+	s.log.Info("Restored the virtual node's labels and taints", "labels", len(labels), "taints", taintsChanged)
+}
+
+func hasTaint(list []corev1.Taint, t corev1.Taint) bool {
+	for _, have := range list {
+		if have.Key == t.Key && have.Effect == t.Effect && have.Value == t.Value {
+			return true
+		}
+	}
+	return false
+}
+
+// nodeProvider is virtual-kubelet's NodeProvider for a virtual node: Ping always succeeds (it
+// stands for the manager being alive), and status comes through send.
+type nodeProvider struct {
+	mu sync.Mutex
+	cb func(*corev1.Node)
+}
+
+var _ node.NodeProvider = (*nodeProvider)(nil)
+
+// Ping never dials the secondary: the Lease it keeps fresh means "the manager is alive".
+func (p *nodeProvider) Ping(context.Context) error { return nil }
+
+// NotifyNodeStatus stores the node controller's callback.
+func (p *nodeProvider) NotifyNodeStatus(_ context.Context, cb func(*corev1.Node)) {
+	p.mu.Lock()
+	p.cb = cb
+	p.mu.Unlock()
+}
+
+// send hands a node to the controller. The callback writes to a one-slot channel the controller
+// drains, so it is called on its own goroutine and abandoned when ctx ends. It says whether the
+// node was handed over.
+func (p *nodeProvider) send(ctx context.Context, n *corev1.Node) bool {
+	p.mu.Lock()
+	cb := p.cb
+	p.mu.Unlock()
+	if cb == nil {
+		return true
+	}
+	done := make(chan struct{})
+	go func() {
+		cb(n.DeepCopy())
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,143 @@
+package virtualnode
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// Node condition reasons of a virtual node's Ready condition.
+const (
+	ReasonSecondaryRunning     = "SecondaryRunning"
+	ReasonSecondaryUnavailable = "SecondaryUnavailable"
+)
+
+// NodeOptions are the parts of a virtual node that do not come from the secondary.
+type NodeOptions struct {
+	// Address is the InternalIP the node advertises (where its kubelet API is served).
+	Address string
+	// KubeletPort is the port of its kubelet API (0 until it serves one).
+	KubeletPort int32
+	// PrimaryVersion is the primary's API server version; the node's kubelet version never
+	// exceeds its minor.
+	PrimaryVersion string
+}
+
+// Labels returns the labels a virtual node must carry.
+func Labels(s clusters.Snapshot) map[string]string {
+	name := flotillav1.VirtualNodeName(s.Name)
+	l := map[string]string{
+		"type":                             "virtual-kubelet",
+		corev1.LabelHostname:               name,
+		flotillav1.LabelCluster:            s.Name,
+		"node-role.kubernetes.io/cluster":  "",
+		corev1.LabelNodeExcludeBalancers:   "true",
+		"node.kubernetes.io/instance-type": "flotilla-cluster",
+	}
+	for key, v := range map[string]string{flotillav1.LabelOS: s.Capacity.OS, flotillav1.LabelArch: s.Capacity.Arch,
+		flotillav1.LabelRegion: s.Capacity.Region, flotillav1.LabelZone: s.Capacity.Zone} {
+		if v != "" {
+			l[key] = v
+		}
+	}
+	return l
+}
+
+// Taints returns the taints a virtual node must carry.
+func Taints() []corev1.Taint {
+	return []corev1.Taint{{Key: flotillav1.TaintVirtualNode, Value: flotillav1.TaintVirtualNodeValue, Effect: corev1.TaintEffectNoSchedule}}
+}
+
+// Desired builds the virtual node of a secondary from its snapshot: spec, labels and status.
+func Desired(s clusters.Snapshot, opts NodeOptions) *corev1.Node {
+	name := flotillav1.VirtualNodeName(s.Name)
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: Labels(s)},
+		Spec:       corev1.NodeSpec{Taints: Taints()},
+	}
+	n.Status = Status(s, opts)
+	return n
+}
+
+// Status is a virtual node's status: Ready from the secondary's health, capacity from its nodes.
+func Status(s clusters.Snapshot, opts NodeOptions) corev1.NodeStatus {
+	name := flotillav1.VirtualNodeName(s.Name)
+	since := metav1.NewTime(s.LastTransition.Truncate(time.Second))
+	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: ReasonSecondaryRunning,
+		Message: fmt.Sprintf("Secondary cluster %s answers its health probes", s.Name), LastTransitionTime: since}
+	if s.Status != flotillav1.ClusterRunning {
+		ready.Status, ready.Reason = corev1.ConditionFalse, ReasonSecondaryUnavailable
+		ready.Message = fmt.Sprintf("Secondary cluster %s is not usable (%s): %s", s.Name, s.Reason, s.Message)
+	}
+	conditions := []corev1.NodeCondition{ready}
+	for _, t := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure} {
+		conditions = append(conditions, corev1.NodeCondition{Type: t, Status: corev1.ConditionFalse, Reason: "Virtual",
+			Message: "Pressure is handled by the secondary's own nodes", LastTransitionTime: since})
+	}
+	capacity, allocatable := s.Capacity.Capacity, s.Capacity.Allocatable
+	if !s.CapacitySynced || capacity == nil {
+		// Nothing known yet: offer nothing rather than a guess.
+		capacity = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
+		allocatable = capacity
+	}
+	osName, arch := s.Capacity.OS, s.Capacity.Arch
+	if osName == "" {
+		osName = "linux"
+	}
+	if arch == "" {
+		arch = "amd64"
+	}
+	addresses := []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
+	if opts.Address != "" {
+		addresses = append([]corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: opts.Address}}, addresses...)
+	}
+	return corev1.NodeStatus{
+		Capacity:        capacity.DeepCopy(),
+		Allocatable:     allocatable.DeepCopy(),
+		Conditions:      conditions,
+		Addresses:       addresses,
+		DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: opts.KubeletPort}},
+		NodeInfo: corev1.NodeSystemInfo{
+			KubeletVersion:          CapVersion(s.Version, opts.PrimaryVersion),
+			OperatingSystem:         osName,
+			Architecture:            arch,
+			OSImage:                 "Flotilla secondary cluster " + s.Name,
+			ContainerRuntimeVersion: "flotilla://" + s.Version,
+		},
+	}
+}
+
+// CapVersion returns the secondary's version, capped at the primary's minor (tools that compare
+// kubelet and API server versions refuse a kubelet newer than its API server).
+func CapVersion(secondary, primary string) string {
+	smaj, smin, ok1 := majorMinor(secondary)
+	pmaj, pmin, ok2 := majorMinor(primary)
+	switch {
+	case !ok1 && ok2:
+		return fmt.Sprintf("v%d.%d.0", pmaj, pmin)
+	case !ok1:
+		return "v0.0.0"
+	case ok2 && (smaj > pmaj || (smaj == pmaj && smin > pmin)):
+		return fmt.Sprintf("v%d.%d.0", pmaj, pmin)
+	default:
+		return secondary
+	}
+}
+
+func majorMinor(v string) (int, int, bool) {
+	parts := strings.SplitN(strings.TrimPrefix(v, "v"), ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	maj, err1 := strconv.Atoi(parts[0])
+	min, err2 := strconv.Atoi(strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
+	return maj, min, err1 == nil && err2 == nil
+}
