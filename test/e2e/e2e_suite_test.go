@@ -19,9 +19,11 @@ import (
 
 // The suite's shared state: one bed and one manager for every spec.
 var (
-	bed     *testbed.Bed
-	manager *managerProcess
-	workDir string
+	bed        *testbed.Bed
+	manager    *managerProcess
+	workDir    string
+	managerBin string
+	cliBin     string
 )
 
 func TestE2E(t *testing.T) {
@@ -38,11 +40,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	GinkgoWriter.Printf("e2e work dir: %s\n", workDir)
 
-	managerBin := filepath.Join(workDir, "bin", "flotilla-manager")
-	build := exec.CommandContext(ctx, "go", "build", "-o", managerBin, "./cmd/flotilla-manager")
-	build.Dir = repoRoot()
-	out, err := build.CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "building the manager: %s", out)
+	managerBin = filepath.Join(workDir, "bin", "flotilla-manager")
+	cliBin = filepath.Join(workDir, "bin", "flotillactl")
+	for bin, pkg := range map[string]string{managerBin: "./cmd/flotilla-manager", cliBin: "./cmd/flotillactl"} {
+		build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+		build.Dir = repoRoot()
+		out, err := build.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), "building %s: %s", pkg, out)
+	}
 
 	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter})
 	Expect(err).NotTo(HaveOccurred())
@@ -68,8 +73,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	if !apierrors.IsAlreadyExists(err) {
 		Expect(err).NotTo(HaveOccurred())
 	}
+	Expect(installCRDs(ctx, bed.Primary)).To(Succeed())
 	manager, err = startManager(managerBin, bed.Primary.KubeconfigPath, filepath.Join(workDir, "manager.log"))
 	Expect(err).NotTo(HaveOccurred())
+	// The spec that restarts the manager replaces it: stop whichever runs at the end.
 	DeferCleanup(func() { Expect(manager.Stop(20 * time.Second)).To(Succeed()) })
 }, NodeTimeout(10*time.Minute))
 

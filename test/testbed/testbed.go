@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -350,4 +351,56 @@ func Check(ctx context.Context, kubeconfigPath string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// APIServerPID is the PID of the cluster's kube-apiserver.
+func (b *Bed) APIServerPID(c *Cluster) (int, error) {
+	raw, err := os.ReadFile(filepath.Join(b.tools.clusterDir(c.Name), "pids", "kube-apiserver.pid"))
+	if err != nil {
+		return 0, fmt.Errorf("reading the kube-apiserver PID of %s: %w", c.Name, err)
+	}
+	var pid int
+	if _, err := fmt.Sscanf(string(raw), "%d", &pid); err != nil {
+		return 0, fmt.Errorf("parsing the kube-apiserver PID of %s: %w", c.Name, err)
+	}
+	return pid, nil
+}
+
+// Freeze stops the cluster's kube-apiserver with SIGSTOP: connections are accepted and never
+// answered, as with a hung server. Thaw resumes it.
+func (b *Bed) Freeze(c *Cluster) error { return b.signalAPIServer(c, syscall.SIGSTOP) }
+
+// Thaw resumes a frozen kube-apiserver.
+func (b *Bed) Thaw(c *Cluster) error { return b.signalAPIServer(c, syscall.SIGCONT) }
+
+func (b *Bed) signalAPIServer(c *Cluster, sig syscall.Signal) error {
+	pid, err := b.APIServerPID(c)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("sending %s to the kube-apiserver of %s: %w", sig, c.Name, err)
+	}
+	return nil
+}
+
+// StopCluster stops every process of a cluster, keeping its state: its clients get connection
+// refused. StartCluster starts it again and waits until it is ready.
+func (b *Bed) StopCluster(ctx context.Context, c *Cluster) error {
+	pids := readPIDs(b.tools.clusterDir(c.Name))
+	if err := b.tools.run(ctx, "stop", "cluster", "--name", c.Name); err != nil {
+		return err
+	}
+	if left := killAndWait(pids, 10*time.Second); len(left) > 0 {
+		return fmt.Errorf("cluster %s: processes %v still running", c.Name, left)
+	}
+	return nil
+}
+
+// StartCluster starts a stopped cluster and waits until its API server is ready.
+func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
+	if err := b.tools.run(ctx, "start", "cluster", "--name", c.Name); err != nil {
+		return err
+	}
+	return waitReady(ctx, c)
 }

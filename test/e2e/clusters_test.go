@@ -1,0 +1,335 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/pkg/access"
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// expectRunningAndReady checks that a secondary's ClusterDetector is Running and its node Ready.
+func expectRunningAndReady(g Gomega, ctx SpecContext, name string) {
+	cd, err := detector(ctx, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cd.Status.ClusterStatus).To(Equal(flotillav1.ClusterRunning), "ClusterDetector %s: %s", name, cd.Status.Message)
+	g.Expect(nodeReady(ctx, flotillav1.VirtualNodeName(name))).To(Equal(corev1.ConditionTrue), "node of %s", name)
+}
+
+func expectUnknownAndNotReady(g Gomega, ctx SpecContext, name string) {
+	cd, err := detector(ctx, name)
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(cd.Status.ClusterStatus).To(Equal(flotillav1.ClusterUnknown))
+	g.Expect(cd.Status.Reason).NotTo(BeEmpty())
+	g.Expect(nodeReady(ctx, flotillav1.VirtualNodeName(name))).To(Equal(corev1.ConditionFalse))
+}
+
+var _ = Describe("secondaries as virtual nodes", Ordered, func() {
+	var s1, s2 *testbed.Cluster
+	BeforeAll(func() { s1, s2 = bed.Secondaries[0], bed.Secondaries[1] })
+
+	It("joins two secondaries: two virtual nodes Ready and three ClusterDetectors Running within 15 s", func(ctx SpecContext) {
+		start := time.Now()
+		for _, c := range []*testbed.Cluster{s1, s2} {
+			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name)
+			Expect(err).NotTo(HaveOccurred(), out)
+			Expect(out).To(ContainSubstring("Joined context " + c.Name))
+			Expect(out).NotTo(ContainSubstring("eyJ"), "a token was printed")
+		}
+		Eventually(func(g Gomega) {
+			for _, c := range []*testbed.Cluster{s1, s2} {
+				expectRunningAndReady(g, ctx, c.Name)
+			}
+			cd, err := detector(ctx, "primary")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cd.Status.ClusterStatus).To(Equal(flotillav1.ClusterRunning))
+			g.Expect(cd.Labels[flotillav1.LabelRole]).To(Equal(flotillav1.RolePrimary))
+		}).WithContext(ctx).WithTimeout(15 * time.Second).Should(Succeed())
+		AddReportEntry("join to Ready", time.Since(start).Round(100*time.Millisecond).String())
+
+		n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s1.Name), metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n.Labels).To(HaveKeyWithValue("type", "virtual-kubelet"))
+		Expect(n.Labels).To(HaveKeyWithValue(flotillav1.LabelCluster, s1.Name))
+		Expect(n.Labels).To(HaveKeyWithValue(flotillav1.LabelRegion, testbed.Region(s1.Name)))
+		Expect(n.Labels).To(HaveKeyWithValue(flotillav1.LabelOS, "linux"))
+		Expect(n.Labels).To(HaveKey("node-role.kubernetes.io/cluster"))
+		Expect(n.Labels).NotTo(HaveKey(corev1.LabelOSStable))
+		Expect(n.Labels).NotTo(HaveKey(corev1.LabelArchStable))
+		Expect(n.Spec.Taints).To(ContainElement(corev1.Taint{Key: flotillav1.TaintVirtualNode, Value: flotillav1.TaintVirtualNodeValue, Effect: corev1.TaintEffectNoSchedule}))
+		Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v1.35.4"))
+
+		var fp flotillav1.FlotillaPrimary
+		Expect(clientOf(s1).Get(ctx, client.ObjectKey{Name: primaryID(ctx)}, &fp)).To(Succeed())
+		Expect(fp.Spec.ClusterName).To(Equal(s1.Name))
+
+		out, err := flotillactl(ctx, "cluster", "list")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(MatchRegexp(`secondary1\s+secondary1\s+flotilla-\w+@secondary1\s+secondary1\s+secondary\s+Running`))
+		Expect(out).NotTo(ContainSubstring("eyJ"))
+	}, SpecTimeout(2*time.Minute))
+
+	It("restores a label and the taint someone removed from a virtual node", func(ctx SpecContext) {
+		name := flotillav1.VirtualNodeName(s1.Name)
+		patch := []byte(`{"metadata":{"labels":{"` + flotillav1.LabelCluster + `":null}},"spec":{"taints":[]}}`)
+		_, err := bed.Primary.Clientset.CoreV1().Nodes().Patch(ctx, name, "application/merge-patch+json", patch, metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.Labels).To(HaveKeyWithValue(flotillav1.LabelCluster, s1.Name))
+			g.Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintVirtualNode)))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
+	It("shows the primary's own context as the role=primary ClusterDetector, with no virtual node", func(ctx SpecContext) {
+		out, err := flotillactl(ctx, "cluster", "add", "--context", testbed.PrimaryName, "--name", "self")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func(g Gomega) {
+			cd, err := detector(ctx, "primary")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cd.Spec.Context).To(Equal("self"))
+			g.Expect(cd.Status.ClusterID).To(Equal(primaryID(ctx)))
+		}).WithContext(ctx).WithTimeout(15 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			_, err := detector(ctx, "self")
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no ClusterDetector of its own")
+			_, err = bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName("self"), metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no virtual node")
+		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
+	It("gives capacity as the sum of the secondary's nodes, and less allocatable when a plain pod runs there", func(ctx SpecContext) {
+		name := flotillav1.VirtualNodeName(s2.Name)
+		wantCPU := resource.MustParse(fmt.Sprintf("%d", 32*len(s2.Nodes)))
+		wantMem := resource.MustParse(fmt.Sprintf("%dGi", 256*len(s2.Nodes)))
+		Eventually(func(g Gomega) {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.Status.Capacity.Cpu().Cmp(wantCPU)).To(Equal(0), "capacity cpu %s", n.Status.Capacity.Cpu())
+			g.Expect(n.Status.Capacity.Memory().Cmp(wantMem)).To(Equal(0), "capacity memory %s", n.Status.Capacity.Memory())
+			g.Expect(n.Status.Allocatable.Cpu().Cmp(wantCPU)).To(Equal(0))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		ns := "capacity-check"
+		_, err := s2.Clientset.CoreV1().Namespaces().Create(ctx, testNamespace(ns), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = s2.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "hog"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "hog", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("6")}}}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		want := wantCPU.DeepCopy()
+		want.Sub(resource.MustParse("6"))
+		Eventually(func(g Gomega) {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.Status.Allocatable.Cpu().Cmp(want)).To(Equal(0), "allocatable cpu %s", n.Status.Allocatable.Cpu())
+			g.Expect(n.Status.Capacity.Cpu().Cmp(wantCPU)).To(Equal(0))
+		}).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
+		cd, err := detector(ctx, s2.Name)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cd.Status.NodeCount).To(BeEquivalentTo(len(s2.Nodes)))
+	}, SpecTimeout(2*time.Minute))
+
+	It("confines the joined identity: no Secrets in kube-system, no RBAC, writes only in managed namespaces", func(ctx SpecContext) {
+		names := access.NamesFor(primaryID(ctx))
+		can := func(attrs authorizationv1.ResourceAttributes) bool {
+			sar, err := s1.Clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+				Spec: authorizationv1.SubjectAccessReviewSpec{User: names.Username(),
+					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + flotillav1.SystemNamespace, "system:authenticated"},
+					ResourceAttributes: &attrs},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			return sar.Status.Allowed
+		}
+		Expect(can(authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "get", Resource: "secrets"})).To(BeFalse())
+		Expect(can(authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "list", Resource: "secrets"})).To(BeFalse())
+		Expect(can(authorizationv1.ResourceAttributes{Verb: "create", Group: "rbac.authorization.k8s.io", Resource: "clusterrolebindings"})).To(BeFalse())
+		// The controls: what it needs, it has.
+		Expect(can(authorizationv1.ResourceAttributes{Namespace: "any", Verb: "create", Resource: "pods"})).To(BeTrue())
+		Expect(can(authorizationv1.ResourceAttributes{Verb: "list", Resource: "nodes"})).To(BeTrue())
+
+		// As that identity: a pod in a namespace without the managed-by label is refused by the policy.
+		asFlotilla := rest.CopyConfig(s1.RESTConfig)
+		asFlotilla.Impersonate = rest.ImpersonationConfig{UserName: names.Username(),
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + flotillav1.SystemNamespace, "system:authenticated"}}
+		cs, err := kubernetes.NewForConfig(asFlotilla)
+		Expect(err).NotTo(HaveOccurred())
+		for ns, labels := range map[string]map[string]string{
+			"unmanaged": nil, "managed": {flotillav1.LabelManagedBy: names.PrimaryID},
+		} {
+			_, err := s1.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		pod := func() *corev1.Pod {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		}
+		Eventually(func() error {
+			_, err := cs.CoreV1().Pods("unmanaged").Create(ctx, pod(), metav1.CreateOptions{})
+			return err
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(MatchError(ContainSubstring(
+			"may write only in namespaces labelled " + flotillav1.LabelManagedBy)))
+		_, err = cs.CoreV1().Pods("managed").Create(ctx, pod(), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the same pod in a managed namespace is allowed")
+		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-sneaky",
+			Labels: map[string]string{flotillav1.LabelManagedBy: names.PrimaryID}}}, metav1.CreateOptions{})
+		Expect(err).To(MatchError(ContainSubstring("never in kube-*")))
+	}, SpecTimeout(time.Minute))
+
+	It("shows a bogus context Unknown with a reason while the others stay Running, and survives a garbage Secret", func(ctx SpecContext) {
+		port, err := testbed.FreePort()
+		Expect(err).NotTo(HaveOccurred())
+		editRegistrationConfig(ctx, func(cfg *clientcmdapi.Config) {
+			cfg.Clusters["nowhere"] = &clientcmdapi.Cluster{Server: fmt.Sprintf("https://127.0.0.1:%d", port), InsecureSkipTLSVerify: true}
+			cfg.AuthInfos["nobody"] = &clientcmdapi.AuthInfo{Token: "not-a-real-token"}
+			cfg.Contexts["bogus"] = &clientcmdapi.Context{Cluster: "nowhere", AuthInfo: "nobody"}
+		})
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			cd, err := detector(ctx, "bogus")
+			if err == nil && cd.Status.ClusterStatus == flotillav1.ClusterUnknown && cd.Status.Reason != "" {
+				Expect(cd.Status.Reason).To(Equal(flotillav1.ReasonProbeFailed))
+				break
+			}
+			Expect(time.Now().Before(deadline)).To(BeTrue(), "bogus ClusterDetector not Unknown within 15 s")
+			// The others stay Running and Ready the whole time.
+			for _, c := range []*testbed.Cluster{s1, s2} {
+				expectRunningAndReady(Default, ctx, c.Name)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+		_, err = bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName("bogus"), metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a cluster that never answered gets no virtual node")
+
+		var good []byte
+		editRegistration(ctx, func(raw []byte) []byte { good = raw; return []byte("garbage: [") })
+		Eventually(func(g Gomega) {
+			cd, err := detector(ctx, "primary")
+			g.Expect(err).NotTo(HaveOccurred())
+			cond := meta.FindStatusCondition(cd.Status.Conditions, flotillav1.ConditionKubeconfigValid)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(cond.Reason).To(Equal(flotillav1.ReasonKubeconfigUnparsable))
+		}).WithContext(ctx).WithTimeout(15 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			for _, c := range []*testbed.Cluster{s1, s2} {
+				expectRunningAndReady(g, ctx, c.Name)
+			}
+			_, err := detector(ctx, "bogus")
+			g.Expect(err).NotTo(HaveOccurred(), "the last good configuration stays in force")
+		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
+
+		editRegistration(ctx, func([]byte) []byte { return good })
+		editRegistrationConfig(ctx, func(cfg *clientcmdapi.Config) { delete(cfg.Contexts, "bogus") })
+		Eventually(func(g Gomega) {
+			_, err := detector(ctx, "bogus")
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+			cd, err := detector(ctx, "primary")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(meta.IsStatusConditionTrue(cd.Status.Conditions, flotillav1.ConditionKubeconfigValid)).To(BeTrue())
+		}).WithContext(ctx).WithTimeout(15 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
+	It("marks a hung secondary Unknown and its node not Ready within 30 s, and Ready again within 30 s", func(ctx SpecContext) {
+		pid := manager.PID()
+		Expect(bed.Freeze(s1)).To(Succeed())
+		DeferCleanup(func() { _ = bed.Thaw(s1) })
+		start := time.Now()
+		Eventually(func(g Gomega) { expectUnknownAndNotReady(g, ctx, s1.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		AddReportEntry("hung secondary to Ready=False", time.Since(start).Round(100*time.Millisecond).String())
+		expectRunningAndReady(Default, ctx, s2.Name)
+
+		Expect(bed.Thaw(s1)).To(Succeed())
+		start = time.Now()
+		Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s1.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		AddReportEntry("thawed secondary to Ready", time.Since(start).Round(100*time.Millisecond).String())
+		Expect(manager.Exited()).To(BeFalse())
+		Expect(manager.PID()).To(Equal(pid), "the manager was not restarted")
+	}, SpecTimeout(2*time.Minute))
+
+	It("marks a stopped secondary (connection refused) Unknown and not Ready, and Ready again when it is back", func(ctx SpecContext) {
+		Expect(bed.StopCluster(ctx, s2)).To(Succeed())
+		start := time.Now()
+		Eventually(func(g Gomega) { expectUnknownAndNotReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		AddReportEntry("stopped secondary to Ready=False", time.Since(start).Round(100*time.Millisecond).String())
+		cd, err := detector(ctx, s2.Name)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cd.Status.Message).NotTo(ContainSubstring("eyJ"), "no credential in messages")
+		expectRunningAndReady(Default, ctx, s1.Name)
+
+		Expect(bed.StartCluster(ctx, s2)).To(Succeed())
+		start = time.Now()
+		Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		AddReportEntry("restarted secondary to Ready", time.Since(start).Round(100*time.Millisecond).String())
+		Expect(manager.Exited()).To(BeFalse())
+	}, SpecTimeout(3*time.Minute))
+
+	It("lets the nodes go Unknown while the manager is stopped for 2 minutes, and Ready within 30 s of its restart", func(ctx SpecContext) {
+		Expect(manager.Stop(20 * time.Second)).To(Succeed())
+		stopped := time.Now()
+		Eventually(func(g Gomega) {
+			for _, c := range []*testbed.Cluster{s1, s2} {
+				g.Expect(nodeReady(ctx, flotillav1.VirtualNodeName(c.Name))).To(Equal(corev1.ConditionUnknown))
+			}
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+		if rest := 2*time.Minute - time.Since(stopped); rest > 0 {
+			time.Sleep(rest)
+		}
+		var err error
+		manager, err = startManager(managerBin, bed.Primary.KubeconfigPath, filepath.Join(workDir, "manager.log"))
+		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
+		Eventually(func(g Gomega) {
+			for _, c := range []*testbed.Cluster{s1, s2} {
+				expectRunningAndReady(g, ctx, c.Name)
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		AddReportEntry("manager restart to Ready", time.Since(start).Round(100*time.Millisecond).String())
+	}, SpecTimeout(5*time.Minute))
+
+	It("removes a secondary: its node, ClusterDetector and FlotillaPrimary are gone within 30 s", func(ctx SpecContext) {
+		start := time.Now()
+		out, err := flotillactl(ctx, "cluster", "remove", s2.Name, "--timeout", "30s")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(time.Since(start)).To(BeNumerically("<", 30*time.Second))
+		_, err = bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s2.Name), metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue())
+		_, err = detector(ctx, s2.Name)
+		Expect(apierrors.IsNotFound(err)).To(BeTrue())
+		Eventually(func() bool {
+			err := clientOf(s2).Get(ctx, client.ObjectKey{Name: primaryID(ctx)}, &flotillav1.FlotillaPrimary{})
+			return apierrors.IsNotFound(err)
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeTrue())
+		AddReportEntry("remove to gone", time.Since(start).Round(100*time.Millisecond).String())
+		expectRunningAndReady(Default, ctx, s1.Name)
+		out, err = flotillactl(ctx, "cluster", "list")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).NotTo(ContainSubstring(s2.Name))
+	}, SpecTimeout(time.Minute))
+})
+
+// primaryID is the primary's kube-system UID.
+func primaryID(ctx SpecContext) string {
+	ns, err := bed.Primary.Clientset.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return string(ns.UID)
+}
+
