@@ -68,6 +68,7 @@ type options struct {
 	probeTimeout            time.Duration
 	nodeAddress             string
 	kubeletPort             int32
+	renewalFraction         float64
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -86,6 +87,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.probeTimeout, "probe-timeout", 2*time.Second, "how long a cluster may take to answer a health probe before it counts as failed")
 	fs.StringVar(&o.nodeAddress, "node-address", os.Getenv("POD_IP"), "InternalIP the virtual nodes advertise (default $POD_IP, else 127.0.0.1)")
 	fs.Int32Var(&o.kubeletPort, "kubelet-port", 0, "port of the virtual nodes' kubelet API, advertised on each node")
+	fs.Float64Var(&o.renewalFraction, "token-renewal-fraction", 0.5, "renew a registered ServiceAccount token once this fraction of its lifetime has passed")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	o.logging.AddFlags(fs)
 }
@@ -209,7 +211,7 @@ func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts
 
 	registry := clusters.NewRegistry(clusters.Options{
 		PrimaryID: primaryID, KnownIDs: known, ProbeInterval: opts.probeInterval, ProbeTimeout: opts.probeTimeout,
-		TokenRenewer: clusters.SecretTokenRenewer(mgr.GetClient()),
+		TokenRenewer: clusters.SecretTokenRenewer(mgr.GetClient()), RenewalFraction: opts.renewalFraction,
 	}, ctrl.Log.WithName("clusters"))
 	if err := mgr.Add(registry); err != nil {
 		return fmt.Errorf("adding the cluster registry: %w", err)

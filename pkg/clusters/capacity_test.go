@@ -31,12 +31,16 @@ func node(name, cpu, mem string, opts ...nodeOpt) *corev1.Node {
 	return n
 }
 
-func notReady(n *corev1.Node)    { n.Status.Conditions[0].Status = corev1.ConditionFalse }
-func cordoned(n *corev1.Node)    { n.Spec.Unschedulable = true }
-func virtual(n *corev1.Node)     { n.Labels["type"] = "virtual-kubelet" }
-func otherZone(n *corev1.Node)   { n.Labels[corev1.LabelTopologyZone] = "eu-b" }
-func noSchedule(n *corev1.Node)  { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}} }
-func preferNoSch(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectPreferNoSchedule}} }
+func notReady(n *corev1.Node)  { n.Status.Conditions[0].Status = corev1.ConditionFalse }
+func cordoned(n *corev1.Node)  { n.Spec.Unschedulable = true }
+func virtual(n *corev1.Node)   { n.Labels["type"] = "virtual-kubelet" }
+func otherZone(n *corev1.Node) { n.Labels[corev1.LabelTopologyZone] = "eu-b" }
+func noSchedule(n *corev1.Node) {
+	n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+}
+func preferNoSch(n *corev1.Node) {
+	n.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectPreferNoSchedule}}
+}
 
 type podOpt func(*corev1.Pod)
 
@@ -54,8 +58,10 @@ func pod(name, nodeName, cpu, mem string, opts ...podOpt) *corev1.Pod {
 	return p
 }
 
-func delegateOf(id string) podOpt { return func(p *corev1.Pod) { p.Labels[flotillav1.LabelPrimary] = id } }
-func succeeded(p *corev1.Pod)     { p.Status.Phase = corev1.PodSucceeded }
+func delegateOf(id string) podOpt {
+	return func(p *corev1.Pod) { p.Labels[flotillav1.LabelPrimary] = id }
+}
+func succeeded(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }
 func bigInit(p *corev1.Pod) {
 	p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}}}
@@ -86,8 +92,8 @@ func TestComputeCapacity(t *testing.T) {
 			wantCPU: "4", wantFree: "2500m", wantMem: "8Gi", freeMem: "6Gi", wantEligible: 1, wantZone: "eu-a",
 		},
 		"terminal pods and pods on ineligible or no nodes do not count": {
-			nodes: []*corev1.Node{node("a", "4", "8Gi"), node("b", "4", "8Gi", cordoned)},
-			pods:  []*corev1.Pod{pod("done", "a", "1", "1Gi", succeeded), pod("elsewhere", "b", "1", "1Gi"), pod("pending", "", "1", "1Gi")},
+			nodes:   []*corev1.Node{node("a", "4", "8Gi"), node("b", "4", "8Gi", cordoned)},
+			pods:    []*corev1.Pod{pod("done", "a", "1", "1Gi", succeeded), pod("elsewhere", "b", "1", "1Gi"), pod("pending", "", "1", "1Gi")},
 			wantCPU: "4", wantFree: "4", wantMem: "8Gi", freeMem: "8Gi", wantEligible: 1, wantZone: "eu-a",
 		},
 		"init containers count as the scheduler counts them": {

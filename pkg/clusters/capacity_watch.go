@@ -117,7 +117,6 @@ func (l corev1Lister) pods() []*corev1.Pod {
 	return out
 }
 
-
 // slim keeps only what capacity needs, so a secondary with many pods costs little memory.
 func slim(obj any) (any, error) {
 	switch o := obj.(type) {

@@ -23,11 +23,11 @@ import (
 type Role string
 
 const (
-	// RoleUnknown: the cluster has not answered yet, so its identity is not known.
+	// RoleUnknown means the cluster has not answered yet, so its identity is not known.
 	RoleUnknown Role = ""
-	// RolePrimary: the context is the primary's own.
+	// RolePrimary means the context is the primary's own.
 	RolePrimary Role = flotillav1.RolePrimary
-	// RoleSecondary: a cluster that gets a virtual node.
+	// RoleSecondary is a cluster that gets a virtual node.
 	RoleSecondary Role = flotillav1.RoleSecondary
 )
 
@@ -49,8 +49,10 @@ type Options struct {
 	Burst int
 	// RemovalTimeout bounds the cleanup (deleting FlotillaPrimary) in a cluster whose context was removed. Default 10s.
 	RemovalTimeout time.Duration
-	// TokenRenewer, when set, is called for a context whose token is past half its lifetime.
+	// TokenRenewer, when set, is called for a context whose token is past RenewalFraction of its lifetime.
 	TokenRenewer TokenRenewer
+	// RenewalFraction of a token's lifetime after which it is renewed. Default 0.5.
+	RenewalFraction float64
 }
 
 func (o *Options) defaults() {
@@ -68,6 +70,9 @@ func (o *Options) defaults() {
 	}
 	if o.Burst == 0 {
 		o.Burst = 200
+	}
+	if o.RenewalFraction <= 0 || o.RenewalFraction >= 1 {
+		o.RenewalFraction = 0.5
 	}
 	if o.RemovalTimeout == 0 {
 		o.RemovalTimeout = 10 * time.Second
@@ -98,7 +103,7 @@ func NewRegistry(opts Options, log logr.Logger) *Registry {
 	return &Registry{opts: opts, log: log, clusters: map[string]*cluster{}, claims: map[string]string{}}
 }
 
-// NeedLeaderElection: connections, probes and informers run on the leader only.
+// NeedLeaderElection says yes: connections, probes and informers run on the leader only.
 func (r *Registry) NeedLeaderElection() bool { return true }
 
 // Start starts the clusters applied so far and stops them all when ctx ends.
@@ -217,38 +222,7 @@ func (r *Registry) Apply(raw []byte) error {
 		}
 		return err
 	}
-	var added, removed []*cluster
-	var changed []string
-	for name, want := range desired {
-		have, ok := r.clusters[name]
-		switch {
-		case !ok:
-			added = append(added, want)
-		case have.fingerprint != want.fingerprint:
-			removed = append(removed, have) // restarted with the new settings, keeping what it learned
-			want.inherit(have)
-			added = append(added, want)
-		default:
-			if have.setToken(want.currentToken()) {
-				changed = append(changed, name)
-			}
-		}
-	}
-	var gone []*cluster
-	for name, have := range r.clusters {
-		if _, ok := desired[name]; !ok {
-			gone = append(gone, have)
-			delete(r.clusters, name)
-			for id, owner := range r.claims {
-				if owner == name {
-					delete(r.claims, id)
-				}
-			}
-		}
-	}
-	for _, c := range added {
-		r.clusters[c.name] = c
-	}
+	added, removed, gone, changed := r.diff(desired)
 	ctx := r.ctx
 	r.mu.Unlock()
 
@@ -277,6 +251,40 @@ func (r *Registry) Apply(raw []byte) error {
 		r.notify("")
 	}
 	return nil
+}
+
+// diff updates r.clusters to desired (r.mu held) and says what to start, stop and announce.
+func (r *Registry) diff(desired map[string]*cluster) (added, removed, gone []*cluster, changed []string) {
+	for name, want := range desired {
+		have, ok := r.clusters[name]
+		switch {
+		case !ok:
+			added = append(added, want)
+		case have.fingerprint != want.fingerprint:
+			removed = append(removed, have) // restarted with the new settings, keeping what it learned
+			want.inherit(have)
+			added = append(added, want)
+		default:
+			if have.setToken(want.currentToken()) {
+				changed = append(changed, name)
+			}
+		}
+	}
+	for name, have := range r.clusters {
+		if _, ok := desired[name]; !ok {
+			gone = append(gone, have)
+			delete(r.clusters, name)
+			for id, owner := range r.claims {
+				if owner == name {
+					delete(r.claims, id)
+				}
+			}
+		}
+	}
+	for _, c := range added {
+		r.clusters[c.name] = c
+	}
+	return added, removed, gone, changed
 }
 
 // parse turns a kubeconfig into clusters (not started). A context that cannot be used is still a

@@ -56,13 +56,13 @@ func TokenExpiry(tok string) (*time.Time, error) {
 	return &t, nil
 }
 
-// renewalDue says whether a token issued at iat and expiring at exp is past half its lifetime.
-func renewalDue(now time.Time, iat, exp int64) bool {
+// renewalDue says whether a token issued at iat and expiring at exp is past fraction of its lifetime.
+func renewalDue(now time.Time, iat, exp int64, fraction float64) bool {
 	if exp == 0 || iat == 0 || exp <= iat {
 		return false
 	}
-	half := iat + (exp-iat)/2
-	return now.Unix() >= half
+	due := iat + int64(float64(exp-iat)*fraction)
+	return now.Unix() >= due
 }
 
 // serviceAccountOf returns the namespace and name of a service account token's subject.
@@ -74,7 +74,7 @@ func serviceAccountOf(sub string) (namespace, name string, ok bool) {
 	return parts[2], parts[3], true
 }
 
-// maybeRenewToken renews a service account token at half its lifetime through the TokenRequest
+// maybeRenewToken renews a service account token at RenewalFraction (half) of its lifetime through the TokenRequest
 // API of the cluster itself, and hands the new token to the registry's TokenRenewer.
 func (c *cluster) maybeRenewToken(ctx context.Context, log logr.Logger) {
 	renew := c.registry.opts.TokenRenewer
@@ -83,7 +83,7 @@ func (c *cluster) maybeRenewToken(ctx context.Context, log logr.Logger) {
 		return
 	}
 	claims, err := parseToken(tok)
-	if err != nil || !renewalDue(time.Now(), claims.Iat, claims.Exp) {
+	if err != nil || !renewalDue(time.Now(), claims.Iat, claims.Exp, c.registry.opts.RenewalFraction) {
 		return
 	}
 	ns, name, ok := serviceAccountOf(claims.Sub)

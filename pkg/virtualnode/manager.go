@@ -11,8 +11,8 @@ import (
 	"github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -80,7 +80,7 @@ func NewManager(reg Registry, primary kubernetes.Interface, opts Options, log lo
 	return &Manager{registry: reg, client: primary, opts: opts, log: log, nodes: map[string]*supervisor{}}
 }
 
-// NeedLeaderElection: one replica writes the nodes.
+// NeedLeaderElection says yes: one replica writes the nodes.
 func (m *Manager) NeedLeaderElection() bool { return true }
 
 // Start runs until ctx ends; then the supervisors stop and the nodes stay (their Leases lapse).

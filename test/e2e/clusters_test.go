@@ -46,7 +46,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 	It("joins two secondaries: two virtual nodes Ready and three ClusterDetectors Running within 15 s", func(ctx SpecContext) {
 		start := time.Now()
 		for _, c := range []*testbed.Cluster{s1, s2} {
-			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name)
+			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m")
 			Expect(err).NotTo(HaveOccurred(), out)
 			Expect(out).To(ContainSubstring("Joined context " + c.Name))
 			Expect(out).NotTo(ContainSubstring("eyJ"), "a token was printed")
@@ -83,6 +83,21 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		Expect(out).To(MatchRegexp(`secondary1\s+secondary1\s+flotilla-\w+@secondary1\s+secondary1\s+secondary\s+Running`))
 		Expect(out).NotTo(ContainSubstring("eyJ"))
 	}, SpecTimeout(2*time.Minute))
+
+	It("renews the joined identity's token in place and shows its expiry", func(ctx SpecContext) {
+		cd, err := detector(ctx, s1.Name)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(cd.Status.TokenExpirationTime).NotTo(BeNil())
+		first := cd.Status.TokenExpirationTime.Time
+		Expect(first).To(BeTemporally("~", time.Now().Add(10*time.Minute), 2*time.Minute))
+		Eventually(func(g Gomega) {
+			cd, err := detector(ctx, s1.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cd.Status.TokenExpirationTime).NotTo(BeNil())
+			g.Expect(cd.Status.TokenExpirationTime.Time).To(BeTemporally(">", first))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		expectRunningAndReady(Default, ctx, s1.Name)
+	}, SpecTimeout(90*time.Second))
 
 	It("restores a label and the taint someone removed from a virtual node", func(ctx SpecContext) {
 		name := flotillav1.VirtualNodeName(s1.Name)
@@ -153,7 +168,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		can := func(attrs authorizationv1.ResourceAttributes) bool {
 			sar, err := s1.Clientset.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 				Spec: authorizationv1.SubjectAccessReviewSpec{User: names.Username(),
-					Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + flotillav1.SystemNamespace, "system:authenticated"},
+					Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + flotillav1.SystemNamespace, "system:authenticated"},
 					ResourceAttributes: &attrs},
 			}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
@@ -332,4 +347,3 @@ func primaryID(ctx SpecContext) string {
 	Expect(err).NotTo(HaveOccurred())
 	return string(ns.UID)
 }
-

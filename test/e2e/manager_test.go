@@ -34,6 +34,9 @@ func startManager(bin, kubeconfig, logPath string) (*managerProcess, error) {
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probePort),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
 		"--log-level", "debug",
+		// Tokens of 10 minutes (join --token-duration 10m) are then renewed every ~12 s: the whole
+		// suite runs with renewals happening, and a spec proves them.
+		"--token-renewal-fraction", "0.02",
 	}, logPath)
 	if err != nil {
 		return nil, err

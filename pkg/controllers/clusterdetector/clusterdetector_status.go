@@ -98,5 +98,5 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 	}
 }
 
-// ReasonOwnerMissing: the FlotillaPrimary object could not be ensured in the secondary.
+// ReasonOwnerMissing says the FlotillaPrimary object could not be ensured in the secondary.
 const ReasonOwnerMissing = "FlotillaPrimaryMissing"

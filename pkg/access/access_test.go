@@ -1,0 +1,69 @@
+package access
+
+import (
+	"strings"
+	"testing"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+func TestRulesNeverReadSecretsNorTouchRBAC(t *testing.T) {
+	for _, r := range Rules("abc") {
+		for _, res := range r.Resources {
+			if res == "secrets" {
+				for _, v := range r.Verbs {
+					if v == "get" || v == "list" || v == "watch" || v == "*" {
+						t.Errorf("secrets rule grants %s", v)
+					}
+				}
+			}
+			if res == "*" {
+				t.Errorf("wildcard resource in %+v", r)
+			}
+		}
+		for _, g := range r.APIGroups {
+			if g == rbacv1.GroupName || g == "*" {
+				t.Errorf("rule on API group %q: %+v", g, r)
+			}
+		}
+	}
+}
+
+func TestObjectsNameThePrimaryAndConfineItsIdentity(t *testing.T) {
+	n := NamesFor("0123456789abcdef")
+	if n.ServiceAccount != "flotilla-01234567" || n.Username() != "system:serviceaccount:flotilla-system:flotilla-01234567" {
+		t.Errorf("names = %+v", n)
+	}
+	var policy *admissionregistrationv1.ValidatingAdmissionPolicy
+	var binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	var fp *flotillav1.FlotillaPrimary
+	for _, o := range Objects(n, "eu") {
+		switch v := o.(type) {
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			policy = v
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			binding = v
+		case *flotillav1.FlotillaPrimary:
+			fp = v
+		}
+		if o.GetLabels()[flotillav1.LabelPrimary] != n.PrimaryID {
+			t.Errorf("%T %s lacks the primary label", o, o.GetName())
+		}
+	}
+	if policy == nil || binding == nil || fp == nil {
+		t.Fatal("policy, binding or FlotillaPrimary missing")
+	}
+	if !strings.Contains(policy.Spec.MatchConditions[0].Expression, n.Username()) {
+		t.Errorf("policy matches %q", policy.Spec.MatchConditions[0].Expression)
+	}
+	if *policy.Spec.FailurePolicy != admissionregistrationv1.Fail || binding.Spec.PolicyName != policy.Name ||
+		binding.Spec.ParamRef.Name != n.Params {
+		t.Errorf("policy %+v binding %+v", policy.Spec, binding.Spec)
+	}
+	if fp.Name != n.PrimaryID || fp.Spec.ClusterName != "eu" {
+		t.Errorf("FlotillaPrimary = %+v", fp)
+	}
+}

@@ -1,0 +1,199 @@
+package clusters
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+func kubeconfig(t *testing.T, contexts map[string]string) []byte {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	for ctx, server := range contexts {
+		cfg.Clusters[ctx] = &clientcmdapi.Cluster{Server: server}
+		cfg.AuthInfos[ctx] = &clientcmdapi.AuthInfo{Token: "t-" + ctx}
+		cfg.Contexts[ctx] = &clientcmdapi.Context{Cluster: ctx, AuthInfo: ctx}
+	}
+	raw, err := clientcmd.Write(*cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func names(r *Registry) []string {
+	var out []string
+	for _, s := range r.Snapshots() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// The registry is not started here: Apply only registers, no probe runs.
+func TestApplyAddsRemovesAndKeepsTheLastGoodConfiguration(t *testing.T) {
+	r := NewRegistry(Options{PrimaryID: "p"}, logr.Discard())
+	if r.Configured() {
+		t.Fatal("configured before any Apply")
+	}
+	if err := r.Apply(kubeconfig(t, map[string]string{"a": "https://a", "gke_p_z_n": "https://b"})); err != nil {
+		t.Fatal(err)
+	}
+	got := names(r)
+	if len(got) != 2 || got[0] != "a" || got[1][:10] != "gke-p-z-n-" {
+		t.Fatalf("clusters = %v", got)
+	}
+	s, _ := r.Snapshot("a")
+	if s.Status != flotillav1.ClusterUnknown || s.Reason != flotillav1.ReasonProbing || s.Entry.Context != "a" {
+		t.Errorf("new cluster snapshot = %+v", s)
+	}
+
+	if err := r.Apply([]byte("garbage: [")); err == nil {
+		t.Fatal("garbage applied without error")
+	}
+	if r.ConfigError() == nil || len(names(r)) != 2 {
+		t.Fatalf("after garbage: error %v, clusters %v", r.ConfigError(), names(r))
+	}
+	if err := r.Apply(nil); !errors.Is(err, ErrSecretMissing) || len(names(r)) != 2 {
+		t.Fatalf("missing Secret: error %v, clusters %v", err, names(r))
+	}
+
+	if err := r.Apply(kubeconfig(t, map[string]string{"a": "https://a"})); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(r); len(got) != 1 || got[0] != "a" || r.ConfigError() != nil {
+		t.Fatalf("after removal: %v, error %v", got, r.ConfigError())
+	}
+}
+
+func TestApplyReportsChangesToSubscribers(t *testing.T) {
+	r := NewRegistry(Options{PrimaryID: "p"}, logr.Discard())
+	ch := r.Subscribe()
+	if err := r.Apply(kubeconfig(t, map[string]string{"a": "https://a"})); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for len(ch) > 0 {
+		seen[<-ch] = true
+	}
+	if !seen["a"] || !seen[""] {
+		t.Fatalf("notified %v, want the cluster and the registry (\"\")", seen)
+	}
+	// Only the token changes: the same cluster object stays, subscribers hear of it.
+	cfg, _ := clientcmd.Load(kubeconfig(t, map[string]string{"a": "https://a"}))
+	cfg.AuthInfos["a"].Token = "renewed"
+	raw, _ := clientcmd.Write(*cfg)
+	r.mu.Lock()
+	before := r.clusters["a"]
+	r.mu.Unlock()
+	if err := r.Apply(raw); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	after := r.clusters["a"]
+	r.mu.Unlock()
+	if before != after || after.currentToken() != "renewed" {
+		t.Fatalf("token change replaced the connection (%v) or lost the token (%q)", before != after, after.currentToken())
+	}
+}
+
+func TestInvalidContextIsAClusterWithTheReason(t *testing.T) {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Contexts["broken"] = &clientcmdapi.Context{Cluster: "missing", AuthInfo: "missing"}
+	raw, _ := clientcmd.Write(*cfg)
+	r := NewRegistry(Options{PrimaryID: "p"}, logr.Discard())
+	if err := r.Apply(raw); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := r.Snapshot("broken")
+	if !ok || s.Reason != flotillav1.ReasonInvalidContext || s.Status != flotillav1.ClusterUnknown {
+		t.Fatalf("snapshot = %+v", s)
+	}
+	if s.UsableSecondary() {
+		t.Error("an invalid context is not a usable secondary")
+	}
+}
+
+func TestKnownIDsKeepASecondaryUsableBeforeItAnswers(t *testing.T) {
+	r := NewRegistry(Options{PrimaryID: "p", KnownIDs: map[string]string{"a": "id-a", "self": "p"}}, logr.Discard())
+	if err := r.Apply(kubeconfig(t, map[string]string{"a": "https://a", "self": "https://p"})); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := r.Snapshot("a"); !s.UsableSecondary() || s.Status != flotillav1.ClusterUnknown {
+		t.Errorf("a = %+v, want a usable secondary, Unknown", s)
+	}
+	if s, _ := r.Snapshot("self"); s.Role != RolePrimary || s.UsableSecondary() {
+		t.Errorf("self = %+v, want the primary", s)
+	}
+}
+
+func TestClaimRefusesASecondRegistrationOfTheSameCluster(t *testing.T) {
+	r := NewRegistry(Options{PrimaryID: "p"}, logr.Discard())
+	if err := r.Apply(kubeconfig(t, map[string]string{"a": "https://a", "b": "https://a"})); err != nil {
+		t.Fatal(err)
+	}
+	if owner := r.claim("x", "a"); owner != "a" {
+		t.Fatalf("first claim owner = %s", owner)
+	}
+	if owner := r.claim("x", "b"); owner != "a" {
+		t.Fatalf("second claim owner = %s, want a", owner)
+	}
+	if err := r.Apply(kubeconfig(t, map[string]string{"b": "https://a"})); err != nil {
+		t.Fatal(err)
+	}
+	if owner := r.claim("x", "b"); owner != "b" {
+		t.Fatalf("after a's removal, owner = %s, want b", owner)
+	}
+}
+
+func jwt(t *testing.T, claims map[string]any) string {
+	t.Helper()
+	raw, err := json.Marshal(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "e30." + base64.RawURLEncoding.EncodeToString(raw) + ".sig"
+}
+
+func TestTokenHelpers(t *testing.T) {
+	exp := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	got, err := TokenExpiry(jwt(t, map[string]any{"exp": exp.Unix()}))
+	if err != nil || got == nil || !got.Equal(exp) {
+		t.Errorf("TokenExpiry = %v, %v", got, err)
+	}
+	if got, err := TokenExpiry(""); got != nil || err != nil {
+		t.Errorf("empty token: %v, %v", got, err)
+	}
+	if _, err := TokenExpiry("not-a-jwt"); err == nil {
+		t.Error("a non-JWT token should be an error")
+	}
+	now := time.Unix(1000, 0)
+	for _, tc := range []struct {
+		iat, exp int64
+		fraction float64
+		want     bool
+	}{{900, 1200, 0.5, false}, {800, 1200, 0.5, true}, {900, 1200, 0.3, true}, {0, 1200, 0.5, false}, {900, 0, 0.5, false}} {
+		if got := renewalDue(now, tc.iat, tc.exp, tc.fraction); got != tc.want {
+			t.Errorf("renewalDue(iat %d, exp %d) = %v, want %v", tc.iat, tc.exp, got, tc.want)
+		}
+	}
+	if ns, name, ok := serviceAccountOf("system:serviceaccount:flotilla-system:flotilla-ab"); !ok || ns != "flotilla-system" || name != "flotilla-ab" {
+		t.Errorf("serviceAccountOf = %s %s %v", ns, name, ok)
+	}
+	if _, _, ok := serviceAccountOf("kubernetes-admin"); ok {
+		t.Error("a user is not a service account")
+	}
+}
+
+func TestProbeFailureNamesTheReason(t *testing.T) {
+	if r, _ := probeFailure(errors.New("dial tcp: connection refused")); r != flotillav1.ReasonProbeFailed {
+		t.Errorf("reason = %s", r)
+	}
+}

@@ -1,0 +1,84 @@
+package clusterdetector
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+func TestSetStatus(t *testing.T) {
+	exp := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	running := clusters.Snapshot{Name: "eu", Entry: clusters.Entry{Context: "eu-ctx", Cluster: "c", User: "u"},
+		Role: clusters.RoleSecondary, ID: "uid", Status: flotillav1.ClusterRunning, Version: "v1.35.4",
+		LastProbe: exp, TokenExpiry: &exp, CapacitySynced: true,
+		Capacity: clusters.Capacity{NodeCount: 3, Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}}}
+	tests := map[string]struct {
+		in             StatusInput
+		wantStatus     flotillav1.ClusterStatus
+		wantReady      metav1.ConditionStatus
+		wantRegistered string
+		wantNode       string
+		wantValid      metav1.ConditionStatus // "" when absent
+	}{
+		"running secondary": {in: StatusInput{Snapshot: running}, wantStatus: flotillav1.ClusterRunning,
+			wantReady: metav1.ConditionTrue, wantRegistered: flotillav1.ReasonRegistered, wantNode: "flotilla-eu"},
+		"unreachable secondary keeps its node": {in: StatusInput{Snapshot: func() clusters.Snapshot {
+			s := running
+			s.Status, s.Reason, s.Message = flotillav1.ClusterUnknown, flotillav1.ReasonProbeFailed, "timeout"
+			return s
+		}()}, wantStatus: flotillav1.ClusterUnknown, wantReady: metav1.ConditionFalse, wantRegistered: flotillav1.ReasonRegistered, wantNode: "flotilla-eu"},
+		"duplicate": {in: StatusInput{Snapshot: func() clusters.Snapshot {
+			s := running
+			s.Status, s.Reason, s.Message = flotillav1.ClusterUnknown, flotillav1.ReasonDuplicateCluster, "same as x"
+			return s
+		}()}, wantStatus: flotillav1.ClusterUnknown, wantReady: metav1.ConditionFalse, wantRegistered: flotillav1.ReasonDuplicateCluster},
+		"owner missing": {in: StatusInput{Snapshot: func() clusters.Snapshot {
+			s := running
+			s.OwnerMessage = "no CRD"
+			return s
+		}()}, wantStatus: flotillav1.ClusterRunning, wantReady: metav1.ConditionTrue, wantRegistered: ReasonOwnerMissing, wantNode: "flotilla-eu"},
+		"primary with a bad Secret": {in: StatusInput{Primary: true, ConfigError: errors.New("bad yaml"),
+			Snapshot: clusters.Snapshot{Name: "primary", Role: clusters.RolePrimary, Status: flotillav1.ClusterRunning}},
+			wantStatus: flotillav1.ClusterRunning, wantReady: metav1.ConditionTrue, wantRegistered: flotillav1.ReasonPrimary,
+			wantValid: metav1.ConditionFalse},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			cd := &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Name: tc.in.Snapshot.Name, Generation: 2}}
+			setSpec(cd, tc.in)
+			setStatus(cd, tc.in)
+			st := cd.Status
+			if st.ClusterStatus != tc.wantStatus || st.VirtualNode != tc.wantNode || st.ObservedGeneration != 2 {
+				t.Errorf("status = %s node %q gen %d", st.ClusterStatus, st.VirtualNode, st.ObservedGeneration)
+			}
+			ready := meta.FindStatusCondition(st.Conditions, flotillav1.ConditionReady)
+			if ready == nil || ready.Status != tc.wantReady || ready.Reason == "" || ready.Message == "" {
+				t.Errorf("ready = %+v", ready)
+			}
+			reg := meta.FindStatusCondition(st.Conditions, flotillav1.ConditionRegistered)
+			if reg == nil || reg.Reason != tc.wantRegistered {
+				t.Errorf("registered = %+v", reg)
+			}
+			valid := meta.FindStatusCondition(st.Conditions, flotillav1.ConditionKubeconfigValid)
+			if (valid == nil) != (tc.wantValid == "") || (valid != nil && valid.Status != tc.wantValid) {
+				t.Errorf("kubeconfig valid = %+v, want %q", valid, tc.wantValid)
+			}
+		})
+	}
+	cd := &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Name: "eu"}}
+	in := StatusInput{Snapshot: running}
+	setSpec(cd, in)
+	setStatus(cd, in)
+	if cd.Spec.Context != "eu-ctx" || cd.Labels[flotillav1.LabelRole] != flotillav1.RoleSecondary || cd.Status.NodeCount != 3 ||
+		cd.Status.TokenExpirationTime == nil || !cd.Status.TokenExpirationTime.Time.Equal(exp) || cd.Status.KubernetesVersion != "v1.35.4" {
+		t.Errorf("detector = %+v", cd)
+	}
+}

@@ -1,0 +1,103 @@
+package virtualnode
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+func snapshot(status flotillav1.ClusterStatus) clusters.Snapshot {
+	return clusters.Snapshot{
+		Name: "eu", Role: clusters.RoleSecondary, ID: "id", Status: status, Reason: "ProbeFailed", Message: "timeout",
+		Version: "v1.36.2", LastTransition: time.Unix(1000, 0), CapacitySynced: true,
+		Capacity: clusters.Capacity{OS: "linux", Arch: "arm64", Region: "eu-west", Zone: "",
+			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64")},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("60")}},
+	}
+}
+
+func TestDesiredNode(t *testing.T) {
+	n := Desired(snapshot(flotillav1.ClusterRunning), NodeOptions{Address: "10.1.2.3", KubeletPort: 10250, PrimaryVersion: "v1.35.4"})
+	if n.Name != "flotilla-eu" {
+		t.Errorf("name = %s", n.Name)
+	}
+	for k, v := range map[string]string{"type": "virtual-kubelet", flotillav1.LabelCluster: "eu", flotillav1.LabelArch: "arm64",
+		flotillav1.LabelRegion: "eu-west", "node-role.kubernetes.io/cluster": ""} {
+		if got, ok := n.Labels[k]; !ok || got != v {
+			t.Errorf("label %s = %q (%v), want %q", k, got, ok, v)
+		}
+	}
+	for _, k := range []string{corev1.LabelOSStable, corev1.LabelArchStable, corev1.LabelTopologyZone, flotillav1.LabelZone} {
+		if _, ok := n.Labels[k]; ok {
+			t.Errorf("label %s must not be set", k)
+		}
+	}
+	if len(n.Spec.Taints) != 1 || n.Spec.Taints[0].Key != flotillav1.TaintVirtualNode || n.Spec.Taints[0].Effect != corev1.TaintEffectNoSchedule {
+		t.Errorf("taints = %v", n.Spec.Taints)
+	}
+	if got := n.Status.Allocatable[corev1.ResourceCPU]; got.Cmp(resource.MustParse("60")) != 0 {
+		t.Errorf("allocatable cpu = %s", got.String())
+	}
+	if n.Status.NodeInfo.KubeletVersion != "v1.35.0" || n.Status.NodeInfo.Architecture != "arm64" {
+		t.Errorf("node info = %+v", n.Status.NodeInfo)
+	}
+	if n.Status.Addresses[0].Address != "10.1.2.3" || n.Status.DaemonEndpoints.KubeletEndpoint.Port != 10250 {
+		t.Errorf("addresses %v, port %d", n.Status.Addresses, n.Status.DaemonEndpoints.KubeletEndpoint.Port)
+	}
+	if c := n.Status.Conditions[0]; c.Type != corev1.NodeReady || c.Status != corev1.ConditionTrue || c.LastTransitionTime.Unix() != 1000 {
+		t.Errorf("ready = %+v", c)
+	}
+}
+
+func TestUnknownSecondaryIsNotReadyWithTheReason(t *testing.T) {
+	st := Status(snapshot(flotillav1.ClusterUnknown), NodeOptions{})
+	ready := st.Conditions[0]
+	if ready.Status != corev1.ConditionFalse || ready.Reason != ReasonSecondaryUnavailable {
+		t.Fatalf("ready = %+v", ready)
+	}
+	for _, want := range []string{"eu", "ProbeFailed", "timeout"} {
+		if !contains(ready.Message, want) {
+			t.Errorf("message %q lacks %q", ready.Message, want)
+		}
+	}
+}
+
+func TestUnsyncedCapacityOffersNothing(t *testing.T) {
+	s := snapshot(flotillav1.ClusterRunning)
+	s.CapacitySynced = false
+	st := Status(s, NodeOptions{})
+	if pods := st.Allocatable[corev1.ResourcePods]; !pods.IsZero() {
+		t.Errorf("pods = %s, want 0 before capacity is known", pods.String())
+	}
+}
+
+func TestCapVersion(t *testing.T) {
+	tests := []struct{ secondary, primary, want string }{
+		{"v1.34.2", "v1.35.4", "v1.34.2"},
+		{"v1.35.9", "v1.35.4", "v1.35.9"},
+		{"v1.36.1", "v1.35.4", "v1.35.0"},
+		{"v2.0.0", "v1.35.4", "v1.35.0"},
+		{"v1.30.0+k3s1", "v1.35.4", "v1.30.0+k3s1"},
+		{"", "v1.35.4", "v1.35.0"},
+		{"v1.36.0", "", "v1.36.0"},
+	}
+	for _, tc := range tests {
+		if got := CapVersion(tc.secondary, tc.primary); got != tc.want {
+			t.Errorf("CapVersion(%q, %q) = %q, want %q", tc.secondary, tc.primary, got, tc.want)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
