@@ -36,6 +36,18 @@ build: ## Build bin/flotilla-manager and bin/flotillactl
 	go build -ldflags "$(LDFLAGS)" -o bin/flotilla-manager ./cmd/flotilla-manager
 	go build -ldflags "$(LDFLAGS)" -o bin/flotillactl ./cmd/flotillactl
 
+CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen
+
+.PHONY: generate
+generate: tools ## Deep copies and CRDs from pkg/apis (controller-gen); CRDs also into the chart
+	$(CONTROLLER_GEN) object paths=./pkg/apis/...
+	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
+	@mkdir -p charts/flotilla/crds && cp config/crd/bases/*.yaml charts/flotilla/crds/
+
+.PHONY: verify-generated
+verify-generated: generate ## Fail when generated files are not up to date
+	@git diff --exit-code --stat -- pkg/apis config/crd charts/flotilla/crds || { echo "generated files changed: run make generate and commit"; exit 1; }
+
 .PHONY: verify
 verify: ## gofmt, go vet and a tidy go.mod
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -55,7 +67,7 @@ e2e: tools ## End-to-end suites on a fresh local test bed (one bed per run)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
 
 .PHONY: test
-test: verify lint unit e2e ## Every test: verify, lint, unit, e2e
+test: verify verify-generated lint unit e2e ## Every test: verify, generated files, lint, unit, e2e
 
 .PHONY: dev-up
 dev-up: tools ## Start a primary and two secondaries; kubeconfig in .testbed/kubeconfig

@@ -309,7 +309,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 			time.Sleep(rest)
 		}
 		var err error
-		manager, err = startManager(managerBin, bed.Primary.KubeconfigPath, filepath.Join(workDir, "manager.log"))
+		manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"))
 		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
 		Eventually(func(g Gomega) {

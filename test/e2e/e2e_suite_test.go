@@ -10,9 +10,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
@@ -24,6 +21,8 @@ var (
 	workDir    string
 	managerBin string
 	cliBin     string
+	// managerKubeconfig reaches the primary as the chart's ServiceAccount.
+	managerKubeconfig string
 )
 
 func TestE2E(t *testing.T) {
@@ -68,13 +67,17 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		}
 	}, NodeTimeout(3*time.Minute))
 
-	_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx,
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-system"}}, metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		Expect(err).NotTo(HaveOccurred())
-	}
-	Expect(installCRDs(ctx, bed.Primary)).To(Succeed())
-	manager, err = startManager(managerBin, bed.Primary.KubeconfigPath, filepath.Join(workDir, "manager.log"))
+	// The chart installs CRDs, ServiceAccount and RBAC; the manager runs here, out of cluster, as
+	// that ServiceAccount, so every spec also proves the chart's RBAC is enough.
+	out, err := helm(ctx, bed.Primary, "install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
+		"--create-namespace", "--set", "manager.enabled=false", "--wait")
+	Expect(err).NotTo(HaveOccurred(), "helm install (primary): %s", out)
+	out, err = helm(ctx, bed.Secondaries[0], "install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
+		"--create-namespace", "--set", "role=secondary")
+	Expect(err).NotTo(HaveOccurred(), "helm install (secondary): %s", out)
+	managerKubeconfig = filepath.Join(workDir, "manager.kubeconfig")
+	Expect(serviceAccountKubeconfig(ctx, bed.Primary, "flotilla-system", "flotilla", managerKubeconfig)).To(Succeed())
+	manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"))
 	Expect(err).NotTo(HaveOccurred())
 	// The spec that restarts the manager replaces it: stop whichever runs at the end.
 	DeferCleanup(func() { Expect(manager.Stop(20 * time.Second)).To(Succeed()) })

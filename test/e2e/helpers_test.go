@@ -4,25 +4,23 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
-	"github.com/flotilla-dev/flotilla/config"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
@@ -31,7 +29,6 @@ var e2eScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flotillav1.AddToScheme(s))
-	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }()
 
@@ -40,47 +37,6 @@ func clientOf(c *testbed.Cluster) client.Client {
 	cl, err := client.New(c.RESTConfig, client.Options{Scheme: e2eScheme})
 	Expect(err).NotTo(HaveOccurred())
 	return cl
-}
-
-// installCRDs installs Flotilla's CRDs in a cluster, as the chart would, and waits until they are served.
-func installCRDs(ctx context.Context, c *testbed.Cluster) error {
-	cl, err := client.New(c.RESTConfig, client.Options{Scheme: e2eScheme})
-	if err != nil {
-		return err
-	}
-	files, err := fs.Glob(config.CRDs, "crd/bases/*.yaml")
-	if err != nil {
-		return err
-	}
-	for _, f := range files {
-		raw, err := config.CRDs.ReadFile(f)
-		if err != nil {
-			return err
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.Unmarshal(raw, &crd); err != nil {
-			return fmt.Errorf("%s: %w", f, err)
-		}
-		if err := cl.Create(ctx, &crd); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s: %w", crd.Name, err)
-		}
-		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			var got apiextensionsv1.CustomResourceDefinition
-			if err := cl.Get(ctx, client.ObjectKey{Name: crd.Name}, &got); err != nil {
-				return false, nil //nolint:nilerr // not visible yet
-			}
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("waiting for %s: %w", crd.Name, err)
-		}
-	}
-	return nil
 }
 
 // flotillactl runs the CLI against the bed's kubeconfig, the primary as primary context.
@@ -138,4 +94,44 @@ func nodeReady(ctx context.Context, name string) (corev1.ConditionStatus, error)
 		}
 	}
 	return "", nil
+}
+
+// helm runs the test bed's helm against one of its clusters.
+func helm(ctx context.Context, c *testbed.Cluster, args ...string) (string, error) {
+	tools, err := testbed.ToolsDir("")
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	full := append([]string{"--kubeconfig", c.KubeconfigPath, "--kube-context", c.Name}, args...)
+	cmd := exec.CommandContext(ctx, filepath.Join(tools, "helm"), full...)
+	cmd.Dir = repoRoot()
+	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+filepath.Join(workDir, "helm", "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(workDir, "helm", "config"), "HELM_DATA_HOME="+filepath.Join(workDir, "helm", "data"))
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	return out.String(), err
+}
+
+// serviceAccountKubeconfig writes a kubeconfig that reaches c as a ServiceAccount, with a token
+// from the TokenRequest API: the manager runs with the chart's identity, so the tests prove its RBAC.
+func serviceAccountKubeconfig(ctx context.Context, c *testbed.Cluster, namespace, name, path string) error {
+	seconds := int64(24 * 3600)
+	tr, err := c.Clientset.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("minting a token for %s/%s: %w", namespace, name, err)
+	}
+	admin, err := clientcmd.LoadFromFile(c.KubeconfigPath)
+	if err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[c.Name] = admin.Clusters[c.Name]
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: name}
+	cfg.CurrentContext = c.Name
+	return clientcmd.WriteToFile(*cfg, path)
 }
