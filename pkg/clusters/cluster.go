@@ -70,6 +70,7 @@ type cluster struct {
 	entry       Entry
 	fingerprint string
 	token       atomic.Pointer[string]
+	renewing    atomic.Bool
 
 	config    *rest.Config // nil when the context cannot be used
 	configErr error
@@ -80,9 +81,12 @@ type cluster struct {
 	state        Snapshot
 	failures     int
 	everAnswered bool
-	capacity     *capacityWatch
-	cancel       context.CancelFunc
-	done         chan struct{}
+	// ownerChecked says the FlotillaPrimary was ensured once; it is checked again every ownerRecheckProbes.
+	ownerChecked          bool
+	probesSinceOwnerCheck int
+	capacity              *capacityWatch
+	cancel                context.CancelFunc
+	done                  chan struct{}
 }
 
 var flotillaScheme = func() *runtime.Scheme {
@@ -265,6 +269,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	now := time.Now()
 	c.state.LastProbe = now
 	if err != nil {
+		log.V(1).Info("Probe failed", "failures", c.failures+1, "error", err.Error())
 		c.failures++
 		if c.failures >= opts.FailureThreshold || !c.everAnswered {
 			c.state.Status = flotillav1.ClusterUnknown
@@ -279,7 +284,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	c.mu.Unlock()
 
 	if err == nil {
-		c.settleRole(ctx, id)
+		c.settleRole(ctx, id, opts.ProbeTimeout)
 	}
 	c.mu.Lock()
 	after := c.state
@@ -310,7 +315,7 @@ func (c *cluster) identify(ctx context.Context) (id, version string, err error) 
 
 // settleRole decides primary, secondary or duplicate once the cluster's ID is known, and for a
 // secondary starts the capacity informers and ensures its FlotillaPrimary.
-func (c *cluster) settleRole(ctx context.Context, id string) {
+func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Duration) {
 	reg := c.registry
 	role := RoleSecondary
 	reason, message := "", ""
@@ -336,14 +341,28 @@ func (c *cluster) settleRole(ctx context.Context, id string) {
 		c.capacity = cw
 		c.mu.Unlock()
 	}
+	c.mu.Lock()
+	c.probesSinceOwnerCheck++
+	due := c.state.OwnerMessage != "" || !c.ownerChecked || c.probesSinceOwnerCheck >= ownerRecheckProbes
+	c.mu.Unlock()
+	if !due {
+		return
+	}
+	// Bounded like a probe: the cluster may hang right now, and the probe loop must go on.
+	octx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	msg := ""
-	if err := c.ensureOwner(ctx); err != nil {
+	if err := c.ensureOwner(octx); err != nil {
 		msg = err.Error()
 	}
 	c.mu.Lock()
 	c.state.OwnerMessage = msg
+	c.ownerChecked, c.probesSinceOwnerCheck = true, 0
 	c.mu.Unlock()
 }
+
+// ownerRecheckProbes is how many good probes pass between two checks that the FlotillaPrimary still exists.
+const ownerRecheckProbes = 30
 
 // ensureOwner creates the FlotillaPrimary named by the primary ID in the secondary when missing.
 func (c *cluster) ensureOwner(ctx context.Context) error {

@@ -74,9 +74,26 @@ func serviceAccountOf(sub string) (namespace, name string, ok bool) {
 	return parts[2], parts[3], true
 }
 
-// maybeRenewToken renews a service account token at RenewalFraction (half) of its lifetime through the TokenRequest
-// API of the cluster itself, and hands the new token to the registry's TokenRenewer.
+// renewalTimeout bounds one token renewal, so a cluster that hangs never holds a renewal forever.
+const renewalTimeout = 15 * time.Second
+
+// maybeRenewToken starts a renewal when none is running. It never blocks the probe loop: a hung
+// cluster must still be seen as hung.
 func (c *cluster) maybeRenewToken(ctx context.Context, log logr.Logger) {
+	if !c.renewing.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer c.renewing.Store(false)
+		rctx, cancel := context.WithTimeout(ctx, renewalTimeout)
+		defer cancel()
+		c.renewToken(rctx, log)
+	}()
+}
+
+// renewToken renews a service account token at RenewalFraction (half) of its lifetime through the
+// TokenRequest API of the cluster itself, and hands the new token to the registry's TokenRenewer.
+func (c *cluster) renewToken(ctx context.Context, log logr.Logger) {
 	renew := c.registry.opts.TokenRenewer
 	tok := c.currentToken()
 	if renew == nil || tok == "" {

@@ -62,7 +62,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		for _, pid := range pids {
 			Expect(testbed.ProcessAlive(pid)).To(BeFalse(), "pid %d still running after the suite", pid)
 		}
-		if !CurrentSpecReport().Failed() && os.Getenv("FLOTILLA_E2E_KEEP") == "" {
+		if !suiteFailed && os.Getenv("FLOTILLA_E2E_KEEP") == "" {
 			Expect(os.RemoveAll(workDir)).To(Succeed())
 		}
 	}, NodeTimeout(3*time.Minute))
@@ -82,6 +82,16 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// The spec that restarts the manager replaces it: stop whichever runs at the end.
 	DeferCleanup(func() { Expect(manager.Stop(20 * time.Second)).To(Succeed()) })
 }, NodeTimeout(10*time.Minute))
+
+// suiteFailed keeps the work dir (logs, kubeconfigs) of a run with a failure.
+var suiteFailed bool
+
+var _ = ReportAfterEach(func(r SpecReport) {
+	if r.Failed() {
+		suiteFailed = true
+		GinkgoWriter.Printf("spec failed; work dir kept: %s\n", workDir)
+	}
+})
 
 // repoRoot is the module's root, two levels above this file.
 func repoRoot() string {

@@ -82,6 +82,10 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 	extra := []string{
 		"kube-apiserver=kubelet-client-certificate=" + filepath.Join(pki, "admin.crt"),
 		"kube-apiserver=kubelet-client-key=" + filepath.Join(pki, "admin.key"),
+		// Alone in their cluster, they need no leader election; with it, they exit for good when
+		// their API server is frozen longer than the lease (outage tests do that), and nothing restarts them.
+		"kube-controller-manager=leader-elect=false",
+		"kube-scheduler=leader-elect=false",
 	}
 	args := []string{
 		"create", "cluster", "--name", c.Name, "--runtime", "binary",
