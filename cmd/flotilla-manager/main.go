@@ -221,7 +221,7 @@ func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts
 		return fmt.Errorf("setting up the registration controller: %w", err)
 	}
 	if err := (&clusterdetector.Reconciler{Client: mgr.GetClient(), Registry: registry,
-		PrimaryName: opts.primaryName}).SetupWithManager(mgr); err != nil {
+		PrimaryName: opts.primaryName, Recorder: mgr.GetEventRecorder("flotilla")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the ClusterDetector controller: %w", err)
 	}
 	address := opts.nodeAddress

@@ -270,6 +270,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	c.state.LastProbe = now
 	if err != nil {
 		log.V(1).Info("Probe failed", "failures", c.failures+1, "error", err.Error())
+		probeFailures.WithLabelValues(c.name).Inc()
 		c.failures++
 		if c.failures >= opts.FailureThreshold || !c.everAnswered {
 			c.state.Status = flotillav1.ClusterUnknown
@@ -296,6 +297,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	if after.Status != before.Status || after.Reason != before.Reason || after.Role != before.Role ||
 		after.ID != before.ID || after.Version != before.Version || after.OwnerMessage != before.OwnerMessage {
 		log.Info("Cluster state changed", "status", after.Status, "reason", after.Reason, "role", after.Role, "message", after.Message)
+		recordState(after)
 		c.registry.notify(c.name)
 	}
 }

@@ -231,6 +231,7 @@ func (r *Registry) Apply(raw []byte) error {
 	}
 	for _, c := range gone {
 		r.log.Info("Cluster removed", "cluster", c.name, "context", c.entry.Context)
+		forgetCluster(c.name)
 		c.stop()
 		if ctx != nil {
 			c.cleanUpRemoved(ctx, r.opts.RemovalTimeout)

@@ -113,6 +113,7 @@ func (c *cluster) renewToken(ctx context.Context, log logr.Logger) {
 	}, metav1.CreateOptions{})
 	if err != nil {
 		log.Error(err, "Renewing the service account token failed", "serviceAccount", ns+"/"+name)
+		tokenRenewals.WithLabelValues(c.name, "error").Inc()
 		return
 	}
 	if err := renew(ctx, c.entry.Context, tr.Status.Token); err != nil {
@@ -120,6 +121,7 @@ func (c *cluster) renewToken(ctx context.Context, log logr.Logger) {
 		return
 	}
 	c.setToken(tr.Status.Token)
+	tokenRenewals.WithLabelValues(c.name, "renewed").Inc()
 	log.Info("Renewed the service account token", "serviceAccount", ns+"/"+name, "expires", tr.Status.ExpirationTimestamp.Time)
 	c.registry.notify(c.name)
 }

@@ -254,6 +254,20 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 
 		editRegistration(ctx, func([]byte) []byte { return good })
 		editRegistrationConfig(ctx, func(cfg *clientcmdapi.Config) { delete(cfg.Contexts, "bogus") })
+
+		// The same cluster registered a second time is refused, and the first registration is untouched.
+		out, err := flotillactl(ctx, "cluster", "add", "--context", s1.Name, "--name", "again")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func(g Gomega) {
+			cd, err := detector(ctx, "again")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cd.Status.Reason).To(Equal(flotillav1.ReasonDuplicateCluster))
+			g.Expect(cd.Status.Message).To(ContainSubstring(s1.Name))
+		}).WithContext(ctx).WithTimeout(15 * time.Second).Should(Succeed())
+		_, err = bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName("again"), metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a duplicate gets no virtual node")
+		expectRunningAndReady(Default, ctx, s1.Name)
+		editRegistrationConfig(ctx, func(cfg *clientcmdapi.Config) { delete(cfg.Contexts, "again") })
 		Eventually(func(g Gomega) {
 			_, err := detector(ctx, "bogus")
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
@@ -288,6 +302,13 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		cd, err := detector(ctx, s2.Name)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(cd.Status.Message).NotTo(ContainSubstring("eyJ"), "no credential in messages")
+		Eventually(func(g Gomega) {
+			evs, err := bed.Primary.Clientset.EventsV1().Events(flotillav1.SystemNamespace).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(evs.Items).To(ContainElement(And(
+				HaveField("Regarding.Name", s2.Name), HaveField("Type", corev1.EventTypeWarning),
+				HaveField("Reason", flotillav1.ReasonProbeFailed))))
+		}).WithContext(ctx).WithTimeout(15 * time.Second).Should(Succeed())
 		expectRunningAndReady(Default, ctx, s1.Name)
 
 		Expect(bed.StartCluster(ctx, s2)).To(Succeed())
@@ -319,6 +340,25 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		AddReportEntry("manager restart to Ready", time.Since(start).Round(100*time.Millisecond).String())
 	}, SpecTimeout(5*time.Minute))
+
+	It("fences a secondary with the out-of-service taint, and unfences it", func(ctx SpecContext) {
+		name := flotillav1.VirtualNodeName(s2.Name)
+		taints := func() ([]corev1.Taint, error) {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			return n.Spec.Taints, nil
+		}
+		out, err := flotillactl(ctx, "cluster", "fence", s2.Name)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(taints()).To(ContainElement(HaveField("Key", corev1.TaintNodeOutOfService)))
+		// Flotilla's own taint reconciliation keeps others' taints.
+		Consistently(taints).WithContext(ctx).WithTimeout(12 * time.Second).Should(ContainElement(HaveField("Key", corev1.TaintNodeOutOfService)))
+		out, err = flotillactl(ctx, "cluster", "fence", s2.Name, "--undo")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(taints()).NotTo(ContainElement(HaveField("Key", corev1.TaintNodeOutOfService)))
+	}, SpecTimeout(time.Minute))
 
 	It("removes a secondary: its node, ClusterDetector and FlotillaPrimary are gone within 30 s", func(ctx SpecContext) {
 		start := time.Now()

@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -41,6 +43,8 @@ type Reconciler struct {
 	PrimaryName string
 	// Refresh is how often a ClusterDetector's probe time is refreshed when nothing else changes. Default 30s.
 	Refresh time.Duration
+	// Recorder emits an Event when a cluster's status changes.
+	Recorder events.EventRecorder
 }
 
 // +kubebuilder:rbac:groups=flotilla.dev,namespace=flotilla-system,resources=clusterdetectors,verbs=get;list;watch;create;update;patch;delete
@@ -73,6 +77,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	base := cd.DeepCopy()
 	defer func() {
 		setStatus(cd, in)
+		r.recordTransition(base, cd)
 		if equality.Semantic.DeepEqual(base.Status, cd.Status) {
 			return
 		}
@@ -88,6 +93,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		base.Spec, base.Labels = cd.Spec, cd.Labels
 	}
 	return ctrl.Result{RequeueAfter: r.refresh()}, nil
+}
+
+// recordTransition emits an Event when the cluster's status changes (not on creation).
+func (r *Reconciler) recordTransition(before, after *flotillav1.ClusterDetector) {
+	if r.Recorder == nil || before.Status.ClusterStatus == "" || before.Status.ClusterStatus == after.Status.ClusterStatus {
+		return
+	}
+	if after.Status.ClusterStatus == flotillav1.ClusterRunning {
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, flotillav1.ReasonProbeSucceeded, "Probe",
+			"Cluster %s answers its health probes again", after.Name)
+		return
+	}
+	r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, after.Status.Reason, "Probe",
+		"Cluster %s is %s: %s", after.Name, after.Status.ClusterStatus, after.Status.Message)
 }
 
 func (r *Reconciler) refresh() time.Duration {
