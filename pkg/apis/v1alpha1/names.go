@@ -39,3 +39,33 @@ const (
 
 // VirtualNodeName is the name of the virtual node of a cluster.
 func VirtualNodeName(cluster string) string { return VirtualNodePrefix + cluster }
+
+// Pod election: annotations and labels on proxies and delegates.
+const (
+	// AnnotationElect marks a pod for election (any value).
+	AnnotationElect = "flotilla.dev/elect"
+	// AnnotationAdmiraltyElect is Admiralty's election annotation, honoured with --accept-admiralty-annotation.
+	AnnotationAdmiraltyElect = "multicluster.admiralty.io/elect"
+	// AnnotationClusters restricts election to a comma-separated list of cluster names.
+	AnnotationClusters = "flotilla.dev/clusters"
+	// AnnotationClusterSelector restricts election to clusters whose virtual node labels (flotilla.dev/*) match.
+	AnnotationClusterSelector = "flotilla.dev/cluster-selector"
+	// AnnotationDelegateConstraints holds, as JSON, the scheduling constraints the delegate gets in its secondary.
+	AnnotationDelegateConstraints = "flotilla.dev/delegate-constraints"
+	// AnnotationFailoverSeconds is how long a proxy tolerates its secondary being unreachable before it is evicted.
+	AnnotationFailoverSeconds = "flotilla.dev/failover-seconds"
+	// AnnotationDelegateIP is the delegate's pod IP, on the proxy.
+	AnnotationDelegateIP = "flotilla.dev/delegate-ip"
+	// AnnotationProxyUID is the proxy's UID, on the delegate.
+	AnnotationProxyUID = "flotilla.dev/proxy-uid"
+	// LabelProxy marks proxy pods in the primary.
+	LabelProxy = "flotilla.dev/proxy"
+	// FinalizerDelegate keeps a proxy until its delegate is gone.
+	FinalizerDelegate = "flotilla.dev/delegate"
+	// LabelEnabled opts a namespace in to election.
+	LabelEnabled = "flotilla.dev/enabled"
+	// TaintUnreachable is put on the virtual node of a secondary that failed its probes for a while.
+	TaintUnreachable = "flotilla.dev/unreachable"
+	// DefaultFailoverSeconds is the default of AnnotationFailoverSeconds, as Kubernetes' own eviction.
+	DefaultFailoverSeconds = 300
+)

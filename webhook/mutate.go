@@ -1,0 +1,366 @@
+package webhook
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// ClusterView is what the webhook knows of one secondary: its health, its virtual node's labels
+// (the flotilla.dev/* keys a cluster selector matches) and its eligible nodes.
+type ClusterView struct {
+	Name   string
+	Ready  bool
+	Reason string
+	Labels map[string]string
+	Nodes  []NodeView
+}
+
+// NodeView is one eligible node of a secondary with the resources still free on it.
+type NodeView struct {
+	Name   string
+	Labels map[string]string
+	Taints []corev1.Taint
+	Free   corev1.ResourceList
+}
+
+// Options change what is elected.
+type Options struct {
+	// AcceptAdmiralty makes multicluster.admiralty.io/elect elect too.
+	AcceptAdmiralty bool
+}
+
+// Constraints are the user's scheduling constraints, moved from the proxy to the delegate.
+type Constraints struct {
+	NodeSelector              map[string]string                 `json:"nodeSelector,omitempty"`
+	Affinity                  *corev1.Affinity                  `json:"affinity,omitempty"`
+	Tolerations               []corev1.Toleration               `json:"tolerations,omitempty"`
+	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
+	HostNetwork               bool                              `json:"hostNetwork,omitempty"`
+	// HostPorts maps "container/containerPort/protocol" to the host port the delegate keeps.
+	HostPorts map[string]int32 `json:"hostPorts,omitempty"`
+}
+
+// HostPortKey names a container port in Constraints.HostPorts.
+func HostPortKey(container string, p corev1.ContainerPort) string {
+	proto := p.Protocol
+	if proto == "" {
+		proto = corev1.ProtocolTCP
+	}
+	return fmt.Sprintf("%s/%d/%s", container, p.ContainerPort, proto)
+}
+
+// Rejection is an elected pod Flotilla cannot honour; its message says why.
+type Rejection struct{ Message string }
+
+func (r *Rejection) Error() string { return r.Message }
+
+func reject(format string, args ...any) *Rejection {
+	return &Rejection{Message: fmt.Sprintf(format, args...)}
+}
+
+// Elected says whether a pod asks to be elected.
+func Elected(pod *corev1.Pod, opts Options) bool {
+	if _, ok := pod.Labels[flotillav1.LabelPrimary]; ok {
+		return false // a delegate of another primary (or of this one, in a cluster that is both)
+	}
+	if _, ok := pod.Annotations[flotillav1.AnnotationElect]; ok {
+		return true
+	}
+	_, ok := pod.Annotations[flotillav1.AnnotationAdmiraltyElect]
+	return ok && opts.AcceptAdmiralty
+}
+
+// Mutate turns an elected pod into a proxy: feasible clusters as a required node affinity on
+// flotilla.dev/cluster, the user's constraints moved to an annotation for the delegate, the
+// tolerations a proxy needs, host networking stripped, the proxy label and the delegate finalizer.
+// It returns a *Rejection when the pod cannot be offloaded or no cluster fits. A pod it already
+// mutated comes back unchanged.
+func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod, error) {
+	if !Elected(pod, opts) {
+		return pod, nil
+	}
+	if pod.Labels[flotillav1.LabelProxy] == "true" && pod.Annotations[flotillav1.AnnotationDelegateConstraints] != "" {
+		return pod, nil // reinvocation: already a proxy
+	}
+	if err := offloadable(pod); err != nil {
+		return nil, err
+	}
+	failover, err := failoverSeconds(pod)
+	if err != nil {
+		return nil, err
+	}
+	constraints := constraintsOf(pod)
+	feasible, err := feasibleClusters(pod, constraints, clusters)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(constraints)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the delegate constraints: %w", err)
+	}
+
+	out := pod.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	out.Labels[flotillav1.LabelProxy] = "true"
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[flotillav1.AnnotationDelegateConstraints] = string(raw)
+	if !hasString(out.Finalizers, flotillav1.FinalizerDelegate) {
+		out.Finalizers = append(out.Finalizers, flotillav1.FinalizerDelegate)
+	}
+	out.Spec.NodeSelector = nil
+	out.Spec.TopologySpreadConstraints = nil
+	out.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: flotillav1.LabelCluster, Operator: corev1.NodeSelectorOpIn, Values: feasible}},
+		}}},
+	}}
+	out.Spec.Tolerations = proxyTolerations(failover)
+	out.Spec.HostNetwork = false
+	stripHostPorts(out.Spec.InitContainers)
+	stripHostPorts(out.Spec.Containers)
+	return out, nil
+}
+
+// offloadable refuses what a delegate cannot have in another cluster.
+func offloadable(pod *corev1.Pod) error {
+	var problems []string
+	for _, v := range pod.Spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			problems = append(problems, fmt.Sprintf("volume %s is a PersistentVolumeClaim (storage stays in its cluster)", v.Name))
+		case v.Ephemeral != nil:
+			problems = append(problems, fmt.Sprintf("volume %s is an ephemeral volume", v.Name))
+		}
+	}
+	if len(pod.Spec.ResourceClaims) > 0 {
+		problems = append(problems, "it claims DRA resources")
+	}
+	if pod.Spec.NodeName != "" {
+		problems = append(problems, fmt.Sprintf("it is already bound to node %s", pod.Spec.NodeName))
+	}
+	if s := pod.Spec.SchedulerName; s != "" && s != corev1.DefaultSchedulerName {
+		problems = append(problems, fmt.Sprintf("it asks for scheduler %s", s))
+	}
+	if len(problems) > 0 {
+		return reject("flotilla cannot elect this pod: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+func failoverSeconds(pod *corev1.Pod) (int64, error) {
+	v, ok := pod.Annotations[flotillav1.AnnotationFailoverSeconds]
+	if !ok {
+		return flotillav1.DefaultFailoverSeconds, nil
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+	if err != nil || n < 0 {
+		return 0, reject("annotation %s must be a whole number of seconds, not %q", flotillav1.AnnotationFailoverSeconds, v)
+	}
+	return n, nil
+}
+
+func constraintsOf(pod *corev1.Pod) Constraints {
+	c := Constraints{
+		NodeSelector: pod.Spec.NodeSelector, Affinity: pod.Spec.Affinity,
+		TopologySpreadConstraints: pod.Spec.TopologySpreadConstraints, HostNetwork: pod.Spec.HostNetwork,
+	}
+	// Tolerations the DefaultTolerationSeconds plugin (or the user) put there for the primary's own
+	// not-ready/unreachable taints are the proxy's business, not the delegate's.
+	for _, t := range pod.Spec.Tolerations {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable || t.Key == flotillav1.TaintUnreachable ||
+			t.Key == flotillav1.TaintVirtualNode {
+			continue
+		}
+		c.Tolerations = append(c.Tolerations, t)
+	}
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, ctr := range list {
+			for _, p := range ctr.Ports {
+				if p.HostPort != 0 {
+					if c.HostPorts == nil {
+						c.HostPorts = map[string]int32{}
+					}
+					c.HostPorts[HostPortKey(ctr.Name, p)] = p.HostPort
+				}
+			}
+		}
+	}
+	return c
+}
+
+func stripHostPorts(containers []corev1.Container) {
+	for i := range containers {
+		for j := range containers[i].Ports {
+			containers[i].Ports[j].HostPort = 0
+			containers[i].Ports[j].HostIP = ""
+		}
+	}
+}
+
+func proxyTolerations(failover int64) []corev1.Toleration {
+	return []corev1.Toleration{
+		{Key: flotillav1.TaintVirtualNode, Operator: corev1.TolerationOpEqual, Value: flotillav1.TaintVirtualNodeValue, Effect: corev1.TaintEffectNoSchedule},
+		// Without tolerationSeconds: a dead manager (lease lapsed, node Unknown) never evicts proxies.
+		{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+		{Key: corev1.TaintNodeUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+		// Failover: Flotilla taints the node of a secondary that stays unreachable.
+		{Key: flotillav1.TaintUnreachable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: &failover},
+	}
+}
+
+// feasibleClusters returns the sorted names of the clusters the pod may run in, or a rejection
+// saying why each cluster does not fit.
+func feasibleClusters(pod *corev1.Pod, c Constraints, clusters []ClusterView) ([]string, error) {
+	chosen, err := chosenClusters(pod, clusters)
+	if err != nil {
+		return nil, err
+	}
+	delegate := pod.DeepCopy()
+	delegate.Spec.NodeSelector, delegate.Spec.Affinity, delegate.Spec.Tolerations = c.NodeSelector, c.Affinity, c.Tolerations
+	requests := resourcehelper.PodRequests(delegate, resourcehelper.PodResourcesOptions{})
+	required := nodeaffinity.GetRequiredNodeAffinity(delegate)
+	var feasible, why []string
+	for _, cl := range clusters {
+		if !chosen[cl.Name] {
+			continue
+		}
+		if reason := clusterMisfit(cl, delegate, requests, required); reason != "" {
+			why = append(why, fmt.Sprintf("%s: %s", cl.Name, reason))
+			continue
+		}
+		feasible = append(feasible, cl.Name)
+	}
+	if len(feasible) == 0 {
+		if len(why) == 0 {
+			return nil, reject("flotilla cannot elect this pod: no secondary cluster is registered")
+		}
+		sort.Strings(why)
+		return nil, reject("flotilla cannot elect this pod, no cluster fits: %s", strings.Join(why, "; "))
+	}
+	sort.Strings(feasible)
+	return feasible, nil
+}
+
+// chosenClusters applies flotilla.dev/clusters and flotilla.dev/cluster-selector.
+func chosenClusters(pod *corev1.Pod, clusters []ClusterView) (map[string]bool, error) {
+	chosen := map[string]bool{}
+	for _, c := range clusters {
+		chosen[c.Name] = true
+	}
+	if list, ok := pod.Annotations[flotillav1.AnnotationClusters]; ok {
+		named := map[string]bool{}
+		var unknown []string
+		for _, n := range strings.Split(list, ",") {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				continue
+			}
+			if !chosen[n] {
+				unknown = append(unknown, n)
+			}
+			named[n] = true
+		}
+		if len(unknown) > 0 {
+			known := make([]string, 0, len(clusters))
+			for _, c := range clusters {
+				known = append(known, c.Name)
+			}
+			sort.Strings(known)
+			return nil, reject("annotation %s names unknown cluster(s) %s (registered: %s)", flotillav1.AnnotationClusters,
+				strings.Join(unknown, ", "), strings.Join(known, ", "))
+		}
+		chosen = named
+	}
+	if expr, ok := pod.Annotations[flotillav1.AnnotationClusterSelector]; ok {
+		sel, err := labels.Parse(expr)
+		if err != nil {
+			return nil, reject("annotation %s is not a label selector: %v", flotillav1.AnnotationClusterSelector, err)
+		}
+		for _, c := range clusters {
+			if chosen[c.Name] && !sel.Matches(labels.Set(c.Labels)) {
+				delete(chosen, c.Name)
+			}
+		}
+	}
+	return chosen, nil
+}
+
+var errNoNode = errors.New("no eligible node")
+
+// clusterMisfit says why no node of a cluster can take the delegate ("" when one can).
+func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) string {
+	if !cl.Ready {
+		return fmt.Sprintf("not ready (%s)", cl.Reason)
+	}
+	if len(cl.Nodes) == 0 {
+		return errNoNode.Error()
+	}
+	var reasons []string
+	for _, n := range cl.Nodes {
+		reason := nodeMisfit(n, delegate, requests, required)
+		if reason == "" {
+			return ""
+		}
+		if len(reasons) < 3 {
+			reasons = append(reasons, fmt.Sprintf("node %s %s", n.Name, reason))
+		}
+	}
+	if len(cl.Nodes) > len(reasons) {
+		reasons = append(reasons, fmt.Sprintf("and %d more nodes", len(cl.Nodes)-len(reasons)))
+	}
+	return strings.Join(reasons, ", ")
+}
+
+func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) string {
+	node := &corev1.Node{}
+	node.Name, node.Labels, node.Spec.Taints = n.Name, n.Labels, n.Taints
+	if ok, _ := required.Match(node); !ok {
+		return "does not match the pod's node selector or affinity"
+	}
+	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), n.Taints, delegate.Spec.Tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}, false); untolerated {
+		return fmt.Sprintf("has taint %s the pod does not tolerate", t.ToString())
+	}
+	var short []string
+	for name, want := range requests {
+		if want.IsZero() {
+			continue
+		}
+		free, ok := n.Free[name]
+		if !ok || free.Cmp(want) < 0 {
+			short = append(short, fmt.Sprintf("%s %s free of %s requested", name, free.String(), want.String()))
+		}
+	}
+	if len(short) > 0 {
+		sort.Strings(short)
+		return "has only " + strings.Join(short, ", ")
+	}
+	return ""
+}
+
+func hasString(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
