@@ -29,7 +29,9 @@ func elected(opts ...podOpt) *corev1.Pod {
 
 func annotate(k, v string) podOpt { return func(p *corev1.Pod) { p.Annotations[k] = v } }
 func cpu(q string) podOpt {
-	return func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(q) }
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(q)
+	}
 }
 
 func clusterOf(name string, ready bool, freeCPU string, nodeLabels map[string]string) ClusterView {
