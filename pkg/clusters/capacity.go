@@ -17,6 +17,17 @@ type Capacity struct {
 	Capacity, Allocatable corev1.ResourceList
 	// OS, Arch, Region and Zone are the eligible nodes' values when they all agree, else empty.
 	OS, Arch, Region, Zone string
+	// Nodes are the eligible nodes with what is free on each (every pod counted, delegates
+	// included), for the webhook's feasibility check.
+	Nodes []NodeCapacity
+}
+
+// NodeCapacity is one eligible node of a secondary.
+type NodeCapacity struct {
+	Name   string
+	Labels map[string]string
+	Taints []corev1.Taint
+	Free   corev1.ResourceList
 }
 
 // EligibleNode says whether a node's resources count: Ready, schedulable, without NoSchedule or
@@ -66,29 +77,47 @@ func ComputeCapacity(nodes []*corev1.Node, pods []*corev1.Pod, primaryID string)
 		}
 	}
 	used := corev1.ResourceList{}
+	usedOnNode := map[string]corev1.ResourceList{}
 	for _, p := range pods {
 		if !eligible[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
+		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		req[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+		if usedOnNode[p.Spec.NodeName] == nil {
+			usedOnNode[p.Spec.NodeName] = corev1.ResourceList{}
+		}
+		addTo(usedOnNode[p.Spec.NodeName], req)
 		if primaryID != "" && p.Labels[flotillav1.LabelPrimary] == primaryID {
 			continue
 		}
-		addTo(used, resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}))
-		addTo(used, corev1.ResourceList{corev1.ResourcePods: *resource.NewQuantity(1, resource.DecimalSI)})
+		addTo(used, req)
 	}
-	c.Allocatable = corev1.ResourceList{}
-	for name, total := range c.Capacity {
-		free := total.DeepCopy()
+	for _, n := range nodes {
+		if eligible[n.Name] {
+			c.Nodes = append(c.Nodes, NodeCapacity{Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints,
+				Free: subtractFloored(n.Status.Allocatable, usedOnNode[n.Name])})
+		}
+	}
+	c.Allocatable = subtractFloored(c.Capacity, used)
+	c.Capacity, c.Allocatable = Quantize(c.Capacity), Quantize(c.Allocatable)
+	return c
+}
+
+// subtractFloored returns total - used for each resource of total, never below zero.
+func subtractFloored(total, used corev1.ResourceList) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for name, t := range total {
+		free := t.DeepCopy()
 		if u, ok := used[name]; ok {
 			free.Sub(u)
 		}
 		if free.Sign() < 0 {
-			free = *resource.NewQuantity(0, total.Format)
+			free = *resource.NewQuantity(0, t.Format)
 		}
-		c.Allocatable[name] = free
+		out[name] = free
 	}
-	c.Capacity, c.Allocatable = Quantize(c.Capacity), Quantize(c.Allocatable)
-	return c
+	return out
 }
 
 func addTo(dst, src corev1.ResourceList) {

@@ -20,10 +20,11 @@ type capacityWatch struct {
 	nodes  cache.SharedIndexInformer
 	pods   cache.SharedIndexInformer
 
-	mu     sync.Mutex
-	dirty  bool
-	synced bool
-	last   Capacity
+	mu        sync.Mutex
+	dirty     bool
+	synced    bool
+	last      Capacity
+	announced Capacity // what subscribers were last told of
 }
 
 func startCapacityWatch(ctx context.Context, cs kubernetes.Interface, primaryID string, changed func()) *capacityWatch {
@@ -67,12 +68,15 @@ func (w *capacityWatch) loop(ctx context.Context, factory informers.SharedInform
 		if dirty {
 			c := ComputeCapacity(nodeLister.nodes(), podLister.pods(), primaryID)
 			w.mu.Lock()
-			moved := !w.synced || c.NodeCount != w.last.NodeCount || c.EligibleNodes != w.last.EligibleNodes ||
-				ChangedMoreThan(w.last.Capacity, c.Capacity, 0.01) || ChangedMoreThan(w.last.Allocatable, c.Allocatable, 0.01) ||
-				c.OS != w.last.OS || c.Arch != w.last.Arch || c.Region != w.last.Region || c.Zone != w.last.Zone
+			a := w.announced
+			moved := !w.synced || c.NodeCount != a.NodeCount || c.EligibleNodes != a.EligibleNodes ||
+				ChangedMoreThan(a.Capacity, c.Capacity, 0.01) || ChangedMoreThan(a.Allocatable, c.Allocatable, 0.01) ||
+				c.OS != a.OS || c.Arch != a.Arch || c.Region != a.Region || c.Zone != a.Zone
 			if moved {
-				w.last = c
+				w.announced = c
 			}
+			// The latest always serves (node frees for the webhook); only a move is announced.
+			w.last = c
 			w.synced = true
 			w.mu.Unlock()
 			if moved {

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -85,6 +86,7 @@ type cluster struct {
 	ownerChecked          bool
 	probesSinceOwnerCheck int
 	capacity              *capacityWatch
+	delegates             *delegateWatch
 	cancel                context.CancelFunc
 	done                  chan struct{}
 }
@@ -92,6 +94,9 @@ type cluster struct {
 var flotillaScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := flotillav1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s
@@ -214,8 +219,8 @@ func (c *cluster) start(ctx context.Context) {
 
 func (c *cluster) stop() {
 	c.mu.Lock()
-	cancel, done, cw := c.cancel, c.done, c.capacity
-	c.capacity = nil
+	cancel, done, cw, dw := c.cancel, c.done, c.capacity, c.delegates
+	c.capacity, c.delegates = nil, nil
 	c.mu.Unlock()
 	if cancel == nil {
 		return
@@ -224,6 +229,9 @@ func (c *cluster) stop() {
 	<-done
 	if cw != nil {
 		cw.stop()
+	}
+	if dw != nil {
+		dw.cancel()
 	}
 }
 
@@ -339,8 +347,9 @@ func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Durati
 	}
 	if needCapacity {
 		cw := startCapacityWatch(ctx, c.client, reg.opts.PrimaryID, func() { reg.notify(c.name) })
+		dw := startDelegateWatch(ctx, c.client, reg.opts.PrimaryID, c.name, reg.handlers)
 		c.mu.Lock()
-		c.capacity = cw
+		c.capacity, c.delegates = cw, dw
 		c.mu.Unlock()
 	}
 	c.mu.Lock()

@@ -53,6 +53,8 @@ type Options struct {
 	TokenRenewer TokenRenewer
 	// RenewalFraction of a token's lifetime after which it is renewed. Default 0.5.
 	RenewalFraction float64
+	// IsLeader says whether this replica leads (renews tokens). Default: always.
+	IsLeader func() bool
 }
 
 func (o *Options) defaults() {
@@ -74,6 +76,9 @@ func (o *Options) defaults() {
 	if o.RenewalFraction <= 0 || o.RenewalFraction >= 1 {
 		o.RenewalFraction = 0.5
 	}
+	if o.IsLeader == nil {
+		o.IsLeader = func() bool { return true }
+	}
 	if o.RemovalTimeout == 0 {
 		o.RemovalTimeout = 10 * time.Second
 	}
@@ -92,6 +97,8 @@ type Registry struct {
 	configured bool
 	configErr  error
 	subs       []chan string
+
+	delegateHandlers []DelegateHandler
 }
 
 var _ manager.Runnable = (*Registry)(nil)
@@ -103,8 +110,9 @@ func NewRegistry(opts Options, log logr.Logger) *Registry {
 	return &Registry{opts: opts, log: log, clusters: map[string]*cluster{}, claims: map[string]string{}}
 }
 
-// NeedLeaderElection says yes: connections, probes and informers run on the leader only.
-func (r *Registry) NeedLeaderElection() bool { return true }
+// NeedLeaderElection says no: every replica serves the webhook and needs the clusters' state;
+// what writes (token renewal) runs on the leader only (Options.IsLeader).
+func (r *Registry) NeedLeaderElection() bool { return false }
 
 // Start starts the clusters applied so far and stops them all when ctx ends.
 func (r *Registry) Start(ctx context.Context) error {

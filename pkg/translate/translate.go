@@ -1,0 +1,186 @@
+package translate
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/webhook"
+)
+
+// serviceAccountVolumePrefix names the projected token volume the primary injects; the secondary
+// injects its own.
+const serviceAccountVolumePrefix = "kube-api-access-"
+
+// Owner is the FlotillaPrimary every delegate is owned by in its secondary.
+func Owner(primaryID string, uid string) metav1.OwnerReference {
+	f := false
+	t := true
+	return metav1.OwnerReference{APIVersion: flotillav1.GroupVersion.String(), Kind: "FlotillaPrimary", Name: primaryID,
+		UID: typesUID(uid), Controller: &t, BlockOwnerDeletion: &f}
+}
+
+// Delegate builds the delegate of a proxy. Copied: containers, init containers, volumes (but the
+// primary's service account token volume), restart policy, grace periods, DNS, security context,
+// image pull secrets, service account, host aliases, runtime class, labels, annotations (but
+// flotilla.dev/*), and the user's scheduling constraints and host networking kept by the webhook.
+// Not copied: owner references, finalizers, node name, priority, overhead, scheduling gates,
+// status. Added: the FlotillaPrimary owner, flotilla.dev/primary and flotilla.dev/proxy-uid.
+// Env values are never resolved: secret and config map references stay references.
+func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) (*corev1.Pod, error) {
+	var c webhook.Constraints
+	if raw := proxy.Annotations[flotillav1.AnnotationDelegateConstraints]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &c); err != nil {
+			return nil, fmt.Errorf("annotation %s does not parse: %w", flotillav1.AnnotationDelegateConstraints, err)
+		}
+	}
+	d := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Name: proxy.Name, Namespace: proxy.Namespace,
+		Labels:          map[string]string{},
+		Annotations:     map[string]string{flotillav1.AnnotationProxyUID: string(proxy.UID)},
+		OwnerReferences: []metav1.OwnerReference{owner},
+	}}
+	for k, v := range proxy.Labels {
+		if k != flotillav1.LabelProxy {
+			d.Labels[k] = v
+		}
+	}
+	d.Labels[flotillav1.LabelPrimary] = primaryID
+	for k, v := range proxy.Annotations {
+		if !strings.HasPrefix(k, "flotilla.dev/") && k != corev1.LastAppliedConfigAnnotation {
+			d.Annotations[k] = v
+		}
+	}
+	s := proxy.Spec
+	tokenVolumes := map[string]bool{}
+	var volumes []corev1.Volume
+	for _, v := range s.Volumes {
+		if strings.HasPrefix(v.Name, serviceAccountVolumePrefix) && v.Projected != nil {
+			tokenVolumes[v.Name] = true
+			continue
+		}
+		volumes = append(volumes, *v.DeepCopy())
+	}
+	d.Spec = corev1.PodSpec{
+		Volumes:                       volumes,
+		InitContainers:                containers(s.InitContainers, tokenVolumes, c.HostPorts),
+		Containers:                    containers(s.Containers, tokenVolumes, c.HostPorts),
+		RestartPolicy:                 s.RestartPolicy,
+		TerminationGracePeriodSeconds: s.TerminationGracePeriodSeconds,
+		ActiveDeadlineSeconds:         s.ActiveDeadlineSeconds,
+		DNSPolicy:                     s.DNSPolicy,
+		DNSConfig:                     s.DNSConfig.DeepCopy(),
+		ServiceAccountName:            s.ServiceAccountName,
+		AutomountServiceAccountToken:  s.AutomountServiceAccountToken,
+		SecurityContext:               s.SecurityContext.DeepCopy(),
+		ImagePullSecrets:              append([]corev1.LocalObjectReference(nil), s.ImagePullSecrets...),
+		Hostname:                      s.Hostname,
+		Subdomain:                     s.Subdomain,
+		HostAliases:                   append([]corev1.HostAlias(nil), s.HostAliases...),
+		HostPID:                       s.HostPID,
+		HostIPC:                       s.HostIPC,
+		ShareProcessNamespace:         s.ShareProcessNamespace,
+		RuntimeClassName:              s.RuntimeClassName,
+		EnableServiceLinks:            s.EnableServiceLinks,
+		SetHostnameAsFQDN:             s.SetHostnameAsFQDN,
+		OS:                            s.OS.DeepCopy(),
+		HostUsers:                     s.HostUsers,
+		// The user's constraints, kept by the webhook, apply to the secondary's nodes.
+		NodeSelector:              c.NodeSelector,
+		Affinity:                  c.Affinity,
+		Tolerations:               c.Tolerations,
+		TopologySpreadConstraints: c.TopologySpreadConstraints,
+		HostNetwork:               c.HostNetwork,
+	}
+	return d, nil
+}
+
+func containers(in []corev1.Container, dropMounts map[string]bool, hostPorts map[string]int32) []corev1.Container {
+	if in == nil {
+		return nil
+	}
+	out := make([]corev1.Container, 0, len(in))
+	for _, ctr := range in {
+		c := *ctr.DeepCopy()
+		var mounts []corev1.VolumeMount
+		for _, m := range c.VolumeMounts {
+			if !dropMounts[m.Name] {
+				mounts = append(mounts, m)
+			}
+		}
+		c.VolumeMounts = mounts
+		for i, p := range c.Ports {
+			if hp, ok := hostPorts[webhook.HostPortKey(c.Name, p)]; ok {
+				c.Ports[i].HostPort = hp
+			}
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// kubeletConditions are the pod conditions a kubelet owns; the proxy's other conditions
+// (PodScheduled by the primary's scheduler, DisruptionTarget, readiness gates) are kept.
+var kubeletConditions = map[corev1.PodConditionType]bool{
+	corev1.PodReadyToStartContainers: true, corev1.PodInitialized: true,
+	corev1.ContainersReady: true, corev1.PodReady: true,
+}
+
+// ProxyStatus is the proxy's status with the delegate's grafted on. With flat networking the
+// delegate's IPs are reported; isolated (the default) leaves them out, since the primary cannot
+// reach them (and pod CIDRs of clusters overlap). A terminal proxy is never changed again.
+func ProxyStatus(proxy, delegate *corev1.Pod, flatNetwork bool) corev1.PodStatus {
+	st := *proxy.Status.DeepCopy()
+	if Terminal(proxy) {
+		return st
+	}
+	ds := delegate.Status
+	st.Phase, st.Reason, st.Message = ds.Phase, ds.Reason, ds.Message
+	st.StartTime = ds.StartTime.DeepCopy()
+	st.InitContainerStatuses = deepCopyStatuses(ds.InitContainerStatuses)
+	st.ContainerStatuses = deepCopyStatuses(ds.ContainerStatuses)
+	st.EphemeralContainerStatuses = nil
+	var conditions []corev1.PodCondition
+	for _, c := range proxy.Status.Conditions {
+		if !kubeletConditions[c.Type] {
+			conditions = append(conditions, c)
+		}
+	}
+	for _, c := range ds.Conditions {
+		if kubeletConditions[c.Type] {
+			conditions = append(conditions, c)
+		}
+	}
+	st.Conditions = conditions
+	if flatNetwork {
+		st.PodIP, st.PodIPs = ds.PodIP, append([]corev1.PodIP(nil), ds.PodIPs...)
+	} else {
+		st.PodIP, st.PodIPs = "", nil
+	}
+	st.HostIP, st.HostIPs = "", nil
+	return st
+}
+
+// Terminal says whether a pod has finished (Succeeded or Failed): it is never resurrected.
+func Terminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// StatusEqual compares two statuses ignoring nothing but order-insensitive noise.
+func StatusEqual(a, b corev1.PodStatus) bool { return equality.Semantic.DeepEqual(a, b) }
+
+func deepCopyStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if in == nil {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(in))
+	for i := range in {
+		in[i].DeepCopyInto(&out[i])
+	}
+	return out
+}
