@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"time"
@@ -18,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -29,15 +31,20 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterdetector"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
+	"github.com/flotilla-dev/flotilla/pkg/provider"
 	"github.com/flotilla-dev/flotilla/pkg/version"
 	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
+	"github.com/flotilla-dev/flotilla/webhook"
 )
 
 var (
@@ -69,6 +76,14 @@ type options struct {
 	nodeAddress             string
 	kubeletPort             int32
 	renewalFraction         float64
+	webhookPort             int
+	webhookHost             string
+	webhookURL              string
+	webhookService          string
+	webhookCertDir          string
+	acceptAdmiralty         bool
+	podNetwork              string
+	proxyWorkers            int
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -88,6 +103,14 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.nodeAddress, "node-address", os.Getenv("POD_IP"), "InternalIP the virtual nodes advertise (default $POD_IP, else 127.0.0.1)")
 	fs.Int32Var(&o.kubeletPort, "kubelet-port", 0, "port of the virtual nodes' kubelet API, advertised on each node")
 	fs.Float64Var(&o.renewalFraction, "token-renewal-fraction", 0.5, "renew a registered ServiceAccount token once this fraction of its lifetime has passed")
+	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the admission webhook (TLS)")
+	fs.StringVar(&o.webhookHost, "webhook-bind-host", "", "address the webhook binds (default: all)")
+	fs.StringVar(&o.webhookURL, "webhook-url", "", "URL the API server uses to reach the webhook, e.g. https://127.0.0.1:9443 when the manager runs out of cluster (default: the Service --webhook-service)")
+	fs.StringVar(&o.webhookService, "webhook-service", "flotilla-webhook", "Service of the webhook in the manager's namespace (in cluster)")
+	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "where the webhook's serving certificate is written (default: a new temporary directory)")
+	fs.BoolVar(&o.acceptAdmiralty, "accept-admiralty-annotation", true, "elect pods annotated multicluster.admiralty.io/elect too (turn off where Admiralty itself is installed)")
+	fs.StringVar(&o.podNetwork, "pod-network", "isolated", "isolated: a proxy's status.podIP stays empty and the delegate's IP is in the flotilla.dev/delegate-ip annotation; flat: status.podIP is the delegate's (cross-cluster pod network)")
+	fs.IntVar(&o.proxyWorkers, "proxy-workers", 16, "proxies reconciled in parallel")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	o.logging.AddFlags(fs)
 }
@@ -133,6 +156,16 @@ func run(ctx context.Context, opts options) error {
 	cfg.QPS, cfg.Burst = opts.qps, opts.burst
 	cfg.UserAgent = "flotilla-manager/" + version.Get().Version
 
+	if opts.podNetwork != "isolated" && opts.podNetwork != "flat" {
+		return fmt.Errorf("--pod-network %q: want isolated or flat", opts.podNetwork)
+	}
+	if opts.webhookCertDir == "" {
+		dir, err := os.MkdirTemp("", "flotilla-webhook-")
+		if err != nil {
+			return fmt.Errorf("creating the webhook certificate directory: %w", err)
+		}
+		opts.webhookCertDir = dir
+	}
 	metricsOpts := metricsserver.Options{BindAddress: opts.metricsAddr, SecureServing: opts.metricsSecure}
 	if opts.metricsSecure {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
@@ -141,10 +174,14 @@ func run(ctx context.Context, opts options) error {
 	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Secret{}:              {Namespaces: map[string]cache.Config{flotillav1.SystemNamespace: {}}},
 		&flotillav1.ClusterDetector{}: {Namespaces: map[string]cache.Config{flotillav1.SystemNamespace: {}}},
+		// Only proxies: the primary's other pods are none of Flotilla's business.
+		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{flotillav1.LabelProxy: "true"})},
 	}}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         cacheOpts,
+		Scheme: scheme,
+		Cache:  cacheOpts,
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: opts.webhookHost, Port: opts.webhookPort,
+			CertDir: opts.webhookCertDir}),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        opts.probeAddr,
 		LeaderElection:                opts.leaderElect,
@@ -170,7 +207,11 @@ func run(ctx context.Context, opts options) error {
 	}); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
-	if err := setupClusters(ctx, mgr, cfg, opts); err != nil {
+	registry, err := setupClusters(ctx, mgr, cfg, opts)
+	if err != nil {
+		return err
+	}
+	if err := setupElection(ctx, mgr, cfg, registry, opts); err != nil {
 		return err
 	}
 	setupLog.Info("Starting manager", "host", cfg.Host, "leaderElection", opts.leaderElect)
@@ -181,28 +222,28 @@ func run(ctx context.Context, opts options) error {
 }
 
 // setupClusters wires the cluster registry, the ClusterDetector reconciler and the virtual nodes.
-func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts options) error {
+func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts options) (*clusters.Registry, error) {
 	primary, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("building the primary's client: %w", err)
+		return nil, fmt.Errorf("building the primary's client: %w", err)
 	}
 	ns, err := primary.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
 	if err != nil {
-		return fmt.Errorf("reading the primary's kube-system namespace (its UID is the primary ID): %w", err)
+		return nil, fmt.Errorf("reading the primary's kube-system namespace (its UID is the primary ID): %w", err)
 	}
 	primaryID := string(ns.UID)
 	version, err := primary.Discovery().ServerVersion()
 	if err != nil {
-		return fmt.Errorf("reading the primary's version: %w", err)
+		return nil, fmt.Errorf("reading the primary's version: %w", err)
 	}
 	// IDs recorded by an earlier run keep the virtual nodes of secondaries that are down right now.
 	known := map[string]string{}
 	var detectors flotillav1.ClusterDetectorList
 	if err := mgr.GetAPIReader().List(ctx, &detectors, client.InNamespace(flotillav1.SystemNamespace)); err != nil {
 		if meta.IsNoMatchError(err) {
-			return fmt.Errorf("the flotilla.dev CRDs are not installed in the primary (install the chart, or apply config/crd/bases): %w", err)
+			return nil, fmt.Errorf("the flotilla.dev CRDs are not installed in the primary (install the chart, or apply config/crd/bases): %w", err)
 		}
-		return fmt.Errorf("listing ClusterDetectors: %w", err)
+		return nil, fmt.Errorf("listing ClusterDetectors: %w", err)
 	}
 	for _, d := range detectors.Items {
 		known[d.Name] = d.Status.ClusterID
@@ -212,17 +253,18 @@ func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts
 	registry := clusters.NewRegistry(clusters.Options{
 		PrimaryID: primaryID, KnownIDs: known, ProbeInterval: opts.probeInterval, ProbeTimeout: opts.probeTimeout,
 		TokenRenewer: clusters.SecretTokenRenewer(mgr.GetClient()), RenewalFraction: opts.renewalFraction,
+		IsLeader: isLeader(mgr),
 	}, ctrl.Log.WithName("clusters"))
 	if err := mgr.Add(registry); err != nil {
-		return fmt.Errorf("adding the cluster registry: %w", err)
+		return nil, fmt.Errorf("adding the cluster registry: %w", err)
 	}
 	if err := (&clusters.SecretReconciler{Client: mgr.GetClient(), Registry: registry,
 		Recorder: mgr.GetEventRecorder("flotilla")}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the registration controller: %w", err)
+		return nil, fmt.Errorf("setting up the registration controller: %w", err)
 	}
 	if err := (&clusterdetector.Reconciler{Client: mgr.GetClient(), Registry: registry,
 		PrimaryName: opts.primaryName, Recorder: mgr.GetEventRecorder("flotilla")}).SetupWithManager(mgr); err != nil {
-		return fmt.Errorf("setting up the ClusterDetector controller: %w", err)
+		return nil, fmt.Errorf("setting up the ClusterDetector controller: %w", err)
 	}
 	address := opts.nodeAddress
 	if address == "" {
@@ -232,9 +274,67 @@ func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts
 		Address: address, KubeletPort: opts.kubeletPort, PrimaryVersion: version.GitVersion,
 	}}, ctrl.Log.WithName("virtualnode"))
 	if err := mgr.Add(nodes); err != nil {
-		return fmt.Errorf("adding the virtual nodes: %w", err)
+		return nil, fmt.Errorf("adding the virtual nodes: %w", err)
 	}
-	return nil
+	return registry, nil
+}
+
+// isLeader says whether this replica leads; the channel closes when it is elected.
+func isLeader(mgr ctrl.Manager) func() bool {
+	elected := mgr.Elected()
+	return func() bool {
+		select {
+		case <-elected:
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// setupElection wires pod election: the webhook (certificates, configuration, handler) and the
+// proxy reconciler.
+func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, registry *clusters.Registry, opts options) error {
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return fmt.Errorf("building a client: %w", err)
+	}
+	certs := &webhook.Certificates{
+		Client: direct, CertDir: opts.webhookCertDir, SecretName: "flotilla-webhook-ca",
+		DNSNames: []string{"localhost", opts.webhookService + "." + flotillav1.SystemNamespace + ".svc",
+			opts.webhookService + "." + flotillav1.SystemNamespace + ".svc.cluster.local"},
+		IPs:    []net.IP{net.ParseIP("127.0.0.1")},
+		Config: webhook.ConfigOptions{URL: opts.webhookURL, Service: opts.webhookService, Namespace: flotillav1.SystemNamespace, AcceptAdmiralty: opts.acceptAdmiralty},
+	}
+	if err := certs.Ensure(ctx, time.Now()); err != nil {
+		return fmt.Errorf("setting up the webhook's certificates: %w", err)
+	}
+	renew := manager.RunnableFunc(func(ctx context.Context) error {
+		ticker := time.NewTicker(time.Hour)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-ticker.C:
+				if err := certs.Ensure(ctx, time.Now()); err != nil {
+					setupLog.Error(err, "Renewing the webhook's certificate failed")
+				}
+			}
+		}
+	})
+	if err := mgr.Add(renew); err != nil {
+		return fmt.Errorf("adding the certificate renewal: %w", err)
+	}
+	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: &webhook.Handler{
+		Registry: registry, Options: webhook.Options{AcceptAdmiralty: opts.acceptAdmiralty},
+		Decoder: admission.NewDecoder(mgr.GetScheme()),
+	}})
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return fmt.Errorf("adding the webhook readiness check: %w", err)
+	}
+	return (&provider.ProxyReconciler{Client: mgr.GetClient(), Secondaries: registry,
+		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat"}).SetupWithManager(mgr, opts.proxyWorkers)
 }
 
 // restConfig loads the primary's config: the named kubeconfig, else in-cluster, else the default rules.

@@ -86,7 +86,7 @@ func TestProxyStatus(t *testing.T) {
 	p.Status = corev1.PodStatus{Phase: corev1.PodPending, QOSClass: corev1.PodQOSBestEffort, Conditions: []corev1.PodCondition{
 		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue}}}
 	d := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.7", PodIPs: []corev1.PodIP{{IP: "10.0.0.7"}}, HostIP: "192.168.1.1",
-		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
+		Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
 		ContainerStatuses: []corev1.ContainerStatus{{Name: "web", Ready: true}}}}
 	st := ProxyStatus(p, d, false)
 	if st.Phase != corev1.PodRunning || st.PodIP != "" || st.PodIPs != nil || st.HostIP != "" || st.QOSClass != corev1.PodQOSBestEffort {

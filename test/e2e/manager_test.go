@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -29,11 +30,18 @@ func startManager(bin, kubeconfig, logPath string) (*managerProcess, error) {
 	if err != nil {
 		return nil, err
 	}
+	webhookPort, err := testbed.FreePort()
+	if err != nil {
+		return nil, err
+	}
 	p, err := testbed.StartProcess("flotilla-manager", bin, []string{
 		"--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probePort),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
 		"--log-level", "debug",
+		"--webhook-port", fmt.Sprint(webhookPort), "--webhook-bind-host", "127.0.0.1",
+		"--webhook-url", fmt.Sprintf("https://127.0.0.1:%d", webhookPort),
+		"--webhook-cert-dir", filepath.Join(filepath.Dir(logPath), "webhook-certs"),
 		// Tokens of 10 minutes (join --token-duration 10m) are then renewed every ~12 s: the whole
 		// suite runs with renewals happening, and a spec proves them.
 		"--token-renewal-fraction", "0.02",

@@ -1,0 +1,334 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
+)
+
+// Reasons a proxy is Pending while its delegate cannot be created yet, and the reason of a proxy
+// whose delegate vanished.
+const (
+	ReasonSecondaryUnavailable                                   = "SecondaryUnavailable"
+	ReasonWaitingForDependencies                                 = "WaitingForDependencies"
+	ReasonPreviousIncarnationTerminating                         = "PreviousIncarnationTerminating"
+	ReasonNamespaceNotManaged                                    = "NamespaceNotManaged"
+	ReasonDelegateRejected                                       = "DelegateRejected"
+	ReasonDelegateCreated                                        = "DelegateCreated"
+	ReasonDelegateLost                                           = "DelegateLost"
+	transientRetry                                               = 2 * time.Second
+	conditionDelegated                   corev1.PodConditionType = "flotilla.dev/Delegated"
+)
+
+// Secondaries is what the proxy reconciler needs of the cluster registry.
+type Secondaries interface {
+	Secondary(name string) (clusters.Secondary, bool)
+	PrimaryID() string
+	AddDelegateHandler(h clusters.DelegateHandler)
+}
+
+// ProxyReconciler makes each proxy pod bound to a virtual node have its delegate in that
+// secondary, feeds the delegate's status back, and deletes the delegate before the proxy.
+type ProxyReconciler struct {
+	Client      client.Client
+	Secondaries Secondaries
+	Recorder    events.EventRecorder
+	// FlatNetwork reports delegates' IPs in the proxies' status (--pod-network=flat).
+	FlatNetwork bool
+}
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=get;update;patch
+
+// Reconcile is one pass over one proxy.
+func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	proxy := &corev1.Pod{}
+	if err := r.Client.Get(ctx, req.NamespacedName, proxy); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	cluster, ok := strings.CutPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix)
+	if !ok {
+		return ctrl.Result{}, nil // not bound to a virtual node (yet)
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", cluster)
+	ctx = ctrl.LoggerInto(ctx, log)
+	sec, ok := r.Secondaries.Secondary(cluster)
+	if !ok {
+		return r.pending(ctx, proxy, ReasonSecondaryUnavailable, fmt.Sprintf("Secondary cluster %s is not usable", cluster))
+	}
+	if !proxy.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, proxy, sec)
+	}
+	return r.reconcileNormal(ctx, proxy, sec)
+}
+
+func (r *ProxyReconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
+	if translate.Terminal(proxy) {
+		return ctrl.Result{}, nil
+	}
+	delegate, synced, err := sec.Delegate(proxy.Namespace, proxy.Name)
+	if err != nil || !synced {
+		return ctrl.Result{RequeueAfter: transientRetry}, err
+	}
+	if delegate != nil && delegate.Annotations[flotillav1.AnnotationProxyUID] != string(proxy.UID) {
+		// Same name, another incarnation (a StatefulSet pod recreated): the old delegate goes first.
+		if delegate.DeletionTimestamp.IsZero() {
+			if err := r.deleteDelegate(ctx, sec, delegate, nil); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		return r.pending(ctx, proxy, ReasonPreviousIncarnationTerminating, "The delegate of the previous pod of this name is terminating")
+	}
+	if delegate == nil {
+		if wasDelegated(proxy) {
+			return r.delegateLost(ctx, proxy, sec.Name)
+		}
+		return r.createDelegate(ctx, proxy, sec)
+	}
+	return ctrl.Result{}, r.mirrorStatus(ctx, proxy, delegate)
+}
+
+// createDelegate creates the namespace (managed-by label) and the delegate; what fails for now
+// leaves the proxy Pending with the reason and is retried.
+func (r *ProxyReconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
+	primaryID := r.Secondaries.PrimaryID()
+	if reason, msg, err := r.ensureNamespace(ctx, proxy.Namespace, sec); err != nil || reason != "" {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.pending(ctx, proxy, reason, msg)
+	}
+	var owner flotillav1.FlotillaPrimary
+	if err := sec.Client.Get(ctx, client.ObjectKey{Name: primaryID}, &owner); err != nil {
+		return r.pending(ctx, proxy, ReasonWaitingForDependencies, fmt.Sprintf("FlotillaPrimary %s in %s: %v", primaryID, sec.Name, err))
+	}
+	delegate, err := translate.Delegate(proxy, primaryID, translate.Owner(primaryID, string(owner.UID)))
+	if err != nil {
+		return r.fail(ctx, proxy, ReasonDelegateRejected, err.Error())
+	}
+	err = sec.Client.Create(ctx, delegate)
+	switch {
+	case err == nil:
+		r.event(proxy, corev1.EventTypeNormal, ReasonDelegateCreated, "Create", "Delegate created in cluster %s", sec.Name)
+		return ctrl.Result{}, r.markDelegated(ctx, proxy, sec.Name)
+	case apierrors.IsAlreadyExists(err):
+		return ctrl.Result{RequeueAfter: transientRetry}, nil // the cache will show it
+	case permanent(err):
+		return r.fail(ctx, proxy, ReasonDelegateRejected, fmt.Sprintf("Cluster %s refused the delegate: %v", sec.Name, err))
+	default:
+		// The namespace's default ServiceAccount not there yet, a quota, a webhook outage...
+		return r.pending(ctx, proxy, ReasonWaitingForDependencies, fmt.Sprintf("Creating the delegate in %s: %v", sec.Name, err))
+	}
+}
+
+// permanent says whether the secondary refused the delegate for good (invalid spec).
+func permanent(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+}
+
+func (r *ProxyReconciler) ensureNamespace(ctx context.Context, name string, sec clusters.Secondary) (reason, message string, err error) {
+	primaryID := r.Secondaries.PrimaryID()
+	var ns corev1.Namespace
+	err = sec.Client.Get(ctx, client.ObjectKey{Name: name}, &ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		ns = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+			flotillav1.LabelManagedBy: primaryID, flotillav1.LabelPrimary: primaryID}}}
+		if err := sec.Client.Create(ctx, &ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ReasonWaitingForDependencies, fmt.Sprintf("Creating namespace %s in %s: %v", name, sec.Name, err), nil
+		}
+		return "", "", nil
+	case err != nil:
+		return ReasonWaitingForDependencies, fmt.Sprintf("Reading namespace %s in %s: %v", name, sec.Name, err), nil
+	case ns.Labels[flotillav1.LabelManagedBy] != primaryID:
+		return ReasonNamespaceNotManaged, fmt.Sprintf("Namespace %s exists in %s without label %s=%s; an admin of %s may add it",
+			name, sec.Name, flotillav1.LabelManagedBy, primaryID, sec.Name), nil
+	}
+	return "", "", nil
+}
+
+// reconcileDelete deletes the delegate, then lets the proxy go: the finalizer is removed once no
+// delegate of this proxy exists, and the proxy is deleted at once, as a kubelet does.
+func (r *ProxyReconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
+	delegate, synced, err := sec.Delegate(proxy.Namespace, proxy.Name)
+	if err != nil || !synced {
+		return ctrl.Result{RequeueAfter: transientRetry}, err
+	}
+	if delegate != nil && delegate.Annotations[flotillav1.AnnotationProxyUID] == string(proxy.UID) {
+		if delegate.DeletionTimestamp.IsZero() {
+			if err := r.deleteDelegate(ctx, sec, delegate, proxy.DeletionGracePeriodSeconds); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		return ctrl.Result{RequeueAfter: transientRetry}, nil // the delegate watch brings us back sooner
+	}
+	if controllerutil.ContainsFinalizer(proxy, flotillav1.FinalizerDelegate) {
+		base := proxy.DeepCopy()
+		controllerutil.RemoveFinalizer(proxy, flotillav1.FinalizerDelegate)
+		if err := r.Client.Patch(ctx, proxy, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	zero := int64(0)
+	err = r.Client.Delete(ctx, proxy, &client.DeleteOptions{GracePeriodSeconds: &zero,
+		Preconditions: &metav1.Preconditions{UID: &proxy.UID}})
+	return ctrl.Result{}, client.IgnoreNotFound(err)
+}
+
+func (r *ProxyReconciler) deleteDelegate(ctx context.Context, sec clusters.Secondary, delegate *corev1.Pod, grace *int64) error {
+	opts := &client.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &delegate.UID}}
+	if err := sec.Client.Delete(ctx, delegate, opts); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting delegate %s/%s in %s: %w", delegate.Namespace, delegate.Name, sec.Name, err)
+	}
+	return nil
+}
+
+// mirrorStatus patches the proxy's status (never its spec or metadata) and the delegate-ip annotation.
+func (r *ProxyReconciler) mirrorStatus(ctx context.Context, proxy, delegate *corev1.Pod) error {
+	want := translate.ProxyStatus(proxy, delegate, r.FlatNetwork)
+	want.Conditions = withCondition(want.Conditions, delegatedCondition(proxy))
+	if !translate.StatusEqual(proxy.Status, want) {
+		base := proxy.DeepCopy()
+		proxy.Status = want
+		if err := r.Client.Status().Patch(ctx, proxy, client.MergeFrom(base)); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
+	if ip := delegate.Status.PodIP; ip != "" && proxy.Annotations[flotillav1.AnnotationDelegateIP] != ip {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{flotillav1.AnnotationDelegateIP: ip}}})
+		if err := r.Client.Patch(ctx, proxy, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+	}
+	return nil
+}
+
+// markDelegated records on the proxy that its delegate was created, so that a delegate that later
+// vanishes is known to be lost rather than not yet created.
+func (r *ProxyReconciler) markDelegated(ctx context.Context, proxy *corev1.Pod, cluster string) error {
+	base := proxy.DeepCopy()
+	proxy.Status.Conditions = withCondition(proxy.Status.Conditions, corev1.PodCondition{
+		Type: conditionDelegated, Status: corev1.ConditionTrue, Reason: ReasonDelegateCreated,
+		Message: "Delegate created in cluster " + cluster, LastTransitionTime: metav1.Now(),
+	})
+	proxy.Status.Reason, proxy.Status.Message = "", ""
+	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, proxy, client.MergeFrom(base)))
+}
+
+func wasDelegated(proxy *corev1.Pod) bool {
+	for _, c := range proxy.Status.Conditions {
+		if c.Type == conditionDelegated && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func delegatedCondition(proxy *corev1.Pod) corev1.PodCondition {
+	for _, c := range proxy.Status.Conditions {
+		if c.Type == conditionDelegated {
+			return c
+		}
+	}
+	return corev1.PodCondition{Type: conditionDelegated, Status: corev1.ConditionTrue, Reason: ReasonDelegateCreated, LastTransitionTime: metav1.Now()}
+}
+
+func withCondition(list []corev1.PodCondition, c corev1.PodCondition) []corev1.PodCondition {
+	for i := range list {
+		if list[i].Type == c.Type {
+			list[i] = c
+			return list
+		}
+	}
+	return append(list, c)
+}
+
+// delegateLost handles a delegate that existed and is gone while its proxy lives: a proxy with a
+// controller that re-creates pods (ReplicaSet, StatefulSet) is deleted so it is re-elected; a bare
+// or Job pod is set Failed with reason DelegateLost.
+func (r *ProxyReconciler) delegateLost(ctx context.Context, proxy *corev1.Pod, cluster string) (ctrl.Result, error) {
+	if ref := metav1.GetControllerOf(proxy); ref != nil && (ref.Kind == "ReplicaSet" || ref.Kind == "StatefulSet") {
+		r.event(proxy, corev1.EventTypeWarning, ReasonDelegateLost, "Delete",
+			"The delegate in cluster %s is gone; the proxy is deleted so that its %s re-creates it", cluster, ref.Kind)
+		err := r.Client.Delete(ctx, proxy, &client.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &proxy.UID}})
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.event(proxy, corev1.EventTypeWarning, ReasonDelegateLost, "Fail", "The delegate in cluster %s is gone; the pod has failed", cluster)
+	return r.fail(ctx, proxy, ReasonDelegateLost, fmt.Sprintf("The delegate in cluster %s is gone", cluster))
+}
+
+// pending keeps a proxy Pending with a reason, and retries.
+func (r *ProxyReconciler) pending(ctx context.Context, proxy *corev1.Pod, reason, message string) (ctrl.Result, error) {
+	if translate.Terminal(proxy) || proxy.Status.Phase == corev1.PodRunning ||
+		(proxy.Status.Reason == reason && proxy.Status.Message == message) {
+		return ctrl.Result{RequeueAfter: transientRetry}, nil
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Proxy pending", "reason", reason, "message", message)
+	base := proxy.DeepCopy()
+	proxy.Status.Phase, proxy.Status.Reason, proxy.Status.Message = corev1.PodPending, reason, message
+	if err := r.Client.Status().Patch(ctx, proxy, client.MergeFrom(base)); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{RequeueAfter: transientRetry}, nil
+}
+
+// fail sets a proxy Failed for good.
+func (r *ProxyReconciler) fail(ctx context.Context, proxy *corev1.Pod, reason, message string) (ctrl.Result, error) {
+	base := proxy.DeepCopy()
+	proxy.Status.Phase, proxy.Status.Reason, proxy.Status.Message = corev1.PodFailed, reason, message
+	for i := range proxy.Status.Conditions {
+		if proxy.Status.Conditions[i].Type == corev1.PodReady || proxy.Status.Conditions[i].Type == corev1.ContainersReady {
+			proxy.Status.Conditions[i].Status = corev1.ConditionFalse
+		}
+	}
+	if err := r.Client.Status().Patch(ctx, proxy, client.MergeFrom(base)); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{}, nil
+}
+
+func (r *ProxyReconciler) event(proxy *corev1.Pod, kind, reason, action, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(proxy, nil, kind, reason, action, format, args...)
+	}
+}
+
+// SetupWithManager watches proxies in the primary and delegates in every secondary.
+func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+	delegates := make(chan event.GenericEvent, 4096)
+	r.Secondaries.AddDelegateHandler(func(_ string, d *corev1.Pod) {
+		delegates <- event.GenericEvent{Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name}}}
+	})
+	isProxy := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[flotillav1.LabelProxy] == "true" })
+	if workers <= 0 {
+		workers = 1
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("proxy").
+		For(&corev1.Pod{}, builder.WithPredicates(isProxy)).
+		WatchesRawSource(source.Channel(delegates, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		Complete(r)
+}

@@ -1,0 +1,128 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// delegatesIn lists this primary's delegates in a namespace of a secondary.
+func delegatesIn(ctx SpecContext, c *testbed.Cluster, ns string) []corev1.Pod {
+	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: flotillav1.LabelPrimary})
+	Expect(err).NotTo(HaveOccurred())
+	return pods.Items
+}
+
+var _ = Describe("pod election", Ordered, func() {
+	const ns = "election"
+	BeforeAll(func(ctx SpecContext) {
+		// Other suites may have removed a secondary: (re-)join both; join is idempotent.
+		for _, c := range bed.Secondaries {
+			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m")
+			Expect(err).NotTo(HaveOccurred(), out)
+		}
+		Eventually(func(g Gomega) {
+			for _, c := range bed.Secondaries {
+				expectRunningAndReady(g, ctx, c.Name)
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}, NodeTimeout(2*time.Minute))
+
+	It("runs the 10 elected nginx replicas as delegates across both secondaries; scales down; deletes", func(ctx SpecContext) {
+		raw, err := os.ReadFile(filepath.Join(repoRoot(), "config", "samples", "elected-nginx.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		var deploy appsv1.Deployment
+		Expect(yaml.Unmarshal(raw, &deploy)).To(Succeed())
+		start := time.Now()
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &deploy, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		Eventually(func(g Gomega) {
+			proxies, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=nginx"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(proxies.Items).To(HaveLen(10))
+			for _, p := range proxies.Items {
+				g.Expect(p.Labels).To(HaveKeyWithValue(flotillav1.LabelProxy, "true"))
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "proxy %s: %s %s", p.Name, p.Status.Reason, p.Status.Message)
+				g.Expect(p.Annotations[flotillav1.AnnotationDelegateIP]).NotTo(BeEmpty(), "proxy %s", p.Name)
+				g.Expect(p.Status.PodIP).To(BeEmpty(), "isolated networking: no pod IP on the proxy")
+			}
+			total := 0
+			for _, c := range bed.Secondaries {
+				running := podsInPhase(delegatesIn(ctx, c, ns), corev1.PodRunning)
+				g.Expect(running).To(BeNumerically(">", 0), "no delegate runs in %s", c.Name)
+				total += running
+			}
+			g.Expect(total).To(Equal(10))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		AddReportEntry("10 elected replicas Running", time.Since(start).Round(100*time.Millisecond).String())
+
+		// A delegate names its proxy and belongs to this primary's FlotillaPrimary.
+		d := delegatesIn(ctx, bed.Secondaries[0], ns)[0]
+		Expect(d.Annotations[flotillav1.AnnotationProxyUID]).NotTo(BeEmpty())
+		Expect(d.OwnerReferences).To(ContainElement(HaveField("Kind", "FlotillaPrimary")))
+		Expect(d.Spec.Volumes).NotTo(ContainElement(HaveField("Name", HavePrefix("kube-api-access-x"))))
+
+		patch := []byte(`{"spec":{"replicas":3}}`)
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Patch(ctx, "nginx", types.MergePatchType, patch, metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() int {
+			n := 0
+			for _, c := range bed.Secondaries {
+				n += len(delegatesIn(ctx, c, ns))
+			}
+			return n
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(3))
+
+		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "nginx", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func(g Gomega) {
+			proxies, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(proxies.Items).To(BeEmpty())
+			for _, c := range bed.Secondaries {
+				g.Expect(delegatesIn(ctx, c, ns)).To(BeEmpty(), "delegates left in %s", c.Name)
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}, SpecTimeout(4*time.Minute))
+
+	It("refuses at create a pod no cluster can run, or naming an unknown cluster, saying why", func(ctx SpecContext) {
+		pod := func(name string, annotations map[string]string, cpu string) *corev1.Pod {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}
+		}
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, pod("huge", map[string]string{flotillav1.AnnotationElect: ""}, "1000"), metav1.CreateOptions{})
+		Expect(err).To(MatchError(And(ContainSubstring("no cluster fits"), ContainSubstring(bed.Secondaries[0].Name), ContainSubstring("cpu"))))
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, pod("lost", map[string]string{
+			flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: "atlantis"}, "100m"), metav1.CreateOptions{})
+		Expect(err).To(MatchError(ContainSubstring("unknown cluster(s) atlantis")))
+
+		plain, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, pod("plain", nil, "100m"), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(plain.Labels).NotTo(HaveKey(flotillav1.LabelProxy), "a pod without the annotation is untouched")
+		Expect(plain.Finalizers).To(BeEmpty())
+		other := fmt.Sprintf("not-enabled-%d", time.Now().Unix())
+		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, testNamespace(other), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		untouched, err := bed.Primary.Clientset.CoreV1().Pods(other).Create(ctx, pod("elected", map[string]string{flotillav1.AnnotationElect: ""}, "1000"), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred(), "a namespace without the label is not Flotilla's")
+		Expect(untouched.Labels).NotTo(HaveKey(flotillav1.LabelProxy))
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "plain", metav1.DeleteOptions{})).To(Succeed())
+	}, SpecTimeout(time.Minute))
+})
