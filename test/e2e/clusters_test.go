@@ -220,8 +220,8 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		deadline := time.Now().Add(15 * time.Second)
 		for {
 			cd, err := detector(ctx, "bogus")
-			if err == nil && cd.Status.ClusterStatus == flotillav1.ClusterUnknown && cd.Status.Reason != "" {
-				Expect(cd.Status.Reason).To(Equal(flotillav1.ReasonProbeFailed))
+			if err == nil && cd.Status.ClusterStatus == flotillav1.ClusterUnknown && cd.Status.Reason == flotillav1.ReasonProbeFailed {
+				Expect(cd.Status.Message).To(ContainSubstring("connection refused"))
 				break
 			}
 			Expect(time.Now().Before(deadline)).To(BeTrue(), "bogus ClusterDetector not Unknown within 15 s")
