@@ -336,23 +336,27 @@ func findContext(reg *clientcmdapi.Config, nameOrContext string) (contextName, n
 
 func newRemoveCommand(g *GlobalOptions) *cobra.Command {
 	var timeout time.Duration
+	var orphan bool
 	cmd := &cobra.Command{
 		Use:   "remove CLUSTER|CONTEXT",
 		Short: "Unregister a secondary: cordon its node, remove its credentials, wait until Flotilla let go of it",
-		Long: `remove cordons the secondary's virtual node, removes its context from the registration Secret,
-and waits until the manager has deleted the virtual node, the ClusterDetector and (with the
-registered credentials) the FlotillaPrimary in the secondary, which lets the secondary's garbage
-collector remove everything Flotilla created there.`,
+		Long: `remove cordons the secondary's virtual node, deletes the proxies on it (their controllers
+re-elect them elsewhere; --orphan leaves them and their delegates running) and waits until their
+delegates are gone, removes its context from the registration Secret, and waits until the manager
+has deleted the virtual node, the ClusterDetector and (with the registered credentials) the
+FlotillaPrimary in the secondary, which lets the secondary's garbage collector remove everything
+Flotilla created there.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRemove(cmd.Context(), g, args[0], timeout, cmd.OutOrStdout())
+			return runRemove(cmd.Context(), g, args[0], timeout, orphan, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the manager to let go")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the proxies to drain, and for the manager to let go")
+	cmd.Flags().BoolVar(&orphan, "orphan", false, "leave the proxies (and their delegates) running")
 	return cmd
 }
 
-func runRemove(ctx context.Context, g *GlobalOptions, target string, timeout time.Duration, out io.Writer) error {
+func runRemove(ctx context.Context, g *GlobalOptions, target string, timeout time.Duration, orphan bool, out io.Writer) error {
 	user, err := g.userConfig()
 	if err != nil {
 		return err
@@ -381,6 +385,11 @@ func runRemove(ctx context.Context, g *GlobalOptions, target string, timeout tim
 		fmt.Fprintf(out, "Cordoned %s.\n", nodeName)
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("reading %s: %w", nodeName, err)
+	}
+	if !orphan {
+		if err := drain(ctx, primary, nodeName, timeout, out); err != nil {
+			return err
+		}
 	}
 	if err := updateRegistration(ctx, primary, func(reg *clientcmdapi.Config) error {
 		removeContext(reg, contextName)
@@ -501,4 +510,38 @@ func copyDesired(live, desired client.Object) error {
 		return fmt.Errorf("%w %T", errUnknownKind, desired)
 	}
 	return nil
+}
+
+// drain deletes the proxies bound to a virtual node and waits until they are gone (the manager
+// removes each one's delegate before it lets the proxy go).
+func drain(ctx context.Context, primary client.Client, nodeName string, timeout time.Duration, out io.Writer) error {
+	list := func() ([]corev1.Pod, error) {
+		var pods corev1.PodList
+		if err := primary.List(ctx, &pods, client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
+			return nil, fmt.Errorf("listing proxies: %w", err)
+		}
+		var on []corev1.Pod
+		for _, p := range pods.Items {
+			if p.Spec.NodeName == nodeName {
+				on = append(on, p)
+			}
+		}
+		return on, nil
+	}
+	proxies, err := list()
+	if err != nil {
+		return err
+	}
+	for i := range proxies {
+		if err := primary.Delete(ctx, &proxies[i]); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting proxy %s/%s: %w", proxies[i].Namespace, proxies[i].Name, err)
+		}
+	}
+	if len(proxies) > 0 {
+		fmt.Fprintf(out, "Deleted %d proxies on %s; waiting for their delegates to go...\n", len(proxies), nodeName)
+	}
+	return wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		left, err := list()
+		return err == nil && len(left) == 0, nil
+	})
 }

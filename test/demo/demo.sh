@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo: the bed is up (make dev-up). Install Flotilla's CRDs in the primary, start the manager
-# against it, join the two secondaries, and show what the primary sees.
+# against it, join the two secondaries, show what the primary sees, and elect 10 nginx replicas.
 set -euo pipefail
 dir=$1
 kubectl=${KUBECTL:-kubectl}
@@ -36,6 +36,20 @@ for ctx in secondary1 secondary2; do
   echo
   echo "== kubectl --context $ctx get nodes"
   "$kubectl" --context "$ctx" get nodes -L topology.kubernetes.io/zone
+done
+echo
+echo "== pod election: config/samples/elected-nginx.yaml (10 replicas) in namespace demo (label flotilla.dev/enabled=true)"
+"$kubectl" --context primary create namespace demo --dry-run=client -o yaml | "$kubectl" --context primary apply -f - >/dev/null
+"$kubectl" --context primary label namespace demo flotilla.dev/enabled=true --overwrite >/dev/null
+"$kubectl" --context primary -n demo apply -f config/samples/elected-nginx.yaml
+"$kubectl" --context primary -n demo rollout status deployment/nginx --timeout=120s
+echo
+echo "== where each pod runs (proxy in the primary, delegate in a secondary)"
+"$kubectl" --context primary -n demo get pods -o custom-columns='PROXY:.metadata.name,STATUS:.status.phase,NODE:.spec.nodeName,DELEGATE-IP:.metadata.annotations.flotilla\.dev/delegate-ip'
+for ctx in secondary1 secondary2; do
+  echo
+  echo "== kubectl --context $ctx -n demo get pods -o wide"
+  "$kubectl" --context "$ctx" -n demo get pods -o wide
 done
 cat <<TXT
 

@@ -17,6 +17,8 @@ start)
   # setsid: the manager outlives `make demo`; dev-down stops it by its PID.
   setsid bin/flotilla-manager --kubeconfig "$dir/kubeconfig" --context primary \
     --health-probe-bind-address 127.0.0.1:18081 --metrics-bind-address 127.0.0.1:18443 \
+    --webhook-port 19443 --webhook-bind-host 127.0.0.1 --webhook-url https://127.0.0.1:19443 \
+    --webhook-cert-dir "$dir/webhook-certs" \
     >>"$dir/logs/manager.log" 2>&1 </dev/null &
   echo $! >"$pidfile"
   for _ in $(seq 1 120); do
