@@ -42,6 +42,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterdetector"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
 	"github.com/flotilla-dev/flotilla/pkg/provider"
+	"github.com/flotilla-dev/flotilla/pkg/reflect"
 	"github.com/flotilla-dev/flotilla/pkg/version"
 	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
 	"github.com/flotilla-dev/flotilla/webhook"
@@ -334,7 +335,9 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		return fmt.Errorf("adding the webhook readiness check: %w", err)
 	}
 	return (&provider.ProxyReconciler{Client: mgr.GetClient(), Secondaries: registry,
-		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat"}).SetupWithManager(mgr, opts.proxyWorkers)
+		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat",
+		Reflector: &reflect.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
+	}).SetupWithManager(mgr, opts.proxyWorkers)
 }
 
 // restConfig loads the primary's config: the named kubeconfig, else in-cluster, else the default rules.

@@ -62,14 +62,18 @@ func Rules(primaryID string) []rbacv1.PolicyRule {
 var forbiddenNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease, flotillav1.SystemNamespace}
 
 // policyExpression lets the identity write a namespaced object only in a namespace labelled
-// managed-by=<primary>, a Namespace only if it carries that label, and its FlotillaPrimary.
+// managed-by=<primary>, a Namespace only if it carries that label, and its FlotillaPrimary; and
+// change or delete only objects carrying flotilla.dev/primary=<primary>, so an object of the same
+// name that Flotilla did not create (a user's Secret) is never overwritten.
 const policyExpression = `request.resource.resource == 'flotillaprimaries' ||
 (
   !(request.resource.resource == 'namespaces' ? request.name : request.namespace).startsWith('kube-') &&
   !((request.resource.resource == 'namespaces' ? request.name : request.namespace) in params.data.forbidden.split(',')) &&
   (request.resource.resource == 'namespaces'
     ? (request.operation == 'DELETE' ? oldObject : object).metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary
-    : namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary)
+    : namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary) &&
+  (request.operation == 'CREATE' || request.resource.resource in ['namespaces', 'events'] || oldObject == null ||
+    oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == params.data.primary)
 )`
 
 // Objects returns everything `join` applies in a secondary for a primary, in apply order
@@ -119,7 +123,8 @@ func Objects(n Names, clusterName string) []client.Object {
 				Validations: []admissionregistrationv1.Validation{{
 					Expression: policyExpression,
 					MessageExpression: `'Flotilla (primary ' + params.data.primary + ') may write only in namespaces labelled ` +
-						flotillav1.LabelManagedBy + `=' + params.data.primary + ', never in kube-*, default or flotilla-system: ' + ` +
+						flotillav1.LabelManagedBy + `=' + params.data.primary + ', never in kube-*, default or flotilla-system, and may change only objects labelled ` +
+						flotillav1.LabelPrimary + `=' + params.data.primary + ': ' + ` +
 						`request.resource.resource + ' ' + (request.namespace != '' ? request.namespace + '/' : '') + request.name + ' refused'`,
 					Reason: ptrTo(metav1.StatusReasonForbidden),
 				}},

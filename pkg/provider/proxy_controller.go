@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -25,6 +26,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/reflect"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -55,6 +57,8 @@ type ProxyReconciler struct {
 	Client      client.Client
 	Secondaries Secondaries
 	Recorder    events.EventRecorder
+	// Reflector copies the delegates' ConfigMaps, Secrets and ServiceAccounts to their secondary.
+	Reflector *reflect.Reflector
 	// FlatNetwork reports delegates' IPs in the proxies' status (--pod-network=flat).
 	FlatNetwork bool
 }
@@ -124,7 +128,16 @@ func (r *ProxyReconciler) createDelegate(ctx context.Context, proxy *corev1.Pod,
 	if err := sec.Client.Get(ctx, client.ObjectKey{Name: primaryID}, &owner); err != nil {
 		return r.pending(ctx, proxy, ReasonWaitingForDependencies, fmt.Sprintf("FlotillaPrimary %s in %s: %v", primaryID, sec.Name, err))
 	}
-	delegate, err := translate.Delegate(proxy, primaryID, translate.Owner(primaryID, string(owner.UID)))
+	ownerRef := translate.Owner(primaryID, string(owner.UID))
+	if r.Reflector != nil {
+		var missing *reflect.Missing
+		if err := r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef); errors.As(err, &missing) {
+			return r.pending(ctx, proxy, ReasonWaitingForDependencies, fmt.Sprintf("Waiting for %s in the primary", missing))
+		} else if err != nil {
+			return r.pending(ctx, proxy, ReasonWaitingForDependencies, fmt.Sprintf("Copying dependencies to %s: %v", sec.Name, err))
+		}
+	}
+	delegate, err := translate.Delegate(proxy, primaryID, ownerRef)
 	if err != nil {
 		return r.fail(ctx, proxy, ReasonDelegateRejected, err.Error())
 	}

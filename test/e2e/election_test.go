@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,7 +10,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -101,6 +104,61 @@ var _ = Describe("pod election", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
 
+	It("runs a Job with ConfigMap and Secret dependencies in the chosen secondary only, to completion", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		const secretValue = "s3cr3t-value-never-in-a-spec"
+		_, err := bed.Primary.Clientset.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "job-config"},
+			Data: map[string]string{"MODE": "batch", "settings.ini": "[x]\ny=1\n"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bed.Primary.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "job-secret"},
+			StringData: map[string]string{"PASSWORD": secretValue}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		never := corev1.RestartPolicyNever
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "report"}, Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}},
+			Spec: corev1.PodSpec{RestartPolicy: never,
+				Volumes: []corev1.Volume{{Name: "settings", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "job-config"}}}}},
+				Containers: []corev1.Container{{Name: "report", Image: "busybox", Command: []string{"sh", "-c", "echo done"},
+					EnvFrom: []corev1.EnvFromSource{
+						{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "job-config"}}},
+						{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "job-secret"}}}},
+					VolumeMounts: []corev1.VolumeMount{{Name: "settings", MountPath: "/etc/report"}}}}}}}}
+		_, err = bed.Primary.Clientset.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		Eventually(func(g Gomega) {
+			j, err := bed.Primary.Clientset.BatchV1().Jobs(ns).Get(ctx, "report", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			complete := false
+			for _, c := range j.Status.Conditions {
+				complete = complete || (c.Type == batchv1.JobComplete && c.Status == corev1.ConditionTrue)
+			}
+			g.Expect(complete).To(BeTrue(), "Job status %+v", j.Status)
+		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+
+		delegates := delegatesIn(ctx, s2, ns)
+		Expect(delegates).To(HaveLen(1))
+		Expect(delegates[0].Status.Phase).To(Equal(corev1.PodSucceeded))
+		spec, err := json.Marshal(delegates[0].Spec)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(spec)).NotTo(ContainSubstring(secretValue))
+		Expect(string(spec)).NotTo(ContainSubstring("batch\""), "ConfigMap values are not inlined either")
+		Expect(delegatesIn(ctx, s1, ns)).To(BeEmpty())
+
+		_, err = s2.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "job-config", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the ConfigMap is copied to the chosen secondary")
+		sec, err := s2.Clientset.CoreV1().Secrets(ns).Get(ctx, "job-secret", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the Secret is copied to the chosen secondary")
+		Expect(string(sec.Data["PASSWORD"])).To(Equal(secretValue))
+		Expect(sec.Labels).To(HaveKeyWithValue(flotillav1.LabelPrimary, primaryID(ctx)))
+		_, err = s1.Clientset.CoreV1().Secrets(ns).Get(ctx, "job-secret", metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing is copied where the pod does not run")
+
+		Expect(bed.Primary.Clientset.BatchV1().Jobs(ns).Delete(ctx, "report", metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationForeground)})).To(Succeed())
+		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
+	}, SpecTimeout(3*time.Minute))
+
 	It("refuses at create a pod no cluster can run, or naming an unknown cluster, saying why", func(ctx SpecContext) {
 		pod := func(name string, annotations map[string]string, cpu string) *corev1.Pod {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
@@ -126,3 +184,5 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "plain", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(time.Minute))
 })
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,86 @@
+package reflect
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// Ref is a referenced ConfigMap or Secret.
+type Ref struct {
+	Name     string
+	Optional bool
+}
+
+// Dependencies lists the ConfigMaps and Secrets a pod references, sorted, each once (required
+// wins over optional).
+func Dependencies(pod *corev1.Pod) (configMaps, secrets []Ref) {
+	cms, secs := map[string]bool{}, map[string]bool{}
+	add := func(m map[string]bool, name string, optional *bool) {
+		if name == "" {
+			return
+		}
+		opt := optional != nil && *optional
+		if prev, ok := m[name]; ok {
+			m[name] = prev && opt
+			return
+		}
+		m[name] = opt
+	}
+	for _, v := range pod.Spec.Volumes {
+		if v.ConfigMap != nil {
+			add(cms, v.ConfigMap.Name, v.ConfigMap.Optional)
+		}
+		if v.Secret != nil {
+			add(secs, v.Secret.SecretName, v.Secret.Optional)
+		}
+		if v.Projected != nil {
+			for _, s := range v.Projected.Sources {
+				if s.ConfigMap != nil {
+					add(cms, s.ConfigMap.Name, s.ConfigMap.Optional)
+				}
+				if s.Secret != nil {
+					add(secs, s.Secret.Name, s.Secret.Optional)
+				}
+			}
+		}
+	}
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			for _, e := range c.EnvFrom {
+				if e.ConfigMapRef != nil {
+					add(cms, e.ConfigMapRef.Name, e.ConfigMapRef.Optional)
+				}
+				if e.SecretRef != nil {
+					add(secs, e.SecretRef.Name, e.SecretRef.Optional)
+				}
+			}
+			for _, e := range c.Env {
+				if e.ValueFrom == nil {
+					continue
+				}
+				if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
+					add(cms, r.Name, r.Optional)
+				}
+				if r := e.ValueFrom.SecretKeyRef; r != nil {
+					add(secs, r.Name, r.Optional)
+				}
+			}
+		}
+	}
+	f := false
+	for _, s := range pod.Spec.ImagePullSecrets {
+		add(secs, s.Name, &f)
+	}
+	delete(cms, "kube-root-ca.crt") // every cluster publishes its own
+	return sorted(cms), sorted(secs)
+}
+
+func sorted(m map[string]bool) []Ref {
+	out := make([]Ref, 0, len(m))
+	for name, opt := range m {
+		out = append(out, Ref{Name: name, Optional: opt})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

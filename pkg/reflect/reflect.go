@@ -1,0 +1,124 @@
+package reflect
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// AnnotationOwner says which part of Flotilla owns a copy: reflect, or replicator/<name>.
+const AnnotationOwner = "flotilla.dev/owner"
+
+// OwnerReflect is the AnnotationOwner value of dependency copies.
+const OwnerReflect = "reflect"
+
+// copyMeta is the metadata of a copy in a secondary.
+func copyMeta(name, namespace, primaryID string, owner metav1.OwnerReference) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: namespace,
+		Labels:          map[string]string{flotillav1.LabelPrimary: primaryID},
+		Annotations:     map[string]string{AnnotationOwner: OwnerReflect},
+		OwnerReferences: []metav1.OwnerReference{owner}}
+}
+
+// ConfigMapCopy is the secondary's copy of a ConfigMap.
+func ConfigMapCopy(src *corev1.ConfigMap, primaryID string, owner metav1.OwnerReference) *corev1.ConfigMap {
+	return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: copyMeta(src.Name, src.Namespace, primaryID, owner),
+		Data:       src.Data, BinaryData: src.BinaryData, Immutable: src.Immutable}
+}
+
+// SecretCopy is the secondary's copy of a Secret.
+func SecretCopy(src *corev1.Secret, primaryID string, owner metav1.OwnerReference) *corev1.Secret {
+	return &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: copyMeta(src.Name, src.Namespace, primaryID, owner),
+		Data:       src.Data, Type: src.Type, Immutable: src.Immutable}
+}
+
+// Reflector copies dependencies from the primary (read with Primary) to a secondary.
+type Reflector struct {
+	// Primary reads ConfigMaps, Secrets and ServiceAccounts in the primary (uncached gets).
+	Primary   client.Reader
+	PrimaryID string
+}
+
+// Missing is a required dependency that does not exist in the primary: the delegate waits for it.
+type Missing struct{ Kind, Name string }
+
+func (m *Missing) Error() string { return fmt.Sprintf("%s %s does not exist", m.Kind, m.Name) }
+
+// Ensure copies the dependencies of pod into the secondary reached by sec, before its delegate is
+// created. It returns a *Missing for a required reference that does not exist in the primary.
+func (r *Reflector) Ensure(ctx context.Context, sec client.Client, pod *corev1.Pod, owner metav1.OwnerReference) error {
+	cms, secrets := Dependencies(pod)
+	for _, ref := range cms {
+		var src corev1.ConfigMap
+		if err := r.Primary.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, &src); err != nil {
+			if apierrors.IsNotFound(err) {
+				if ref.Optional {
+					continue
+				}
+				return &Missing{Kind: "ConfigMap", Name: ref.Name}
+			}
+			return fmt.Errorf("reading ConfigMap %s/%s: %w", pod.Namespace, ref.Name, err)
+		}
+		if err := apply(ctx, sec, ConfigMapCopy(&src, r.PrimaryID, owner)); err != nil {
+			return err
+		}
+	}
+	for _, ref := range secrets {
+		var src corev1.Secret
+		if err := r.Primary.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: ref.Name}, &src); err != nil {
+			if apierrors.IsNotFound(err) {
+				if ref.Optional {
+					continue
+				}
+				return &Missing{Kind: "Secret", Name: ref.Name}
+			}
+			return fmt.Errorf("reading Secret %s/%s: %w", pod.Namespace, ref.Name, err)
+		}
+		if src.Type == corev1.SecretTypeServiceAccountToken {
+			continue // the secondary has its own
+		}
+		if err := apply(ctx, sec, SecretCopy(&src, r.PrimaryID, owner)); err != nil {
+			return err
+		}
+	}
+	return r.ensureServiceAccount(ctx, sec, pod, owner)
+}
+
+// ensureServiceAccount creates a same-named ServiceAccount when the delegate runs as one; the
+// default one is the secondary's own.
+func (r *Reflector) ensureServiceAccount(ctx context.Context, sec client.Client, pod *corev1.Pod, owner metav1.OwnerReference) error {
+	name := pod.Spec.ServiceAccountName
+	if name == "" || name == "default" {
+		return nil
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: copyMeta(name, pod.Namespace, r.PrimaryID, owner)}
+	if err := sec.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating ServiceAccount %s/%s: %w", pod.Namespace, name, err)
+	}
+	return nil
+}
+
+// apply writes a copy with server-side apply (no read first: Secrets may not be read there).
+// An immutable copy whose content changed is replaced.
+func apply(ctx context.Context, c client.Client, obj client.Object) error {
+	err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("flotilla"), client.ForceOwnership) //nolint:staticcheck // typed apply of a core object
+	if err != nil && apierrors.IsInvalid(err) {
+		// An immutable ConfigMap or Secret cannot change: replace it.
+		if derr := c.Delete(ctx, obj); derr != nil && !apierrors.IsNotFound(derr) {
+			return fmt.Errorf("replacing immutable %s/%s: %w", obj.GetNamespace(), obj.GetName(), derr)
+		}
+		err = c.Patch(ctx, obj, client.Apply, client.FieldOwner("flotilla"), client.ForceOwnership) //nolint:staticcheck // as above
+	}
+	if err != nil {
+		return fmt.Errorf("copying %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+	}
+	return nil
+}
