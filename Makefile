@@ -69,6 +69,12 @@ e2e: tools ## End-to-end suites on a fresh local test bed (one bed per run)
 .PHONY: test
 test: verify verify-generated lint unit e2e ## Every test: verify, generated files, lint, unit, e2e
 
+BENCH_PODS ?= 200
+
+.PHONY: bench
+bench: tools ## Benchmark: N pods direct in one secondary vs elected over two (BENCH_PODS=200); JSON in bench.json
+	go run ./test/bench --pods $(BENCH_PODS) --out bench.json
+
 .PHONY: dev-up
 dev-up: tools ## Start a primary and two secondaries; kubeconfig in .testbed/kubeconfig
 	go run ./test/testbed/cmd/flotilla-testbed up --dir $(DEV_DIR)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -41,6 +44,7 @@ const (
 	ReasonDelegateCreated                                        = "DelegateCreated"
 	ReasonDelegateLost                                           = "DelegateLost"
 	transientRetry                                               = 2 * time.Second
+	pendingRetry                                                 = 250 * time.Millisecond
 	conditionDelegated                   corev1.PodConditionType = "flotilla.dev/Delegated"
 )
 
@@ -61,6 +65,12 @@ type ProxyReconciler struct {
 	Reflector *reflect.Reflector
 	// FlatNetwork reports delegates' IPs in the proxies' status (--pod-network=flat).
 	FlatNetwork bool
+
+	// readyNamespaces remembers "cluster/namespace" pairs known to be managed and to have their
+	// default ServiceAccount, and owners the FlotillaPrimary UID per cluster: both are checked
+	// once, not for every pod.
+	readyNamespaces sync.Map
+	owners          sync.Map
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch;delete
@@ -124,11 +134,11 @@ func (r *ProxyReconciler) createDelegate(ctx context.Context, proxy *corev1.Pod,
 		}
 		return r.pending(ctx, proxy, reason, msg)
 	}
-	var owner flotillav1.FlotillaPrimary
-	if err := sec.Client.Get(ctx, client.ObjectKey{Name: primaryID}, &owner); err != nil {
+	ownerUID, err := r.ownerUID(ctx, sec, primaryID)
+	if err != nil {
 		return r.pending(ctx, proxy, ReasonWaitingForDependencies, fmt.Sprintf("FlotillaPrimary %s in %s: %v", primaryID, sec.Name, err))
 	}
-	ownerRef := translate.Owner(primaryID, string(owner.UID))
+	ownerRef := translate.Owner(primaryID, ownerUID)
 	if r.Reflector != nil {
 		var missing *reflect.Missing
 		if err := r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef); errors.As(err, &missing) {
@@ -161,7 +171,25 @@ func permanent(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
 }
 
+func (r *ProxyReconciler) ownerUID(ctx context.Context, sec clusters.Secondary, primaryID string) (string, error) {
+	if uid, ok := r.owners.Load(sec.Name); ok {
+		return uid.(string), nil
+	}
+	var owner flotillav1.FlotillaPrimary
+	if err := sec.Client.Get(ctx, client.ObjectKey{Name: primaryID}, &owner); err != nil {
+		return "", err
+	}
+	r.owners.Store(sec.Name, string(owner.UID))
+	return string(owner.UID), nil
+}
+
+// ensureNamespace makes the delegate's namespace exist in the secondary with the managed-by label,
+// and waits for its default ServiceAccount (a pod created before it is refused).
 func (r *ProxyReconciler) ensureNamespace(ctx context.Context, name string, sec clusters.Secondary) (reason, message string, err error) {
+	key := sec.Name + "/" + name
+	if _, ok := r.readyNamespaces.Load(key); ok {
+		return "", "", nil
+	}
 	primaryID := r.Secondaries.PrimaryID()
 	var ns corev1.Namespace
 	err = sec.Client.Get(ctx, client.ObjectKey{Name: name}, &ns)
@@ -172,13 +200,17 @@ func (r *ProxyReconciler) ensureNamespace(ctx context.Context, name string, sec 
 		if err := sec.Client.Create(ctx, &ns); err != nil && !apierrors.IsAlreadyExists(err) {
 			return ReasonWaitingForDependencies, fmt.Sprintf("Creating namespace %s in %s: %v", name, sec.Name, err), nil
 		}
-		return "", "", nil
 	case err != nil:
 		return ReasonWaitingForDependencies, fmt.Sprintf("Reading namespace %s in %s: %v", name, sec.Name, err), nil
 	case ns.Labels[flotillav1.LabelManagedBy] != primaryID:
 		return ReasonNamespaceNotManaged, fmt.Sprintf("Namespace %s exists in %s without label %s=%s; an admin of %s may add it",
 			name, sec.Name, flotillav1.LabelManagedBy, primaryID, sec.Name), nil
 	}
+	var sa corev1.ServiceAccount
+	if err := sec.Client.Get(ctx, client.ObjectKey{Namespace: name, Name: "default"}, &sa); err != nil {
+		return ReasonWaitingForDependencies, fmt.Sprintf("Waiting for the default ServiceAccount of namespace %s in %s", name, sec.Name), nil
+	}
+	r.readyNamespaces.Store(key, true)
 	return "", "", nil
 }
 
@@ -292,11 +324,11 @@ func (r *ProxyReconciler) delegateLost(ctx context.Context, proxy *corev1.Pod, c
 	return r.fail(ctx, proxy, ReasonDelegateLost, fmt.Sprintf("The delegate in cluster %s is gone", cluster))
 }
 
-// pending keeps a proxy Pending with a reason, and retries.
+// pending keeps a proxy Pending with a reason, and retries soon: the reasons are transient.
 func (r *ProxyReconciler) pending(ctx context.Context, proxy *corev1.Pod, reason, message string) (ctrl.Result, error) {
 	if translate.Terminal(proxy) || proxy.Status.Phase == corev1.PodRunning ||
 		(proxy.Status.Reason == reason && proxy.Status.Message == message) {
-		return ctrl.Result{RequeueAfter: transientRetry}, nil
+		return ctrl.Result{RequeueAfter: pendingRetry}, nil
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Proxy pending", "reason", reason, "message", message)
 	base := proxy.DeepCopy()
@@ -304,7 +336,7 @@ func (r *ProxyReconciler) pending(ctx context.Context, proxy *corev1.Pod, reason
 	if err := r.Client.Status().Patch(ctx, proxy, client.MergeFrom(base)); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	return ctrl.Result{RequeueAfter: transientRetry}, nil
+	return ctrl.Result{RequeueAfter: pendingRetry}, nil
 }
 
 // fail sets a proxy Failed for good.
@@ -342,6 +374,9 @@ func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error 
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(isProxy)).
 		WatchesRawSource(source.Channel(delegates, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
+		// Per-item backoff only: client-go's default also caps all items at 10/s, which would
+		// throttle a burst of elected pods behind the first failures.
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers,
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](20*time.Millisecond, 10*time.Second)}).
 		Complete(r)
 }

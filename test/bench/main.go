@@ -1,0 +1,369 @@
+// Command bench measures pod election against the floor: the same N pods created directly in one
+// secondary, then elected from the primary over two secondaries, on a fresh local test bed. It
+// prints, for both, the time until all are Running, p50/p99 per-pod latency (create to Running as
+// the primary sees it), pods per second, and the manager's peak memory; also as JSON (--out).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/yaml"
+
+	"github.com/flotilla-dev/flotilla/config"
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// Result is one measured run.
+type Result struct {
+	Mode          string  `json:"mode"`
+	Pods          int     `json:"pods"`
+	TotalSeconds  float64 `json:"totalSeconds"`
+	P50Millis     float64 `json:"p50Millis"`
+	P99Millis     float64 `json:"p99Millis"`
+	PodsPerSecond float64 `json:"podsPerSecond"`
+}
+
+// Report is what the benchmark prints and writes.
+type Report struct {
+	Pods                 int      `json:"pods"`
+	Direct               Result   `json:"direct"`
+	Elected              Result   `json:"elected"`
+	Ratio                float64  `json:"ratioElectedToDirect"`
+	AddedP50Millis       float64  `json:"addedP50Millis"`
+	ManagerPeakMiB       float64  `json:"managerPeakMiB"`
+	DelegatesPerCluster  []int    `json:"delegatesPerCluster"`
+	Phases               []string `json:"phases"`
+	TargetRatio          float64  `json:"targetRatio"`
+	TargetAddedP50Millis float64  `json:"targetAddedP50Millis"`
+	TargetManagerMiB     float64  `json:"targetManagerMiB"`
+}
+
+func main() {
+	pods := flag.Int("pods", 200, "pods in each run")
+	out := flag.String("out", "", "write the report as JSON to this file")
+	keep := flag.Bool("keep", false, "keep the bed's work dir")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *pods, *out, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, n int, out string, keep bool) (err error) {
+	dir, err := os.MkdirTemp("", "flotilla-bench-")
+	if err != nil {
+		return err
+	}
+	if !keep {
+		defer os.RemoveAll(dir)
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(dir, "bin")
+	for name, pkg := range map[string]string{"flotilla-manager": "./cmd/flotilla-manager", "flotillactl": "./cmd/flotillactl"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, name), pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("building %s (run from the repository root): %w", pkg, err)
+		}
+	}
+	fmt.Println("bench: starting a primary and two secondaries...")
+	bed, err := testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(dir, "bed"), Log: os.Stdout,
+		Node: testbed.NodeSize{CPU: "1000", Memory: "4Ti", Pods: strconv.Itoa(n + 50)}})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := bed.Stop(context.WithoutCancel(ctx)); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	if err := installCRDs(ctx, bed.Primary); err != nil {
+		return err
+	}
+	if _, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.SystemNamespace}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	mgr, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = mgr.Stop(20 * time.Second) }()
+	for _, c := range bed.Secondaries {
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "flotillactl"), "--kubeconfig", bed.KubeconfigPath,
+			"--primary-context", testbed.PrimaryName, "cluster", "join", "--context", c.Name)
+		if outb, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("joining %s: %w: %s", c.Name, err, outb)
+		}
+	}
+	if err := waitNodesReady(ctx, bed); err != nil {
+		return err
+	}
+	_ = root
+
+	rep := Report{Pods: n, TargetRatio: 1.5, TargetAddedP50Millis: 300, TargetManagerMiB: 150}
+	fmt.Printf("bench: %d pods directly in %s...\n", n, bed.Secondaries[0].Name)
+	if rep.Direct, err = measure(ctx, "direct", bed.Secondaries[0].Clientset, "bench-direct", n, false, nil); err != nil {
+		return err
+	}
+	fmt.Printf("bench: %d pods elected from the primary over two secondaries...\n", n)
+	var phases []string
+	if rep.Elected, err = measure(ctx, "elected", bed.Primary.Clientset, "bench-elected", n, true, &phases); err != nil {
+		return err
+	}
+	rep.Phases = phases
+	for _, c := range bed.Secondaries {
+		pods, err := c.Clientset.CoreV1().Pods("bench-elected").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		rep.DelegatesPerCluster = append(rep.DelegatesPerCluster, len(pods.Items))
+	}
+	rep.Ratio = rep.Elected.TotalSeconds / rep.Direct.TotalSeconds
+	rep.AddedP50Millis = rep.Elected.P50Millis - rep.Direct.P50Millis
+	rep.ManagerPeakMiB = peakMiB(mgr.PID())
+	print(rep)
+	if out != "" {
+		raw, _ := json.MarshalIndent(rep, "", "  ")
+		if err := os.WriteFile(out, append(raw, '\n'), 0o600); err != nil {
+			return err
+		}
+		fmt.Println("bench: report written to", out)
+	}
+	return nil
+}
+
+// measure creates a Deployment of n pods and records, per pod, when it was added and when it was
+// first seen Running, with an informer on the namespace (watch events, no polling).
+func measure(ctx context.Context, mode string, cs kubernetes.Interface, ns string, n int, elect bool, phases *[]string) (Result, error) {
+	labels := map[string]string{}
+	if elect {
+		labels[flotillav1.LabelEnabled] = "true"
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		return Result{}, err
+	}
+	// Wait for the namespace's default ServiceAccount, as a user applying into a ready namespace would.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return Result{}, err
+	}
+	var mu sync.Mutex
+	added, running := map[string]time.Time{}, map[string]time.Time{}
+	done := make(chan struct{})
+	var once sync.Once
+	record := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := added[p.Name]; !ok {
+			added[p.Name] = now
+		}
+		if _, ok := running[p.Name]; !ok && p.Status.Phase == corev1.PodRunning {
+			running[p.Name] = now
+			if len(running) == n {
+				once.Do(func() { close(done) })
+			}
+		}
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Pods().Informer()
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})
+	ictx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	factory.Start(ictx.Done())
+	cache.WaitForCacheSync(ictx.Done(), inf.HasSynced)
+
+	annotations := map[string]string{}
+	if elect {
+		annotations[flotillav1.AnnotationElect] = ""
+	}
+	replicas := int32(n)
+	sel := map[string]string{"app": "bench"}
+	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: appsv1.DeploymentSpec{
+		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: sel},
+		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: annotations},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}}}}},
+	}}
+	start := time.Now()
+	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
+		return Result{}, err
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Minute):
+		mu.Lock()
+		defer mu.Unlock()
+		return Result{}, fmt.Errorf("%s: only %d of %d pods Running after 10 minutes", mode, len(running), n)
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	total := time.Since(start)
+	mu.Lock()
+	defer mu.Unlock()
+	var lat []float64
+	var lastAdded time.Time
+	for name, r := range running {
+		lat = append(lat, float64(r.Sub(added[name]).Milliseconds()))
+		if added[name].After(lastAdded) {
+			lastAdded = added[name]
+		}
+	}
+	sort.Float64s(lat)
+	if phases != nil {
+		*phases = append(*phases, fmt.Sprintf("last pod created by its ReplicaSet after %.1fs", lastAdded.Sub(start).Seconds()),
+			fmt.Sprintf("all %d Running after %.1fs", n, total.Seconds()))
+	}
+	return Result{Mode: mode, Pods: n, TotalSeconds: round(total.Seconds()), P50Millis: percentile(lat, 0.5),
+		P99Millis: percentile(lat, 0.99), PodsPerSecond: round(float64(n) / total.Seconds())}, nil
+}
+
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted)-1) * p)
+	return sorted[i]
+}
+
+func round(f float64) float64 { return float64(int(f*100+0.5)) / 100 }
+
+// peakMiB reads a process' peak resident memory (VmHWM).
+func peakMiB(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return round(kb / 1024)
+		}
+	}
+	return 0
+}
+
+func print(r Report) {
+	fmt.Printf("\n%-8s %6s %10s %10s %10s %8s\n", "MODE", "PODS", "TOTAL(s)", "P50(ms)", "P99(ms)", "PODS/s")
+	for _, x := range []Result{r.Direct, r.Elected} {
+		fmt.Printf("%-8s %6d %10.2f %10.0f %10.0f %8.1f\n", x.Mode, x.Pods, x.TotalSeconds, x.P50Millis, x.P99Millis, x.PodsPerSecond)
+	}
+	fmt.Printf("\nratio elected/direct: %.2f (target <= %.1f)\n", r.Ratio, r.TargetRatio)
+	fmt.Printf("added p50 latency:    %.0f ms (target <= %.0f)\n", r.AddedP50Millis, r.TargetAddedP50Millis)
+	fmt.Printf("manager peak memory:  %.1f MiB (target <= %.0f at 1000 elected pods)\n", r.ManagerPeakMiB, r.TargetManagerMiB)
+	fmt.Printf("delegates per cluster: %v\n", r.DelegatesPerCluster)
+	for _, p := range r.Phases {
+		fmt.Println("elected:", p)
+	}
+}
+
+func waitNodesReady(ctx context.Context, bed *testbed.Bed) error {
+	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, c := range bed.Secondaries {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(c.Name), metav1.GetOptions{})
+			if err != nil || !testbed.NodeReady(n) {
+				return false, nil
+			}
+			if n.Status.Allocatable.Pods().IsZero() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
+func installCRDs(ctx context.Context, c *testbed.Cluster) error {
+	cs, err := apiextensionsclient.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return err
+	}
+	files, err := fs.Glob(config.CRDs, "crd/bases/*.yaml")
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		raw, err := config.CRDs.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(raw, &crd); err != nil {
+			return err
+		}
+		if _, err := cs.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, &crd, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating %s: %w", crd.Name, err)
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := cs.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, crd.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, nil //nolint:nilerr // not visible yet
+			}
+			for _, cond := range got.Status.Conditions {
+				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func startManager(bin, kubeconfig, dir string) (*testbed.Process, error) {
+	ports := make([]int, 3)
+	for i := range ports {
+		p, err := testbed.FreePort()
+		if err != nil {
+			return nil, err
+		}
+		ports[i] = p
+	}
+	p, err := testbed.StartProcess("flotilla-manager", bin, []string{"--kubeconfig", kubeconfig,
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", fmt.Sprintf("https://127.0.0.1:%d", ports[2]),
+		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs")}, filepath.Join(dir, "manager.log"))
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
