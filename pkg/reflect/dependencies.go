@@ -27,24 +27,13 @@ func Dependencies(pod *corev1.Pod) (configMaps, secrets []Ref) {
 		}
 		m[name] = opt
 	}
-	for _, v := range pod.Spec.Volumes {
-		if v.ConfigMap != nil {
-			add(cms, v.ConfigMap.Name, v.ConfigMap.Optional)
+	volumeDependencies(pod.Spec.Volumes, func(cm bool, name string, optional *bool) {
+		if cm {
+			add(cms, name, optional)
+		} else {
+			add(secs, name, optional)
 		}
-		if v.Secret != nil {
-			add(secs, v.Secret.SecretName, v.Secret.Optional)
-		}
-		if v.Projected != nil {
-			for _, s := range v.Projected.Sources {
-				if s.ConfigMap != nil {
-					add(cms, s.ConfigMap.Name, s.ConfigMap.Optional)
-				}
-				if s.Secret != nil {
-					add(secs, s.Secret.Name, s.Secret.Optional)
-				}
-			}
-		}
-	}
+	})
 	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range list {
 			for _, e := range c.EnvFrom {
@@ -83,4 +72,27 @@ func sorted(m map[string]bool) []Ref {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// volumeDependencies calls ref for each ConfigMap (cm true) or Secret a volume references.
+func volumeDependencies(volumes []corev1.Volume, ref func(cm bool, name string, optional *bool)) {
+	for _, v := range volumes {
+		if v.ConfigMap != nil {
+			ref(true, v.ConfigMap.Name, v.ConfigMap.Optional)
+		}
+		if v.Secret != nil {
+			ref(false, v.Secret.SecretName, v.Secret.Optional)
+		}
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if src.ConfigMap != nil {
+				ref(true, src.ConfigMap.Name, src.ConfigMap.Optional)
+			}
+			if src.Secret != nil {
+				ref(false, src.Secret.Name, src.Secret.Optional)
+			}
+		}
+	}
 }

@@ -84,17 +84,9 @@ func run(ctx context.Context, n int, out string, keep bool) (err error) {
 	if !keep {
 		defer os.RemoveAll(dir)
 	}
-	root, err := os.Getwd()
-	if err != nil {
-		return err
-	}
 	bin := filepath.Join(dir, "bin")
-	for name, pkg := range map[string]string{"flotilla-manager": "./cmd/flotilla-manager", "flotillactl": "./cmd/flotillactl"} {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, name), pkg)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			return fmt.Errorf("building %s (run from the repository root): %w", pkg, err)
-		}
+	if err := build(ctx, bin); err != nil {
+		return err
 	}
 	fmt.Println("bench: starting a primary and two secondaries...")
 	bed, err := testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(dir, "bed"), Log: os.Stdout,
@@ -128,7 +120,6 @@ func run(ctx context.Context, n int, out string, keep bool) (err error) {
 	if err := waitNodesReady(ctx, bed); err != nil {
 		return err
 	}
-	_ = root
 
 	rep := Report{Pods: n, TargetRatio: 1.5, TargetAddedP50Millis: 300, TargetManagerMiB: 150}
 	fmt.Printf("bench: %d pods directly in %s...\n", n, bed.Secondaries[0].Name)
@@ -158,6 +149,17 @@ func run(ctx context.Context, n int, out string, keep bool) (err error) {
 			return err
 		}
 		fmt.Println("bench: report written to", out)
+	}
+	return nil
+}
+
+func build(ctx context.Context, bin string) error {
+	for name, pkg := range map[string]string{"flotilla-manager": "./cmd/flotilla-manager", "flotillactl": "./cmd/flotillactl"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(bin, name), pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("building %s (run from the repository root): %w", pkg, err)
+		}
 	}
 	return nil
 }
