@@ -117,6 +117,12 @@ func (r *ProxyReconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod
 	}
 	if delegate == nil {
 		if wasDelegated(proxy) {
+			// Proven gone by a GET, not only by the cache (a relist could be behind).
+			var live corev1.Pod
+			err := sec.Client.Get(ctx, client.ObjectKey{Namespace: proxy.Namespace, Name: proxy.Name}, &live)
+			if err == nil || !apierrors.IsNotFound(err) {
+				return ctrl.Result{RequeueAfter: transientRetry}, client.IgnoreNotFound(err)
+			}
 			return r.delegateLost(ctx, proxy, sec.Name)
 		}
 		return r.createDelegate(ctx, proxy, sec)

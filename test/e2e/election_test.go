@@ -159,6 +159,51 @@ var _ = Describe("pod election", Ordered, func() {
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
 	}, SpecTimeout(3*time.Minute))
 
+	It("handles a delegate deleted in its secondary: a ReplicaSet's proxy comes back Running, a bare pod's ends Failed DelegateLost", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		one := int32(1)
+		sel := map[string]string{"app": "lost"}
+		elect := map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}
+		container := []corev1.Container{{Name: "c", Image: "busybox"}}
+		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "lost"},
+			Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: elect}, Spec: corev1.PodSpec{Containers: container}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "bare", Annotations: elect},
+			Spec: corev1.PodSpec{Containers: container}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		var first string
+		Eventually(func(g Gomega) {
+			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=lost"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(HaveLen(1))
+			g.Expect(pods.Items[0].Status.Phase).To(Equal(corev1.PodRunning))
+			first = pods.Items[0].Name
+			bare, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "bare", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(bare.Status.Phase).To(Equal(corev1.PodRunning))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		for _, name := range []string{first, "bare"} {
+			Expect(s1.Clientset.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=lost"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(HaveLen(1))
+			g.Expect(pods.Items[0].Name).NotTo(Equal(first), "the ReplicaSet re-created its pod")
+			g.Expect(pods.Items[0].Status.Phase).To(Equal(corev1.PodRunning))
+			bare, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "bare", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(bare.Status.Phase).To(Equal(corev1.PodFailed))
+			g.Expect(bare.Status.Reason).To(Equal("DelegateLost"))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "lost", metav1.DeleteOptions{})).To(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "bare", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
+	}, SpecTimeout(3*time.Minute))
+
 	It("refuses at create a pod no cluster can run, or naming an unknown cluster, saying why", func(ctx SpecContext) {
 		pod := func(name string, annotations map[string]string, cpu string) *corev1.Pod {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
