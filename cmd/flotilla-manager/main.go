@@ -85,6 +85,7 @@ type options struct {
 	acceptAdmiralty         bool
 	podNetwork              string
 	proxyWorkers            int
+	failoverAfter           time.Duration
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -112,6 +113,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.acceptAdmiralty, "accept-admiralty-annotation", true, "elect pods annotated multicluster.admiralty.io/elect too (turn off where Admiralty itself is installed)")
 	fs.StringVar(&o.podNetwork, "pod-network", "isolated", "isolated: a proxy's status.podIP stays empty and the delegate's IP is in the flotilla.dev/delegate-ip annotation; flat: status.podIP is the delegate's (cross-cluster pod network)")
 	fs.IntVar(&o.proxyWorkers, "proxy-workers", 16, "proxies reconciled in parallel")
+	fs.DurationVar(&o.failoverAfter, "failover-after", 30*time.Second, "how long a secondary stays Unknown before its virtual node is tainted flotilla.dev/unreachable:NoExecute (its proxies are then evicted after their flotilla.dev/failover-seconds)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	o.logging.AddFlags(fs)
 }
@@ -273,7 +275,7 @@ func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts
 	}
 	nodes := virtualnode.NewManager(registry, primary, virtualnode.Options{NodeOptions: virtualnode.NodeOptions{
 		Address: address, KubeletPort: opts.kubeletPort, PrimaryVersion: version.GitVersion,
-	}}, ctrl.Log.WithName("virtualnode"))
+	}, FailoverAfter: opts.failoverAfter}, ctrl.Log.WithName("virtualnode"))
 	if err := mgr.Add(nodes); err != nil {
 		return nil, fmt.Errorf("adding the virtual nodes: %w", err)
 	}

@@ -43,6 +43,9 @@ type Options struct {
 	StatusInterval time.Duration
 	// ResyncInterval is how often the set of nodes is compared with the registry. Default 10s.
 	ResyncInterval time.Duration
+	// FailoverAfter is how long a secondary must stay Unknown before its node gets the
+	// flotilla.dev/unreachable:NoExecute taint. Default 30s.
+	FailoverAfter time.Duration
 }
 
 func (o *Options) defaults() {
@@ -58,6 +61,9 @@ func (o *Options) defaults() {
 	if o.ResyncInterval == 0 {
 		o.ResyncInterval = 10 * time.Second
 	}
+	if o.FailoverAfter == 0 {
+		o.FailoverAfter = 30 * time.Second
+	}
 }
 
 // Manager keeps one virtual node per usable secondary and deletes the nodes of clusters that
@@ -68,8 +74,9 @@ type Manager struct {
 	opts     Options
 	log      logr.Logger
 
-	mu    sync.Mutex
-	nodes map[string]*supervisor
+	mu          sync.Mutex
+	nodes       map[string]*supervisor
+	unreachable map[string]bool // secondaries whose node carries the failover taint
 }
 
 var _ manager.Runnable = (*Manager)(nil)
@@ -93,9 +100,13 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	ticker := time.NewTicker(m.opts.ResyncInterval)
 	defer ticker.Stop()
+	failover := time.NewTicker(time.Second)
+	defer failover.Stop()
 	m.sync(ctx)
 	for {
 		select {
+		case <-failover.C:
+			m.evaluateFailover(time.Now())
 		case <-ctx.Done():
 			m.stopAll()
 			return nil
@@ -144,6 +155,31 @@ func (m *Manager) sync(ctx context.Context) {
 		sup.stopAndWait()
 	}
 	m.deleteStaleNodes(ctx, want)
+}
+
+// evaluateFailover decides which nodes carry the failover taint and pokes the supervisors of
+// those whose decision changed.
+func (m *Manager) evaluateFailover(now time.Time) {
+	want := Unreachable(m.registry.Snapshots(), now, m.opts.FailoverAfter)
+	m.mu.Lock()
+	var changed []*supervisor
+	for name, sup := range m.nodes {
+		if want[name] != m.unreachable[name] {
+			changed = append(changed, sup)
+		}
+	}
+	m.unreachable = want
+	m.mu.Unlock()
+	for _, sup := range changed {
+		m.log.Info("Failover taint changes", "cluster", sup.name, "tainted", want[sup.name])
+		sup.poke()
+	}
+}
+
+func (m *Manager) isUnreachable(name string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.unreachable[name]
 }
 
 // deleteStaleNodes removes Flotilla's virtual nodes whose cluster is gone (also those left by an
@@ -272,6 +308,7 @@ func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p 
 		case <-ctx.Done():
 			return
 		case <-s.pokeCh:
+			periodic = true // a poke may change the failover taint: look at the spec too
 		case <-ticker.C:
 			periodic = true
 		}
@@ -313,7 +350,8 @@ func readyOf(n *corev1.Node) corev1.NodeCondition {
 	return corev1.NodeCondition{}
 }
 
-// reconcileSpec restores the labels and taints Flotilla owns on the node, keeping others' taints.
+// reconcileSpec restores the labels and taints Flotilla owns on the node, keeping others' taints,
+// and adds or removes the failover taint as the manager decided.
 func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 	nodes := s.m.client.CoreV1().Nodes()
 	cur, err := nodes.Get(ctx, want.Name, metav1.GetOptions{})
@@ -329,9 +367,22 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 			labels[k] = &v
 		}
 	}
-	taints := append([]corev1.Taint(nil), cur.Spec.Taints...)
+	failover := FailoverTaint()
+	unreachable := s.m.isUnreachable(s.name)
+	var taints []corev1.Taint
 	taintsChanged := false
-	for _, t := range want.Spec.Taints {
+	for _, t := range cur.Spec.Taints {
+		if t.Key == failover.Key && !unreachable {
+			taintsChanged = true
+			continue
+		}
+		taints = append(taints, t)
+	}
+	wantTaints := want.Spec.Taints
+	if unreachable {
+		wantTaints = append(append([]corev1.Taint(nil), wantTaints...), failover)
+	}
+	for _, t := range wantTaints {
 		if !hasTaint(taints, t) {
 			taints = append(taints, t)
 			taintsChanged = true
@@ -356,7 +407,7 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 		s.log.Error(err, "Restoring the virtual node's labels and taints failed")
 		return
 	}
-	s.log.Info("Restored the virtual node's labels and taints", "labels", len(labels), "taints", taintsChanged)
+	s.log.Info("Reconciled the virtual node's labels and taints", "labels", len(labels), "taints", taintsChanged, "unreachable", unreachable)
 }
 
 func hasTaint(list []corev1.Taint, t corev1.Taint) bool {

@@ -1,0 +1,42 @@
+package virtualnode
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// FailoverTaint is put on the virtual node of a secondary that stayed unreachable: the primary's
+// taint-eviction controller then evicts its proxies after their flotilla.dev/failover-seconds,
+// and their controllers re-elect them to healthy secondaries.
+func FailoverTaint() corev1.Taint {
+	return corev1.Taint{Key: flotillav1.TaintUnreachable, Effect: corev1.TaintEffectNoExecute}
+}
+
+// Unreachable decides which secondaries get the failover taint: those Unknown for at least
+// hysteresis, but none at all when that would be more than half of them (when most secondaries
+// look dead, the primary is the one cut off, and evicting would only make things worse).
+func Unreachable(snaps []clusters.Snapshot, now time.Time, hysteresis time.Duration) map[string]bool {
+	total := 0
+	var dead []string
+	for _, s := range snaps {
+		if !s.UsableSecondary() {
+			continue
+		}
+		total++
+		if s.Status != flotillav1.ClusterRunning && !s.LastTransition.IsZero() && now.Sub(s.LastTransition) >= hysteresis {
+			dead = append(dead, s.Name)
+		}
+	}
+	out := map[string]bool{}
+	if len(dead) == 0 || len(dead)*2 > total {
+		return out
+	}
+	for _, n := range dead {
+		out[n] = true
+	}
+	return out
+}
