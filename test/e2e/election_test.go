@@ -204,6 +204,62 @@ var _ = Describe("pod election", Ordered, func() {
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
 	}, SpecTimeout(3*time.Minute))
 
+	It("fails over: a stopped secondary's replicas run in the other within 120 s, and its stale delegates go when it is back", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		four := int32(4)
+		sel := map[string]string{"app": "failover"}
+		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "failover"},
+			Spec: appsv1.DeploymentSpec{Replicas: &four, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "30"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		runningOn := func(g Gomega, node string) int {
+			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=failover"})
+			g.Expect(err).NotTo(HaveOccurred())
+			n := 0
+			for _, p := range pods.Items {
+				if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && (node == "" || p.Spec.NodeName == node) {
+					n++
+				}
+			}
+			return n
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(runningOn(g, "")).To(Equal(4))
+			g.Expect(len(delegatesIn(ctx, s2, ns))).To(BeNumerically(">", 0), "no replica landed in %s", s2.Name)
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		Expect(bed.StopCluster(ctx, s2)).To(Succeed())
+		stopped := true
+		DeferCleanup(func(ctx SpecContext) {
+			if stopped {
+				Expect(bed.StartCluster(ctx, s2)).To(Succeed())
+			}
+		})
+		start := time.Now()
+		Eventually(func(g Gomega) {
+			g.Expect(runningOn(g, flotillav1.VirtualNodeName(s1.Name))).To(Equal(4))
+		}).WithContext(ctx).WithTimeout(120 * time.Second).WithPolling(time.Second).Should(Succeed())
+		AddReportEntry("failover to the other secondary", time.Since(start).Round(time.Second).String())
+		n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s2.Name), metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnreachable)))
+
+		Expect(bed.StartCluster(ctx, s2)).To(Succeed())
+		stopped = false
+		start = time.Now()
+		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
+		AddReportEntry("stale delegates gone after return", time.Since(start).Round(time.Second).String())
+		Eventually(func(g Gomega) {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s2.Name), metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", flotillav1.TaintUnreachable)))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "failover", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
+	}, SpecTimeout(5*time.Minute))
+
 	It("refuses at create a pod no cluster can run, or naming an unknown cluster, saying why", func(ctx SpecContext) {
 		pod := func(name string, annotations map[string]string, cpu string) *corev1.Pod {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},

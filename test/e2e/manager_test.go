@@ -45,6 +45,7 @@ func startManager(bin, kubeconfig, logPath string) (*managerProcess, error) {
 		// Tokens of 10 minutes (join --token-duration 10m) are then renewed every ~12 s: the whole
 		// suite runs with renewals happening, and a spec proves them.
 		"--token-renewal-fraction", "0.02",
+		"--failover-after", "5s",
 	}, logPath)
 	if err != nil {
 		return nil, err
