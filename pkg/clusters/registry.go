@@ -44,7 +44,7 @@ type Options struct {
 	ProbeTimeout time.Duration
 	// FailureThreshold is how many failed probes in a row make a cluster Unknown. Default 2.
 	FailureThreshold int
-	// QPS and Burst of the clients of each cluster. Defaults 100 and 200.
+	// QPS and Burst of the clients of each cluster. Defaults 300 and 600.
 	QPS   float32
 	Burst int
 	// RemovalTimeout bounds the cleanup (deleting FlotillaPrimary) in a cluster whose context was removed. Default 10s.
@@ -68,10 +68,10 @@ func (o *Options) defaults() {
 		o.FailureThreshold = 2
 	}
 	if o.QPS == 0 {
-		o.QPS = 100
+		o.QPS = 300
 	}
 	if o.Burst == 0 {
-		o.Burst = 200
+		o.Burst = 600
 	}
 	if o.RenewalFraction <= 0 || o.RenewalFraction >= 1 {
 		o.RenewalFraction = 0.5
