@@ -321,6 +321,24 @@ func runList(ctx context.Context, g *GlobalOptions, out io.Writer) error {
 	return w.Flush()
 }
 
+// resolveTarget connects to the primary and finds a registered cluster by context or cluster name.
+func resolveTarget(ctx context.Context, g *GlobalOptions, target string) (primary client.Client, contextName, name string, err error) {
+	user, err := g.userConfig()
+	if err != nil {
+		return nil, "", "", err
+	}
+	primary, _, err = clientFor(user, g.PrimaryContext)
+	if err != nil {
+		return nil, "", "", err
+	}
+	reg, err := registration(ctx, primary)
+	if err != nil {
+		return nil, "", "", err
+	}
+	contextName, name, err = findContext(reg, target)
+	return primary, contextName, name, err
+}
+
 // findContext finds a registered context by context name or cluster name.
 func findContext(reg *clientcmdapi.Config, nameOrContext string) (contextName, name string, err error) {
 	if _, ok := reg.Contexts[nameOrContext]; ok {
@@ -357,19 +375,7 @@ Flotilla created there.`,
 }
 
 func runRemove(ctx context.Context, g *GlobalOptions, target string, timeout time.Duration, orphan bool, out io.Writer) error {
-	user, err := g.userConfig()
-	if err != nil {
-		return err
-	}
-	primary, _, err := clientFor(user, g.PrimaryContext)
-	if err != nil {
-		return err
-	}
-	reg, err := registration(ctx, primary)
-	if err != nil {
-		return err
-	}
-	contextName, name, err := findContext(reg, target)
+	primary, contextName, name, err := resolveTarget(ctx, g, target)
 	if err != nil {
 		return err
 	}
@@ -431,19 +437,7 @@ elsewhere. --undo removes the taint.`,
 }
 
 func runFence(ctx context.Context, g *GlobalOptions, target string, undo bool, out io.Writer) error {
-	user, err := g.userConfig()
-	if err != nil {
-		return err
-	}
-	primary, _, err := clientFor(user, g.PrimaryContext)
-	if err != nil {
-		return err
-	}
-	reg, err := registration(ctx, primary)
-	if err != nil {
-		return err
-	}
-	_, name, err := findContext(reg, target)
+	primary, _, name, err := resolveTarget(ctx, g, target)
 	if err != nil {
 		return err
 	}
