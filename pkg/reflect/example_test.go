@@ -1,0 +1,19 @@
+package reflect_test
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flotilla-dev/flotilla/pkg/reflect"
+)
+
+// What a delegate needs copied to its secondary.
+func ExampleDependencies() {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "db"}}}},
+	}}}}
+	cms, secrets := reflect.Dependencies(pod)
+	fmt.Println(len(cms), secrets[0].Name)
+	// Output: 0 db
+}
