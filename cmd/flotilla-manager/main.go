@@ -103,7 +103,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.probeInterval, "probe-interval", 2*time.Second, "time between two health probes of a registered cluster")
 	fs.DurationVar(&o.probeTimeout, "probe-timeout", 2*time.Second, "how long a cluster may take to answer a health probe before it counts as failed")
 	fs.StringVar(&o.nodeAddress, "node-address", os.Getenv("POD_IP"), "InternalIP the virtual nodes advertise (default $POD_IP, else 127.0.0.1)")
-	fs.Int32Var(&o.kubeletPort, "kubelet-port", 0, "port of the virtual nodes' kubelet API, advertised on each node")
+	fs.Int32Var(&o.kubeletPort, "kubelet-port", 10250, "port of the virtual nodes' kubelet API (kubectl logs/exec on proxies), advertised on each node; 0 turns it off")
 	fs.Float64Var(&o.renewalFraction, "token-renewal-fraction", 0.5, "renew a registered ServiceAccount token once this fraction of its lifetime has passed")
 	fs.IntVar(&o.webhookPort, "webhook-port", 9443, "port of the admission webhook (TLS)")
 	fs.StringVar(&o.webhookHost, "webhook-bind-host", "", "address the webhook binds (default: all)")
@@ -278,6 +278,13 @@ func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts
 	}, FailoverAfter: opts.failoverAfter}, ctrl.Log.WithName("virtualnode"))
 	if err := mgr.Add(nodes); err != nil {
 		return nil, fmt.Errorf("adding the virtual nodes: %w", err)
+	}
+	if opts.kubeletPort > 0 {
+		kubelet := &virtualnode.KubeletServer{Primary: primary, Secondaries: registry, Addr: fmt.Sprintf(":%d", opts.kubeletPort),
+			ServingHosts: []string{"localhost"}, ServingIPs: []net.IP{net.ParseIP(address)}, Log: ctrl.Log.WithName("kubelet")}
+		if err := mgr.Add(kubelet); err != nil {
+			return nil, fmt.Errorf("adding the kubelet API: %w", err)
+		}
 	}
 	return registry, nil
 }

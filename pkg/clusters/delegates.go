@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -73,6 +74,8 @@ type Secondary struct {
 	Name      string
 	Client    client.Client
 	Clientset kubernetes.Interface
+	// Config reaches the secondary (for streams: exec, attach).
+	Config    *rest.Config
 	delegates *delegateWatch
 }
 
@@ -103,5 +106,5 @@ func (r *Registry) Secondary(name string) (Secondary, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Secondary{Name: name, Client: c.ctrl, Clientset: c.client, delegates: c.delegates}, true
+	return Secondary{Name: name, Client: c.ctrl, Clientset: c.client, Config: c.config, delegates: c.delegates}, true
 }

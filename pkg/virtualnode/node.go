@@ -69,7 +69,6 @@ func Desired(s clusters.Snapshot, opts NodeOptions) *corev1.Node {
 
 // Status is a virtual node's status: Ready from the secondary's health, capacity from its nodes.
 func Status(s clusters.Snapshot, opts NodeOptions) corev1.NodeStatus {
-	name := flotillav1.VirtualNodeName(s.Name)
 	since := metav1.NewTime(s.LastTransition.Truncate(time.Second))
 	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: ReasonSecondaryRunning,
 		Message: fmt.Sprintf("Secondary cluster %s answers its health probes", s.Name), LastTransitionTime: since}
@@ -95,9 +94,10 @@ func Status(s clusters.Snapshot, opts NodeOptions) corev1.NodeStatus {
 	if arch == "" {
 		arch = "amd64"
 	}
-	addresses := []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
+	// Only the InternalIP: the API server prefers a Hostname address, and flotilla-<name> resolves nowhere.
+	var addresses []corev1.NodeAddress
 	if opts.Address != "" {
-		addresses = append([]corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: opts.Address}}, addresses...)
+		addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: opts.Address}}
 	}
 	return corev1.NodeStatus{
 		Capacity:        capacity.DeepCopy(),

@@ -1,15 +1,19 @@
 package e2e
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -259,6 +263,56 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "failover", metav1.DeleteOptions{})).To(Succeed())
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
 	}, SpecTimeout(5*time.Minute))
+
+	It("serves kubectl logs and exec on a proxy from its delegate, and refuses anonymous and unauthorised callers", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "talk",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() (corev1.PodPhase, error) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "talk", metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return p.Status.Phase, nil
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(corev1.PodRunning))
+
+		// Through the primary's API server, as kubectl does.
+		Eventually(func() (string, error) {
+			raw, err := bed.Primary.Clientset.CoreV1().Pods(ns).GetLogs("talk", &corev1.PodLogOptions{}).DoRaw(ctx)
+			return string(raw), err
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(ContainSubstring(testbed.PodLogLine(s1.Name)))
+		tools, err := testbed.ToolsDir("")
+		Expect(err).NotTo(HaveOccurred())
+		out, err := exec.CommandContext(ctx, filepath.Join(tools, "kubectl"), "--kubeconfig", bed.KubeconfigPath, "--context", testbed.PrimaryName,
+			"-n", ns, "logs", "talk", "--tail", "1").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(ContainSubstring(testbed.PodLogLine(s1.Name)))
+		out, err = exec.CommandContext(ctx, filepath.Join(tools, "kubectl"), "--kubeconfig", bed.KubeconfigPath, "--context", testbed.PrimaryName,
+			"-n", ns, "exec", "talk", "--", "echo", "hello-from-the-delegate").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(ContainSubstring("hello-from-the-delegate"))
+
+		// Straight to the kubelet port: anonymous, then a token without rights.
+		insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the virtual kubelet's self-signed certificate
+		}}
+		url := manager.kubeletURL + "/containerLogs/" + ns + "/talk/c"
+		Expect(httpStatus(insecure, url)).To(Equal(http.StatusUnauthorized))
+		_, err = bed.Primary.Clientset.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		tr, err := bed.Primary.Clientset.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "nobody", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
+		resp, err := insecure.Do(req)
+		Expect(err).NotTo(HaveOccurred())
+		_ = resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "talk", metav1.DeleteOptions{})).To(Succeed())
+	}, SpecTimeout(2*time.Minute))
 
 	It("refuses at create a pod no cluster can run, or naming an unknown cluster, saying why", func(ctx SpecContext) {
 		pod := func(name string, annotations map[string]string, cpu string) *corev1.Pod {

@@ -19,6 +19,7 @@ type managerProcess struct {
 	*testbed.Process
 	probeURL   string
 	metricsURL string
+	kubeletURL string
 }
 
 func startManager(bin, kubeconfig, logPath string) (*managerProcess, error) {
@@ -34,6 +35,10 @@ func startManager(bin, kubeconfig, logPath string) (*managerProcess, error) {
 	if err != nil {
 		return nil, err
 	}
+	kubeletPort, err := testbed.FreePort()
+	if err != nil {
+		return nil, err
+	}
 	p, err := testbed.StartProcess("flotilla-manager", bin, []string{
 		"--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probePort),
@@ -46,12 +51,14 @@ func startManager(bin, kubeconfig, logPath string) (*managerProcess, error) {
 		// suite runs with renewals happening, and a spec proves them.
 		"--token-renewal-fraction", "0.02",
 		"--failover-after", "5s",
+		"--kubelet-port", fmt.Sprint(kubeletPort),
 	}, logPath)
 	if err != nil {
 		return nil, err
 	}
 	return &managerProcess{
 		Process:    p,
+		kubeletURL: fmt.Sprintf("https://127.0.0.1:%d", kubeletPort),
 		probeURL:   fmt.Sprintf("http://127.0.0.1:%d", probePort),
 		metricsURL: fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort),
 	}, nil

@@ -1,0 +1,253 @@
+package virtualnode
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/pki"
+)
+
+// Secondaries gives the kubelet API the secondary a delegate runs in.
+type Secondaries interface {
+	Secondary(name string) (clusters.Secondary, bool)
+}
+
+// KubeletServer is the kubelet API of every virtual node (they share one address): kubectl logs
+// and exec on a proxy reach its delegate. Callers are authenticated by client certificate (the
+// API server's, against the cluster's client CA) or bearer token (TokenReview), and authorised
+// by SubjectAccessReview on nodes/proxy of the proxy's node. Anonymous callers are refused.
+type KubeletServer struct {
+	Primary     kubernetes.Interface
+	Secondaries Secondaries
+	// Addr is the listen address, e.g. ":10250".
+	Addr string
+	// ServingHosts and ServingIPs go into the generated serving certificate.
+	ServingHosts []string
+	ServingIPs   []net.IP
+	Log          logr.Logger
+}
+
+// NeedLeaderElection says no: every replica serves the kubelet API.
+func (k *KubeletServer) NeedLeaderElection() bool { return false }
+
+// Start serves until ctx ends.
+func (k *KubeletServer) Start(ctx context.Context) error {
+	clientCAs, err := k.clientCAs(ctx)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	ca, err := pki.NewCA("flotilla-kubelet-ca", now, 5*365*24*time.Hour)
+	if err != nil {
+		return err
+	}
+	kp, err := ca.IssueServer(k.ServingHosts, k.ServingIPs, now, 365*24*time.Hour)
+	if err != nil {
+		return err
+	}
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	if err != nil {
+		return fmt.Errorf("loading the kubelet serving certificate: %w", err)
+	}
+	r := http.NewServeMux()
+	api.AttachPodRoutes(api.PodHandlerConfig{
+		GetContainerLogs: k.containerLogs, RunInContainer: k.runInContainer,
+		GetPods:               func(context.Context) ([]*corev1.Pod, error) { return nil, nil },
+		GetPodsFromKubernetes: func(context.Context) ([]*corev1.Pod, error) { return nil, nil },
+		StreamIdleTimeout:     30 * time.Minute, StreamCreationTimeout: 30 * time.Second,
+	}, r, false)
+	srv := &http.Server{
+		Addr:              k.Addr,
+		Handler:           k.authenticated(r),
+		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: clientCAs,
+			ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12},
+	}
+	errCh := make(chan error, 1)
+	go func() { errCh <- srv.ListenAndServeTLS("", "") }()
+	k.Log.Info("Serving the virtual nodes' kubelet API", "address", k.Addr)
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	case err := <-errCh:
+		return fmt.Errorf("serving the kubelet API: %w", err)
+	}
+}
+
+// clientCAs reads the CA that signs the API server's client certificate.
+func (k *KubeletServer) clientCAs(ctx context.Context) (*x509.CertPool, error) {
+	cm, err := k.Primary.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("reading the client CA (kube-system/extension-apiserver-authentication): %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(cm.Data["client-ca-file"])) {
+		return nil, errors.New("kube-system/extension-apiserver-authentication has no client-ca-file")
+	}
+	return pool, nil
+}
+
+// authenticated authenticates and authorises every request before the kubelet handlers run.
+func (k *KubeletServer) authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, groups, ok := k.authenticate(r)
+		if !ok {
+			http.Error(w, "Unauthorized", http.StatusUnauthorized)
+			return
+		}
+		node, err := k.nodeOf(r)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		verb := "get"
+		if r.Method == http.MethodPost {
+			verb = "create"
+		}
+		sar, err := k.Primary.AuthorizationV1().SubjectAccessReviews().Create(r.Context(), &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: "nodes", Subresource: "proxy", Name: node}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			http.Error(w, "authorization failed", http.StatusInternalServerError)
+			return
+		}
+		if !sar.Status.Allowed {
+			http.Error(w, fmt.Sprintf("Forbidden: %s may not %s nodes/proxy of %s", user, verb, node), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (k *KubeletServer) authenticate(r *http.Request) (user string, groups []string, ok bool) {
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		c := r.TLS.PeerCertificates[0]
+		return c.Subject.CommonName, c.Subject.Organization, true
+	}
+	token, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !found || token == "" {
+		return "", nil, false
+	}
+	tr, err := k.Primary.AuthenticationV1().TokenReviews().Create(r.Context(), &authenticationv1.TokenReview{
+		Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil || !tr.Status.Authenticated {
+		return "", nil, false
+	}
+	return tr.Status.User.Username, tr.Status.User.Groups, true
+}
+
+// nodeOf finds the virtual node of the proxy a request names (/{verb}/{namespace}/{pod}/...).
+func (k *KubeletServer) nodeOf(r *http.Request) (string, error) {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) < 3 {
+		return "", errors.New("not a pod request")
+	}
+	pod, err := k.Primary.CoreV1().Pods(parts[1]).Get(r.Context(), parts[2], metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("pod %s/%s: %w", parts[1], parts[2], err)
+	}
+	if !strings.HasPrefix(pod.Spec.NodeName, flotillav1.VirtualNodePrefix) {
+		return "", fmt.Errorf("pod %s/%s is not on a virtual node", parts[1], parts[2])
+	}
+	return pod.Spec.NodeName, nil
+}
+
+// secondaryOf returns the secondary running the delegate of a proxy.
+func (k *KubeletServer) secondaryOf(ctx context.Context, namespace, name string) (clusters.Secondary, error) {
+	pod, err := k.Primary.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return clusters.Secondary{}, fmt.Errorf("pod %s/%s: %w", namespace, name, err)
+	}
+	cluster, ok := strings.CutPrefix(pod.Spec.NodeName, flotillav1.VirtualNodePrefix)
+	if !ok {
+		return clusters.Secondary{}, fmt.Errorf("pod %s/%s is not on a virtual node", namespace, name)
+	}
+	sec, ok := k.Secondaries.Secondary(cluster)
+	if !ok {
+		return clusters.Secondary{}, fmt.Errorf("secondary %s is not usable", cluster)
+	}
+	return sec, nil
+}
+
+func (k *KubeletServer) containerLogs(ctx context.Context, namespace, pod, container string, o api.ContainerLogOpts) (io.ReadCloser, error) {
+	sec, err := k.secondaryOf(ctx, namespace, pod)
+	if err != nil {
+		return nil, err
+	}
+	opts := &corev1.PodLogOptions{Container: container, Follow: o.Follow, Previous: o.Previous, Timestamps: o.Timestamps}
+	if o.Tail > 0 {
+		t := int64(o.Tail)
+		opts.TailLines = &t
+	}
+	if o.LimitBytes > 0 {
+		l := int64(o.LimitBytes)
+		opts.LimitBytes = &l
+	}
+	if o.SinceSeconds > 0 {
+		s := int64(o.SinceSeconds)
+		opts.SinceSeconds = &s
+	}
+	if !o.SinceTime.IsZero() {
+		t := metav1.NewTime(o.SinceTime)
+		opts.SinceTime = &t
+	}
+	return sec.Clientset.CoreV1().Pods(namespace).GetLogs(pod, opts).Stream(ctx)
+}
+
+func (k *KubeletServer) runInContainer(ctx context.Context, namespace, pod, container string, cmd []string, attach api.AttachIO) error {
+	sec, err := k.secondaryOf(ctx, namespace, pod)
+	if err != nil {
+		return err
+	}
+	req := sec.Clientset.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdin: attach.Stdin() != nil,
+			Stdout: attach.Stdout() != nil, Stderr: attach.Stderr() != nil, TTY: attach.TTY()}, scheme.ParameterCodec)
+	exec, err := remotecommand.NewSPDYExecutor(sec.Config, http.MethodPost, req.URL())
+	if err != nil {
+		return fmt.Errorf("exec in %s: %w", sec.Name, err)
+	}
+	opts := remotecommand.StreamOptions{Stdin: attach.Stdin(), Tty: attach.TTY()}
+	if attach.Stdout() != nil {
+		opts.Stdout = attach.Stdout()
+	}
+	if attach.Stderr() != nil {
+		opts.Stderr = attach.Stderr()
+	}
+	if attach.TTY() {
+		opts.TerminalSizeQueue = sizeQueue(attach.Resize())
+	}
+	return exec.StreamWithContext(ctx, opts)
+}
+
+type sizeQueue <-chan api.TermSize
+
+func (q sizeQueue) Next() *remotecommand.TerminalSize {
+	s, ok := <-q
+	if !ok {
+		return nil
+	}
+	return &remotecommand.TerminalSize{Width: s.Width, Height: s.Height}
+}
