@@ -228,8 +228,9 @@ func (r *ProxyReconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod
 		return ctrl.Result{RequeueAfter: transientRetry}, err
 	}
 	if delegate != nil && delegate.Annotations[flotillav1.AnnotationProxyUID] == string(proxy.UID) {
-		if delegate.DeletionTimestamp.IsZero() {
-			if err := r.deleteDelegate(ctx, sec, delegate, proxy.DeletionGracePeriodSeconds); err != nil {
+		if delegate.DeletionTimestamp.IsZero() || remainingGrace(proxy, time.Now()) == 0 {
+			grace := remainingGrace(proxy, time.Now())
+			if err := r.deleteDelegate(ctx, sec, delegate, &grace); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -246,6 +247,22 @@ func (r *ProxyReconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod
 	err = r.Client.Delete(ctx, proxy, &client.DeleteOptions{GracePeriodSeconds: &zero,
 		Preconditions: &metav1.Preconditions{UID: &proxy.UID}})
 	return ctrl.Result{}, client.IgnoreNotFound(err)
+}
+
+// remainingGrace is what is left of the proxy's own grace period: a proxy evicted while its
+// secondary was unreachable has none left, so its stale delegate goes at once when it returns.
+func remainingGrace(proxy *corev1.Pod, now time.Time) int64 {
+	if proxy.DeletionTimestamp == nil {
+		if proxy.DeletionGracePeriodSeconds != nil {
+			return *proxy.DeletionGracePeriodSeconds
+		}
+		return corev1.DefaultTerminationGracePeriodSeconds
+	}
+	left := int64(proxy.DeletionTimestamp.Sub(now).Seconds())
+	if left < 0 {
+		return 0
+	}
+	return left
 }
 
 func (r *ProxyReconciler) deleteDelegate(ctx context.Context, sec clusters.Secondary, delegate *corev1.Pod, grace *int64) error {
