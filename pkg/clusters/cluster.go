@@ -85,6 +85,7 @@ type cluster struct {
 	// ownerChecked says the FlotillaPrimary was ensured once; it is checked again every ownerRecheckProbes.
 	ownerChecked          bool
 	probesSinceOwnerCheck int
+	ownerUID              string
 	capacity              *capacityWatch
 	delegates             *delegateWatch
 	cancel                context.CancelFunc
@@ -382,6 +383,7 @@ func (c *cluster) ensureOwner(ctx context.Context) error {
 	err := c.ctrl.Get(ctx, client.ObjectKey{Name: id}, &fp)
 	switch {
 	case err == nil:
+		c.setOwnerUID(string(fp.UID))
 		return nil
 	case meta.IsNoMatchError(err):
 		return errors.New("the FlotillaPrimary CRD is not installed there: register it with `flotillactl cluster join` or install the chart's secondary role")
@@ -392,10 +394,22 @@ func (c *cluster) ensureOwner(ctx context.Context) error {
 		ObjectMeta: metav1.ObjectMeta{Name: id},
 		Spec:       flotillav1.FlotillaPrimarySpec{ClusterName: c.name},
 	}
-	if err := c.ctrl.Create(ctx, &fp); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := c.ctrl.Create(ctx, &fp); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return nil // the next check reads its UID
+		}
 		return fmt.Errorf("creating FlotillaPrimary %s: %w", id, err)
 	}
+	c.setOwnerUID(string(fp.UID))
 	return nil
+}
+
+// setOwnerUID records the UID of this primary's FlotillaPrimary there: delegates and copies are
+// owned by it, and one that names a deleted owner would be garbage-collected at once.
+func (c *cluster) setOwnerUID(uid string) {
+	c.mu.Lock()
+	c.ownerUID = uid
+	c.mu.Unlock()
 }
 
 // cleanUpRemoved deletes this primary's FlotillaPrimary in a cluster whose context was removed,

@@ -75,7 +75,9 @@ type Secondary struct {
 	Client    client.Client
 	Clientset kubernetes.Interface
 	// Config reaches the secondary (for streams: exec, attach).
-	Config    *rest.Config
+	Config *rest.Config
+	// OwnerUID is the UID of this primary's FlotillaPrimary there ("" until it is known).
+	OwnerUID  string
 	delegates *delegateWatch
 }
 
@@ -106,5 +108,5 @@ func (r *Registry) Secondary(name string) (Secondary, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return Secondary{Name: name, Client: c.ctrl, Clientset: c.client, Config: c.config, delegates: c.delegates}, true
+	return Secondary{Name: name, Client: c.ctrl, Clientset: c.client, Config: c.config, OwnerUID: c.ownerUID, delegates: c.delegates}, true
 }

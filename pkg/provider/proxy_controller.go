@@ -67,10 +67,9 @@ type ProxyReconciler struct {
 	FlatNetwork bool
 
 	// readyNamespaces remembers "cluster/namespace" pairs known to be managed and to have their
-	// default ServiceAccount, and owners the FlotillaPrimary UID per cluster: both are checked
-	// once, not for every pod.
+	// default ServiceAccount: checked once, not for every pod (forgotten when a create says the
+	// namespace is gone).
 	readyNamespaces sync.Map
-	owners          sync.Map
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch;delete
@@ -140,11 +139,10 @@ func (r *ProxyReconciler) createDelegate(ctx context.Context, proxy *corev1.Pod,
 		}
 		return r.pending(ctx, proxy, reason, msg)
 	}
-	ownerUID, err := r.ownerUID(ctx, sec, primaryID)
-	if err != nil {
-		return r.pending(ctx, proxy, ReasonWaitingForDependencies, fmt.Sprintf("FlotillaPrimary %s in %s: %v", primaryID, sec.Name, err))
+	if sec.OwnerUID == "" {
+		return r.pending(ctx, proxy, ReasonWaitingForDependencies, fmt.Sprintf("Waiting for FlotillaPrimary %s in %s", primaryID, sec.Name))
 	}
-	ownerRef := translate.Owner(primaryID, ownerUID)
+	ownerRef := translate.Owner(primaryID, sec.OwnerUID)
 	if r.Reflector != nil {
 		var missing *reflect.Missing
 		if err := r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef); errors.As(err, &missing) {
@@ -167,6 +165,9 @@ func (r *ProxyReconciler) createDelegate(ctx context.Context, proxy *corev1.Pod,
 	case permanent(err):
 		return r.fail(ctx, proxy, ReasonDelegateRejected, fmt.Sprintf("Cluster %s refused the delegate: %v", sec.Name, err))
 	default:
+		if apierrors.IsNotFound(err) {
+			r.readyNamespaces.Delete(sec.Name + "/" + proxy.Namespace) // deleted there meanwhile
+		}
 		// The namespace's default ServiceAccount not there yet, a quota, a webhook outage...
 		return r.pending(ctx, proxy, ReasonWaitingForDependencies, fmt.Sprintf("Creating the delegate in %s: %v", sec.Name, err))
 	}
@@ -175,18 +176,6 @@ func (r *ProxyReconciler) createDelegate(ctx context.Context, proxy *corev1.Pod,
 // permanent says whether the secondary refused the delegate for good (invalid spec).
 func permanent(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
-}
-
-func (r *ProxyReconciler) ownerUID(ctx context.Context, sec clusters.Secondary, primaryID string) (string, error) {
-	if uid, ok := r.owners.Load(sec.Name); ok {
-		return uid.(string), nil
-	}
-	var owner flotillav1.FlotillaPrimary
-	if err := sec.Client.Get(ctx, client.ObjectKey{Name: primaryID}, &owner); err != nil {
-		return "", err
-	}
-	r.owners.Store(sec.Name, string(owner.UID))
-	return string(owner.UID), nil
 }
 
 // ensureNamespace makes the delegate's namespace exist in the secondary with the managed-by label,
