@@ -46,6 +46,23 @@ of the same kubeconfig. Credentials are never printed.`,
 	return cmd
 }
 
+// secondaryContext loads the user's kubeconfig and finds the secondary's context and its cluster name.
+func (g *GlobalOptions) secondaryContext(contextName, name string) (*clientcmdapi.Config, *clientcmdapi.Context, string, error) {
+	user, err := g.userConfig()
+	if err != nil {
+		return nil, nil, "", err
+	}
+	name, err = nameFor(contextName, name)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	kctx, ok := user.Contexts[contextName]
+	if !ok {
+		return nil, nil, "", fmt.Errorf("context %q is not in the kubeconfig", contextName)
+	}
+	return user, kctx, name, nil
+}
+
 // nameFor returns the cluster name for a context: --name when given (validated), else derived.
 func nameFor(contextName, name string) (string, error) {
 	if name == "" {
@@ -89,17 +106,9 @@ add also installs the FlotillaPrimary CRD there with the same credentials.`,
 }
 
 func runAdd(ctx context.Context, g *GlobalOptions, contextName, name string, out io.Writer) error {
-	user, err := g.userConfig()
+	user, kctx, name, err := g.secondaryContext(contextName, name)
 	if err != nil {
 		return err
-	}
-	name, err = nameFor(contextName, name)
-	if err != nil {
-		return err
-	}
-	kctx, ok := user.Contexts[contextName]
-	if !ok {
-		return fmt.Errorf("context %q is not in the kubeconfig", contextName)
 	}
 	authInfo, cluster := user.AuthInfos[kctx.AuthInfo], user.Clusters[kctx.Cluster]
 	if authInfo == nil || cluster == nil {
@@ -161,17 +170,9 @@ cannot use (GKE, EKS, AKS exec plugins).`,
 }
 
 func runJoin(ctx context.Context, g *GlobalOptions, contextName, name string, duration time.Duration, out io.Writer) error {
-	user, err := g.userConfig()
+	user, kctx, name, err := g.secondaryContext(contextName, name)
 	if err != nil {
 		return err
-	}
-	name, err = nameFor(contextName, name)
-	if err != nil {
-		return err
-	}
-	kctx, ok := user.Contexts[contextName]
-	if !ok {
-		return fmt.Errorf("context %q is not in the kubeconfig", contextName)
 	}
 	cluster := user.Clusters[kctx.Cluster]
 	if cluster == nil {
