@@ -86,6 +86,7 @@ type options struct {
 	podNetwork              string
 	proxyWorkers            int
 	failoverAfter           time.Duration
+	sweepInterval           time.Duration
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -113,6 +114,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.acceptAdmiralty, "accept-admiralty-annotation", true, "elect pods annotated multicluster.admiralty.io/elect too (turn off where Admiralty itself is installed)")
 	fs.StringVar(&o.podNetwork, "pod-network", "isolated", "isolated: a proxy's status.podIP stays empty and the delegate's IP is in the flotilla.dev/delegate-ip annotation; flat: status.podIP is the delegate's (cross-cluster pod network)")
 	fs.IntVar(&o.proxyWorkers, "proxy-workers", 32, "proxies reconciled in parallel")
+	fs.DurationVar(&o.sweepInterval, "sweep-interval", 30*time.Second, "how often delegates whose proxy is gone are swept (only in secondaries Running for that long)")
 	fs.DurationVar(&o.failoverAfter, "failover-after", 30*time.Second, "how long a secondary stays Unknown before its virtual node is tainted flotilla.dev/unreachable:NoExecute (its proxies are then evicted after their flotilla.dev/failover-seconds)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
 	o.logging.AddFlags(fs)
@@ -342,6 +344,10 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	}})
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("adding the webhook readiness check: %w", err)
+	}
+	sweeper := &provider.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: opts.sweepInterval, Log: ctrl.Log.WithName("sweep")}
+	if err := mgr.Add(sweeper); err != nil {
+		return fmt.Errorf("adding the sweep: %w", err)
 	}
 	return (&provider.ProxyReconciler{Client: mgr.GetClient(), Secondaries: registry,
 		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat",

@@ -110,3 +110,17 @@ func (r *Registry) Secondary(name string) (Secondary, bool) {
 	defer c.mu.Unlock()
 	return Secondary{Name: name, Client: c.ctrl, Clientset: c.client, Config: c.config, OwnerUID: c.ownerUID, delegates: c.delegates}, true
 }
+
+// Delegates lists this primary's delegates in the secondary from the cache; synced is false while
+// the cache is not complete (then nothing may be concluded from what is missing).
+func (s Secondary) Delegates() (pods []*corev1.Pod, synced bool) {
+	if s.delegates == nil || !s.delegates.informer.HasSynced() {
+		return nil, false
+	}
+	for _, o := range s.delegates.informer.GetStore().List() {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods, true
+}

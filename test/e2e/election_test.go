@@ -314,6 +314,22 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "talk", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(2*time.Minute))
 
+	It("sweeps a delegate whose proxy vanished (its finalizer removed by hand)", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orphan",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(
+			ContainElement(HaveField("ObjectMeta.Name", "orphan")))
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Patch(ctx, "orphan", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		zero := int64(0)
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "orphan", metav1.DeleteOptions{GracePeriodSeconds: &zero})).To(Succeed())
+		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(45 * time.Second).ShouldNot(
+			ContainElement(HaveField("ObjectMeta.Name", "orphan")))
+	}, SpecTimeout(2*time.Minute))
+
 	It("refuses at create a pod no cluster can run, or naming an unknown cluster, saying why", func(ctx SpecContext) {
 		pod := func(name string, annotations map[string]string, cpu string) *corev1.Pod {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
