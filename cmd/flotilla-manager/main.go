@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -322,18 +323,12 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		return fmt.Errorf("setting up the webhook's certificates: %w", err)
 	}
 	renew := manager.RunnableFunc(func(ctx context.Context) error {
-		ticker := time.NewTicker(time.Hour)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-ticker.C:
-				if err := certs.Ensure(ctx, time.Now()); err != nil {
-					setupLog.Error(err, "Renewing the webhook's certificate failed")
-				}
+		wait.UntilWithContext(ctx, func(ctx context.Context) {
+			if err := certs.Ensure(ctx, time.Now()); err != nil {
+				setupLog.Error(err, "Renewing the webhook's certificate failed")
 			}
-		}
+		}, time.Hour)
+		return nil
 	})
 	if err := mgr.Add(renew); err != nil {
 		return fmt.Errorf("adding the certificate renewal: %w", err)

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -46,16 +47,8 @@ func (s *Sweeper) NeedLeaderElection() bool { return true }
 
 // Start sweeps every Interval until ctx ends.
 func (s *Sweeper) Start(ctx context.Context) error {
-	ticker := time.NewTicker(s.Interval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-ticker.C:
-			s.sweep(ctx, time.Now())
-		}
-	}
+	wait.UntilWithContext(ctx, func(ctx context.Context) { s.sweep(ctx, time.Now()) }, s.Interval)
+	return nil
 }
 
 func (s *Sweeper) sweep(ctx context.Context, now time.Time) {
