@@ -112,15 +112,6 @@ func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConf
 	none := admissionregistrationv1.SideEffectClassNone
 	ifNeeded := admissionregistrationv1.IfNeededReinvocationPolicy
 	timeout := int32(5)
-	cc := admissionregistrationv1.WebhookClientConfig{CABundle: o.CABundle}
-	if o.URL != "" {
-		u := o.URL + Path
-		cc.URL = &u
-	} else {
-		p := Path
-		port := int32(443)
-		cc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Service, Path: &p, Port: &port}
-	}
 	elect := fmt.Sprintf("has(object.metadata.annotations) && '%s' in object.metadata.annotations", flotillav1.AnnotationElect)
 	if o.AcceptAdmiralty {
 		elect = fmt.Sprintf("has(object.metadata.annotations) && ('%s' in object.metadata.annotations || '%s' in object.metadata.annotations)",
@@ -130,7 +121,7 @@ func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConf
 		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName, Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"}},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:                    "pods.flotilla.dev",
-			ClientConfig:            cc,
+			ClientConfig:            o.clientConfig(Path),
 			AdmissionReviewVersions: []string{"v1"},
 			SideEffects:             &none,
 			FailurePolicy:           &fail,
@@ -144,8 +135,44 @@ func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConf
 			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 				Key: flotillav1.LabelPrimary, Operator: metav1.LabelSelectorOpDoesNotExist}}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "elected", Expression: elect}},
-		}},
+		}, daemonSetWebhook(o)},
 	}
+}
+
+// daemonSetWebhook sends DaemonSets whose pod template is new or changed: an update that leaves
+// the template alone is not mutated, so it never starts a rollout by itself. Its outage lets
+// DaemonSets through unchanged (flotillactl doctor lists those that can reach virtual nodes).
+func daemonSetWebhook(o ConfigOptions) admissionregistrationv1.MutatingWebhook {
+	ignore := admissionregistrationv1.Ignore
+	none := admissionregistrationv1.SideEffectClassNone
+	timeout := int32(3)
+	return admissionregistrationv1.MutatingWebhook{
+		Name:                    "daemonsets.flotilla.dev",
+		ClientConfig:            o.clientConfig(DaemonSetPath),
+		AdmissionReviewVersions: []string{"v1"},
+		SideEffects:             &none,
+		FailurePolicy:           &ignore,
+		TimeoutSeconds:          &timeout,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"daemonsets"}},
+		}},
+		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "template-changed",
+			Expression: "request.operation == 'CREATE' || object.spec.template != oldObject.spec.template"}},
+	}
+}
+
+// clientConfig is how the API server reaches the webhook served at path.
+func (o ConfigOptions) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
+	cc := admissionregistrationv1.WebhookClientConfig{CABundle: o.CABundle}
+	if o.URL != "" {
+		u := o.URL + path
+		cc.URL = &u
+		return cc
+	}
+	port := int32(443)
+	cc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Service, Path: &path, Port: &port}
+	return cc
 }
 
 // Certificates keeps the webhook's CA (shared by replicas, in a Secret of flotilla-system), this

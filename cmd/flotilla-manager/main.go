@@ -337,6 +337,8 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		Registry: registry, Options: webhook.Options{AcceptAdmiralty: opts.acceptAdmiralty},
 		Decoder: admission.NewDecoder(mgr.GetScheme()),
 	}})
+	mgr.GetWebhookServer().Register(webhook.DaemonSetPath, &admission.Webhook{Handler: &webhook.DaemonSetHandler{
+		Decoder: admission.NewDecoder(mgr.GetScheme())}})
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("adding the webhook readiness check: %w", err)
 	}

@@ -33,7 +33,7 @@ type NodeCapacity struct {
 // EligibleNode says whether a node's resources count: Ready, schedulable, without NoSchedule or
 // NoExecute taints, and not itself a virtual node.
 func EligibleNode(n *corev1.Node) bool {
-	if n.Spec.Unschedulable || n.Labels["type"] == "virtual-kubelet" {
+	if n.Spec.Unschedulable || n.Labels[flotillav1.LabelNodeType] == flotillav1.NodeTypeVirtualKubelet {
 		return false
 	}
 	for _, t := range n.Spec.Taints {

@@ -35,7 +35,7 @@ type NodeOptions struct {
 func Labels(s clusters.Snapshot) map[string]string {
 	name := flotillav1.VirtualNodeName(s.Name)
 	l := map[string]string{
-		"type":                             "virtual-kubelet",
+		flotillav1.LabelNodeType:           flotillav1.NodeTypeVirtualKubelet,
 		corev1.LabelHostname:               name,
 		flotillav1.LabelCluster:            s.Name,
 		"node-role.kubernetes.io/cluster":  "",

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -354,6 +355,49 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(untouched.Labels).NotTo(HaveKey(flotillav1.LabelProxy))
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "plain", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(time.Minute))
+
+	It("keeps a tolerate-all DaemonSet off virtual nodes: nothing runs in a secondary and its rolling update completes", func(ctx SpecContext) {
+		const name = "agent"
+		sel := map[string]string{"app": name}
+		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+				Containers:  []corev1.Container{{Name: "agent", Image: "busybox", Env: []corev1.EnvVar{{Name: "V", Value: "1"}}}}}}}}
+		_, err := bed.Primary.Clientset.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(bed.Primary.Clientset.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{}))).To(Succeed())
+		})
+		rolledOut := func(g Gomega) {
+			cur, err := bed.Primary.Clientset.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			st := cur.Status
+			// kubectl rollout status's own test.
+			g.Expect(st.ObservedGeneration).To(BeNumerically(">=", cur.Generation))
+			g.Expect(st.DesiredNumberScheduled).To(BeNumerically("==", len(bed.Primary.Nodes)), "only the primary's real nodes are covered")
+			g.Expect(st.UpdatedNumberScheduled).To(Equal(st.DesiredNumberScheduled))
+			g.Expect(st.NumberAvailable).To(Equal(st.DesiredNumberScheduled))
+		}
+		Eventually(rolledOut).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		_, err = bed.Primary.Clientset.AppsV1().DaemonSets(ns).Patch(ctx, name, types.StrategicMergePatchType,
+			[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"agent","env":[{"name":"V","value":"2"}]}]}}}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
+		Eventually(rolledOut).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		AddReportEntry("tolerate-all DaemonSet rolled out", time.Since(start).Round(100*time.Millisecond).String())
+
+		pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		Expect(err).NotTo(HaveOccurred())
+		for _, p := range pods.Items {
+			Expect(p.Spec.NodeName).NotTo(HavePrefix(flotillav1.VirtualNodePrefix), "pod %s", p.Name)
+		}
+		for _, c := range bed.Secondaries {
+			there, err := c.Clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(there.Items).To(BeEmpty(), "nothing of the DaemonSet runs in %s", c.Name)
+		}
+	}, SpecTimeout(3*time.Minute))
 })
 
 func ptrTo[T any](v T) *T { return &v }

@@ -29,6 +29,10 @@ const (
 	LabelRegion = "flotilla.dev/region"
 	LabelZone   = "flotilla.dev/zone"
 
+	// LabelNodeType and NodeTypeVirtualKubelet mark virtual nodes, as every virtual-kubelet does.
+	LabelNodeType          = "type"
+	NodeTypeVirtualKubelet = "virtual-kubelet"
+
 	// VirtualNodePrefix starts every virtual node's name: flotilla-<cluster name>.
 	VirtualNodePrefix = "flotilla-"
 	// TaintVirtualNode keeps pods that do not tolerate it off virtual nodes.
