@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -88,6 +89,7 @@ type options struct {
 	proxyWorkers            int
 	failoverAfter           time.Duration
 	sweepInterval           time.Duration
+	dependencyGrace         time.Duration
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -115,6 +117,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.acceptAdmiralty, "accept-admiralty-annotation", true, "elect pods annotated multicluster.admiralty.io/elect too (turn off where Admiralty itself is installed)")
 	fs.StringVar(&o.podNetwork, "pod-network", "isolated", "isolated: a proxy's status.podIP stays empty and the delegate's IP is in the flotilla.dev/delegate-ip annotation; flat: status.podIP is the delegate's (cross-cluster pod network)")
 	fs.IntVar(&o.proxyWorkers, "proxy-workers", 32, "proxies reconciled in parallel")
+	fs.DurationVar(&o.dependencyGrace, "dependency-grace", time.Minute, "how long a copied ConfigMap, Secret, Service or NetworkPolicy stays in a secondary after the last delegate there stopped using it")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 30*time.Second, "how often delegates whose proxy is gone are swept (only in secondaries Running for that long)")
 	fs.DurationVar(&o.failoverAfter, "failover-after", 30*time.Second, "how long a secondary stays Unknown before its virtual node is tainted flotilla.dev/unreachable:NoExecute (its proxies are then evicted after their flotilla.dev/failover-seconds)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
@@ -345,6 +348,14 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	sweeper := &provider.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: opts.sweepInterval, Log: ctrl.Log.WithName("sweep")}
 	if err := mgr.Add(sweeper); err != nil {
 		return fmt.Errorf("adding the sweep: %w", err)
+	}
+	meta, err := metadata.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating the metadata client: %w", err)
+	}
+	if err := (&reflect.SyncReconciler{Cache: mgr.GetClient(), Primary: mgr.GetAPIReader(), Secondaries: registry,
+		Grace: opts.dependencyGrace}).SetupWithManager(mgr, reflect.NewMetadataWatch(meta)); err != nil {
+		return fmt.Errorf("setting up the dependency sync: %w", err)
 	}
 	return (&provider.ProxyReconciler{Client: mgr.GetClient(), Secondaries: registry,
 		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -121,4 +122,39 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 		return fmt.Errorf("copying %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
 	}
 	return nil
+}
+
+// AnnotationKeepServiceType keeps a copied Service's type (NodePort, LoadBalancer) instead of ClusterIP.
+const AnnotationKeepServiceType = "flotilla.dev/keep-service-type"
+
+// ServiceCopy is the secondary's copy of a Service that selects elected pods. What belongs to the
+// primary's network is cleared so that the secondary allocates its own: cluster IPs (headless kept),
+// node ports, health-check node port, load-balancer IP, external IPs, IP families; the type becomes
+// ClusterIP unless the Service is annotated flotilla.dev/keep-service-type.
+func ServiceCopy(src *corev1.Service, primaryID string, owner metav1.OwnerReference) *corev1.Service {
+	spec := *src.Spec.DeepCopy()
+	if spec.ClusterIP != corev1.ClusterIPNone {
+		spec.ClusterIP = ""
+	}
+	spec.ClusterIPs, spec.IPFamilies, spec.IPFamilyPolicy = nil, nil, nil
+	spec.HealthCheckNodePort, spec.LoadBalancerIP, spec.ExternalIPs = 0, "", nil //nolint:staticcheck // cleared, not used
+	for i := range spec.Ports {
+		spec.Ports[i].NodePort = 0
+	}
+	_, keep := src.Annotations[AnnotationKeepServiceType]
+	if !keep && spec.Type != corev1.ServiceTypeExternalName {
+		spec.Type = corev1.ServiceTypeClusterIP
+		spec.ExternalTrafficPolicy, spec.AllocateLoadBalancerNodePorts, spec.LoadBalancerClass = "", nil, nil
+		spec.LoadBalancerSourceRanges = nil
+	}
+	return &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: copyMeta(src.Name, src.Namespace, primaryID, owner), Spec: spec}
+}
+
+// NetworkPolicyCopy is the secondary's copy of a NetworkPolicy that selects elected pods. Its pod
+// selectors match the delegates, which carry their proxies' labels; namespace selectors are the
+// secondary's namespaces' labels.
+func NetworkPolicyCopy(src *networkingv1.NetworkPolicy, primaryID string, owner metav1.OwnerReference) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: copyMeta(src.Name, src.Namespace, primaryID, owner), Spec: *src.Spec.DeepCopy()}
 }

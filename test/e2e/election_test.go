@@ -16,6 +16,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -162,6 +163,75 @@ var _ = Describe("pod election", Ordered, func() {
 
 		Expect(bed.Primary.Clientset.BatchV1().Jobs(ns).Delete(ctx, "report", metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationForeground)})).To(Succeed())
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
+	}, SpecTimeout(3*time.Minute))
+
+	It("keeps a delegate's ConfigMap and Secret in sync, copies the Services and NetworkPolicies selecting it, removes them when unused", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		sel := map[string]string{"app": "dep"}
+		_, err := bed.Primary.Clientset.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dep-config"},
+			Data: map[string]string{"LEVEL": "1"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bed.Primary.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dep-secret"},
+			StringData: map[string]string{"TOKEN": "one"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		svc, err := bed.Primary.Clientset.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dep"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: sel, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bed.Primary.Clientset.NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "dep"},
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: sel}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		one := int32(1)
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "dep"},
+			Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", EnvFrom: []corev1.EnvFromSource{
+					{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "dep-config"}}},
+					{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "dep-secret"}}}}}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		Eventually(func(g Gomega) {
+			g.Expect(podsInPhase(delegatesIn(ctx, s1, ns), corev1.PodRunning)).To(Equal(1))
+			copied, err := s1.Clientset.CoreV1().Services(ns).Get(ctx, "dep", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(copied.Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
+			g.Expect(copied.Spec.Ports[0].NodePort).To(BeZero())
+			g.Expect(copied.Spec.ClusterIP).NotTo(BeEmpty())
+			g.Expect(copied.Spec.Selector).To(Equal(sel))
+			_, err = s1.Clientset.NetworkingV1().NetworkPolicies(ns).Get(ctx, "dep", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		_, err = s2.Clientset.CoreV1().Services(ns).Get(ctx, "dep", metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no copy where no delegate runs: %v", err)
+		Expect(svc.Spec.Ports[0].NodePort).NotTo(BeZero(), "the primary's Service is a NodePort one")
+
+		start := time.Now()
+		_, err = bed.Primary.Clientset.CoreV1().ConfigMaps(ns).Patch(ctx, "dep-config", types.MergePatchType, []byte(`{"data":{"LEVEL":"2"}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bed.Primary.Clientset.CoreV1().Secrets(ns).Patch(ctx, "dep-secret", types.MergePatchType, []byte(`{"stringData":{"TOKEN":"two"}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			cm, err := s1.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "dep-config", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cm.Data).To(HaveKeyWithValue("LEVEL", "2"))
+			sec, err := s1.Clientset.CoreV1().Secrets(ns).Get(ctx, "dep-secret", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(sec.Data["TOKEN"])).To(Equal("two"))
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		AddReportEntry("ConfigMap and Secret change reached the secondary", time.Since(start).Round(100*time.Millisecond).String())
+
+		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "dep", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, err := s1.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "dep-config", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ConfigMap copy: %v", err)
+			_, err = s1.Clientset.CoreV1().Secrets(ns).Get(ctx, "dep-secret", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Secret copy: %v", err)
+			_, err = s1.Clientset.CoreV1().Services(ns).Get(ctx, "dep", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Service copy: %v", err)
+			_, err = s1.Clientset.NetworkingV1().NetworkPolicies(ns).Get(ctx, "dep", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "NetworkPolicy copy: %v", err)
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		_, err = bed.Primary.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "dep-config", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the primary's own objects stay")
 	}, SpecTimeout(3*time.Minute))
 
 	It("handles a delegate deleted in its secondary: a ReplicaSet's proxy comes back Running, a bare pod's ends Failed DelegateLost", func(ctx SpecContext) {

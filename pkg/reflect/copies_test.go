@@ -1,0 +1,108 @@
+package reflect
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+func TestServiceCopyClearsWhatBelongsToThePrimarysNetwork(t *testing.T) {
+	local := corev1.ServiceExternalTrafficPolicyLocal
+	single := corev1.IPFamilyPolicySingleStack
+	nodePort := func(annotations map[string]string, clusterIP string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "demo", Annotations: annotations},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ClusterIP: clusterIP, ClusterIPs: []string{clusterIP},
+				IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol}, IPFamilyPolicy: &single, Selector: map[string]string{"app": "web"},
+				Ports:       []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), NodePort: 30080}},
+				ExternalIPs: []string{"192.0.2.1"}, LoadBalancerIP: "192.0.2.2", HealthCheckNodePort: 31000, //nolint:staticcheck // set to see it cleared
+				ExternalTrafficPolicy: local, SessionAffinity: corev1.ServiceAffinityClientIP}}
+	}
+	for _, tc := range []struct {
+		name          string
+		src           *corev1.Service
+		wantType      corev1.ServiceType
+		wantClusterIP string
+	}{
+		{"LoadBalancer becomes ClusterIP", nodePort(nil, "10.96.0.10"), corev1.ServiceTypeClusterIP, ""},
+		{"keep-service-type keeps the type", nodePort(map[string]string{AnnotationKeepServiceType: ""}, "10.96.0.10"), corev1.ServiceTypeLoadBalancer, ""},
+		{"headless stays headless", nodePort(nil, corev1.ClusterIPNone), corev1.ServiceTypeClusterIP, corev1.ClusterIPNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ServiceCopy(tc.src, "p1", metav1.OwnerReference{Name: "p1"})
+			s := got.Spec
+			if s.Type != tc.wantType || s.ClusterIP != tc.wantClusterIP {
+				t.Errorf("type %s clusterIP %q, want %s %q", s.Type, s.ClusterIP, tc.wantType, tc.wantClusterIP)
+			}
+			if s.ClusterIPs != nil || s.IPFamilies != nil || s.IPFamilyPolicy != nil || s.ExternalIPs != nil ||
+				s.LoadBalancerIP != "" || s.HealthCheckNodePort != 0 || s.Ports[0].NodePort != 0 { //nolint:staticcheck // checked cleared
+				t.Errorf("primary-specific fields left: %+v", s)
+			}
+			if (tc.wantType == corev1.ServiceTypeClusterIP) != (s.ExternalTrafficPolicy == "") {
+				t.Errorf("externalTrafficPolicy %q with type %s", s.ExternalTrafficPolicy, s.Type)
+			}
+			if s.Selector["app"] != "web" || s.Ports[0].TargetPort.IntVal != 8080 || s.SessionAffinity != corev1.ServiceAffinityClientIP {
+				t.Errorf("what the Service means was not kept: %+v", s)
+			}
+			if got.Labels[flotillav1.LabelPrimary] != "p1" || got.Annotations[AnnotationOwner] != OwnerReflect || len(got.OwnerReferences) != 1 {
+				t.Errorf("copy metadata: %+v", got.ObjectMeta)
+			}
+			if tc.src.Spec.ClusterIP == "" || tc.src.Spec.Ports[0].NodePort == 0 {
+				t.Error("the source was modified")
+			}
+		})
+	}
+}
+
+func TestUsesMatchesReferencesAndSelectors(t *testing.T) {
+	proxy := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "demo", Labels: map[string]string{"app": "web", "tier": "front"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", EnvFrom: []corev1.EnvFromSource{
+			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "settings"}}},
+			{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}}}}}}}}
+	meta := func(name string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo"}}
+	}
+	svc := func(sel map[string]string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "s"}, Spec: corev1.ServiceSpec{Selector: sel}}
+	}
+	np := func(sel metav1.LabelSelector) *networkingv1.NetworkPolicy {
+		return &networkingv1.NetworkPolicy{Spec: networkingv1.NetworkPolicySpec{PodSelector: sel}}
+	}
+	for _, tc := range []struct {
+		name string
+		kind string
+		obj  interface {
+			GetName() string
+		}
+		want bool
+	}{
+		{"referenced ConfigMap", KindConfigMap, meta("settings"), true},
+		{"other ConfigMap", KindConfigMap, meta("creds"), false},
+		{"referenced Secret", KindSecret, meta("creds"), true},
+		{"a ConfigMap's name is not a Secret", KindSecret, meta("settings"), false},
+		{"selecting Service", KindService, svc(map[string]string{"app": "web"}), true},
+		{"other Service", KindService, svc(map[string]string{"app": "db"}), false},
+		{"selectorless Service selects nothing", KindService, svc(nil), false},
+		{"empty pod selector selects all", KindNetworkPolicy, np(metav1.LabelSelector{}), true},
+		{"non-matching NetworkPolicy", KindNetworkPolicy, np(metav1.LabelSelector{MatchLabels: map[string]string{"tier": "back"}}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got bool
+			switch o := tc.obj.(type) {
+			case *metav1.PartialObjectMetadata:
+				got = Uses(proxy, tc.kind, o)
+			case *corev1.Service:
+				got = Uses(proxy, tc.kind, o)
+			case *networkingv1.NetworkPolicy:
+				got = Uses(proxy, tc.kind, o)
+			}
+			if got != tc.want {
+				t.Errorf("Uses = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,295 @@
+package reflect
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
+)
+
+// Kinds of objects copied to secondaries.
+const (
+	KindConfigMap     = "ConfigMap"
+	KindSecret        = "Secret"
+	KindService       = "Service"
+	KindNetworkPolicy = "NetworkPolicy"
+)
+
+// Key names one copy: an object of the primary in one secondary.
+type Key struct{ Cluster, Kind, Namespace, Name string }
+
+func (k Key) String() string {
+	return fmt.Sprintf("%s %s/%s in %s", k.Kind, k.Namespace, k.Name, k.Cluster)
+}
+
+// Secondaries is what the sync needs of the cluster registry.
+type Secondaries interface {
+	Secondary(name string) (clusters.Secondary, bool)
+	PrimaryID() string
+}
+
+// Versions gives the primary's current resourceVersion of a ConfigMap or Secret (from a
+// metadata-only cache: their content is read only when it changed).
+type Versions interface {
+	Version(kind, namespace, name string) (resourceVersion string, exists bool)
+}
+
+// SyncReconciler keeps the copies in each secondary true to the primary after the delegates that
+// use them were created, and removes a copy once no delegate in that secondary has used it for
+// Grace. Its key is one copy; "in use" is counted from the proxies bound to the secondary's
+// virtual node, so a manager restart recounts from the source of truth.
+type SyncReconciler struct {
+	// Cache reads proxies, Services and NetworkPolicies of the primary.
+	Cache client.Reader
+	// Primary reads ConfigMaps and Secrets of the primary (uncached: Secrets are never cached).
+	Primary     client.Reader
+	Versions    Versions
+	Secondaries Secondaries
+	// Grace is how long an unused copy stays (a delegate re-created meanwhile finds it).
+	Grace time.Duration
+
+	mu          sync.Mutex
+	applied     map[Key]string // the primary's resourceVersion last copied
+	unusedSince map[Key]time.Time
+}
+
+const unavailableRetry = 10 * time.Second
+
+// Reconcile copies or removes one object in one secondary.
+func (r *SyncReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result, error) {
+	sec, ok := r.Secondaries.Secondary(key.Cluster)
+	if !ok {
+		return ctrl.Result{RequeueAfter: unavailableRetry}, nil
+	}
+	if sec.OwnerUID == "" {
+		return ctrl.Result{RequeueAfter: unavailableRetry}, nil
+	}
+	src, err := r.source(ctx, key)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	used := false
+	if src != nil {
+		if used, err = r.inUse(ctx, key, src); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if used {
+		r.setUnused(key, false)
+		return ctrl.Result{}, r.sync(ctx, sec, key, src)
+	}
+	return r.release(ctx, sec, key)
+}
+
+// source is the primary's object (metadata only for ConfigMaps and Secrets), nil when it is gone.
+func (r *SyncReconciler) source(ctx context.Context, key Key) (client.Object, error) {
+	var obj client.Object
+	switch key.Kind {
+	case KindConfigMap, KindSecret:
+		rv, ok := r.Versions.Version(key.Kind, key.Namespace, key.Name)
+		if !ok {
+			return nil, nil
+		}
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, ResourceVersion: rv}}, nil
+	case KindService:
+		obj = &corev1.Service{}
+	case KindNetworkPolicy:
+		obj = &networkingv1.NetworkPolicy{}
+	default:
+		return nil, fmt.Errorf("unknown kind %q", key.Kind)
+	}
+	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading %s: %w", key, err)
+	}
+	return obj, nil
+}
+
+// inUse says whether a live proxy bound to the key's secondary references or is selected by src.
+func (r *SyncReconciler) inUse(ctx context.Context, key Key, src client.Object) (bool, error) {
+	var proxies corev1.PodList
+	if err := r.Cache.List(ctx, &proxies, client.InNamespace(key.Namespace)); err != nil {
+		return false, fmt.Errorf("listing proxies in %s: %w", key.Namespace, err)
+	}
+	node := flotillav1.VirtualNodeName(key.Cluster)
+	for i := range proxies.Items {
+		p := &proxies.Items[i]
+		if p.Spec.NodeName == node && !translate.Terminal(p) && Uses(p, key.Kind, src) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Uses says whether a proxy references (ConfigMap, Secret) or is selected by (Service,
+// NetworkPolicy) an object of the primary.
+func Uses(proxy *corev1.Pod, kind string, obj client.Object) bool {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		return len(o.Spec.Selector) > 0 && labels.SelectorFromSet(o.Spec.Selector).Matches(labels.Set(proxy.Labels))
+	case *networkingv1.NetworkPolicy:
+		sel, err := metav1.LabelSelectorAsSelector(&o.Spec.PodSelector)
+		return err == nil && sel.Matches(labels.Set(proxy.Labels))
+	}
+	cms, secrets := Dependencies(proxy)
+	refs := cms
+	if kind == KindSecret {
+		refs = secrets
+	}
+	for _, ref := range refs {
+		if ref.Name == obj.GetName() {
+			return true
+		}
+	}
+	return false
+}
+
+// sync applies the copy when the primary's object changed since it was last copied.
+func (r *SyncReconciler) sync(ctx context.Context, sec clusters.Secondary, key Key, src client.Object) error {
+	rv := src.GetResourceVersion()
+	r.mu.Lock()
+	done := r.applied[key] == rv
+	r.mu.Unlock()
+	if done {
+		return nil
+	}
+	owner := translate.Owner(r.Secondaries.PrimaryID(), sec.OwnerUID)
+	primaryID := r.Secondaries.PrimaryID()
+	var copied client.Object
+	switch o := src.(type) {
+	case *corev1.Service:
+		copied = ServiceCopy(o, primaryID, owner)
+	case *networkingv1.NetworkPolicy:
+		copied = NetworkPolicyCopy(o, primaryID, owner)
+	default:
+		full, err := r.read(ctx, key)
+		if err != nil || full == nil {
+			return err
+		}
+		rv = full.GetResourceVersion()
+		switch f := full.(type) {
+		case *corev1.ConfigMap:
+			copied = ConfigMapCopy(f, primaryID, owner)
+		case *corev1.Secret:
+			copied = SecretCopy(f, primaryID, owner)
+		}
+	}
+	if err := apply(ctx, sec.Client, copied); err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Copy updated", "copy", key.String())
+	r.mu.Lock()
+	if r.applied == nil {
+		r.applied = map[Key]string{}
+	}
+	r.applied[key] = rv
+	r.mu.Unlock()
+	return nil
+}
+
+// read gets a ConfigMap or Secret of the primary in full; nil when it is gone or never copied.
+func (r *SyncReconciler) read(ctx context.Context, key Key) (client.Object, error) {
+	var obj client.Object = &corev1.ConfigMap{}
+	if key.Kind == KindSecret {
+		obj = &corev1.Secret{}
+	}
+	if err := r.Primary.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading %s %s/%s: %w", key.Kind, key.Namespace, key.Name, err)
+	}
+	if s, ok := obj.(*corev1.Secret); ok && s.Type == corev1.SecretTypeServiceAccountToken {
+		return nil, nil // the secondary has its own
+	}
+	return obj, nil
+}
+
+// release removes a copy nobody in its secondary used for Grace. A copy Flotilla's reflection
+// does not own (a Replicator's, or one it never made) is left alone.
+func (r *SyncReconciler) release(ctx context.Context, sec clusters.Secondary, key Key) (ctrl.Result, error) {
+	if since := r.setUnused(key, true); time.Since(since) < r.Grace {
+		return ctrl.Result{RequeueAfter: r.Grace - time.Since(since)}, nil
+	}
+	if err := r.deleteCopy(ctx, sec, key); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.mu.Lock()
+	delete(r.applied, key)
+	delete(r.unusedSince, key)
+	r.mu.Unlock()
+	return ctrl.Result{}, nil
+}
+
+func (r *SyncReconciler) deleteCopy(ctx context.Context, sec clusters.Secondary, key Key) error {
+	var obj client.Object
+	switch key.Kind {
+	case KindSecret:
+		// Secrets are never read in a secondary: the admission policy installed at join lets
+		// Flotilla delete only Secrets that carry its label.
+		r.mu.Lock()
+		_, copied := r.applied[key]
+		r.mu.Unlock()
+		if !copied {
+			return nil
+		}
+		obj = &corev1.Secret{}
+	case KindConfigMap:
+		obj = &corev1.ConfigMap{}
+	case KindService:
+		obj = &corev1.Service{}
+	case KindNetworkPolicy:
+		obj = &networkingv1.NetworkPolicy{}
+	}
+	obj.SetNamespace(key.Namespace)
+	obj.SetName(key.Name)
+	var opts []client.DeleteOption
+	if key.Kind != KindSecret {
+		if err := sec.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if obj.GetAnnotations()[AnnotationOwner] != OwnerReflect || obj.GetLabels()[flotillav1.LabelPrimary] != r.Secondaries.PrimaryID() {
+			return nil
+		}
+		uid := obj.GetUID()
+		opts = append(opts, client.Preconditions{UID: &uid})
+	}
+	if err := sec.Client.Delete(ctx, obj, opts...); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing unused %s: %w", key, err)
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Unused copy removed", "copy", key.String())
+	return nil
+}
+
+// setUnused records (unused) or forgets (used) when the key was first seen unused, and returns it.
+func (r *SyncReconciler) setUnused(key Key, unused bool) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !unused {
+		delete(r.unusedSince, key)
+		return time.Time{}
+	}
+	if r.unusedSince == nil {
+		r.unusedSince = map[Key]time.Time{}
+	}
+	since, ok := r.unusedSince[key]
+	if !ok {
+		since = time.Now()
+		r.unusedSince[key] = since
+	}
+	return since
+}

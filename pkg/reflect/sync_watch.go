@@ -1,0 +1,220 @@
+package reflect
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
+)
+
+// MetadataWatch watches the metadata (never the content) of the primary's ConfigMaps and Secrets:
+// enough to know when a copy is stale, without holding every Secret of the cluster in memory.
+type MetadataWatch struct {
+	factory metadatainformer.SharedInformerFactory
+	inform  map[string]toolscache.SharedIndexInformer
+	events  chan event.TypedGenericEvent[Key]
+}
+
+// NewMetadataWatch prepares the informers; Start runs them.
+func NewMetadataWatch(c metadata.Interface) *MetadataWatch {
+	w := &MetadataWatch{factory: metadatainformer.NewSharedInformerFactory(c, 0),
+		inform: map[string]toolscache.SharedIndexInformer{}, events: make(chan event.TypedGenericEvent[Key], 1024)}
+	w.inform[KindConfigMap] = w.factory.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Informer()
+	w.inform[KindSecret] = w.factory.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")).Informer()
+	return w
+}
+
+// Version implements Versions.
+func (w *MetadataWatch) Version(kind, namespace, name string) (string, bool) {
+	inf, ok := w.inform[kind]
+	if !ok {
+		return "", false
+	}
+	obj, exists, err := inf.GetIndexer().GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return "", false
+	}
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return "", false
+	}
+	return m.ResourceVersion, true
+}
+
+// Start runs the informers until ctx ends.
+func (w *MetadataWatch) Start(ctx context.Context) error {
+	w.factory.Start(ctx.Done())
+	for kind, inf := range w.inform {
+		if !toolscache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+			return fmt.Errorf("syncing the %s metadata cache: %w", kind, ctx.Err())
+		}
+	}
+	<-ctx.Done()
+	w.factory.Shutdown()
+	return nil
+}
+
+// onChange calls fn with the namespace and name of every changed or deleted object of a kind.
+func (w *MetadataWatch) onChange(kind string, fn func(namespace, name string)) error {
+	call := func(obj any) {
+		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if m, ok := obj.(metav1.Object); ok {
+			fn(m.GetNamespace(), m.GetName())
+		}
+	}
+	_, err := w.inform[kind].AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: call, DeleteFunc: call,
+		UpdateFunc: func(_, obj any) { call(obj) },
+	})
+	if err != nil {
+		return fmt.Errorf("watching %s metadata: %w", kind, err)
+	}
+	return nil
+}
+
+// SetupWithManager wires the sync: proxies, Services and NetworkPolicies from the manager's cache,
+// ConfigMaps and Secrets from w. Each event becomes the keys of the copies it may change.
+func (r *SyncReconciler) SetupWithManager(mgr ctrl.Manager, w *MetadataWatch) error {
+	if err := mgr.Add(w); err != nil {
+		return fmt.Errorf("adding the metadata watch: %w", err)
+	}
+	r.Versions = w
+	for _, kind := range []string{KindConfigMap, KindSecret} {
+		kind := kind
+		if err := w.onChange(kind, func(namespace, name string) {
+			for _, k := range r.keysForObject(context.Background(), kind, namespace, name) { //nolint:forbidigo // informer callbacks carry no context; reads are from the cache
+				w.events <- event.TypedGenericEvent[Key]{Object: k}
+			}
+		}); err != nil {
+			return err
+		}
+	}
+	identity := handler.TypedFuncs[Key, Key]{GenericFunc: func(_ context.Context, e event.TypedGenericEvent[Key], q workqueue.TypedRateLimitingInterface[Key]) {
+		q.Add(e.Object)
+	}}
+	return builder.TypedControllerManagedBy[Key](mgr).
+		Named("dependencies").
+		WatchesRawSource(source.TypedKind(mgr.GetCache(), &corev1.Pod{},
+			handler.TypedEnqueueRequestsFromMapFunc(r.keysForProxy), proxyChanged())).
+		WatchesRawSource(source.TypedKind(mgr.GetCache(), &corev1.Service{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, s *corev1.Service) []Key {
+				return r.keysForObject(ctx, KindService, s.Namespace, s.Name)
+			}))).
+		WatchesRawSource(source.TypedKind(mgr.GetCache(), &networkingv1.NetworkPolicy{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, n *networkingv1.NetworkPolicy) []Key {
+				return r.keysForObject(ctx, KindNetworkPolicy, n.Namespace, n.Name)
+			}))).
+		WatchesRawSource(source.TypedChannel(w.events, identity)).
+		WithOptions(controller.TypedOptions[Key]{MaxConcurrentReconciles: 4,
+			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[Key](100*time.Millisecond, time.Minute)}).
+		Complete(r)
+}
+
+// proxyChanged passes proxies whose placement, liveness or labels changed: status updates of a
+// running proxy change no copy.
+func proxyChanged() predicate.TypedPredicate[*corev1.Pod] {
+	return predicate.TypedFuncs[*corev1.Pod]{
+		CreateFunc: func(e event.TypedCreateEvent[*corev1.Pod]) bool { return isProxy(e.Object) },
+		DeleteFunc: func(e event.TypedDeleteEvent[*corev1.Pod]) bool { return isProxy(e.Object) },
+		UpdateFunc: func(e event.TypedUpdateEvent[*corev1.Pod]) bool {
+			o, n := e.ObjectOld, e.ObjectNew
+			return isProxy(n) && (o.Spec.NodeName != n.Spec.NodeName || translate.Terminal(o) != translate.Terminal(n) ||
+				!o.DeletionTimestamp.Equal(n.DeletionTimestamp) || !labelsEqual(o.Labels, n.Labels))
+		},
+	}
+}
+
+func isProxy(p *corev1.Pod) bool { return p.Labels[flotillav1.LabelProxy] == "true" }
+
+func labelsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// keysForProxy lists the copies a proxy uses in its secondary: its ConfigMaps and Secrets, and
+// the Services and NetworkPolicies that select it.
+func (r *SyncReconciler) keysForProxy(ctx context.Context, p *corev1.Pod) []Key {
+	cluster, ok := clusterOf(p)
+	if !ok {
+		return nil
+	}
+	var keys []Key
+	cms, secrets := Dependencies(p)
+	for _, c := range cms {
+		keys = append(keys, Key{Cluster: cluster, Kind: KindConfigMap, Namespace: p.Namespace, Name: c.Name})
+	}
+	for _, s := range secrets {
+		keys = append(keys, Key{Cluster: cluster, Kind: KindSecret, Namespace: p.Namespace, Name: s.Name})
+	}
+	var services corev1.ServiceList
+	if err := r.Cache.List(ctx, &services, client.InNamespace(p.Namespace)); err == nil {
+		for i := range services.Items {
+			if Uses(p, KindService, &services.Items[i]) {
+				keys = append(keys, Key{Cluster: cluster, Kind: KindService, Namespace: p.Namespace, Name: services.Items[i].Name})
+			}
+		}
+	}
+	var policies networkingv1.NetworkPolicyList
+	if err := r.Cache.List(ctx, &policies, client.InNamespace(p.Namespace)); err == nil {
+		for i := range policies.Items {
+			if Uses(p, KindNetworkPolicy, &policies.Items[i]) {
+				keys = append(keys, Key{Cluster: cluster, Kind: KindNetworkPolicy, Namespace: p.Namespace, Name: policies.Items[i].Name})
+			}
+		}
+	}
+	return keys
+}
+
+// keysForObject lists the copies of an object of the primary: one per secondary that has, or may
+// have had, a proxy using it. Deleted objects match no proxy any more, so every secondary with
+// proxies in the namespace is asked (their reconcile removes what is no longer used).
+func (r *SyncReconciler) keysForObject(ctx context.Context, kind, namespace, name string) []Key {
+	var proxies corev1.PodList
+	if err := r.Cache.List(ctx, &proxies, client.InNamespace(namespace)); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var keys []Key
+	for i := range proxies.Items {
+		cluster, ok := clusterOf(&proxies.Items[i])
+		if ok && !seen[cluster] {
+			seen[cluster] = true
+			keys = append(keys, Key{Cluster: cluster, Kind: kind, Namespace: namespace, Name: name})
+		}
+	}
+	return keys
+}
+
+func clusterOf(p *corev1.Pod) (string, bool) {
+	if len(p.Spec.NodeName) <= len(flotillav1.VirtualNodePrefix) || p.Spec.NodeName[:len(flotillav1.VirtualNodePrefix)] != flotillav1.VirtualNodePrefix {
+		return "", false
+	}
+	return p.Spec.NodeName[len(flotillav1.VirtualNodePrefix):], true
+}
