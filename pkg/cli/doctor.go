@@ -1,0 +1,436 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/webhook"
+)
+
+// severity ranks a doctor finding; only severityError makes doctor exit non-zero.
+type severity string
+
+const (
+	severityOK      severity = "OK"
+	severityInfo    severity = "INFO"
+	severityWarning severity = "WARN"
+	severityError   severity = "ERROR"
+)
+
+// The checks doctor runs, as named in its findings.
+const (
+	checkVirtualNodes = "virtual-nodes"
+	checkDaemonSets   = "daemonsets"
+	checkProxies      = "proxies"
+	checkWebhook      = "webhook"
+)
+
+// finding is one line of doctor's report.
+type finding struct {
+	Severity severity `json:"severity"`
+	Check    string   `json:"check"`
+	Message  string   `json:"message"`
+	// Object is namespace/name (or name) of what the finding is about, when it is about one object.
+	Object string `json:"object,omitempty"`
+	// Nodes are the virtual nodes a DaemonSet can reach.
+	Nodes []string `json:"nodes,omitempty"`
+	// Fix is how to repair it; the text output prints each distinct fix once, after the findings.
+	Fix string `json:"fix,omitempty"`
+}
+
+// errDoctorFound makes the process exit non-zero when a finding is an error.
+var errDoctorFound = errors.New("flotillactl doctor found errors")
+
+// primaryClient connects to the primary named by the global flags.
+func (g *GlobalOptions) primaryClient() (client.Client, error) {
+	user, err := g.userConfig()
+	if err != nil {
+		return nil, err
+	}
+	c, _, err := clientFor(user, g.PrimaryContext)
+	return c, err
+}
+
+// newDoctorCommand builds `doctor`; connect is how it reaches the primary (tests pass a fake).
+func newDoctorCommand(connect func() (client.Client, error)) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "doctor",
+		Short: "Check the primary for problems with Flotilla (read-only)",
+		Long: `doctor reads the primary (it never writes to it) and prints one line per finding, then a
+summary. It checks:
+
+  daemonsets     DaemonSets, in every namespace, whose pods the DaemonSet controller would place on
+                 a virtual node, judged as the controller does: the template's node name, its
+                 nodeSelector and required node affinity against the node's labels, and its
+                 tolerations (plus those the controller adds) against the node's NoSchedule and
+                 NoExecute taints. Such pods never run, so the DaemonSet never becomes available
+                 and its rolling updates stall. Flotilla's webhook adds the exclusion to
+                 DaemonSets created or changed while the manager runs; older ones may lack it.
+                 WARN, with the fix (a required node-affinity term type NotIn [virtual-kubelet]).
+  virtual-nodes  The virtual nodes (type=virtual-kubelet with flotilla.dev/cluster): their count
+                 and names (OK), and each one that is not Ready (WARN).
+  proxies        Proxy pods (flotilla.dev/proxy=true) that are Pending, with their reason: WARN
+                 while no virtual node is chosen, INFO while bound and waiting for the delegate.
+  webhook        The MutatingWebhookConfiguration ` + webhook.ConfigurationName + `: without it, elected
+                 pods run in the primary and DaemonSets are not kept off virtual nodes (ERROR).
+
+A check the API server does not let doctor read is an ERROR. doctor exits non-zero when any
+finding is an ERROR.`,
+		Example: "  flotillactl doctor\n  flotillactl doctor -o json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "" && output != "json" {
+				return fmt.Errorf("--output %q: want json or nothing", output)
+			}
+			c, err := connect()
+			if err != nil {
+				return err
+			}
+			return runDoctor(cmd.Context(), c, output, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json")
+	return cmd
+}
+
+// runDoctor runs every check against the primary, prints the report and fails when it has errors.
+func runDoctor(ctx context.Context, c client.Client, output string, out io.Writer) error {
+	findings := diagnose(ctx, c)
+	var err error
+	if output == "json" {
+		err = printDoctorJSON(out, findings)
+	} else {
+		err = printDoctorText(out, findings)
+	}
+	if err != nil {
+		return fmt.Errorf("printing the report: %w", err)
+	}
+	if n := countSeverity(findings)[severityError]; n > 0 {
+		return fmt.Errorf("%w: %s", errDoctorFound, plural(n, "error"))
+	}
+	return nil
+}
+
+// diagnose runs the checks. One that cannot read what it needs becomes an error finding, so the
+// others still report: a doctor that stops at the first forbidden list hides the rest.
+func diagnose(ctx context.Context, c client.Client) []finding {
+	var all []finding
+	add := func(check string, fs []finding, err error) {
+		all = append(all, fs...)
+		if err != nil {
+			all = append(all, finding{Severity: severityError, Check: check, Message: err.Error()})
+		}
+	}
+	nodes, err := listVirtualNodes(ctx, c)
+	if err != nil {
+		add(checkVirtualNodes, nil, err)
+	} else {
+		add(checkVirtualNodes, virtualNodeFindings(nodes), nil)
+		fs, err := daemonSetFindings(ctx, c, nodes)
+		add(checkDaemonSets, fs, err)
+	}
+	fs, err := proxyFindings(ctx, c)
+	add(checkProxies, fs, err)
+	fs, err = webhookFindings(ctx, c)
+	add(checkWebhook, fs, err)
+	return all
+}
+
+// listVirtualNodes lists Flotilla's virtual nodes, by name.
+func listVirtualNodes(ctx context.Context, c client.Client) ([]corev1.Node, error) {
+	var list corev1.NodeList
+	err := c.List(ctx, &list, client.MatchingLabels{flotillav1.LabelNodeType: flotillav1.NodeTypeVirtualKubelet},
+		client.HasLabels{flotillav1.LabelCluster})
+	if err != nil {
+		return nil, fmt.Errorf("listing virtual nodes: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	return list.Items, nil
+}
+
+// virtualNodeFindings names the virtual nodes and warns about each one that is not Ready.
+func virtualNodeFindings(nodes []corev1.Node) []finding {
+	if len(nodes) == 0 {
+		return []finding{{Severity: severityInfo, Check: checkVirtualNodes,
+			Message: "no virtual nodes: no secondary is registered and usable (see flotillactl cluster list)"}}
+	}
+	names := make([]string, 0, len(nodes))
+	var notReady []finding
+	for i := range nodes {
+		names = append(names, nodes[i].Name)
+		if why, ready := nodeReadiness(&nodes[i]); !ready {
+			notReady = append(notReady, finding{Severity: severityWarning, Check: checkVirtualNodes, Object: nodes[i].Name,
+				Message: fmt.Sprintf("virtual node %s is not Ready: %s", nodes[i].Name, why)})
+		}
+	}
+	ok := finding{Severity: severityOK, Check: checkVirtualNodes, Message: fmt.Sprintf("%s (%d Ready): %s",
+		plural(len(nodes), "virtual node"), len(nodes)-len(notReady), strings.Join(names, ", "))}
+	return append([]finding{ok}, notReady...)
+}
+
+// nodeReadiness says whether a node is Ready and, when not, why.
+func nodeReadiness(n *corev1.Node) (string, bool) {
+	for _, cond := range n.Status.Conditions {
+		if cond.Type != corev1.NodeReady {
+			continue
+		}
+		why := joinNonEmpty(": ", fmt.Sprintf("Ready=%s", cond.Status), cond.Reason, cond.Message)
+		if cond.Status == corev1.ConditionUnknown {
+			// The manager renews the virtual nodes' Leases; Unknown means nobody did for a while.
+			why += " (is the manager running?)"
+		}
+		return why, cond.Status == corev1.ConditionTrue
+	}
+	return "no Ready condition yet", false
+}
+
+// daemonSetFindings warns about each DaemonSet that can reach a virtual node.
+func daemonSetFindings(ctx context.Context, c client.Client, nodes []corev1.Node) ([]finding, error) {
+	var list appsv1.DaemonSetList
+	if err := c.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing DaemonSets: %w", err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		return list.Items[i].Namespace+"/"+list.Items[i].Name < list.Items[j].Namespace+"/"+list.Items[j].Name
+	})
+	var out []finding
+	for i := range list.Items {
+		ds := &list.Items[i]
+		var targets []string
+		for j := range nodes {
+			if canTargetNode(ds, &nodes[j]) {
+				targets = append(targets, nodes[j].Name)
+			}
+		}
+		if len(targets) > 0 {
+			key := ds.Namespace + "/" + ds.Name
+			out = append(out, finding{Severity: severityWarning, Check: checkDaemonSets, Object: key, Nodes: targets,
+				Message: fmt.Sprintf("daemonset %s can run on virtual nodes %s", key, strings.Join(targets, ", ")),
+				Fix:     daemonSetFix})
+		}
+	}
+	if len(out) == 0 {
+		out = append(out, finding{Severity: severityOK, Check: checkDaemonSets, Message: fmt.Sprintf(
+			"no DaemonSet can run on virtual nodes (%s, %s)", plural(len(list.Items), "DaemonSet"), plural(len(nodes), "virtual node"))})
+	}
+	return out, nil
+}
+
+// canTargetNode says whether the DaemonSet controller would create a pod of ds for node: the
+// shouldRun half of its NodeShouldRunDaemonPod. That, not the scheduler, is the rule that
+// matters: the controller counts every node it targets in the DaemonSet's desired pods, whether
+// or not a pod can run there.
+func canTargetNode(ds *appsv1.DaemonSet, node *corev1.Node) bool {
+	spec := ds.Spec.Template.Spec
+	if spec.NodeName != "" && spec.NodeName != node.Name {
+		return false
+	}
+	// A requirement that does not parse matches nothing; the controller ignores the error too.
+	if fits, _ := nodeaffinity.GetRequiredNodeAffinity(&corev1.Pod{Spec: spec}).Match(node); !fits {
+		return false
+	}
+	tolerations := append(slices.Clone(spec.Tolerations), daemonPodTolerations(spec.HostNetwork)...)
+	// false: the Gt/Lt toleration operators are behind an alpha feature gate, off by default.
+	_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), node.Spec.Taints, tolerations,
+		func(t *corev1.Taint) bool {
+			return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+		}, false)
+	return !untolerated
+}
+
+// daemonPodTolerations are the tolerations the DaemonSet controller adds to each of its pods
+// (AddOrUpdateDaemonPodTolerations in kubernetes' pkg/controller/daemon/util). Without them a
+// NotReady or cordoned virtual node would wrongly look out of every DaemonSet's reach.
+func daemonPodTolerations(hostNetwork bool) []corev1.Toleration {
+	exists := func(key string, effect corev1.TaintEffect) corev1.Toleration {
+		return corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists, Effect: effect}
+	}
+	t := []corev1.Toleration{
+		exists(corev1.TaintNodeNotReady, corev1.TaintEffectNoExecute),
+		exists(corev1.TaintNodeUnreachable, corev1.TaintEffectNoExecute),
+		exists(corev1.TaintNodeDiskPressure, corev1.TaintEffectNoSchedule),
+		exists(corev1.TaintNodeMemoryPressure, corev1.TaintEffectNoSchedule),
+		exists(corev1.TaintNodePIDPressure, corev1.TaintEffectNoSchedule),
+		exists(corev1.TaintNodeUnschedulable, corev1.TaintEffectNoSchedule),
+	}
+	if hostNetwork {
+		t = append(t, exists(corev1.TaintNodeNetworkUnavailable, corev1.TaintEffectNoSchedule))
+	}
+	return t
+}
+
+// daemonSetFix tells how to keep a DaemonSet off virtual nodes.
+var daemonSetFix = `Fix for the DaemonSets above: keep them off virtual nodes with a required node-affinity
+term in their pod template. Add the expression to every term they already have (terms are ORed),
+or add this term when they have none. Changing the template rolls the DaemonSet's pods out again;
+with the manager running, any template change (e.g. kubectl -n NAMESPACE rollout restart
+daemonset NAME) makes Flotilla's webhook add it for you.
+
+` + exclusionYAML()
+
+// exclusionYAML renders the pod-template fragment the manager's DaemonSet webhook applies, from
+// the webhook's own function so the advice cannot drift from what the webhook does.
+func exclusionYAML() string {
+	var spec corev1.PodSpec
+	webhook.ExcludeVirtualNodes(&spec)
+	fragment := map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"affinity": spec.Affinity}}}}
+	raw, err := yaml.Marshal(fragment)
+	if err != nil {
+		// An Affinity always encodes; failing here is a programming error, found by the tests.
+		panic(fmt.Sprintf("encoding the virtual-node exclusion: %v", err))
+	}
+	return string(raw)
+}
+
+// proxyFindings reports the proxy pods that are Pending.
+func proxyFindings(ctx context.Context, c client.Client) ([]finding, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
+		return nil, fmt.Errorf("listing proxy pods: %w", err)
+	}
+	var out []finding
+	for i := range pods.Items {
+		if pods.Items[i].Status.Phase == corev1.PodPending {
+			out = append(out, pendingProxyFinding(&pods.Items[i]))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Object < out[j].Object })
+	if len(out) == 0 {
+		out = append(out, finding{Severity: severityOK, Check: checkProxies,
+			Message: fmt.Sprintf("no proxy pod is Pending (%s)", plural(len(pods.Items), "proxy pod"))})
+	}
+	return out, nil
+}
+
+// pendingProxyFinding describes a Pending proxy. Unbound, no secondary could take it (a
+// warning); bound, its delegate is still starting in the secondary (information).
+func pendingProxyFinding(p *corev1.Pod) finding {
+	reason, message := p.Status.Reason, p.Status.Message
+	if reason == "" && message == "" {
+		// Unschedulable pods say why only in their PodScheduled condition.
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status != corev1.ConditionTrue {
+				reason, message = cond.Reason, cond.Message
+			}
+		}
+	}
+	key := p.Namespace + "/" + p.Name
+	f := finding{Severity: severityWarning, Check: checkProxies, Object: key,
+		Message: fmt.Sprintf("proxy %s is Pending, not bound to a virtual node", key)}
+	if p.Spec.NodeName != "" {
+		f.Severity = severityInfo
+		f.Message = fmt.Sprintf("proxy %s is Pending on %s, waiting for its delegate", key, p.Spec.NodeName)
+	}
+	if why := joinNonEmpty(": ", reason, message); why != "" {
+		f.Message += ": " + why
+	}
+	return f
+}
+
+// webhookFindings checks that the MutatingWebhookConfiguration exists; the manager writes it at
+// start, so its absence means the manager never ran or someone deleted it.
+func webhookFindings(ctx context.Context, c client.Client) ([]finding, error) {
+	name := webhook.ConfigurationName
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	err := c.Get(ctx, client.ObjectKey{Name: name}, &cfg)
+	if apierrors.IsNotFound(err) {
+		return []finding{{Severity: severityError, Check: checkWebhook, Object: name, Message: fmt.Sprintf(
+			"MutatingWebhookConfiguration %s is missing: elected pods run in the primary and DaemonSets are not kept "+
+				"off virtual nodes; the manager creates it when it starts (is it running?)", name)}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading MutatingWebhookConfiguration %s: %w", name, err)
+	}
+	return []finding{{Severity: severityOK, Check: checkWebhook, Object: name,
+		Message: fmt.Sprintf("MutatingWebhookConfiguration %s is present (%s)", name, plural(len(cfg.Webhooks), "webhook"))}}, nil
+}
+
+// printDoctorText prints a line per finding, each distinct fix once, and a summary.
+func printDoctorText(out io.Writer, findings []finding) error {
+	var b strings.Builder
+	var fixes []string
+	for _, f := range findings {
+		fmt.Fprintf(&b, "%-5s %s\n", f.Severity, f.Message)
+		if f.Fix != "" && !slices.Contains(fixes, f.Fix) {
+			fixes = append(fixes, f.Fix)
+		}
+	}
+	for _, fix := range fixes {
+		fmt.Fprintf(&b, "\n%s", indent(fix, "  "))
+	}
+	counts := countSeverity(findings)
+	fmt.Fprintf(&b, "\nSummary: %s, %s, %d info, %d OK\n", plural(counts[severityError], "error"),
+		plural(counts[severityWarning], "warning"), counts[severityInfo], counts[severityOK])
+	_, err := io.WriteString(out, b.String())
+	return err
+}
+
+// doctorReport is doctor's JSON output.
+type doctorReport struct {
+	Findings []finding        `json:"findings"`
+	Summary  map[severity]int `json:"summary"`
+}
+
+func printDoctorJSON(out io.Writer, findings []finding) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(doctorReport{Findings: findings, Summary: countSeverity(findings)})
+}
+
+// countSeverity counts the findings of each severity (every severity present, even at 0).
+func countSeverity(findings []finding) map[severity]int {
+	counts := map[severity]int{severityOK: 0, severityInfo: 0, severityWarning: 0, severityError: 0}
+	for _, f := range findings {
+		counts[f.Severity]++
+	}
+	return counts
+}
+
+// plural is "1 thing" or "n things".
+func plural(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
+}
+
+// joinNonEmpty joins the parts that are not empty.
+func joinNonEmpty(sep string, parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, sep)
+}
+
+// indent prefixes every non-empty line of s.
+func indent(s, prefix string) string {
+	lines := strings.SplitAfter(s, "\n")
+	for i, l := range lines {
+		if strings.TrimSpace(l) != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "")
+}
