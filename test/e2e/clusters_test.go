@@ -3,10 +3,12 @@ package e2e
 import (
 	"fmt"
 	"path/filepath"
+	"sort"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -318,7 +320,48 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		Expect(manager.Exited()).To(BeFalse())
 	}, SpecTimeout(3*time.Minute))
 
-	It("lets the nodes go Unknown while the manager is stopped for 2 minutes, and Ready within 30 s of its restart", func(ctx SpecContext) {
+	It("lets the nodes go Unknown while the manager is stopped for 2 minutes, evicts no elected pod, and is Ready within 30 s of its restart", func(ctx SpecContext) {
+		// Elected replicas with a short failover: a dead manager must not move them.
+		const ns = "manager-down"
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		two := int32(2)
+		sel := map[string]string{"app": "steady"}
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "steady"},
+			Spec: appsv1.DeploymentSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "30"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		uids := func(g Gomega) (proxies, delegates []string) {
+			list, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, p := range list.Items {
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "proxy %s", p.Name)
+				g.Expect(p.DeletionTimestamp).To(BeNil(), "proxy %s", p.Name)
+				proxies = append(proxies, string(p.UID))
+			}
+			for _, c := range []*testbed.Cluster{s1, s2} {
+				there, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+				if apierrors.IsNotFound(err) {
+					continue
+				}
+				g.Expect(err).NotTo(HaveOccurred())
+				for _, d := range there.Items {
+					delegates = append(delegates, string(d.UID))
+				}
+			}
+			sort.Strings(proxies)
+			sort.Strings(delegates)
+			return proxies, delegates
+		}
+		var proxiesBefore, delegatesBefore []string
+		Eventually(func(g Gomega) {
+			proxiesBefore, delegatesBefore = uids(g)
+			g.Expect(proxiesBefore).To(HaveLen(2))
+			g.Expect(delegatesBefore).To(HaveLen(2))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
 		Expect(manager.Stop(20 * time.Second)).To(Succeed())
 		stopped := time.Now()
 		Eventually(func(g Gomega) {
@@ -329,7 +372,6 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		if rest := 2*time.Minute - time.Since(stopped); rest > 0 {
 			time.Sleep(rest)
 		}
-		var err error
 		manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"))
 		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
@@ -339,6 +381,12 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 			}
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		AddReportEntry("manager restart to Ready", time.Since(start).Round(100*time.Millisecond).String())
+		Consistently(func(g Gomega) {
+			proxies, delegates := uids(g)
+			g.Expect(proxies).To(Equal(proxiesBefore), "no proxy was evicted or replaced")
+			g.Expect(delegates).To(Equal(delegatesBefore), "no delegate was replaced")
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(5*time.Minute))
 
 	It("fences a secondary with the out-of-service taint, and unfences it", func(ctx SpecContext) {

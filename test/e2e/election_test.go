@@ -234,6 +234,56 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), "the primary's own objects stay")
 	}, SpecTimeout(3*time.Minute))
 
+	It("never fails a Job pod on a transient error: the secondary's new namespace has no default ServiceAccount yet", func(ctx SpecContext) {
+		s2 := bed.Secondaries[1]
+		other := fmt.Sprintf("transient-%d", time.Now().Unix())
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: other, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// Without its controller-manager, the secondary creates no default ServiceAccount.
+		Expect(bed.FreezeComponent(s2, testbed.ControllerManager)).To(Succeed())
+		frozen := true
+		DeferCleanup(func() {
+			if frozen {
+				Expect(bed.ThawComponent(s2, testbed.ControllerManager)).To(Succeed())
+			}
+		})
+		never := corev1.RestartPolicyNever
+		_, err = bed.Primary.Clientset.BatchV1().Jobs(other).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "patient"},
+			Spec: batchv1.JobSpec{BackoffLimit: ptrTo(int32(0)), Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}},
+				Spec:       corev1.PodSpec{RestartPolicy: never, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		proxy := func(g Gomega) corev1.Pod {
+			pods, err := bed.Primary.Clientset.CoreV1().Pods(other).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(HaveLen(1), "one pod, never replaced")
+			return pods.Items[0]
+		}
+		Eventually(func(g Gomega) {
+			p := proxy(g)
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+			g.Expect(p.Status.Reason).To(Equal("WaitingForDependencies"))
+			g.Expect(p.Status.Message).To(ContainSubstring("default ServiceAccount"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(proxy(g).Status.Phase).To(Equal(corev1.PodPending))
+			job, err := bed.Primary.Clientset.BatchV1().Jobs(other).Get(ctx, "patient", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(job.Status.Failed).To(BeZero())
+		}).WithContext(ctx).WithTimeout(8 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		Expect(bed.ThawComponent(s2, testbed.ControllerManager)).To(Succeed())
+		frozen = false
+		Eventually(func(g Gomega) {
+			job, err := bed.Primary.Clientset.BatchV1().Jobs(other).Get(ctx, "patient", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(job.Status.Succeeded).To(BeNumerically("==", 1))
+			g.Expect(job.Status.Failed).To(BeZero())
+		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, other, metav1.DeleteOptions{})).To(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
 	It("handles a delegate deleted in its secondary: a ReplicaSet's proxy comes back Running, a bare pod's ends Failed DelegateLost", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]
 		one := int32(1)
@@ -462,6 +512,9 @@ var _ = Describe("pod election", Ordered, func() {
 		for _, p := range pods.Items {
 			Expect(p.Spec.NodeName).NotTo(HavePrefix(flotillav1.VirtualNodePrefix), "pod %s", p.Name)
 		}
+		out, err := flotillactl(ctx, "doctor")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).NotTo(ContainSubstring("daemonset "+ns+"/"+name), "doctor sees the DaemonSet excluded")
 		for _, c := range bed.Secondaries {
 			there, err := c.Clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
 			Expect(err).NotTo(HaveOccurred())

@@ -353,33 +353,53 @@ func Check(ctx context.Context, kubeconfigPath string) error {
 	return errors.Join(errs...)
 }
 
+// Components of a cluster that can be frozen.
+const (
+	APIServer         = "kube-apiserver"
+	ControllerManager = "kube-controller-manager"
+)
+
 // APIServerPID is the PID of the cluster's kube-apiserver.
-func (b *Bed) APIServerPID(c *Cluster) (int, error) {
-	raw, err := os.ReadFile(filepath.Join(b.tools.clusterDir(c.Name), "pids", "kube-apiserver.pid"))
+func (b *Bed) APIServerPID(c *Cluster) (int, error) { return b.ComponentPID(c, APIServer) }
+
+// ComponentPID is the PID of one of the cluster's processes (kwokctl's PID file).
+func (b *Bed) ComponentPID(c *Cluster, component string) (int, error) {
+	raw, err := os.ReadFile(filepath.Join(b.tools.clusterDir(c.Name), "pids", component+".pid"))
 	if err != nil {
-		return 0, fmt.Errorf("reading the kube-apiserver PID of %s: %w", c.Name, err)
+		return 0, fmt.Errorf("reading the %s PID of %s: %w", component, c.Name, err)
 	}
 	var pid int
 	if _, err := fmt.Sscanf(string(raw), "%d", &pid); err != nil {
-		return 0, fmt.Errorf("parsing the kube-apiserver PID of %s: %w", c.Name, err)
+		return 0, fmt.Errorf("parsing the %s PID of %s: %w", component, c.Name, err)
 	}
 	return pid, nil
 }
 
 // Freeze stops the cluster's kube-apiserver with SIGSTOP: connections are accepted and never
 // answered, as with a hung server. Thaw resumes it.
-func (b *Bed) Freeze(c *Cluster) error { return b.signalAPIServer(c, syscall.SIGSTOP) }
+func (b *Bed) Freeze(c *Cluster) error { return b.FreezeComponent(c, APIServer) }
 
 // Thaw resumes a frozen kube-apiserver.
-func (b *Bed) Thaw(c *Cluster) error { return b.signalAPIServer(c, syscall.SIGCONT) }
+func (b *Bed) Thaw(c *Cluster) error { return b.ThawComponent(c, APIServer) }
 
-func (b *Bed) signalAPIServer(c *Cluster, sig syscall.Signal) error {
-	pid, err := b.APIServerPID(c)
+// FreezeComponent stops one process of the cluster with SIGSTOP (e.g. the controller-manager, so
+// that a new namespace gets no default ServiceAccount). ThawComponent resumes it.
+func (b *Bed) FreezeComponent(c *Cluster, component string) error {
+	return b.signal(c, component, syscall.SIGSTOP)
+}
+
+// ThawComponent resumes a frozen process.
+func (b *Bed) ThawComponent(c *Cluster, component string) error {
+	return b.signal(c, component, syscall.SIGCONT)
+}
+
+func (b *Bed) signal(c *Cluster, component string, sig syscall.Signal) error {
+	pid, err := b.ComponentPID(c, component)
 	if err != nil {
 		return err
 	}
 	if err := syscall.Kill(pid, sig); err != nil {
-		return fmt.Errorf("sending %s to the kube-apiserver of %s: %w", sig, c.Name, err)
+		return fmt.Errorf("sending %s to the %s of %s: %w", sig, component, c.Name, err)
 	}
 	return nil
 }
