@@ -87,6 +87,11 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", cluster)
 	ctx = ctrl.LoggerInto(ctx, log)
+	if !proxy.DeletionTimestamp.IsZero() {
+		if released, err := r.releaseWithoutDelegate(ctx, proxy); released || err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	sec, ok := r.Secondaries.Secondary(cluster)
 	if !ok {
 		return r.pending(ctx, proxy, ReasonSecondaryUnavailable, fmt.Sprintf("Secondary cluster %s is not usable", cluster))
@@ -225,17 +230,81 @@ func (r *ProxyReconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod
 		}
 		return ctrl.Result{RequeueAfter: transientRetry}, nil // the delegate watch brings us back sooner
 	}
+	return ctrl.Result{}, r.letGo(ctx, proxy)
+}
+
+// Reasons a terminating proxy is let go while its delegate may still exist.
+const (
+	ReasonClusterRemoved     = "ClusterRemoved"
+	ReasonClusterFenced      = "ClusterFenced"
+	ReasonClusterUnreachable = "ClusterUnreachable"
+)
+
+// releaseReason says why a terminating proxy may go without proof that its delegate is gone:
+// its virtual node is gone (the secondary was removed) or fenced out-of-service (an admin declared
+// it dead), or, for an at-least-once pod, its secondary is unreachable past the failover taint
+// and the proxy's grace period is over (its controller already runs a replacement; the sweep
+// deletes the stale delegate when the secondary returns). At-most-once pods (StatefulSet's, or
+// annotated flotilla.dev/at-most-once) wait for the proof or the fence. node is nil when gone.
+func releaseReason(proxy *corev1.Pod, node *corev1.Node, now time.Time) string {
+	if node == nil {
+		return ReasonClusterRemoved
+	}
+	unreachable := false
+	for _, t := range node.Spec.Taints {
+		switch t.Key {
+		case corev1.TaintNodeOutOfService:
+			return ReasonClusterFenced
+		case flotillav1.TaintUnreachable:
+			unreachable = true
+		}
+	}
+	if unreachable && !atMostOnce(proxy) && remainingGrace(proxy, now) == 0 {
+		return ReasonClusterUnreachable
+	}
+	return ""
+}
+
+func atMostOnce(proxy *corev1.Pod) bool {
+	if _, ok := proxy.Annotations[flotillav1.AnnotationAtMostOnce]; ok {
+		return true
+	}
+	ref := metav1.GetControllerOf(proxy)
+	return ref != nil && ref.Kind == "StatefulSet"
+}
+
+// releaseWithoutDelegate lets a terminating proxy go when releaseReason allows it.
+func (r *ProxyReconciler) releaseWithoutDelegate(ctx context.Context, proxy *corev1.Pod) (bool, error) {
+	var node corev1.Node
+	found := &node
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: proxy.Spec.NodeName}, &node); apierrors.IsNotFound(err) {
+		found = nil
+	} else if err != nil {
+		return false, fmt.Errorf("reading virtual node %s: %w", proxy.Spec.NodeName, err)
+	}
+	reason := releaseReason(proxy, found, time.Now())
+	if reason == "" {
+		return false, nil
+	}
+	r.event(proxy, corev1.EventTypeWarning, reason, "Release",
+		"Released without deleting its delegate in %s (%s); the sweep removes a delegate left there if the cluster returns",
+		strings.TrimPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix), reason)
+	return true, r.letGo(ctx, proxy)
+}
+
+// letGo removes the finalizer and deletes the proxy at once, as a kubelet does.
+func (r *ProxyReconciler) letGo(ctx context.Context, proxy *corev1.Pod) error {
 	if controllerutil.ContainsFinalizer(proxy, flotillav1.FinalizerDelegate) {
 		base := proxy.DeepCopy()
 		controllerutil.RemoveFinalizer(proxy, flotillav1.FinalizerDelegate)
 		if err := r.Client.Patch(ctx, proxy, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
+			return client.IgnoreNotFound(err)
 		}
 	}
 	zero := int64(0)
-	err = r.Client.Delete(ctx, proxy, &client.DeleteOptions{GracePeriodSeconds: &zero,
+	err := r.Client.Delete(ctx, proxy, &client.DeleteOptions{GracePeriodSeconds: &zero,
 		Preconditions: &metav1.Preconditions{UID: &proxy.UID}})
-	return ctrl.Result{}, client.IgnoreNotFound(err)
+	return client.IgnoreNotFound(err)
 }
 
 // remainingGrace is what is left of the proxy's own grace period: a proxy evicted while its

@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
 func TestRemainingGrace(t *testing.T) {
@@ -23,6 +25,48 @@ func TestRemainingGrace(t *testing.T) {
 	for name, tc := range tests {
 		if got := remainingGrace(&tc.pod, now); got != tc.want {
 			t.Errorf("%s: %d, want %d", name, got, tc.want)
+		}
+	}
+}
+
+func TestReleaseReasonKeepsAtMostOncePodsUntilProofOrFence(t *testing.T) {
+	now := time.Unix(1000, 0)
+	past := metav1.NewTime(now.Add(-time.Minute))
+	future := metav1.NewTime(now.Add(time.Minute))
+	proxy := func(deadline metav1.Time, controller string, annotations map[string]string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", DeletionTimestamp: &deadline, Annotations: annotations}}
+		if controller != "" {
+			yes := true
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: controller, Name: "owner", Controller: &yes}}
+		}
+		return p
+	}
+	node := func(taints ...string) *corev1.Node {
+		n := &corev1.Node{}
+		for _, k := range taints {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: k, Effect: corev1.TaintEffectNoExecute})
+		}
+		return n
+	}
+	atMostOnce := map[string]string{flotillav1.AnnotationAtMostOnce: ""}
+	tests := map[string]struct {
+		proxy *corev1.Pod
+		node  *corev1.Node
+		want  string
+	}{
+		"reachable cluster: wait for the delegate":           {proxy(past, "ReplicaSet", nil), node(), ""},
+		"virtual node gone: cluster removed":                 {proxy(future, "StatefulSet", nil), nil, ReasonClusterRemoved},
+		"fenced: even a StatefulSet pod goes":                {proxy(future, "StatefulSet", nil), node(corev1.TaintNodeOutOfService), ReasonClusterFenced},
+		"unreachable, grace over, ReplicaSet pod":            {proxy(past, "ReplicaSet", nil), node(flotillav1.TaintUnreachable), ReasonClusterUnreachable},
+		"unreachable, grace over, Job pod":                   {proxy(past, "Job", nil), node(flotillav1.TaintUnreachable), ReasonClusterUnreachable},
+		"unreachable, grace not over":                        {proxy(future, "ReplicaSet", nil), node(flotillav1.TaintUnreachable), ""},
+		"unreachable, StatefulSet pod waits":                 {proxy(past, "StatefulSet", nil), node(flotillav1.TaintUnreachable), ""},
+		"unreachable, annotated at-most-once waits":          {proxy(past, "ReplicaSet", atMostOnce), node(flotillav1.TaintUnreachable), ""},
+		"not ready only (manager down): nothing is released": {proxy(past, "ReplicaSet", nil), node(corev1.TaintNodeUnreachable), ""},
+	}
+	for name, tc := range tests {
+		if got := releaseReason(tc.proxy, tc.node, now); got != tc.want {
+			t.Errorf("%s: %q, want %q", name, got, tc.want)
 		}
 	}
 }

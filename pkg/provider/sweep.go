@@ -72,8 +72,9 @@ func (s *Sweeper) sweep(ctx context.Context, now time.Time) {
 			if d.DeletionTimestamp != nil || !s.orphan(ctx, d) {
 				continue
 			}
-			uid := d.UID
-			err := sec.Client.Delete(ctx, d.DeepCopy(), &client.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			// No grace: its proxy is gone, a replacement may already run, the delegate is a duplicate.
+			uid, zero := d.UID, int64(0)
+			err := sec.Client.Delete(ctx, d.DeepCopy(), &client.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				s.Log.Error(err, "Sweeping an orphaned delegate failed", "cluster", snap.Name, "pod", client.ObjectKeyFromObject(d))
 				continue

@@ -369,6 +369,15 @@ var _ = Describe("pod election", Ordered, func() {
 		n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s2.Name), metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnreachable)))
+		// At-least-once: once their grace period is over, the evicted proxies are released (not
+		// left Terminating for as long as the secondary is away).
+		Eventually(func(g Gomega) {
+			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=failover",
+				FieldSelector: "spec.nodeName=" + flotillav1.VirtualNodeName(s2.Name)})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+		AddReportEntry("evicted proxies released", time.Since(start).Round(time.Second).String())
 
 		Expect(bed.StartCluster(ctx, s2)).To(Succeed())
 		stopped = false

@@ -62,6 +62,9 @@ const (
 	AnnotationDelegateIP = "flotilla.dev/delegate-ip"
 	// AnnotationProxyUID is the proxy's UID, on the delegate.
 	AnnotationProxyUID = "flotilla.dev/proxy-uid"
+	// AnnotationAtMostOnce asks that the pod never run twice: its proxy stays Terminating until its
+	// delegate is proven gone or its secondary is fenced (StatefulSet pods get this by default).
+	AnnotationAtMostOnce = "flotilla.dev/at-most-once"
 	// LabelProxy marks proxy pods in the primary.
 	LabelProxy = "flotilla.dev/proxy"
 	// FinalizerDelegate keeps a proxy until its delegate is gone.
