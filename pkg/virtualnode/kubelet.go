@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -18,8 +19,10 @@ import (
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -32,10 +35,11 @@ type Secondaries interface {
 	Secondary(name string) (clusters.Secondary, bool)
 }
 
-// KubeletServer is the kubelet API of every virtual node (they share one address): kubectl logs
-// and exec on a proxy reach its delegate. Callers are authenticated by client certificate (the
-// API server's, against the cluster's client CA) or bearer token (TokenReview), and authorised
-// by SubjectAccessReview on nodes/proxy of the proxy's node. Anonymous callers are refused.
+// KubeletServer is the kubelet API of every virtual node (they share one address): kubectl logs,
+// exec, attach and port-forward on a proxy reach its delegate. Callers are authenticated by client
+// certificate (the API server's, against the cluster's client CA) or bearer token (TokenReview),
+// and authorised by SubjectAccessReview on nodes/proxy of the proxy's node. Anonymous callers are
+// refused.
 type KubeletServer struct {
 	Primary     kubernetes.Interface
 	Secondaries Secondaries
@@ -70,8 +74,11 @@ func (k *KubeletServer) Start(ctx context.Context) error {
 		return fmt.Errorf("loading the kubelet serving certificate: %w", err)
 	}
 	r := http.NewServeMux()
+	// virtual-kubelet hands port-forward these two timeouts swapped (idle 30 s); forwards still
+	// stay open because kubectl pings its connection every 5-10 s.
 	api.AttachPodRoutes(api.PodHandlerConfig{
 		GetContainerLogs: k.containerLogs, RunInContainer: k.runInContainer,
+		AttachToContainer: k.attachToContainer, PortForward: k.portForward,
 		GetPods:               func(context.Context) ([]*corev1.Pod, error) { return nil, nil },
 		GetPodsFromKubernetes: func(context.Context) ([]*corev1.Pod, error) { return nil, nil },
 		StreamIdleTimeout:     30 * time.Minute, StreamCreationTimeout: 30 * time.Second,
@@ -217,29 +224,59 @@ func (k *KubeletServer) containerLogs(ctx context.Context, namespace, pod, conta
 	return sec.Clientset.CoreV1().Pods(namespace).GetLogs(pod, opts).Stream(ctx)
 }
 
+// Pod subresources that connect a caller to a container's stdio (remotecommand protocol).
+const (
+	subresourceExec   = "exec"
+	subresourceAttach = "attach"
+)
+
 func (k *KubeletServer) runInContainer(ctx context.Context, namespace, pod, container string, cmd []string, attach api.AttachIO) error {
+	return k.streamContainer(ctx, subresourceExec, namespace, pod, container, cmd, attach)
+}
+
+func (k *KubeletServer) attachToContainer(ctx context.Context, namespace, pod, container string, attach api.AttachIO) error {
+	return k.streamContainer(ctx, subresourceAttach, namespace, pod, container, nil, attach)
+}
+
+// streamContainer connects the caller to the delegate's container through the secondary's exec or
+// attach subresource.
+func (k *KubeletServer) streamContainer(ctx context.Context, subresource, namespace, pod, container string, cmd []string, attach api.AttachIO) error {
 	sec, err := k.secondaryOf(ctx, namespace, pod)
 	if err != nil {
 		return err
 	}
-	req := sec.Clientset.CoreV1().RESTClient().Post().Resource("pods").Namespace(namespace).Name(pod).SubResource("exec").
-		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdin: attach.Stdin() != nil,
-			Stdout: attach.Stdout() != nil, Stderr: attach.Stderr() != nil, TTY: attach.TTY()}, scheme.ParameterCodec)
-	exec, err := remotecommand.NewSPDYExecutor(sec.Config, http.MethodPost, req.URL())
+	u := containerStreamURL(sec.Clientset.CoreV1().RESTClient(), subresource, namespace, pod, container, cmd, attach)
+	exec, err := remotecommand.NewSPDYExecutor(sec.Config, http.MethodPost, u)
 	if err != nil {
-		return fmt.Errorf("exec in %s: %w", sec.Name, err)
+		return fmt.Errorf("%s in %s: %w", subresource, sec.Name, err)
 	}
-	opts := remotecommand.StreamOptions{Stdin: attach.Stdin(), Tty: attach.TTY()}
-	if attach.Stdout() != nil {
-		opts.Stdout = attach.Stdout()
+	// Not wrapped: virtual-kubelet type-asserts the error (no errors.As) to pass a command's exit
+	// code on to kubectl.
+	return exec.StreamWithContext(ctx, streamOptions(attach))
+}
+
+// containerStreamURL builds the URL of a pod's exec or attach subresource. They differ only in
+// their options type (attach runs no command); both ask for exactly the streams the caller opened,
+// so that the secondary's kubelet opens the same ones.
+func containerStreamURL(rc rest.Interface, subresource, namespace, pod, container string, cmd []string, attach api.AttachIO) *url.URL {
+	stdin, stdout, stderr := attach.Stdin() != nil, attach.Stdout() != nil, attach.Stderr() != nil
+	var opts runtime.Object = &corev1.PodExecOptions{Container: container, Command: cmd,
+		Stdin: stdin, Stdout: stdout, Stderr: stderr, TTY: attach.TTY()}
+	if subresource == subresourceAttach {
+		opts = &corev1.PodAttachOptions{Container: container, Stdin: stdin, Stdout: stdout, Stderr: stderr, TTY: attach.TTY()}
 	}
-	if attach.Stderr() != nil {
-		opts.Stderr = attach.Stderr()
-	}
+	return rc.Post().Resource("pods").Namespace(namespace).Name(pod).SubResource(subresource).
+		VersionedParams(opts, scheme.ParameterCodec).URL()
+}
+
+// streamOptions passes on the caller's streams (nil when not asked for) and, with a terminal, its
+// resizes.
+func streamOptions(attach api.AttachIO) remotecommand.StreamOptions {
+	opts := remotecommand.StreamOptions{Stdin: attach.Stdin(), Stdout: attach.Stdout(), Stderr: attach.Stderr(), Tty: attach.TTY()}
 	if attach.TTY() {
 		opts.TerminalSizeQueue = sizeQueue(attach.Resize())
 	}
-	return exec.StreamWithContext(ctx, opts)
+	return opts
 }
 
 type sizeQueue <-chan api.TermSize

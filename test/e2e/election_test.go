@@ -1,9 +1,12 @@
 package e2e
 
 import (
+	"bufio"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -394,7 +397,7 @@ var _ = Describe("pod election", Ordered, func() {
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
 	}, SpecTimeout(5*time.Minute))
 
-	It("serves kubectl logs and exec on a proxy from its delegate, and refuses anonymous and unauthorised callers", func(ctx SpecContext) {
+	It("serves kubectl logs, exec, attach and port-forward on a proxy from its delegate, and refuses anonymous and unauthorised callers", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]
 		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "talk",
 			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
@@ -423,6 +426,55 @@ var _ = Describe("pod election", Ordered, func() {
 			"-n", ns, "exec", "talk", "--", "echo", "hello-from-the-delegate").CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
 		Expect(string(out)).To(ContainSubstring("hello-from-the-delegate"))
+
+		// attach: kwok streams what the container prints from the moment the caller is attached.
+		attachLog := filepath.Join(GinkgoT().TempDir(), "attach.log")
+		attach, err := testbed.StartProcess("attach", filepath.Join(tools, "kubectl"), []string{"--kubeconfig", bed.KubeconfigPath,
+			"--context", testbed.PrimaryName, "-n", ns, "attach", "talk", "-c", "c"}, attachLog)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = attach.Stop(5 * time.Second) })
+		said := fmt.Sprintf("said while attached %d", time.Now().UnixNano())
+		Eventually(func(g Gomega) {
+			g.Expect(bed.AppendPodOutput(s1, said)).To(Succeed())
+			raw, err := os.ReadFile(attachLog)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(string(raw)).To(ContainSubstring(said))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		// port-forward: kwok forwards the delegate's ports to an echo server of this test.
+		echo, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(echo.Close)
+		go func() {
+			for {
+				conn, err := echo.Accept()
+				if err != nil {
+					return
+				}
+				go func() { defer conn.Close(); _, _ = io.Copy(conn, conn) }()
+			}
+		}()
+		Expect(testbed.ForwardPorts(ctx, s1, "127.0.0.1", echo.Addr().(*net.TCPAddr).Port)).To(Succeed())
+		local, err := testbed.FreePort()
+		Expect(err).NotTo(HaveOccurred())
+		forward, err := testbed.StartProcess("port-forward", filepath.Join(tools, "kubectl"), []string{"--kubeconfig", bed.KubeconfigPath,
+			"--context", testbed.PrimaryName, "-n", ns, "port-forward", "pod/talk", fmt.Sprintf("%d:8080", local)},
+			filepath.Join(GinkgoT().TempDir(), "port-forward.log"))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = forward.Stop(5 * time.Second) })
+		Eventually(func() (string, error) {
+			conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", local), 2*time.Second)
+			if err != nil {
+				return "", err
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := conn.Write([]byte("ping through the primary\n")); err != nil {
+				return "", err
+			}
+			line, err := bufio.NewReader(conn).ReadString('\n')
+			return line, err
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal("ping through the primary\n"))
 
 		// Straight to the kubelet port: anonymous, then a token without rights.
 		insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{

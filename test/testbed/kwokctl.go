@@ -108,7 +108,7 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 			"kube-controller-manager=node-monitor-grace-period="+opts.NodeMonitorGracePeriod.String(),
 		)
 	case RoleSecondary:
-		args = append(args, "--enable-crds=Stage,ClusterLogs,ClusterExec")
+		args = append(args, "--enable-crds=Stage,ClusterLogs,ClusterExec,ClusterAttach,ClusterPortForward")
 	}
 	for _, e := range orderExtraArgs(extra) {
 		args = append(args, "--extra-args", e)

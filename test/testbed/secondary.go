@@ -27,7 +27,8 @@ func PodLogLine(cluster string) string { return "hello from a pod in " + cluster
 var kwokGroupVersion = schema.GroupVersion{Group: "kwok.x-k8s.io", Version: "v1alpha1"}
 
 // kwokResources maps the kinds the bed creates to their (cluster-scoped) resources.
-var kwokResources = map[string]string{"Stage": "stages", "ClusterLogs": "clusterlogs", "ClusterExec": "clusterexecs"}
+var kwokResources = map[string]string{"Stage": "stages", "ClusterLogs": "clusterlogs", "ClusterExec": "clusterexecs",
+	"ClusterAttach": "clusterattaches", "ClusterPortForward": "clusterportforwards"}
 
 // jobOwnerRule is the selector term of kwok's pod-complete stage that limits it to Job pods.
 const jobOwnerRule = `    - key: '.metadata.ownerReferences.[].kind'
@@ -79,7 +80,7 @@ func setUpSecondary(ctx context.Context, c *Cluster, tools kwokctl, workDir stri
 	if err := os.MkdirAll(logDir, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", logDir, err)
 	}
-	logFile := filepath.Join(logDir, "pod.log")
+	logFile := podOutputFile(workDir, c)
 	// kwok serves logs in the CRI format only.
 	line := fmt.Sprintf("%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), PodLogLine(c.Name))
 	if err := os.WriteFile(logFile, []byte(line), 0o600); err != nil {
@@ -94,6 +95,10 @@ func setUpSecondary(ctx context.Context, c *Cluster, tools kwokctl, workDir stri
 			"selector": map[string]any{},
 			"execs":    []any{map[string]any{"containers": []any{}, "local": map[string]any{"workDir": os.TempDir()}}},
 		}),
+		kwokObject("ClusterAttach", "testbed-attach", map[string]any{
+			"selector": map[string]any{},
+			"attaches": []any{map[string]any{"containers": []any{}, "logsFile": logFile}},
+		}),
 	)
 	for _, o := range objs {
 		if err := createKwokObject(ctx, dyn, o); err != nil {
@@ -101,6 +106,40 @@ func setUpSecondary(ctx context.Context, c *Cluster, tools kwokctl, workDir stri
 		}
 	}
 	return nil
+}
+
+func podOutputFile(workDir string, c *Cluster) string {
+	return filepath.Join(workDir, c.Name, "pod.log")
+}
+
+// AppendPodOutput writes a line to what every container of a secondary prints: `kubectl logs`
+// shows it, and `kubectl attach` streams it to callers attached at that moment.
+func (b *Bed) AppendPodOutput(c *Cluster, line string) error {
+	f, err := os.OpenFile(podOutputFile(b.WorkDir, c), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("opening the pod output of %s: %w", c.Name, err)
+	}
+	_, err = fmt.Fprintf(f, "%s stdout F %s\n", time.Now().UTC().Format(time.RFC3339Nano), line)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing the pod output of %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+// ForwardPorts makes every port of every pod of a secondary forward to address:port on this
+// machine (kwok's ClusterPortForward), so that `kubectl port-forward` has something to reach.
+func ForwardPorts(ctx context.Context, c *Cluster, address string, port int) error {
+	dyn, err := dynamic.NewForConfig(c.RESTConfig)
+	if err != nil {
+		return fmt.Errorf("building dynamic client for %s: %w", c.Name, err)
+	}
+	return createKwokObject(ctx, dyn, kwokObject("ClusterPortForward", "testbed-forward", map[string]any{
+		"selector": map[string]any{},
+		"forwards": []any{map[string]any{"target": map[string]any{"address": address, "port": int64(port)}}},
+	}))
 }
 
 func kwokObject(kind, name string, spec map[string]any) *unstructured.Unstructured {
