@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,10 @@ type NodeView struct {
 type Options struct {
 	// AcceptAdmiralty makes multicluster.admiralty.io/elect elect too.
 	AcceptAdmiralty bool
+	// Choose, when set, binds the proxy at admission: it gets one index of weights (the feasible
+	// clusters' free CPU) and the proxy's nodeName is that cluster's virtual node. Nil leaves the
+	// choice among the feasible clusters to the primary's scheduler.
+	Choose func(weights []int64) int
 }
 
 // Constraints are the user's scheduling constraints, moved from the proxy to the delegate.
@@ -132,10 +137,62 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 		}}},
 	}}
 	out.Spec.Tolerations = proxyTolerations(failover)
+	if bindable(out) && opts.Choose != nil {
+		out.Spec.NodeName = flotillav1.VirtualNodeName(feasible[opts.Choose(freeCPU(feasible, clusters))])
+	}
 	out.Spec.HostNetwork = false
 	stripHostPorts(out.Spec.InitContainers)
 	stripHostPorts(out.Spec.Containers)
 	return out, nil
+}
+
+// bindable says whether the webhook may bind the proxy itself. Why bind at admission: the
+// primary's scheduler would only pick one of the feasible virtual nodes (the user's constraints are
+// the delegate's, applied by the secondary's scheduler), at the cost of a scheduling cycle and a
+// bind call per pod, which at its default client rate (50/s) bounds how fast pods are elected.
+// Pods with scheduling gates are left to the scheduler (a bound pod cannot have any).
+func bindable(pod *corev1.Pod) bool {
+	return pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) == 0
+}
+
+// freeCPU is each named cluster's free CPU in millicores (at least 1, so every feasible cluster
+// can be chosen).
+func freeCPU(names []string, clusters []ClusterView) []int64 {
+	weights := make([]int64, len(names))
+	for i, name := range names {
+		weights[i] = 1
+		for _, cl := range clusters {
+			if cl.Name != name {
+				continue
+			}
+			for _, n := range cl.Nodes {
+				if cpu, ok := n.Free[corev1.ResourceCPU]; ok {
+					weights[i] += cpu.MilliValue()
+				}
+			}
+		}
+	}
+	return weights
+}
+
+// WeightedRandom picks an index with a probability proportional to its weight: a burst of pods
+// admitted before the capacity they take is seen spreads over clusters like their free capacity.
+func WeightedRandom(weights []int64) int {
+	var total int64
+	for _, w := range weights {
+		total += w
+	}
+	if total <= 0 {
+		return 0
+	}
+	r := rand.Int64N(total) //nolint:gosec // placement spread, not security
+	for i, w := range weights {
+		if r < w {
+			return i
+		}
+		r -= w
+	}
+	return len(weights) - 1
 }
 
 // offloadable refuses what a delegate cannot have in another cluster.

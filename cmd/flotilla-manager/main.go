@@ -85,6 +85,7 @@ type options struct {
 	webhookService          string
 	webhookCertDir          string
 	acceptAdmiralty         bool
+	proxyPlacement          string
 	podNetwork              string
 	proxyWorkers            int
 	failoverAfter           time.Duration
@@ -114,9 +115,10 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "URL the API server uses to reach the webhook, e.g. https://127.0.0.1:9443 when the manager runs out of cluster (default: the Service --webhook-service)")
 	fs.StringVar(&o.webhookService, "webhook-service", "flotilla-webhook", "Service of the webhook in the manager's namespace (in cluster)")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "where the webhook's serving certificate is written (default: a new temporary directory)")
+	fs.StringVar(&o.proxyPlacement, "proxy-placement", "webhook", "who binds a proxy to one of its feasible virtual nodes: webhook (at admission, weighted by free CPU; no scheduling cycle or bind call per pod) or scheduler (the primary's kube-scheduler)")
 	fs.BoolVar(&o.acceptAdmiralty, "accept-admiralty-annotation", true, "elect pods annotated multicluster.admiralty.io/elect too (turn off where Admiralty itself is installed)")
 	fs.StringVar(&o.podNetwork, "pod-network", "isolated", "isolated: a proxy's status.podIP stays empty and the delegate's IP is in the flotilla.dev/delegate-ip annotation; flat: status.podIP is the delegate's (cross-cluster pod network)")
-	fs.IntVar(&o.proxyWorkers, "proxy-workers", 32, "proxies reconciled in parallel")
+	fs.IntVar(&o.proxyWorkers, "proxy-workers", 96, "proxies reconciled in parallel")
 	fs.DurationVar(&o.dependencyGrace, "dependency-grace", time.Minute, "how long a copied ConfigMap, Secret, Service or NetworkPolicy stays in a secondary after the last delegate there stopped using it")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 30*time.Second, "how often delegates whose proxy is gone are swept (only in secondaries Running for that long)")
 	fs.DurationVar(&o.failoverAfter, "failover-after", 30*time.Second, "how long a secondary stays Unknown before its virtual node is tainted flotilla.dev/unreachable:NoExecute (its proxies are then evicted after their flotilla.dev/failover-seconds)")
@@ -336,8 +338,16 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	if err := mgr.Add(renew); err != nil {
 		return fmt.Errorf("adding the certificate renewal: %w", err)
 	}
+	var choose func([]int64) int
+	switch opts.proxyPlacement {
+	case "webhook":
+		choose = webhook.WeightedRandom
+	case "scheduler":
+	default:
+		return fmt.Errorf("--proxy-placement must be webhook or scheduler, not %q", opts.proxyPlacement)
+	}
 	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: &webhook.Handler{
-		Registry: registry, Options: webhook.Options{AcceptAdmiralty: opts.acceptAdmiralty},
+		Registry: registry, Options: webhook.Options{AcceptAdmiralty: opts.acceptAdmiralty, Choose: choose},
 		Decoder: admission.NewDecoder(mgr.GetScheme()),
 	}})
 	mgr.GetWebhookServer().Register(webhook.DaemonSetPath, &admission.Webhook{Handler: &webhook.DaemonSetHandler{

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 
 	"errors"
 	"fmt"
@@ -13,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -164,7 +162,10 @@ func (r *ProxyReconciler) createDelegate(ctx context.Context, proxy *corev1.Pod,
 	switch {
 	case err == nil:
 		r.event(proxy, corev1.EventTypeNormal, ReasonDelegateCreated, "Create", "Delegate created in cluster %s", sec.Name)
-		return ctrl.Result{}, r.markDelegated(ctx, proxy, sec.Name)
+		// No status write here: the first status mirrored from the delegate (its informer sees it
+		// within milliseconds) carries the Delegated condition; one write per proxy saved. A
+		// reconcile that runs before the cache shows the delegate gets AlreadyExists and waits.
+		return ctrl.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
 		return ctrl.Result{RequeueAfter: transientRetry}, nil // the cache will show it
 	case permanent(err):
@@ -331,36 +332,57 @@ func (r *ProxyReconciler) deleteDelegate(ctx context.Context, sec clusters.Secon
 	return nil
 }
 
-// mirrorStatus patches the proxy's status (never its spec or metadata) and the delegate-ip annotation.
+// mirrorStatus patches the proxy's status and its delegate-ip annotation in one write to the status
+// subresource (which, for pods, takes labels and annotations too; never the spec).
 func (r *ProxyReconciler) mirrorStatus(ctx context.Context, proxy, delegate *corev1.Pod) error {
 	want := translate.ProxyStatus(proxy, delegate, r.FlatNetwork)
 	want.Conditions = withCondition(want.Conditions, delegatedCondition(proxy))
-	if !translate.StatusEqual(proxy.Status, want) {
-		base := proxy.DeepCopy()
-		proxy.Status = want
-		if err := r.Client.Status().Patch(ctx, proxy, client.MergeFrom(base)); err != nil {
-			return client.IgnoreNotFound(err)
-		}
+	ip := delegate.Status.PodIP
+	newIP := ip != "" && proxy.Annotations[flotillav1.AnnotationDelegateIP] != ip
+	if !newIP && (translate.StatusEqual(proxy.Status, want) || stillPending(proxy.Status, want)) {
+		return nil
 	}
-	if ip := delegate.Status.PodIP; ip != "" && proxy.Annotations[flotillav1.AnnotationDelegateIP] != ip {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{flotillav1.AnnotationDelegateIP: ip}}})
-		if err := r.Client.Patch(ctx, proxy, client.RawPatch(types.MergePatchType, patch)); err != nil {
-			return client.IgnoreNotFound(err)
+	base := proxy.DeepCopy()
+	proxy.Status = want
+	if newIP {
+		if proxy.Annotations == nil {
+			proxy.Annotations = map[string]string{}
 		}
+		proxy.Annotations[flotillav1.AnnotationDelegateIP] = ip
 	}
-	return nil
+	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, proxy, client.MergeFrom(base)))
 }
 
-// markDelegated records on the proxy that its delegate was created, so that a delegate that later
-// vanishes is known to be lost rather than not yet created.
-func (r *ProxyReconciler) markDelegated(ctx context.Context, proxy *corev1.Pod, cluster string) error {
-	base := proxy.DeepCopy()
-	proxy.Status.Conditions = withCondition(proxy.Status.Conditions, corev1.PodCondition{
-		Type: conditionDelegated, Status: corev1.ConditionTrue, Reason: ReasonDelegateCreated,
-		Message: "Delegate created in cluster " + cluster, LastTransitionTime: metav1.Now(),
-	})
-	proxy.Status.Reason, proxy.Status.Message = "", ""
-	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, proxy, client.MergeFrom(base)))
+// stillPending says whether a new status of a pending delegate is not worth a write: the proxy
+// already says Pending and Delegated, and no condition turned False with a new reason (such as
+// the secondary's Unschedulable). Progress inside Pending (PodScheduled) shows with the next phase.
+func stillPending(current, want corev1.PodStatus) bool {
+	if current.Phase != corev1.PodPending || want.Phase != corev1.PodPending || !hasCondition(current.Conditions, conditionDelegated) {
+		return false
+	}
+	for _, c := range want.Conditions {
+		if c.Status != corev1.ConditionFalse {
+			continue
+		}
+		if prev, ok := conditionOf(current.Conditions, c.Type); !ok || prev.Status != c.Status || prev.Reason != c.Reason || prev.Message != c.Message {
+			return false
+		}
+	}
+	return true
+}
+
+func hasCondition(list []corev1.PodCondition, t corev1.PodConditionType) bool {
+	_, ok := conditionOf(list, t)
+	return ok
+}
+
+func conditionOf(list []corev1.PodCondition, t corev1.PodConditionType) (corev1.PodCondition, bool) {
+	for _, c := range list {
+		if c.Type == t {
+			return c, true
+		}
+	}
+	return corev1.PodCondition{}, false
 }
 
 func wasDelegated(proxy *corev1.Pod) bool {

@@ -70,3 +70,27 @@ func TestReleaseReasonKeepsAtMostOncePodsUntilProofOrFence(t *testing.T) {
 		}
 	}
 }
+
+func TestStillPendingSkipsOnlyProgressWithinPending(t *testing.T) {
+	delegated := corev1.PodCondition{Type: conditionDelegated, Status: corev1.ConditionTrue}
+	scheduled := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}
+	unschedulable := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/2 nodes"}
+	status := func(phase corev1.PodPhase, conds ...corev1.PodCondition) corev1.PodStatus {
+		return corev1.PodStatus{Phase: phase, Conditions: conds}
+	}
+	tests := map[string]struct {
+		current, want corev1.PodStatus
+		skip          bool
+	}{
+		"scheduled in the secondary: no write":      {status(corev1.PodPending, delegated), status(corev1.PodPending, delegated, scheduled), true},
+		"first write carries Delegated":             {status(corev1.PodPending), status(corev1.PodPending, delegated), false},
+		"unschedulable there: written":              {status(corev1.PodPending, delegated), status(corev1.PodPending, delegated, unschedulable), false},
+		"unschedulable already shown: no new write": {status(corev1.PodPending, delegated, unschedulable), status(corev1.PodPending, delegated, unschedulable), true},
+		"running: written":                          {status(corev1.PodPending, delegated), status(corev1.PodRunning, delegated, scheduled), false},
+	}
+	for name, tc := range tests {
+		if got := stillPending(tc.current, tc.want); got != tc.skip {
+			t.Errorf("%s: %v, want %v", name, got, tc.skip)
+		}
+	}
+}

@@ -128,9 +128,11 @@ func run(ctx context.Context, n int, out string, keep bool) (err error) {
 	}
 	fmt.Printf("bench: %d pods elected from the primary over two secondaries...\n", n)
 	var phases []string
+	delegates := startDelegateWatch(ctx, bed, "bench-elected")
 	if rep.Elected, err = measure(ctx, "elected", bed.Primary.Clientset, "bench-elected", n, true, &phases); err != nil {
 		return err
 	}
+	phases = append(phases, delegates.phases(n)...)
 	rep.Phases = phases
 	for _, c := range bed.Secondaries {
 		pods, err := c.Clientset.CoreV1().Pods("bench-elected").List(ctx, metav1.ListOptions{})
@@ -151,6 +153,58 @@ func run(ctx context.Context, n int, out string, keep bool) (err error) {
 		fmt.Println("bench: report written to", out)
 	}
 	return nil
+}
+
+// delegateWatch records when delegates appear and run in the secondaries: where the time of an
+// elected pod goes (before the delegate exists, in the secondary, or in reporting status back).
+type delegateWatch struct {
+	mu               sync.Mutex
+	start            time.Time
+	created, running []time.Time
+	seen, ran        map[string]bool
+}
+
+func startDelegateWatch(ctx context.Context, bed *testbed.Bed, ns string) *delegateWatch {
+	w := &delegateWatch{start: time.Now(), seen: map[string]bool{}, ran: map[string]bool{}}
+	for _, c := range bed.Secondaries {
+		record := func(obj any) {
+			p, ok := obj.(*corev1.Pod)
+			if !ok {
+				return
+			}
+			now := time.Now()
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			key := c.Name + "/" + p.Name
+			if !w.seen[key] {
+				w.seen[key] = true
+				w.created = append(w.created, now)
+			}
+			if !w.ran[key] && p.Status.Phase == corev1.PodRunning {
+				w.ran[key] = true
+				w.running = append(w.running, now)
+			}
+		}
+		factory := informers.NewSharedInformerFactoryWithOptions(c.Clientset, 0, informers.WithNamespace(ns))
+		inf := factory.Core().V1().Pods().Informer()
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})
+		factory.Start(ctx.Done())
+	}
+	return w
+}
+
+// phases says when the n-th delegate was created and was Running, from the Deployment's creation.
+func (w *delegateWatch) phases(n int) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	at := func(list []time.Time) string {
+		if len(list) < n {
+			return fmt.Sprintf("only %d", len(list))
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].Before(list[j]) })
+		return fmt.Sprintf("%.1fs", list[n-1].Sub(w.start).Seconds())
+	}
+	return []string{"delegates: all created after " + at(w.created), "delegates: all Running in their secondaries after " + at(w.running)}
 }
 
 func build(ctx context.Context, bin string) error {
