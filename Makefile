@@ -42,6 +42,10 @@ CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen
 generate: tools ## Deep copies and CRDs from pkg/apis (controller-gen); CRDs also into the chart
 	$(CONTROLLER_GEN) object paths=./pkg/apis/...
 	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
+	@# The Replicator embeds core types (pod template, Service, Ingress): without their long
+	@# descriptions its CRD stays small enough for a client-side kubectl apply (documented in docs/replicator.md).
+	@tmp=$$(mktemp -d) && $(CONTROLLER_GEN) crd:maxDescLen=0 paths=./pkg/apis/... output:crd:artifacts:config=$$tmp && \
+		cp $$tmp/flotilla.dev_replicators.yaml config/crd/bases/ && rm -rf $$tmp
 	@mkdir -p charts/flotilla/crds && cp config/crd/bases/*.yaml charts/flotilla/crds/
 
 .PHONY: verify-generated

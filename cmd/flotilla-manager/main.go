@@ -16,7 +16,9 @@ import (
 	"github.com/spf13/pflag"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
 	vklogrus "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -42,6 +44,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterdetector"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
 	"github.com/flotilla-dev/flotilla/pkg/provider"
 	"github.com/flotilla-dev/flotilla/pkg/reflect"
@@ -91,6 +94,7 @@ type options struct {
 	failoverAfter           time.Duration
 	sweepInterval           time.Duration
 	dependencyGrace         time.Duration
+	replicationTimeout      time.Duration
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -119,6 +123,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.acceptAdmiralty, "accept-admiralty-annotation", true, "elect pods annotated multicluster.admiralty.io/elect too (turn off where Admiralty itself is installed)")
 	fs.StringVar(&o.podNetwork, "pod-network", "isolated", "isolated: a proxy's status.podIP stays empty and the delegate's IP is in the flotilla.dev/delegate-ip annotation; flat: status.podIP is the delegate's (cross-cluster pod network)")
 	fs.IntVar(&o.proxyWorkers, "proxy-workers", 96, "proxies reconciled in parallel")
+	fs.DurationVar(&o.replicationTimeout, "replication-timeout", 10*time.Second, "how long a Replicator's work in one cluster may take: a dead or slow cluster is reported, the others go on")
 	fs.DurationVar(&o.dependencyGrace, "dependency-grace", time.Minute, "how long a copied ConfigMap, Secret, Service or NetworkPolicy stays in a secondary after the last delegate there stopped using it")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 30*time.Second, "how often delegates whose proxy is gone are swept (only in secondaries Running for that long)")
 	fs.DurationVar(&o.failoverAfter, "failover-after", 30*time.Second, "how long a secondary stays Unknown before its virtual node is tainted flotilla.dev/unreachable:NoExecute (its proxies are then evicted after their flotilla.dev/failover-seconds)")
@@ -182,11 +187,19 @@ func run(ctx context.Context, opts options) error {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	// Secrets are read in flotilla-system only (the registration Secret); nothing else needs them.
+	replicated, err := labels.Parse(flotillav1.LabelReplicator)
+	if err != nil {
+		return fmt.Errorf("parsing the replicated-object selector: %w", err)
+	}
 	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Secret{}:              {Namespaces: map[string]cache.Config{flotillav1.SystemNamespace: {}}},
 		&flotillav1.ClusterDetector{}: {Namespaces: map[string]cache.Config{flotillav1.SystemNamespace: {}}},
 		// Only proxies: the primary's other pods are none of Flotilla's business.
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{flotillav1.LabelProxy: "true"})},
+		// What Replicators applied (drift watches); a Deployment not Flotilla's is read uncached.
+		&appsv1.Deployment{}:    {Label: replicated},
+		&networkingv1.Ingress{}: {Label: replicated},
+		&corev1.ConfigMap{}:     {Label: replicated},
 	}}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
@@ -276,6 +289,10 @@ func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts
 	if err := (&clusterdetector.Reconciler{Client: mgr.GetClient(), Registry: registry,
 		PrimaryName: opts.primaryName, Recorder: mgr.GetEventRecorder("flotilla")}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ClusterDetector controller: %w", err)
+	}
+	if err := (&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry,
+		Recorder: mgr.GetEventRecorder("flotilla"), Timeout: opts.replicationTimeout}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("setting up the Replicator controller: %w", err)
 	}
 	address := opts.nodeAddress
 	if address == "" {

@@ -51,7 +51,12 @@ func Rules(primaryID string) []rbacv1.PolicyRule {
 		{APIGroups: []string{""}, Resources: []string{"pods/log", "pods/status"}, Verbs: []string{"get"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"}, Verbs: []string{"get", "create"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: writeVerbs},
+		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies", "ingresses"}, Verbs: writeVerbs},
+		// What a Replicator may carry (its allow-list), written only where the admission policy allows.
+		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: writeVerbs},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: writeVerbs},
+		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: writeVerbs},
+		{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: writeVerbs},
 		{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"}, Verbs: []string{"get", "list", "watch", "create"}},
 		{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"}, Verbs: []string{"update", "patch", "delete"},
 			ResourceNames: []string{primaryID}},

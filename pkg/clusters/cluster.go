@@ -349,6 +349,7 @@ func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Durati
 	if needCapacity {
 		cw := startCapacityWatch(ctx, c.client, reg.opts.PrimaryID, func() { reg.notify(c.name) })
 		dw := startDelegateWatch(ctx, c.client, reg.opts.PrimaryID, c.name, reg.handlers)
+		startReplicaWatch(ctx, c.client, reg.opts.PrimaryID, c.name, reg.replicaHandlersCopy)
 		c.mu.Lock()
 		c.capacity, c.delegates = cw, dw
 		c.mu.Unlock()

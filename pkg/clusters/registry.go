@@ -99,6 +99,7 @@ type Registry struct {
 	subs       []chan string
 
 	delegateHandlers []DelegateHandler
+	replicaHandlers  []ReplicaHandler
 }
 
 var _ manager.Runnable = (*Registry)(nil)

@@ -139,7 +139,13 @@ func NotAfter(certPEM []byte) (time.Time, error) {
 
 // RenewalDue says whether a certificate valid from notBefore to notAfter is past two thirds of its life.
 func RenewalDue(now, notBefore, notAfter time.Time) bool {
-	return !now.Before(notBefore.Add(notAfter.Sub(notBefore) * 2 / 3))
+	return !now.Before(renewalTime(notBefore, notAfter))
+}
+
+// renewalTime is the instant RenewalDue turns true; TLSBundle.RenewAt shares it so a requeue
+// lands exactly when renewal becomes due.
+func renewalTime(notBefore, notAfter time.Time) time.Time {
+	return notBefore.Add(notAfter.Sub(notBefore) * 2 / 3)
 }
 
 func serial() *big.Int {

@@ -209,7 +209,11 @@ func (r *ProxyReconciler) ensureNamespace(ctx context.Context, name string, sec 
 	}
 	var sa corev1.ServiceAccount
 	if err := sec.Client.Get(ctx, client.ObjectKey{Namespace: name, Name: "default"}, &sa); err != nil {
-		return ReasonWaitingForDependencies, fmt.Sprintf("Waiting for the default ServiceAccount of namespace %s in %s", name, sec.Name), nil
+		msg := fmt.Sprintf("Waiting for the default ServiceAccount of namespace %s in %s", name, sec.Name)
+		if !apierrors.IsNotFound(err) {
+			msg += ": " + err.Error()
+		}
+		return ReasonWaitingForDependencies, msg, nil
 	}
 	r.readyNamespaces.Store(key, true)
 	return "", "", nil

@@ -3,6 +3,7 @@ package reflect
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -68,6 +69,9 @@ func (r *Reflector) Ensure(ctx context.Context, sec client.Client, pod *corev1.P
 			}
 			return fmt.Errorf("reading ConfigMap %s/%s: %w", pod.Namespace, ref.Name, err)
 		}
+		if ReplicatorOwned(ctx, sec, client.ObjectKeyFromObject(&src)) {
+			continue // a Replicator applies it there: that satisfies the dependency
+		}
 		if err := apply(ctx, sec, ConfigMapCopy(&src, r.PrimaryID, owner)); err != nil {
 			return err
 		}
@@ -105,6 +109,16 @@ func (r *Reflector) ensureServiceAccount(ctx context.Context, sec client.Client,
 		return fmt.Errorf("creating ServiceAccount %s/%s: %w", pod.Namespace, name, err)
 	}
 	return nil
+}
+
+// ReplicatorOwned says whether a ConfigMap in a secondary is a Replicator's (one owner per copy:
+// reflection neither overwrites nor deletes it).
+func ReplicatorOwned(ctx context.Context, sec client.Reader, key client.ObjectKey) bool {
+	var cm corev1.ConfigMap
+	if err := sec.Get(ctx, key, &cm); err != nil {
+		return false
+	}
+	return strings.HasPrefix(cm.Annotations[AnnotationOwner], "replicator/")
 }
 
 // apply writes a copy with server-side apply (no read first: Secrets may not be read there).

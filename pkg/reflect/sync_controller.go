@@ -183,6 +183,9 @@ func (r *SyncReconciler) sync(ctx context.Context, sec clusters.Secondary, key K
 		rv = full.GetResourceVersion()
 		switch f := full.(type) {
 		case *corev1.ConfigMap:
+			if ReplicatorOwned(ctx, sec.Client, client.ObjectKeyFromObject(f)) {
+				return nil
+			}
 			copied = ConfigMapCopy(f, primaryID, owner)
 		case *corev1.Secret:
 			copied = SecretCopy(f, primaryID, owner)

@@ -41,6 +41,20 @@ const (
 	TaintVirtualNodeValue = "flotilla"
 )
 
+// Replication: labels and annotations on what a Replicator applies.
+const (
+	// LabelReplicator names the Replicator that applied an object (in every cluster).
+	LabelReplicator = "flotilla.dev/replicator"
+	// AnnotationCreatedBy marks a namespace a Replicator created: <primary id>/<replicator uid>.
+	AnnotationCreatedBy = "flotilla.dev/created-by"
+	// AnnotationOwner says which part of Flotilla owns an object: reflect, or replicator/<name>.
+	AnnotationOwner = "flotilla.dev/owner"
+	// FinalizerReplicator keeps a Replicator until what it applied is removed everywhere.
+	FinalizerReplicator = "flotilla.dev/replicator"
+	// FieldManager is Flotilla's server-side apply field manager.
+	FieldManager = "flotilla"
+)
+
 // VirtualNodeName is the name of the virtual node of a cluster.
 func VirtualNodeName(cluster string) string { return VirtualNodePrefix + cluster }
 

@@ -1,0 +1,290 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Placement says how a Replicator's Deployment reaches its clusters.
+// +kubebuilder:validation:Enum=Replicate;Elect
+type Placement string
+
+const (
+	// PlacementReplicate applies a full copy of every resource in each cluster (plumber's way).
+	PlacementReplicate Placement = "Replicate"
+	// PlacementElect keeps the Deployment in the primary only, its pods elected to the targets.
+	PlacementElect Placement = "Elect"
+)
+
+// plumber's status values.
+const (
+	SyncedTrue        = "synced"
+	SyncedFalse       = "not synced"
+	ApplyStatusOK     = "applied"
+	ApplyStatusFailed = "not applied"
+)
+
+// ReplicatorSpec is plumber's Replicator spec (same fields, same meanings) plus placement,
+// resources and tls.
+//
+// +kubebuilder:validation:XValidation:rule="!self.replicationNamespace.startsWith('kube-') && !(self.replicationNamespace in ['default', 'flotilla-system'])",message="replicationNamespace must not be default, flotilla-system or a kube-* namespace: the Replicator owns its namespace and may delete it"
+// +kubebuilder:validation:XValidation:rule="!has(self.deploymentSpec) || (has(self.deploymentName) && size(self.deploymentName) > 0)",message="deploymentSpec needs deploymentName"
+// +kubebuilder:validation:XValidation:rule="!has(self.deploymentSpec) || size(self.deploymentSpec.template.spec.containers) > 0",message="deploymentSpec.template.spec.containers must list at least one container"
+// +kubebuilder:validation:XValidation:rule="!has(self.configMapData) || (has(self.configMapName) && size(self.configMapName) > 0)",message="configMapData needs configMapName"
+// +kubebuilder:validation:XValidation:rule="!has(self.serviceSpec) || (has(self.serviceName) && size(self.serviceName) > 0)",message="serviceSpec needs serviceName"
+// +kubebuilder:validation:XValidation:rule="!has(self.ingressSpec) || (has(self.ingressName) && size(self.ingressName) > 0)",message="ingressSpec needs ingressName"
+// +kubebuilder:validation:XValidation:rule="!has(self.ingressSecureEnabled) || !self.ingressSecureEnabled || (has(self.ingressSpec) && has(self.ingressSpec.rules) && size(self.ingressSpec.rules) > 0)",message="ingressSecureEnabled needs ingressSpec.rules with a host each: the server certificate covers those hosts"
+// +kubebuilder:validation:XValidation:rule="!has(self.targetCluster) || !self.targetCluster.exists(t, t == '*') || size(self.targetCluster) == 1",message="targetCluster '*' means every secondary and cannot be combined with names"
+// +kubebuilder:validation:XValidation:rule="!has(self.placement) || self.placement != 'Elect' || has(self.deploymentSpec)",message="placement Elect needs a deploymentSpec: it is the Deployment whose pods are elected"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || self.resources.all(r, !has(r.metadata.namespace) || r.metadata.namespace == self.replicationNamespace)",message="resources must be in replicationNamespace (or name no namespace)"
+type ReplicatorSpec struct {
+	// TargetCluster lists the clusters to replicate to: ClusterDetector names, cluster names,
+	// raw <cluster>.<user> names or kubeconfig context names. Empty: the primary only (as
+	// plumber). ["*"]: every secondary. The primary always gets the resources.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	TargetCluster []string `json:"targetCluster,omitempty"`
+
+	// Placement is Replicate (default: a full copy in every cluster) or Elect (the Deployment
+	// stays in the primary and its pods are elected to the target clusters).
+	// +optional
+	// +kubebuilder:default=Replicate
+	Placement Placement `json:"placement,omitempty"`
+
+	// ReplicationNamespace is where every resource goes, in every cluster; created when missing.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	ReplicationNamespace string `json:"replicationNamespace"`
+
+	// DeploymentName names the Deployment of DeploymentSpec.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	DeploymentName string `json:"deploymentName,omitempty"`
+	// DeploymentSpec is the Deployment's spec. A missing selector and template labels are derived
+	// from the Replicator; a live Deployment's selector is kept.
+	// +optional
+	DeploymentSpec *ReplicatedDeploymentSpec `json:"deploymentSpec,omitempty"`
+
+	// ConfigMapName names the ConfigMap of ConfigMapData.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ConfigMapName string `json:"configMapName,omitempty"`
+	// ConfigMapData is the ConfigMap's data.
+	// +optional
+	ConfigMapData map[string]string `json:"configMapData,omitempty"`
+
+	// ServiceName names the Service of ServiceSpec.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	ServiceName string `json:"serviceName,omitempty"`
+	// ServiceSpec is the Service's spec; without a selector it selects the Deployment's pods.
+	// +optional
+	ServiceSpec *corev1.ServiceSpec `json:"serviceSpec,omitempty"`
+
+	// IngressName names the Ingress of IngressSpec.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	IngressName string `json:"ingressName,omitempty"`
+	// IngressSpec is the Ingress's spec.
+	// +optional
+	IngressSpec *networkingv1.IngressSpec `json:"ingressSpec,omitempty"`
+	// IngressSecureEnabled serves the Ingress over TLS with client certificates: one CA for all
+	// clusters, a server certificate for every host of the rules, a client certificate.
+	// +optional
+	IngressSecureEnabled bool `json:"ingressSecureEnabled,omitempty"`
+
+	// TLS tunes IngressSecureEnabled.
+	// +optional
+	TLS *ReplicatorTLS `json:"tls,omitempty"`
+
+	// Resources are further namespaced manifests, of the kinds ConfigMap, Secret, Service,
+	// Ingress, Deployment, StatefulSet, DaemonSet, Job, CronJob, ServiceAccount,
+	// PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy.
+	// +optional
+	// +kubebuilder:validation:MaxItems=100
+	// +kubebuilder:validation:XValidation:rule="self.all(r, r.kind in ['ConfigMap', 'Secret', 'Service', 'Ingress', 'Deployment', 'StatefulSet', 'DaemonSet', 'Job', 'CronJob', 'ServiceAccount', 'PodDisruptionBudget', 'HorizontalPodAutoscaler', 'NetworkPolicy'])",message="resources may only hold ConfigMap, Secret, Service, Ingress, Deployment, StatefulSet, DaemonSet, Job, CronJob, ServiceAccount, PodDisruptionBudget, HorizontalPodAutoscaler or NetworkPolicy"
+	Resources []Manifest `json:"resources,omitempty"`
+}
+
+// Manifest is one Kubernetes object of Resources: its kind and metadata are in the schema (so that
+// CEL can check them at apply time), the rest is kept as written.
+// +kubebuilder:pruning:PreserveUnknownFields
+type Manifest struct {
+	// +kubebuilder:validation:MaxLength=253
+	APIVersion string `json:"apiVersion"`
+	// +kubebuilder:validation:MaxLength=63
+	Kind     string           `json:"kind"`
+	Metadata ManifestMetadata `json:"metadata"`
+	// Raw is the whole manifest as written (filled by UnmarshalJSON; not part of the schema).
+	Raw []byte `json:"-"`
+}
+
+// ManifestMetadata is what the schema knows of a manifest's metadata.
+// +kubebuilder:pruning:PreserveUnknownFields
+type ManifestMetadata struct {
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// UnmarshalJSON keeps the whole manifest in Raw.
+func (m *Manifest) UnmarshalJSON(b []byte) error {
+	type plain Manifest
+	if err := json.Unmarshal(b, (*plain)(m)); err != nil {
+		return err //nolint:wrapcheck // the decoder's own error
+	}
+	m.Raw = append([]byte(nil), b...)
+	return nil
+}
+
+// MarshalJSON writes the manifest as it was read.
+func (m Manifest) MarshalJSON() ([]byte, error) {
+	if m.Raw != nil {
+		return m.Raw, nil
+	}
+	type plain Manifest
+	return json.Marshal(plain(m)) //nolint:wrapcheck // the encoder's own error
+}
+
+// ReplicatedDeploymentSpec is a Deployment's spec whose selector may be left out.
+type ReplicatedDeploymentSpec struct {
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+	// Selector defaults to labels derived from the Replicator (or the live Deployment's).
+	// +optional
+	Selector *metav1.LabelSelector  `json:"selector,omitempty"`
+	Template corev1.PodTemplateSpec `json:"template"`
+	// +optional
+	Strategy appsv1.DeploymentStrategy `json:"strategy,omitempty"`
+	// +optional
+	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+	// +optional
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+	// +optional
+	ProgressDeadlineSeconds *int32 `json:"progressDeadlineSeconds,omitempty"`
+}
+
+// ReplicatorTLS tunes the TLS material of IngressSecureEnabled.
+type ReplicatorTLS struct {
+	// IssuerRef makes cert-manager (in the primary) issue the server and client certificates
+	// instead of Flotilla's own CA.
+	// +optional
+	IssuerRef *IssuerRef `json:"issuerRef,omitempty"`
+	// ReplicateClientSecret also copies cli-secret (the client key) to every target: anyone who
+	// reads Secrets there can then act as the client everywhere.
+	// +optional
+	ReplicateClientSecret bool `json:"replicateClientSecret,omitempty"`
+}
+
+// IssuerRef names a cert-manager Issuer or ClusterIssuer.
+type IssuerRef struct {
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Kind is Issuer (in the replication namespace) or ClusterIssuer.
+	// +optional
+	// +kubebuilder:default=Issuer
+	// +kubebuilder:validation:Enum=Issuer;ClusterIssuer
+	Kind string `json:"kind,omitempty"`
+	// +optional
+	// +kubebuilder:default=cert-manager.io
+	Group string `json:"group,omitempty"`
+}
+
+// AppliedResource is one resource in one cluster (plumber's applied[]).
+type AppliedResource struct {
+	Cluster string `json:"cluster"`
+	Kind    string `json:"kind"`
+	Name    string `json:"name"`
+	// ApplyStatus is "applied" or "not applied".
+	ApplyStatus string `json:"applyStatus"`
+	// Message says why it was not applied.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// ClusterSync is the state of one cluster of a Replicator.
+type ClusterSync struct {
+	// Name is the cluster's name ("primary" names the primary's own).
+	Name string `json:"name"`
+	// Role is primary or secondary.
+	Role string `json:"role"`
+	// Synced says whether every resource is applied there.
+	Synced bool `json:"synced"`
+	// Replicas and ReadyReplicas of the Deployment there (with placement Elect: its delegates there).
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// Message says what failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// LastSyncTime is when everything was last applied there.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+}
+
+// ReplicatorStatus is plumber's status (applied, synced) plus conditions and per-cluster state.
+type ReplicatorStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Synced is "synced" when every resource is applied in every cluster, else "not synced".
+	// +optional
+	Synced string `json:"synced,omitempty"`
+	// ClusterCount is "<synced clusters>/<clusters>", the primary included.
+	// +optional
+	ClusterCount string `json:"clusterCount,omitempty"`
+	// Applied lists every resource in every cluster.
+	// +optional
+	Applied []AppliedResource `json:"applied,omitempty"`
+	// Clusters is the state of each cluster.
+	// +optional
+	Clusters []ClusterSync `json:"clusters,omitempty"`
+	// Conditions: Ready (the Deployment's pods are ready everywhere), Synced (everything applied everywhere).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// Replicator replicates a namespace's ConfigMap, Deployment, Service, Ingress, TLS Secrets and
+// further resources to chosen clusters, and keeps them true (plumber-compatible).
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=rep
+// +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.synced`
+// +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.status.clusterCount`
+// +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.replicationNamespace`,priority=1
+// +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.spec.placement`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Replicator struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   ReplicatorSpec   `json:"spec,omitempty"`
+	Status ReplicatorStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// ReplicatorList is a list of Replicators.
+type ReplicatorList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Replicator `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Replicator{}, &ReplicatorList{})
+}

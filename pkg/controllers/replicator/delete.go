@@ -1,0 +1,155 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// reconcileDelete removes what the Replicator applied in every cluster it knows of, then its
+// namespaces where it created them, then lets it go. A cluster that does not answer keeps the
+// finalizer (its cleanup finishes when it returns); a cluster removed from Flotilla is skipped.
+func (r *Reconciler) reconcileDelete(ctx context.Context, rep *flotillav1.Replicator) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(rep, flotillav1.FinalizerReplicator) {
+		return ctrl.Result{}, nil
+	}
+	clusters := map[string]bool{PrimaryName: true}
+	for _, c := range rep.Status.Clusters {
+		clusters[c.Name] = true
+	}
+	for _, name := range Resolve(rep.Spec.TargetCluster, r.Registry.Snapshots()).Clusters {
+		clusters[name] = true
+	}
+	var pending []string
+	for name := range clusters {
+		acc, ok := r.accessTo(name)
+		if !ok {
+			if r.registered(name) {
+				pending = append(pending, name+": not answering")
+			}
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+		err := r.cleanCluster(cctx, acc, rep, name)
+		cancel()
+		if err != nil {
+			pending = append(pending, fmt.Sprintf("%s: %v", name, err))
+		}
+	}
+	if len(pending) > 0 {
+		base := rep.DeepCopy()
+		meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionFalse,
+			Reason: ReasonCleanupPending, Message: fmt.Sprintf("Removing what was applied; waiting for %v", pending)})
+		_ = r.Client.Status().Patch(ctx, rep, client.MergeFrom(base))
+		return ctrl.Result{RequeueAfter: resyncNotSynced}, nil
+	}
+	if err := r.deleteCA(ctx, rep); err != nil {
+		return ctrl.Result{}, err
+	}
+	base := rep.DeepCopy()
+	controllerutil.RemoveFinalizer(rep, flotillav1.FinalizerReplicator)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, rep, client.MergeFrom(base)))
+}
+
+// registered says whether a cluster is still registered (known to the registry at all).
+func (r *Reconciler) registered(name string) bool {
+	for _, s := range r.Registry.Snapshots() {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// cleanCluster deletes the Replicator's objects in one cluster, then its namespace if allowed.
+func (r *Reconciler) cleanCluster(ctx context.Context, acc access, rep *flotillav1.Replicator, cluster string) error {
+	var errs []error
+	for _, a := range rep.Status.Applied {
+		if a.Cluster == cluster {
+			errs = append(errs, deleteApplied(ctx, acc, rep, a))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return r.deleteNamespace(ctx, acc, rep)
+}
+
+// deleteNamespace deletes the replication namespace only if this Replicator created it, no other
+// Replicator uses it, and it holds nothing that is not Flotilla's (no pod, no ConfigMap, Service
+// or Deployment without Flotilla's labels): a namespace that existed before is kept.
+func (r *Reconciler) deleteNamespace(ctx context.Context, acc access, rep *flotillav1.Replicator) error {
+	name := rep.Spec.ReplicationNamespace
+	var ns corev1.Namespace
+	if err := acc.read.Get(ctx, client.ObjectKey{Name: name}, &ns); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if ns.Annotations[flotillav1.AnnotationCreatedBy] != r.Registry.PrimaryID()+"/"+string(rep.UID) || !ns.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	var others flotillav1.ReplicatorList
+	if err := r.Client.List(ctx, &others); err != nil {
+		return fmt.Errorf("listing Replicators: %w", err)
+	}
+	for _, o := range others.Items {
+		if o.UID != rep.UID && o.Spec.ReplicationNamespace == name {
+			return nil
+		}
+	}
+	foreign, err := holdsForeign(ctx, acc.read, name)
+	if err != nil || foreign {
+		return err
+	}
+	if err := acc.w.Delete(ctx, &ns, client.Preconditions{UID: &ns.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// holdsForeign says whether a namespace holds pods, or ConfigMaps, Services or Deployments that
+// no Replicator applied (a delegate, a user's object).
+func holdsForeign(ctx context.Context, read client.Reader, ns string) (bool, error) {
+	var pods corev1.PodList
+	if err := read.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		return false, fmt.Errorf("listing pods in %s: %w", ns, err)
+	}
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && !ownedByReplicated(p) {
+			return true, nil
+		}
+	}
+	lists := []client.ObjectList{&corev1.ConfigMapList{}, &corev1.ServiceList{}}
+	for _, l := range lists {
+		if err := read.List(ctx, l, client.InNamespace(ns)); err != nil {
+			return false, fmt.Errorf("listing in %s: %w", ns, err)
+		}
+		items, err := meta.ExtractList(l)
+		if err != nil {
+			return false, fmt.Errorf("reading a list in %s: %w", ns, err)
+		}
+		for _, it := range items {
+			m, ok := it.(metav1.Object)
+			if ok && m.GetLabels()[flotillav1.LabelReplicator] == "" && m.GetName() != "kube-root-ca.crt" && m.GetDeletionTimestamp() == nil {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// ownedByReplicated says whether a pod belongs to a ReplicaSet (of a replicated Deployment, which
+// is being deleted with it).
+func ownedByReplicated(p corev1.Pod) bool {
+	ref := metav1.GetControllerOf(&p)
+	return ref != nil && ref.Kind == "ReplicaSet"
+}

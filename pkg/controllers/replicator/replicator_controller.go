@@ -1,0 +1,469 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// PrimaryName names the primary in a Replicator's status.
+const PrimaryName = "primary"
+
+// Condition types and reasons of a Replicator.
+const (
+	ConditionSynced          = "Synced"
+	ConditionReady           = "Ready"
+	ReasonSynced             = "Synced"
+	ReasonApplyFailed        = "ApplyFailed"
+	ReasonUnknownTargets     = "UnknownTargets"
+	ReasonNamespaceNotOurs   = "NamespaceNotManaged"
+	ReasonNamespaceNotEnable = "NamespaceNotEnabled"
+	ReasonReplicasReady      = "ReplicasReady"
+	ReasonReplicasNotReady   = "ReplicasNotReady"
+	ReasonNoDeployment       = "NoDeployment"
+	ReasonCleanupPending     = "CleanupPending"
+)
+
+const (
+	resyncSynced    = time.Minute
+	resyncNotSynced = 10 * time.Second
+)
+
+// Registry is what the Replicator controller needs of the cluster registry.
+type Registry interface {
+	Snapshots() []clusters.Snapshot
+	Secondary(name string) (clusters.Secondary, bool)
+	PrimaryID() string
+	AddReplicaHandler(h clusters.ReplicaHandler)
+}
+
+// Reconciler applies each Replicator to the primary, then to its targets in parallel, and
+// reports per cluster what is applied.
+type Reconciler struct {
+	// Client writes to the primary and reads Replicators and proxies from the cache.
+	Client client.Client
+	// Live reads the primary without a cache (Deployments not yet Flotilla's, HPAs, the CA Secret).
+	Live     client.Reader
+	Registry Registry
+	Recorder events.EventRecorder
+	// Timeout bounds the work in one cluster, so that a dead or slow one never delays the others.
+	Timeout time.Duration
+}
+
+// placeResult is what happened in one cluster.
+type placeResult struct {
+	sync    flotillav1.ClusterSync
+	applied []flotillav1.AppliedResource
+	// problem is a namespace condition reason ("" when none).
+	problem string
+}
+
+// +kubebuilder:rbac:groups=flotilla.dev,resources=replicators,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=flotilla.dev,resources=replicators/status;replicators/finalizers,verbs=get;update;patch
+
+// Reconcile is one pass over one Replicator, with one status patch at the end.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
+	rep := &flotillav1.Replicator{}
+	if err := r.Client.Get(ctx, req.NamespacedName, rep); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !rep.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, rep)
+	}
+	if !controllerutil.ContainsFinalizer(rep, flotillav1.FinalizerReplicator) {
+		base := rep.DeepCopy()
+		controllerutil.AddFinalizer(rep, flotillav1.FinalizerReplicator)
+		if err := r.Client.Patch(ctx, rep, client.MergeFrom(base)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("adding the finalizer: %w", err)
+		}
+	}
+	base := rep.DeepCopy()
+	defer func() {
+		if err := r.Client.Status().Patch(ctx, rep, client.MergeFrom(base)); err != nil && retErr == nil {
+			retErr = client.IgnoreNotFound(fmt.Errorf("patching the status: %w", err))
+		}
+	}()
+	return r.reconcileNormal(ctx, rep)
+}
+
+func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replicator) (ctrl.Result, error) {
+	res := Resolve(rep.Spec.TargetCluster, r.Registry.Snapshots())
+	in := Inputs{Replicator: rep, PrimaryID: r.Registry.PrimaryID(), ElectClusters: res.Clusters}
+	if rep.Spec.IngressSecureEnabled {
+		server, cli, err := r.tlsMaterial(ctx, rep)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		in.ServerTLS, in.ClientTLS = server, cli
+	}
+	results := []placeResult{r.applyPrimary(ctx, in)}
+	results = append(results, r.applyTargets(ctx, in, res.Clusters)...)
+	r.prune(ctx, rep, results, res.Clusters)
+	setStatus(rep, results, res)
+	for _, pr := range results {
+		if !pr.sync.Synced {
+			r.event(rep, corev1.EventTypeWarning, ReasonApplyFailed, "Apply", "Cluster %s: %s", pr.sync.Name, pr.sync.Message)
+		}
+	}
+	if rep.Status.Synced != flotillav1.SyncedTrue || meta.IsStatusConditionFalse(rep.Status.Conditions, ConditionReady) {
+		return ctrl.Result{RequeueAfter: resyncNotSynced}, nil
+	}
+	return ctrl.Result{RequeueAfter: resyncSynced}, nil
+}
+
+func (r *Reconciler) applyPrimary(ctx context.Context, in Inputs) placeResult {
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	return r.applyPlace(ctx, in, PrimaryName, true, r.Client, r.Live)
+}
+
+// applyTargets applies to every secondary at once, each bounded by Timeout.
+func (r *Reconciler) applyTargets(ctx context.Context, in Inputs, names []string) []placeResult {
+	out := make([]placeResult, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sec, ok := r.Registry.Secondary(name)
+			if !ok {
+				out[i] = failed(name, "the cluster is not usable (not answering, or not a secondary)")
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+			defer cancel()
+			out[i] = r.applyPlace(cctx, in, name, false, sec.Client, sec.Client)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func failed(cluster, msg string) placeResult {
+	return placeResult{sync: flotillav1.ClusterSync{Name: cluster, Role: roleOf(cluster == PrimaryName), Message: msg}}
+}
+
+func roleOf(primary bool) string {
+	if primary {
+		return flotillav1.RolePrimary
+	}
+	return flotillav1.RoleSecondary
+}
+
+// applyPlace ensures the namespace and applies every desired object in one cluster.
+func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, live client.Reader) placeResult {
+	rep := in.Replicator
+	pr := placeResult{sync: flotillav1.ClusterSync{Name: cluster, Role: roleOf(primary)}}
+	if reason, err := r.ensureNamespace(ctx, in, primary, w, live); err != nil {
+		pr.sync.Message, pr.problem = err.Error(), reason
+		return pr
+	}
+	place := Place{Cluster: cluster, Primary: primary}
+	if err := readLive(ctx, live, rep, &place); err != nil {
+		pr.sync.Message = err.Error()
+		return pr
+	}
+	objs, err := Desired(in, place)
+	if err != nil {
+		pr.sync.Message = err.Error()
+		return pr
+	}
+	var failures []string
+	for _, o := range objs {
+		ar := flotillav1.AppliedResource{Cluster: cluster, Kind: o.GetKind(), Name: o.GetName(), ApplyStatus: flotillav1.ApplyStatusOK}
+		if err := w.Patch(ctx, o, client.Apply, client.FieldOwner(flotillav1.FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck // unstructured apply
+			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
+			failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
+		}
+		pr.applied = append(pr.applied, ar)
+	}
+	if len(failures) > 0 {
+		pr.sync.Message = failures[0]
+		if len(failures) > 1 {
+			pr.sync.Message += fmt.Sprintf(" (and %d more)", len(failures)-1)
+		}
+		return pr
+	}
+	pr.sync.Synced = true
+	now := metav1.Now()
+	pr.sync.LastSyncTime = &now
+	r.readReplicas(ctx, in, cluster, primary, live, &pr.sync)
+	return pr
+}
+
+// readLive reads what decides parts of the desired objects: the live Deployment's selector and
+// whether an HPA scales it.
+func readLive(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, place *Place) error {
+	if rep.Spec.DeploymentName == "" {
+		return nil
+	}
+	ns := rep.Spec.ReplicationNamespace
+	var d appsv1.Deployment
+	err := live.Get(ctx, client.ObjectKey{Namespace: ns, Name: rep.Spec.DeploymentName}, &d)
+	switch {
+	case err == nil:
+		place.LiveSelector = d.Spec.Selector
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading Deployment %s/%s: %w", ns, rep.Spec.DeploymentName, err)
+	}
+	var hpas autoscalingv2.HorizontalPodAutoscalerList
+	if err := live.List(ctx, &hpas, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("listing HorizontalPodAutoscalers in %s: %w", ns, err)
+	}
+	for _, h := range hpas.Items {
+		ref := h.Spec.ScaleTargetRef
+		if ref.Kind == "Deployment" && ref.Name == rep.Spec.DeploymentName {
+			place.HPA = true
+		}
+	}
+	return nil
+}
+
+// readReplicas fills the Deployment's replica counts in one cluster: its own Deployment's, or
+// with placement Elect, the proxies elected to that cluster.
+func (r *Reconciler) readReplicas(ctx context.Context, in Inputs, cluster string, primary bool, live client.Reader, cs *flotillav1.ClusterSync) {
+	rep := in.Replicator
+	if rep.Spec.DeploymentSpec == nil || rep.Spec.DeploymentName == "" {
+		return
+	}
+	if rep.Spec.Placement == flotillav1.PlacementElect {
+		if !primary {
+			cs.Replicas, cs.ReadyReplicas = r.electedReplicas(ctx, rep, cluster)
+		}
+		return
+	}
+	var d appsv1.Deployment
+	if err := live.Get(ctx, client.ObjectKey{Namespace: rep.Spec.ReplicationNamespace, Name: rep.Spec.DeploymentName}, &d); err == nil {
+		cs.Replicas, cs.ReadyReplicas = d.Status.Replicas, d.Status.ReadyReplicas
+	}
+}
+
+// electedReplicas counts the proxies of the Deployment bound to a cluster's virtual node, and
+// those Ready (their status is their delegate's).
+func (r *Reconciler) electedReplicas(ctx context.Context, rep *flotillav1.Replicator, cluster string) (total, ready int32) {
+	var proxies corev1.PodList
+	sel := Selector(rep, nil).MatchLabels
+	if err := r.Client.List(ctx, &proxies, client.InNamespace(rep.Spec.ReplicationNamespace), client.MatchingLabels(sel)); err != nil {
+		return 0, 0
+	}
+	for _, p := range proxies.Items {
+		if p.Spec.NodeName != flotillav1.VirtualNodeName(cluster) || p.DeletionTimestamp != nil {
+			continue
+		}
+		total++
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	return total, ready
+}
+
+// ensureNamespace creates the replication namespace where it is missing, marked as created by
+// this Replicator; in a secondary an existing one must be writable by this primary.
+func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, primary bool, w client.Client, read client.Reader) (string, error) {
+	rep := in.Replicator
+	name := rep.Spec.ReplicationNamespace
+	var ns corev1.Namespace
+	err := read.Get(ctx, client.ObjectKey{Name: name}, &ns)
+	if apierrors.IsNotFound(err) {
+		ns = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{},
+			Annotations: map[string]string{flotillav1.AnnotationCreatedBy: createdBy(in)}}}
+		if primary && rep.Spec.Placement == flotillav1.PlacementElect {
+			ns.Labels[flotillav1.LabelEnabled] = "true"
+		}
+		if !primary {
+			ns.Labels[flotillav1.LabelManagedBy] = in.PrimaryID
+			ns.Labels[flotillav1.LabelPrimary] = in.PrimaryID
+		}
+		if err := w.Create(ctx, &ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("creating namespace %s: %w", name, err)
+		}
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+	if !primary && ns.Labels[flotillav1.LabelManagedBy] != in.PrimaryID {
+		return ReasonNamespaceNotOurs, fmt.Errorf("namespace %s exists without label %s=%s; an admin of that cluster may add it",
+			name, flotillav1.LabelManagedBy, in.PrimaryID)
+	}
+	if primary && rep.Spec.Placement == flotillav1.PlacementElect && ns.Labels[flotillav1.LabelEnabled] != "true" {
+		return ReasonNamespaceNotEnable, fmt.Errorf("namespace %s is not labelled %s=true: its pods cannot be elected", name, flotillav1.LabelEnabled)
+	}
+	return "", nil
+}
+
+func createdBy(in Inputs) string { return in.PrimaryID + "/" + string(in.Replicator.UID) }
+
+// prune deletes what this Replicator applied before and no longer wants: objects dropped from
+// its spec, and everything in clusters no longer targeted.
+func (r *Reconciler) prune(ctx context.Context, rep *flotillav1.Replicator, results []placeResult, targets []string) {
+	wanted := map[string]bool{}
+	for _, pr := range results {
+		for _, a := range pr.applied {
+			wanted[a.Cluster+"/"+a.Kind+"/"+a.Name] = true
+		}
+	}
+	targeted := map[string]bool{PrimaryName: true}
+	for _, t := range targets {
+		targeted[t] = true
+	}
+	for _, a := range rep.Status.Applied {
+		if wanted[a.Cluster+"/"+a.Kind+"/"+a.Name] {
+			continue
+		}
+		// Dropped from the spec: remove it. In a cluster still targeted but failing now, what was
+		// applied stays listed (wanted) and is not touched.
+		acc, ok := r.accessTo(a.Cluster)
+		if !ok {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+		_ = deleteApplied(cctx, acc, rep, a)
+		cancel()
+	}
+	for _, c := range rep.Status.Clusters {
+		if targeted[c.Name] {
+			continue
+		}
+		if acc, ok := r.accessTo(c.Name); ok {
+			cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+			_ = r.cleanCluster(cctx, acc, rep, c.Name)
+			cancel()
+		}
+	}
+}
+
+// access is how Flotilla writes to and reads (uncached) one cluster.
+type access struct {
+	w    client.Client
+	read client.Reader
+}
+
+// accessTo reaches a cluster named in a Replicator's status.
+func (r *Reconciler) accessTo(cluster string) (access, bool) {
+	if cluster == PrimaryName {
+		return access{w: r.Client, read: r.Live}, true
+	}
+	sec, ok := r.Registry.Secondary(cluster)
+	return access{w: sec.Client, read: sec.Client}, ok
+}
+
+// deleteApplied deletes one object this Replicator applied (only if it still carries its label).
+func deleteApplied(ctx context.Context, acc access, rep *flotillav1.Replicator, a flotillav1.AppliedResource) error {
+	gvk, ok := Allowed[a.Kind]
+	if !ok {
+		return nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(rep.Spec.ReplicationNamespace)
+	u.SetName(a.Name)
+	if a.Kind != "Secret" || a.Cluster == PrimaryName {
+		if err := acc.read.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if u.GetLabels()[flotillav1.LabelReplicator] != LabelValue(rep.Name) {
+			return nil // someone else's now
+		}
+	}
+	// In a secondary, Secrets are never read: the admission policy lets Flotilla delete only
+	// those carrying its primary label.
+	if err := acc.w.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %s %s in %s: %w", a.Kind, a.Name, a.Cluster, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) event(rep *flotillav1.Replicator, kind, reason, action, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(rep, nil, kind, reason, action, format, args...)
+	}
+}
+
+// setStatus composes plumber's applied[] and synced, the per-cluster state and the conditions.
+func setStatus(rep *flotillav1.Replicator, results []placeResult, res Resolution) {
+	st := &rep.Status
+	st.ObservedGeneration = rep.Generation
+	st.Applied, st.Clusters = nil, nil
+	synced := 0
+	var problems []string
+	notReady := 0
+	for _, pr := range results {
+		st.Applied = append(st.Applied, pr.applied...)
+		st.Clusters = append(st.Clusters, pr.sync)
+		if pr.sync.Synced {
+			synced++
+		} else {
+			problems = append(problems, pr.sync.Name+": "+pr.sync.Message)
+		}
+		if pr.sync.ReadyReplicas < pr.sync.Replicas {
+			notReady++
+		}
+	}
+	sort.SliceStable(st.Applied, func(i, j int) bool { return clusterOrder(st.Applied[i].Cluster) < clusterOrder(st.Applied[j].Cluster) })
+	st.ClusterCount = fmt.Sprintf("%d/%d", synced, len(results))
+	cond := metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionTrue, Reason: ReasonSynced,
+		Message: fmt.Sprintf("Applied in %d cluster(s)", synced), ObservedGeneration: rep.Generation}
+	switch {
+	case res.Problem() != "":
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonUnknownTargets, "targetCluster: "+res.Problem()
+	case len(problems) > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonApplyFailed
+		cond.Message = fmt.Sprintf("%d of %d cluster(s) not synced: %s", len(problems), len(results), joinShort(problems))
+		for _, pr := range results {
+			if pr.problem != "" {
+				cond.Reason = pr.problem
+			}
+		}
+	}
+	st.Synced = flotillav1.SyncedTrue
+	if cond.Status != metav1.ConditionTrue {
+		st.Synced = flotillav1.SyncedFalse
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
+	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReplicasReady,
+		Message: "The Deployment's replicas are ready in every cluster", ObservedGeneration: rep.Generation}
+	switch {
+	case rep.Spec.DeploymentSpec == nil:
+		ready.Reason, ready.Message = ReasonNoDeployment, "No Deployment to run"
+	case notReady > 0 || cond.Status != metav1.ConditionTrue:
+		ready.Status, ready.Reason = metav1.ConditionFalse, ReasonReplicasNotReady
+		ready.Message = fmt.Sprintf("Replicas not ready (or not applied) in %d cluster(s)", max(notReady, len(problems)))
+	}
+	meta.SetStatusCondition(&st.Conditions, ready)
+}
+
+func clusterOrder(name string) string {
+	if name == PrimaryName {
+		return ""
+	}
+	return name
+}
+
+func joinShort(list []string) string {
+	const most = 3
+	if len(list) <= most {
+		return fmt.Sprint(list)
+	}
+	return fmt.Sprintf("%v and %d more", list[:most], len(list)-most)
+}

@@ -1,0 +1,394 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// plumberSample is plumber's own Replicator sample with the bed's secondaries as targets.
+func plumberSample(targets ...string) *flotillav1.Replicator {
+	raw, err := os.ReadFile(filepath.Join(repoRoot(), "config", "samples", "plumber-replicator.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	var rep flotillav1.Replicator
+	Expect(yaml.Unmarshal(raw, &rep)).To(Succeed())
+	rep.Spec.TargetCluster = targets
+	return &rep
+}
+
+// kubectlApply applies a manifest to the primary with kubectl, as a user would.
+func kubectlApply(ctx context.Context, manifest string) (string, error) {
+	tools, err := testbed.ToolsDir("")
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(tools, "kubectl"), "--kubeconfig", bed.KubeconfigPath, "--context", testbed.PrimaryName, "apply", "-f", "-")
+	cmd.Stdin = strings.NewReader(manifest)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	return out.String(), err
+}
+
+func replicatorStatus(ctx context.Context, name string) (*flotillav1.Replicator, error) {
+	var rep flotillav1.Replicator
+	err := clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: name}, &rep)
+	return &rep, err
+}
+
+func certOf(g Gomega, pemBytes []byte) *x509.Certificate {
+	block, _ := pem.Decode(pemBytes)
+	g.Expect(block).NotTo(BeNil())
+	cert, err := x509.ParseCertificate(block.Bytes)
+	g.Expect(err).NotTo(HaveOccurred())
+	return cert
+}
+
+var _ = Describe("Replicator", Ordered, func() {
+	var all []*testbed.Cluster
+	BeforeAll(func(ctx SpecContext) {
+		for _, c := range bed.Secondaries {
+			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m")
+			Expect(err).NotTo(HaveOccurred(), out)
+		}
+		Eventually(func(g Gomega) {
+			for _, c := range bed.Secondaries {
+				expectRunningAndReady(g, ctx, c.Name)
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		all = bed.Clusters()
+	}, NodeTimeout(2*time.Minute))
+
+	It("applies plumber's sample everywhere within 30 s: synced 3/3, the Service selects the Deployment's pods, one CA for all", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		rep := plumberSample(s1.Name, s2.Name)
+		rep.Spec.IngressSpec.Rules = append(rep.Spec.IngressSpec.Rules, networkingv1.IngressRule{Host: "www.example.com"})
+		start := time.Now()
+		Expect(clientOf(bed.Primary).Create(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"), "%+v", st.Status.Clusters)
+			g.Expect(st.Status.ClusterCount).To(Equal("3/3"))
+			for _, c := range all {
+				cl := clientOf(c)
+				for _, obj := range []client.Object{&corev1.ConfigMap{}, &appsv1.Deployment{}, &corev1.Service{}, &networkingv1.Ingress{}} {
+					g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: "test-ns", Name: "nginx"}, obj)).To(Succeed(), "%T in %s", obj, c.Name)
+				}
+				g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: "test-ns", Name: "ca-secret"}, &corev1.Secret{})).To(Succeed(), "ca-secret in %s", c.Name)
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		AddReportEntry("plumber sample synced in 3 clusters", time.Since(start).Round(100*time.Millisecond).String())
+
+		tools, err := testbed.ToolsDir("")
+		Expect(err).NotTo(HaveOccurred())
+		out, err := exec.CommandContext(ctx, filepath.Join(tools, "kubectl"), "--kubeconfig", bed.KubeconfigPath, "--context", testbed.PrimaryName,
+			"get", "rep").CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(And(ContainSubstring("SYNCED"), ContainSubstring("CLUSTERS"), MatchRegexp(`replicator-sample\s+synced\s+3/3`)))
+
+		var caCRTs [][]byte
+		for _, c := range all {
+			cl := clientOf(c)
+			var d appsv1.Deployment
+			Expect(cl.Get(ctx, client.ObjectKey{Namespace: "test-ns", Name: "nginx"}, &d)).To(Succeed())
+			var svc corev1.Service
+			Expect(cl.Get(ctx, client.ObjectKey{Namespace: "test-ns", Name: "nginx"}, &svc)).To(Succeed())
+			Expect(svc.Spec.Selector).NotTo(BeEmpty())
+			Expect(d.Spec.Selector.MatchLabels).To(Equal(svc.Spec.Selector), "in %s", c.Name)
+			for k, v := range svc.Spec.Selector {
+				Expect(d.Spec.Template.Labels).To(HaveKeyWithValue(k, v))
+			}
+			var ns corev1.Namespace
+			Expect(cl.Get(ctx, client.ObjectKey{Name: "test-ns"}, &ns)).To(Succeed())
+			Expect(ns.Annotations).To(HaveKey(flotillav1.AnnotationCreatedBy))
+			if c != bed.Primary {
+				var s corev1.Secret
+				Expect(cl.Get(ctx, client.ObjectKey{Namespace: "test-ns", Name: "cli-secret"}, &s)).To(MatchError(ContainSubstring("not found")),
+					"no client key outside the primary (%s)", c.Name)
+				Expect(cl.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: rep.Name + "-ca"}, &s)).To(MatchError(ContainSubstring("not found")),
+					"no CA key outside the primary (%s)", c.Name)
+			}
+			var ca corev1.Secret
+			Expect(cl.Get(ctx, client.ObjectKey{Namespace: "test-ns", Name: "ca-secret"}, &ca)).To(Succeed())
+			Expect(ca.Data).To(HaveKey("tls.crt"))
+			Expect(ca.Data).NotTo(HaveKey("ca.key"))
+			caCRTs = append(caCRTs, ca.Data["ca.crt"])
+			var ing networkingv1.Ingress
+			Expect(cl.Get(ctx, client.ObjectKey{Namespace: "test-ns", Name: "nginx"}, &ing)).To(Succeed())
+			Expect(ing.Spec.TLS).To(ConsistOf(HaveField("Hosts", ConsistOf("nginx.example.com", "www.example.com"))))
+			Expect(ing.Annotations).To(HaveKeyWithValue("nginx.ingress.kubernetes.io/auth-tls-secret", "test-ns/ca-secret"))
+			Expect(ing.Annotations).To(HaveKeyWithValue("nginx.ingress.kubernetes.io/auth-tls-verify-client", "on"))
+		}
+		Expect(caCRTs[1]).To(Equal(caCRTs[0]))
+		Expect(caCRTs[2]).To(Equal(caCRTs[0]))
+
+		// The primary's client certificate verifies against secondary1's ca.crt; the server
+		// certificate covers every Ingress host.
+		var cli, s1CA corev1.Secret
+		Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: "test-ns", Name: "cli-secret"}, &cli)).To(Succeed())
+		Expect(clientOf(s1).Get(ctx, client.ObjectKey{Namespace: "test-ns", Name: "ca-secret"}, &s1CA)).To(Succeed())
+		pool := x509.NewCertPool()
+		Expect(pool.AppendCertsFromPEM(s1CA.Data["ca.crt"])).To(BeTrue())
+		_, err = certOf(Default, cli.Data["client.crt"]).Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		Expect(err).NotTo(HaveOccurred())
+		server := certOf(Default, s1CA.Data["tls.crt"])
+		for _, host := range []string{"nginx.example.com", "www.example.com"} {
+			_, err := server.Verify(x509.VerifyOptions{Roots: pool, DNSName: host})
+			Expect(err).NotTo(HaveOccurred(), host)
+		}
+	}, SpecTimeout(2*time.Minute))
+
+	It("reverts an edit in a secondary within 10 s, and brings back a Deployment deleted there", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		_, err := s1.Clientset.CoreV1().ConfigMaps("test-ns").Patch(ctx, "nginx", types.MergePatchType,
+			[]byte(`{"data":{"default.conf":"tampered"}}`), metav1.PatchOptions{FieldManager: "intruder"})
+		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
+		Eventually(func(g Gomega) {
+			cm, err := s1.Clientset.CoreV1().ConfigMaps("test-ns").Get(ctx, "nginx", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cm.Data["default.conf"]).To(ContainSubstring("listen 80"))
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		AddReportEntry("edit reverted", time.Since(start).Round(100*time.Millisecond).String())
+
+		Expect(s1.Clientset.AppsV1().Deployments("test-ns").Delete(ctx, "nginx", metav1.DeleteOptions{})).To(Succeed())
+		start = time.Now()
+		Eventually(func() error {
+			_, err := s1.Clientset.AppsV1().Deployments("test-ns").Get(ctx, "nginx", metav1.GetOptions{})
+			return err
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		AddReportEntry("deleted Deployment back", time.Since(start).Round(100*time.Millisecond).String())
+	}, SpecTimeout(time.Minute))
+
+	It("brings a configMapData change to every cluster within 10 s", func(ctx SpecContext) {
+		patch := []byte(`{"spec":{"configMapData":{"extra.conf":"version 2"}}}`)
+		Expect(clientOf(bed.Primary).Patch(ctx, &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: "replicator-sample"}},
+			client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		start := time.Now()
+		Eventually(func(g Gomega) {
+			for _, c := range all {
+				cm, err := c.Clientset.CoreV1().ConfigMaps("test-ns").Get(ctx, "nginx", metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(cm.Data).To(HaveKeyWithValue("extra.conf", "version 2"), "in %s", c.Name)
+			}
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		AddReportEntry("configMapData change in every cluster", time.Since(start).Round(100*time.Millisecond).String())
+	}, SpecTimeout(time.Minute))
+
+	It("reports a stopped secondary while the others keep syncing, and syncs it within 60 s of its return", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		Expect(bed.StopCluster(ctx, s2)).To(Succeed())
+		stopped := true
+		DeferCleanup(func(ctx SpecContext) {
+			if stopped {
+				Expect(bed.StartCluster(ctx, s2)).To(Succeed())
+			}
+		})
+		patch := []byte(`{"spec":{"configMapData":{"extra.conf":"version 3"}}}`)
+		Expect(clientOf(bed.Primary).Patch(ctx, &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: "replicator-sample"}},
+			client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		Eventually(func(g Gomega) {
+			for _, c := range []*testbed.Cluster{bed.Primary, s1} {
+				cm, err := c.Clientset.CoreV1().ConfigMaps("test-ns").Get(ctx, "nginx", metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(cm.Data).To(HaveKeyWithValue("extra.conf", "version 3"), "in %s", c.Name)
+			}
+			st, err := replicatorStatus(ctx, "replicator-sample")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("not synced"))
+			g.Expect(st.Status.ClusterCount).To(Equal("2/3"))
+			g.Expect(st.Status.Clusters).To(ContainElement(And(HaveField("Name", s2.Name), HaveField("Synced", false), HaveField("Message", Not(BeEmpty())))))
+			cond := meta.FindStatusCondition(st.Status.Conditions, "Synced")
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Message).To(ContainSubstring(s2.Name))
+		}).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
+
+		Expect(bed.StartCluster(ctx, s2)).To(Succeed())
+		stopped = false
+		start := time.Now()
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, "replicator-sample")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"))
+			cm, err := s2.Clientset.CoreV1().ConfigMaps("test-ns").Get(ctx, "nginx", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cm.Data).To(HaveKeyWithValue("extra.conf", "version 3"))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		AddReportEntry("returned secondary synced", time.Since(start).Round(time.Second).String())
+	}, SpecTimeout(3*time.Minute))
+
+	It("removes everything it created when deleted, its namespace included, in every cluster", func(ctx SpecContext) {
+		Expect(clientOf(bed.Primary).Delete(ctx, &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: "replicator-sample"}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, err := replicatorStatus(ctx, "replicator-sample")
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Replicator still there: %v", err)
+			for _, c := range all {
+				ns, err := c.Clientset.CoreV1().Namespaces().Get(ctx, "test-ns", metav1.GetOptions{})
+				g.Expect(apierrors.IsNotFound(err) || (err == nil && ns.DeletionTimestamp != nil)).To(BeTrue(), "namespace in %s: %v", c.Name, err)
+			}
+			_, err = bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace).Get(ctx, "replicator-sample-ca", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "CA Secret: %v", err)
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
+	It("without targetCluster touches the primary only, and keeps a namespace that existed before", func(ctx SpecContext) {
+		const ns = "kept-ns"
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, testNamespace(ns), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		rep := plumberSample()
+		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "primary-only", ns, false
+		Expect(clientOf(bed.Primary).Create(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"))
+			g.Expect(st.Status.ClusterCount).To(Equal("1/1"))
+			_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Get(ctx, "nginx", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		for _, c := range bed.Secondaries {
+			_, err := c.Clientset.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing in %s: %v", c.Name, err)
+		}
+		Expect(clientOf(bed.Primary).Delete(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Get(ctx, "nginx", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Deployment: %v", err)
+			_, err = bed.Primary.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "nginx", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ConfigMap: %v", err)
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		live, err := bed.Primary.Clientset.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(live.DeletionTimestamp).To(BeNil(), "a namespace that existed before is kept")
+	}, SpecTimeout(2*time.Minute))
+
+	It("refuses invalid Replicators at kubectl apply with a message, and names an unknown cluster in a condition", func(ctx SpecContext) {
+		base := `apiVersion: flotilla.dev/v1alpha1
+kind: Replicator
+metadata:
+  name: invalid
+spec:
+`
+		for _, tc := range []struct{ spec, message string }{
+			{"  configMapName: x\n", "replicationNamespace"},
+			{"  replicationNamespace: kube-public\n", "must not be default, flotilla-system or a kube-* namespace"},
+			{"  replicationNamespace: default\n", "must not be default, flotilla-system or a kube-* namespace"},
+			{"  replicationNamespace: ok\n  deploymentName: d\n  deploymentSpec:\n    template:\n      spec:\n        containers: []\n", "must list at least one container"},
+			{"  replicationNamespace: ok\n  ingressSecureEnabled: true\n", "ingressSecureEnabled needs ingressSpec.rules"},
+			{"  replicationNamespace: ok\n  resources:\n  - apiVersion: v1\n    kind: Pod\n    metadata:\n      name: p\n", "resources may only hold"},
+			{"  replicationNamespace: ok\n  targetCluster: ['*', 'a']\n", "cannot be combined"},
+		} {
+			out, err := kubectlApply(ctx, base+tc.spec)
+			Expect(err).To(HaveOccurred(), "accepted: %s", tc.spec)
+			Expect(out).To(ContainSubstring(tc.message), "for %s", tc.spec)
+		}
+
+		rep := plumberSample("atlantis", bed.Secondaries[0].Name)
+		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "unknown-target", "unknown-target", false
+		Expect(clientOf(bed.Primary).Create(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			cond := meta.FindStatusCondition(st.Status.Conditions, "Synced")
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(cond.Reason).To(Equal("UnknownTargets"))
+			g.Expect(cond.Message).To(ContainSubstring("atlantis"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(clientOf(bed.Primary).Delete(ctx, rep)).To(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
+	It("takes over a Deployment plumber created with selector apps: nginx", func(ctx SpecContext) {
+		const ns = "takeover"
+		sel := map[string]string{"apps": "nginx"}
+		one := int32(1)
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, testNamespace(ns), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "nginx"},
+			Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx"}}}}}},
+			metav1.CreateOptions{FieldManager: "plumber"})
+		Expect(err).NotTo(HaveOccurred())
+		rep := plumberSample()
+		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "takeover", ns, false
+		Expect(clientOf(bed.Primary).Create(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"), "%+v", st.Status.Clusters)
+			d, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Get(ctx, "nginx", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Spec.Selector.MatchLabels).To(Equal(sel), "the live selector is kept")
+			g.Expect(d.Spec.Template.Labels).To(HaveKeyWithValue("apps", "nginx"))
+			g.Expect(d.Spec.Template.Spec.InitContainers).To(HaveLen(1), "the Replicator's template is applied")
+			g.Expect(d.Labels).To(HaveKey(flotillav1.LabelReplicator))
+			svc, err := bed.Primary.Clientset.CoreV1().Services(ns).Get(ctx, "nginx", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(svc.Spec.Selector).To(Equal(sel), "the Service selects the taken-over pods")
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(clientOf(bed.Primary).Delete(ctx, rep)).To(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
+	It("with placement Elect runs the Deployment's pods as delegates across the secondaries and counts them per cluster", func(ctx SpecContext) {
+		rep := plumberSample("*")
+		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "elected", "elected-ns", false
+		rep.Spec.Placement = flotillav1.PlacementElect
+		six := int32(10)
+		rep.Spec.DeploymentSpec.Replicas = &six
+		// Both secondaries must be electable (one may have just come back from a stop).
+		Eventually(func(g Gomega) {
+			for _, c := range bed.Secondaries {
+				expectRunningAndReady(g, ctx, c.Name)
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		Expect(clientOf(bed.Primary).Create(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"), "%+v", st.Status.Clusters)
+			var ready int32
+			for _, c := range st.Status.Clusters {
+				if c.Role == flotillav1.RoleSecondary {
+					g.Expect(c.ReadyReplicas).To(BeNumerically(">", 0), "no ready replica counted in %s", c.Name)
+				}
+				ready += c.ReadyReplicas
+			}
+			g.Expect(ready).To(Equal(six))
+			for _, c := range bed.Secondaries {
+				g.Expect(podsInPhase(delegatesIn(ctx, c, "elected-ns"), corev1.PodRunning)).To(BeNumerically(">", 0), "in %s", c.Name)
+				_, err := c.Clientset.AppsV1().Deployments("elected-ns").Get(ctx, "nginx", metav1.GetOptions{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no Deployment copy in %s with placement Elect", c.Name)
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		Expect(clientOf(bed.Primary).Delete(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			for _, c := range bed.Secondaries {
+				g.Expect(delegatesIn(ctx, c, "elected-ns")).To(BeEmpty())
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
+})
