@@ -51,6 +51,22 @@ for ctx in secondary1 secondary2; do
   echo "== kubectl --context $ctx -n demo get pods -o wide"
   "$kubectl" --context "$ctx" -n demo get pods -o wide
 done
+echo
+echo "== Replicator: plumber's sample (config/samples/plumber-replicator.yaml) with targets secondary1, secondary2"
+sed -e '/^  targetCluster:/,/^  replicationNamespace:/{/^    - /d}' -e 's/^  targetCluster:$/  targetCluster: [secondary1, secondary2]/' \
+  config/samples/plumber-replicator.yaml | "$kubectl" --context primary apply -f -
+for _ in $(seq 1 60); do
+  [ "$("$kubectl" --context primary get rep replicator-sample -o jsonpath='{.status.synced}' 2>/dev/null)" = synced ] && break
+  sleep 1
+done
+echo
+echo "== kubectl --context primary get rep -o wide"
+"$kubectl" --context primary get rep -o wide
+for ctx in primary secondary1 secondary2; do
+  echo
+  echo "== kubectl --context $ctx -n test-ns get all,cm,secret,ing"
+  "$kubectl" --context "$ctx" -n test-ns get all,cm,secret,ing
+done
 cat <<TXT
 
 The bed and the manager keep running.

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -89,7 +90,13 @@ var suiteFailed bool
 var _ = ReportAfterEach(func(r SpecReport) {
 	if r.Failed() {
 		suiteFailed = true
-		GinkgoWriter.Printf("spec failed; work dir kept: %s\n", workDir)
+		logs := filepath.Join(workDir, "cluster-logs", fmt.Sprintf("spec-%d", r.LeafNodeLocation.LineNumber))
+		if bed != nil {
+			if err := bed.SaveLogs(logs); err != nil {
+				GinkgoWriter.Printf("saving the clusters' logs: %v\n", err)
+			}
+		}
+		GinkgoWriter.Printf("spec failed; work dir kept: %s (clusters' logs in %s)\n", workDir, logs)
 	}
 })
 

@@ -424,3 +424,29 @@ func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 	}
 	return waitReady(ctx, c)
 }
+
+// SaveLogs copies every cluster's component logs (kube-apiserver, kube-controller-manager,
+// kube-scheduler, kwok, etcd) to dir/<cluster>/, so that they outlive the bed.
+func (b *Bed) SaveLogs(dir string) error {
+	for _, c := range b.Clusters() {
+		src := filepath.Join(b.tools.clusterDir(c.Name), "logs")
+		files, err := filepath.Glob(filepath.Join(src, "*.log"))
+		if err != nil {
+			return fmt.Errorf("listing the logs of %s: %w", c.Name, err)
+		}
+		dst := filepath.Join(dir, c.Name)
+		if err := os.MkdirAll(dst, 0o750); err != nil {
+			return fmt.Errorf("creating %s: %w", dst, err)
+		}
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				return fmt.Errorf("reading %s: %w", f, err)
+			}
+			if err := os.WriteFile(filepath.Join(dst, filepath.Base(f)), raw, 0o600); err != nil {
+				return fmt.Errorf("writing a copy of %s: %w", f, err)
+			}
+		}
+	}
+	return nil
+}
