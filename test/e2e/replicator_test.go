@@ -299,6 +299,7 @@ spec:
 			{"  replicationNamespace: default\n", "must not be default, flotilla-system or a kube-* namespace"},
 			{"  replicationNamespace: ok\n  deploymentName: d\n  deploymentSpec:\n    template:\n      spec:\n        containers: []\n", "must list at least one container"},
 			{"  replicationNamespace: ok\n  ingressSecureEnabled: true\n", "ingressSecureEnabled needs ingressSpec.rules"},
+			{"  replicationNamespace: ok\n  ingressSecureEnabled: true\n  ingressName: i\n  ingressSpec:\n    rules:\n    - http:\n        paths: []\n", "a host each"},
 			{"  replicationNamespace: ok\n  resources:\n  - apiVersion: v1\n    kind: Pod\n    metadata:\n      name: p\n", "resources may only hold"},
 			{"  replicationNamespace: ok\n  targetCluster: ['*', 'a']\n", "cannot be combined"},
 		} {

@@ -86,8 +86,8 @@ func (r *Reconciler) cleanCluster(ctx context.Context, acc access, rep *flotilla
 }
 
 // deleteNamespace deletes the replication namespace only if this Replicator created it, no other
-// Replicator uses it, and it holds nothing that is not Flotilla's (no pod, no ConfigMap, Service
-// or Deployment without Flotilla's labels): a namespace that existed before is kept.
+// Replicator uses it, and it holds nothing that is not Flotilla's (no pod but a ReplicaSet's or a
+// delegate, no ConfigMap or Service without Flotilla's labels): a namespace that existed before is kept.
 func (r *Reconciler) deleteNamespace(ctx context.Context, acc access, rep *flotillav1.Replicator) error {
 	name := rep.Spec.ReplicationNamespace
 	var ns corev1.Namespace
@@ -124,7 +124,8 @@ func holdsForeign(ctx context.Context, read client.Reader, ns string) (bool, err
 		return false, fmt.Errorf("listing pods in %s: %w", ns, err)
 	}
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && !ownedByReplicated(p) {
+		// A delegate (labelled with a primary) goes with its proxy: not foreign.
+		if p.DeletionTimestamp == nil && !ownedByReplicated(p) && p.Labels[flotillav1.LabelPrimary] == "" {
 			return true, nil
 		}
 	}

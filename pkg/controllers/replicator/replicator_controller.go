@@ -39,6 +39,7 @@ const (
 	ReasonReplicasNotReady   = "ReplicasNotReady"
 	ReasonNoDeployment       = "NoDeployment"
 	ReasonCleanupPending     = "CleanupPending"
+	ReasonTLSFailed          = "TLSFailed"
 )
 
 const (
@@ -109,13 +110,18 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replic
 	if rep.Spec.IngressSecureEnabled {
 		server, cli, err := r.tlsMaterial(ctx, rep)
 		if err != nil {
-			return ctrl.Result{}, err
+			// Reported, not retried in a loop: most causes are in the spec (no host to certify).
+			meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionFalse,
+				Reason: ReasonTLSFailed, Message: err.Error(), ObservedGeneration: rep.Generation})
+			rep.Status.Synced, rep.Status.ObservedGeneration = flotillav1.SyncedFalse, rep.Generation
+			r.event(rep, corev1.EventTypeWarning, ReasonTLSFailed, "Issue", "%v", err)
+			return ctrl.Result{RequeueAfter: resyncNotSynced}, nil
 		}
 		in.ServerTLS, in.ClientTLS = server, cli
 	}
 	results := []placeResult{r.applyPrimary(ctx, in)}
 	results = append(results, r.applyTargets(ctx, in, res.Clusters)...)
-	r.prune(ctx, rep, results, res.Clusters)
+	results = append(results, r.prune(ctx, rep, results, res.Clusters)...)
 	setStatus(rep, results, res)
 	for _, pr := range results {
 		if !pr.sync.Synced {
@@ -315,12 +321,20 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, primary boo
 func createdBy(in Inputs) string { return in.PrimaryID + "/" + string(in.Replicator.UID) }
 
 // prune deletes what this Replicator applied before and no longer wants: objects dropped from
-// its spec, and everything in clusters no longer targeted.
-func (r *Reconciler) prune(ctx context.Context, rep *flotillav1.Replicator, results []placeResult, targets []string) {
-	wanted := map[string]bool{}
-	for _, pr := range results {
+// its spec, and everything in clusters no longer targeted. Nothing is deleted in a cluster whose
+// pass stopped early (what it applied there stays listed, so it is known later); a cluster no
+// longer targeted whose cleanup fails stays in the status until it succeeds. It returns the
+// results to add for those clusters.
+func (r *Reconciler) prune(ctx context.Context, rep *flotillav1.Replicator, results []placeResult, targets []string) []placeResult {
+	wanted, complete := map[string]bool{}, map[string]bool{}
+	for i := range results {
+		pr := &results[i]
+		complete[pr.sync.Name] = len(pr.applied) > 0 || pr.sync.Synced
 		for _, a := range pr.applied {
 			wanted[a.Cluster+"/"+a.Kind+"/"+a.Name] = true
+		}
+		if !complete[pr.sync.Name] {
+			pr.applied = remembered(rep, pr.sync.Name, pr.sync.Message)
 		}
 	}
 	targeted := map[string]bool{PrimaryName: true}
@@ -328,29 +342,45 @@ func (r *Reconciler) prune(ctx context.Context, rep *flotillav1.Replicator, resu
 		targeted[t] = true
 	}
 	for _, a := range rep.Status.Applied {
-		if wanted[a.Cluster+"/"+a.Kind+"/"+a.Name] {
+		if !targeted[a.Cluster] || !complete[a.Cluster] || wanted[a.Cluster+"/"+a.Kind+"/"+a.Name] {
 			continue
 		}
-		// Dropped from the spec: remove it. In a cluster still targeted but failing now, what was
-		// applied stays listed (wanted) and is not touched.
-		acc, ok := r.accessTo(a.Cluster)
-		if !ok {
-			continue
+		if acc, ok := r.accessTo(a.Cluster); ok {
+			cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+			_ = deleteApplied(cctx, acc, rep, a)
+			cancel()
 		}
-		cctx, cancel := context.WithTimeout(ctx, r.Timeout)
-		_ = deleteApplied(cctx, acc, rep, a)
-		cancel()
 	}
+	var leftovers []placeResult
 	for _, c := range rep.Status.Clusters {
 		if targeted[c.Name] {
 			continue
 		}
+		err := fmt.Errorf("not answering")
 		if acc, ok := r.accessTo(c.Name); ok {
 			cctx, cancel := context.WithTimeout(ctx, r.Timeout)
-			_ = r.cleanCluster(cctx, acc, rep, c.Name)
+			err = r.cleanCluster(cctx, acc, rep, c.Name)
 			cancel()
 		}
+		if err != nil {
+			msg := "no longer targeted; removing what was applied failed: " + err.Error()
+			leftovers = append(leftovers, placeResult{sync: flotillav1.ClusterSync{Name: c.Name, Role: c.Role, Message: msg},
+				applied: remembered(rep, c.Name, msg)})
+		}
 	}
+	return leftovers
+}
+
+// remembered is what the status says was applied in a cluster, marked not applied now.
+func remembered(rep *flotillav1.Replicator, cluster, msg string) []flotillav1.AppliedResource {
+	var out []flotillav1.AppliedResource
+	for _, a := range rep.Status.Applied {
+		if a.Cluster == cluster {
+			a.ApplyStatus, a.Message = flotillav1.ApplyStatusFailed, msg
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // access is how Flotilla writes to and reads (uncached) one cluster.
