@@ -59,6 +59,9 @@ for _ in $(seq 1 60); do
   [ "$("$kubectl" --context primary get rep replicator-sample -o jsonpath='{.status.synced}' 2>/dev/null)" = synced ] && break
   sleep 1
 done
+for ctx in primary secondary1 secondary2; do
+  "$kubectl" --context "$ctx" -n test-ns rollout status deployment/nginx --timeout=60s >/dev/null || true
+done
 echo
 echo "== kubectl --context primary get rep -o wide"
 "$kubectl" --context primary get rep -o wide
