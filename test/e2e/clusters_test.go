@@ -326,6 +326,9 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
+		for _, c := range []*testbed.Cluster{s1, s2} {
+			prepareNamespace(ctx, c, ns)
+		}
 		two := int32(2)
 		sel := map[string]string{"app": "steady"}
 		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "steady"},

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -49,6 +50,22 @@ func flotillactl(ctx context.Context, args ...string) (string, error) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	return out.String(), err
+}
+
+// prepareNamespace makes a namespace Flotilla may write to exist in a secondary with its default
+// ServiceAccount. Specs about something else use it: right after the bed restarted or froze a
+// cluster, its controller-manager has been seen to take minutes to create a new namespace's
+// default ServiceAccount (delegates rightly wait for it; the transient-error spec covers that).
+func prepareNamespace(ctx SpecContext, c *testbed.Cluster, name string) {
+	_, err := c.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Labels: map[string]string{flotillav1.LabelManagedBy: primaryID(ctx), flotillav1.LabelPrimary: primaryID(ctx)}}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	_, err = c.Clientset.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
 }
 
 // editRegistration rewrites the registration Secret's raw kubeconfig.

@@ -19,11 +19,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -354,9 +357,81 @@ spec:
 		Expect(clientOf(bed.Primary).Delete(ctx, rep)).To(Succeed())
 	}, SpecTimeout(2*time.Minute))
 
+	It("with tls.issuerRef has cert-manager issue in the primary and maps its Secrets to plumber's key names", func(ctx SpecContext) {
+		raw, err := os.ReadFile(filepath.Join(repoRoot(), "test", "e2e", "testdata", "cert-manager-certificate-crd.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		out, err := kubectlApply(ctx, string(raw))
+		Expect(err).NotTo(HaveOccurred(), out)
+		s1 := bed.Secondaries[0]
+		rep := plumberSample(s1.Name)
+		rep.Name, rep.Spec.ReplicationNamespace = "issued", "issued-ns"
+		rep.Spec.TLS = &flotillav1.ReplicatorTLS{IssuerRef: &flotillav1.IssuerRef{Name: "ca-issuer"}}
+		Expect(clientOf(bed.Primary).Create(ctx, rep)).To(Succeed())
+		certificate := func(g Gomega, name string) map[string]any {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"})
+			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: "issued-ns", Name: name}, u)).To(Succeed())
+			spec, _, _ := unstructured.NestedMap(u.Object, "spec")
+			return spec
+		}
+		Eventually(func(g Gomega) {
+			server := certificate(g, "issued-server")
+			g.Expect(server).To(HaveKeyWithValue("dnsNames", ConsistOf("nginx.example.com")))
+			g.Expect(server).To(HaveKeyWithValue("issuerRef", HaveKeyWithValue("name", "ca-issuer")))
+			g.Expect(server).To(HaveKeyWithValue("secretName", "issued-server-tls"))
+			g.Expect(certificate(g, "issued-client")).To(HaveKeyWithValue("commonName", "issued-client"))
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			cond := meta.FindStatusCondition(st.Status.Conditions, "Synced")
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Reason).To(Equal("CertificatesPending"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		// cert-manager's part: the issued Secrets, in its key names.
+		ca, err := pki.NewCA("test-issuer", time.Now(), time.Hour)
+		Expect(err).NotTo(HaveOccurred())
+		server, err := ca.IssueServer([]string{"nginx.example.com"}, nil, time.Now(), time.Hour)
+		Expect(err).NotTo(HaveOccurred())
+		cli, err := ca.IssueClient("issued-client", time.Now(), time.Hour)
+		Expect(err).NotTo(HaveOccurred())
+		for name, kp := range map[string]*pki.KeyPair{"issued-server-tls": server, "issued-client-tls": cli} {
+			_, err := bed.Primary.Clientset.CoreV1().Secrets("issued-ns").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM, "ca.crt": ca.CertPEM}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"), "%+v", st.Status.Conditions)
+			caSecret, err := s1.Clientset.CoreV1().Secrets("issued-ns").Get(ctx, "ca-secret", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(caSecret.Data["tls.crt"]).To(Equal(server.CertPEM))
+			g.Expect(caSecret.Data["ca.crt"]).To(Equal(ca.CertPEM))
+			cliSecret, err := bed.Primary.Clientset.CoreV1().Secrets("issued-ns").Get(ctx, "cli-secret", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cliSecret.Data["client.crt"]).To(Equal(cli.CertPEM))
+			g.Expect(cliSecret.Data["client.key"]).To(Equal(cli.KeyPEM))
+			_, err = s1.Clientset.CoreV1().Secrets("issued-ns").Get(ctx, "cli-secret", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no client key outside the primary: %v", err)
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		Expect(clientOf(bed.Primary).Delete(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+			for _, c := range []*testbed.Cluster{bed.Primary, s1} {
+				ns, err := c.Clientset.CoreV1().Namespaces().Get(ctx, "issued-ns", metav1.GetOptions{})
+				g.Expect(apierrors.IsNotFound(err) || (err == nil && ns.DeletionTimestamp != nil)).To(BeTrue(), "namespace in %s: %v", c.Name, err)
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
 	It("with placement Elect runs the Deployment's pods as delegates across the secondaries and counts them per cluster", func(ctx SpecContext) {
 		rep := plumberSample("*")
 		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "elected", "elected-ns", false
+		for _, c := range bed.Secondaries {
+			prepareNamespace(ctx, c, "elected-ns")
+		}
 		rep.Spec.Placement = flotillav1.PlacementElect
 		six := int32(10)
 		rep.Spec.DeploymentSpec.Replicas = &six

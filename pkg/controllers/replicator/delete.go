@@ -56,6 +56,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, rep *flotillav1.Replic
 	if err := r.deleteCA(ctx, rep); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.deleteIssuedSecrets(ctx, rep); err != nil {
+		return ctrl.Result{}, err
+	}
 	base := rep.DeepCopy()
 	controllerutil.RemoveFinalizer(rep, flotillav1.FinalizerReplicator)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, rep, client.MergeFrom(base)))

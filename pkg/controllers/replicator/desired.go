@@ -44,6 +44,8 @@ var Allowed = map[string]schema.GroupVersionKind{
 	"CronJob":                 {Group: "batch", Version: "v1", Kind: "CronJob"},
 	"PodDisruptionBudget":     {Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
 	"HorizontalPodAutoscaler": {Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler"},
+	// Not allowed in resources: the Certificates of tls.issuerRef, listed so that they are removed too.
+	"Certificate": certificateGVK,
 }
 
 // Place is one cluster a Replicator applies to, and what is known of it.

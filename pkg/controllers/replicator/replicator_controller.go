@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -28,18 +29,19 @@ const PrimaryName = "primary"
 
 // Condition types and reasons of a Replicator.
 const (
-	ConditionSynced          = "Synced"
-	ConditionReady           = "Ready"
-	ReasonSynced             = "Synced"
-	ReasonApplyFailed        = "ApplyFailed"
-	ReasonUnknownTargets     = "UnknownTargets"
-	ReasonNamespaceNotOurs   = "NamespaceNotManaged"
-	ReasonNamespaceNotEnable = "NamespaceNotEnabled"
-	ReasonReplicasReady      = "ReplicasReady"
-	ReasonReplicasNotReady   = "ReplicasNotReady"
-	ReasonNoDeployment       = "NoDeployment"
-	ReasonCleanupPending     = "CleanupPending"
-	ReasonTLSFailed          = "TLSFailed"
+	ConditionSynced           = "Synced"
+	ConditionReady            = "Ready"
+	ReasonSynced              = "Synced"
+	ReasonApplyFailed         = "ApplyFailed"
+	ReasonUnknownTargets      = "UnknownTargets"
+	ReasonNamespaceNotOurs    = "NamespaceNotManaged"
+	ReasonNamespaceNotEnable  = "NamespaceNotEnabled"
+	ReasonReplicasReady       = "ReplicasReady"
+	ReasonReplicasNotReady    = "ReplicasNotReady"
+	ReasonNoDeployment        = "NoDeployment"
+	ReasonCleanupPending      = "CleanupPending"
+	ReasonTLSFailed           = "TLSFailed"
+	ReasonCertificatesPending = "CertificatesPending"
 )
 
 const (
@@ -107,19 +109,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replicator) (ctrl.Result, error) {
 	res := Resolve(rep.Spec.TargetCluster, r.Registry.Snapshots())
 	in := Inputs{Replicator: rep, PrimaryID: r.Registry.PrimaryID(), ElectClusters: res.Clusters}
+	var issued []flotillav1.AppliedResource // cert-manager Certificates, in the primary
 	if rep.Spec.IngressSecureEnabled {
-		server, cli, err := r.tlsMaterial(ctx, rep)
+		server, cli, certs, err := r.tlsMaterial(ctx, in)
+		issued = certs
 		if err != nil {
 			// Reported, not retried in a loop: most causes are in the spec (no host to certify).
 			meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionFalse,
 				Reason: ReasonTLSFailed, Message: err.Error(), ObservedGeneration: rep.Generation})
 			rep.Status.Synced, rep.Status.ObservedGeneration = flotillav1.SyncedFalse, rep.Generation
+			if errors.Is(err, errCertificatesPending) {
+				meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionFalse,
+					Reason: ReasonCertificatesPending, Message: err.Error(), ObservedGeneration: rep.Generation})
+				return ctrl.Result{RequeueAfter: time.Second}, nil
+			}
 			r.event(rep, corev1.EventTypeWarning, ReasonTLSFailed, "Issue", "%v", err)
 			return ctrl.Result{RequeueAfter: resyncNotSynced}, nil
 		}
 		in.ServerTLS, in.ClientTLS = server, cli
 	}
 	results := []placeResult{r.applyPrimary(ctx, in)}
+	results[0].applied = append(results[0].applied, issued...)
 	results = append(results, r.applyTargets(ctx, in, res.Clusters)...)
 	results = append(results, r.prune(ctx, rep, results, res.Clusters)...)
 	setStatus(rep, results, res)

@@ -2,12 +2,15 @@ package replicator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -19,10 +22,21 @@ func caSecretKey(rep *flotillav1.Replicator) client.ObjectKey {
 	return client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: rep.Name + "-ca"}
 }
 
-// tlsMaterial returns the data of ca-secret and cli-secret: ONE CA per Replicator for every
-// cluster, kept in the primary's flotilla-system; a server certificate for every Ingress host; a
-// client certificate. What is stored and still good is kept; the rest is (re)issued.
-func (r *Reconciler) tlsMaterial(ctx context.Context, rep *flotillav1.Replicator) (server, cli map[string][]byte, err error) {
+// tlsMaterial returns the data of ca-secret and cli-secret, from cert-manager when the Replicator
+// names an issuer, else from Flotilla's own CA.
+func (r *Reconciler) tlsMaterial(ctx context.Context, in Inputs) (server, cli map[string][]byte, applied []flotillav1.AppliedResource, err error) {
+	rep := in.Replicator
+	if rep.Spec.TLS != nil && rep.Spec.TLS.IssuerRef != nil {
+		return r.certManagerMaterial(ctx, in)
+	}
+	server, cli, err = r.ownCAMaterial(ctx, rep)
+	return server, cli, nil, err
+}
+
+// ownCAMaterial: ONE CA per Replicator for every cluster, kept in the primary's flotilla-system;
+// a server certificate for every Ingress host; a client certificate. What is stored and still good
+// is kept; the rest is (re)issued.
+func (r *Reconciler) ownCAMaterial(ctx context.Context, rep *flotillav1.Replicator) (server, cli map[string][]byte, err error) {
 	ns := rep.Spec.ReplicationNamespace
 	caData, err := r.secretData(ctx, caSecretKey(rep))
 	if err != nil {
@@ -79,6 +93,76 @@ func (r *Reconciler) deleteCA(ctx context.Context, rep *flotillav1.Replicator) e
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the CA of Replicator %s: %w", rep.Name, err)
+	}
+	return nil
+}
+
+// certificateGVK is cert-manager's Certificate (API of cert-manager v1.20).
+var certificateGVK = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
+
+// errCertificatesPending says cert-manager has not issued yet; the Replicator retries.
+var errCertificatesPending = errors.New("waiting for cert-manager to issue")
+
+// certManagerMaterial applies two cert-manager Certificates in the primary (server: every Ingress
+// host; client: <replicator>-client), and maps the Secrets cert-manager writes (tls.crt, tls.key,
+// ca.crt) to plumber's key names: ca-secret gets the server pair and ca.crt, cli-secret gets
+// client.crt and client.key.
+func (r *Reconciler) certManagerMaterial(ctx context.Context, in Inputs) (server, cli map[string][]byte, applied []flotillav1.AppliedResource, err error) {
+	rep := in.Replicator
+	if _, err := r.ensureNamespace(ctx, in, true, r.Client, r.Live); err != nil {
+		return nil, nil, nil, err
+	}
+	ref := rep.Spec.TLS.IssuerRef
+	issuer := map[string]any{"name": ref.Name, "kind": ref.Kind, "group": ref.Group}
+	certs := []struct{ name, secret, cn, usage string }{
+		{rep.Name + "-server", rep.Name + "-server-tls", "", "server auth"},
+		{rep.Name + "-client", rep.Name + "-client-tls", rep.Name + "-client", "client auth"},
+	}
+	data := make([]map[string][]byte, len(certs))
+	for i, c := range certs {
+		spec := map[string]any{"secretName": c.secret, "issuerRef": issuer,
+			"usages":         []any{"digital signature", "key encipherment", c.usage},
+			"secretTemplate": map[string]any{"labels": map[string]any{flotillav1.LabelReplicator: LabelValue(rep.Name)}}}
+		if c.cn != "" {
+			spec["commonName"] = c.cn
+		} else {
+			hosts := make([]any, 0)
+			for _, h := range Hosts(rep) {
+				hosts = append(hosts, h)
+			}
+			spec["dnsNames"] = hosts
+		}
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+		u.SetGroupVersionKind(certificateGVK)
+		u.SetName(c.name)
+		mark(u, in, Place{Cluster: PrimaryName, Primary: true})
+		if err := r.Client.Patch(ctx, u, client.Apply, client.FieldOwner(flotillav1.FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck // unstructured apply
+			return nil, nil, nil, fmt.Errorf("applying cert-manager Certificate %s (is cert-manager installed?): %w", c.name, err)
+		}
+		applied = append(applied, flotillav1.AppliedResource{Cluster: PrimaryName, Kind: "Certificate", Name: c.name, ApplyStatus: flotillav1.ApplyStatusOK})
+		if data[i], err = r.secretData(ctx, client.ObjectKey{Namespace: rep.Spec.ReplicationNamespace, Name: c.secret}); err != nil {
+			return nil, nil, applied, err
+		}
+		if len(data[i]["tls.crt"]) == 0 || len(data[i]["tls.key"]) == 0 {
+			return nil, nil, applied, fmt.Errorf("%w Certificate %s (Secret %s)", errCertificatesPending, c.name, c.secret)
+		}
+	}
+	server = map[string][]byte{"tls.crt": data[0]["tls.crt"], "tls.key": data[0]["tls.key"], "ca.crt": data[0]["ca.crt"]}
+	cli = map[string][]byte{"client.crt": data[1]["tls.crt"], "client.key": data[1]["tls.key"]}
+	return server, cli, applied, nil
+}
+
+// deleteIssuedSecrets removes the Secrets cert-manager wrote for the Replicator (it keeps them
+// when their Certificate goes).
+func (r *Reconciler) deleteIssuedSecrets(ctx context.Context, rep *flotillav1.Replicator) error {
+	if rep.Spec.TLS == nil || rep.Spec.TLS.IssuerRef == nil {
+		return nil
+	}
+	for _, name := range []string{rep.Name + "-server-tls", rep.Name + "-client-tls"} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rep.Spec.ReplicationNamespace, Name: name}}
+		if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting Secret %s/%s: %w", s.Namespace, name, err)
+		}
 	}
 	return nil
 }
