@@ -119,7 +119,7 @@ func (r *Reconciler) certManagerMaterial(ctx context.Context, in Inputs) (server
 		{rep.Name + "-client", rep.Name + "-client-tls", rep.Name + "-client", "client auth"},
 	}
 	data := make([]map[string][]byte, len(certs))
-	for i, c := range certs {
+	for _, c := range certs {
 		spec := map[string]any{"secretName": c.secret, "issuerRef": issuer,
 			"usages":         []any{"digital signature", "key encipherment", c.usage},
 			"secretTemplate": map[string]any{"labels": map[string]any{flotillav1.LabelReplicator: LabelValue(rep.Name)}}}
@@ -140,6 +140,9 @@ func (r *Reconciler) certManagerMaterial(ctx context.Context, in Inputs) (server
 			return nil, nil, nil, fmt.Errorf("applying cert-manager Certificate %s (is cert-manager installed?): %w", c.name, err)
 		}
 		applied = append(applied, flotillav1.AppliedResource{Cluster: PrimaryName, Kind: "Certificate", Name: c.name, ApplyStatus: flotillav1.ApplyStatusOK})
+	}
+	// Both Certificates exist before either Secret is waited for: cert-manager issues them at once.
+	for i, c := range certs {
 		if data[i], err = r.secretData(ctx, client.ObjectKey{Namespace: rep.Spec.ReplicationNamespace, Name: c.secret}); err != nil {
 			return nil, nil, applied, err
 		}
