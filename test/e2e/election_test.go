@@ -41,16 +41,7 @@ func delegatesIn(ctx SpecContext, c *testbed.Cluster, ns string) []corev1.Pod {
 var _ = Describe("pod election", Ordered, func() {
 	const ns = "election"
 	BeforeAll(func(ctx SpecContext) {
-		// Other suites may have removed a secondary: (re-)join both; join is idempotent.
-		for _, c := range bed.Secondaries {
-			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m")
-			Expect(err).NotTo(HaveOccurred(), out)
-		}
-		Eventually(func(g Gomega) {
-			for _, c := range bed.Secondaries {
-				expectRunningAndReady(g, ctx, c.Name)
-			}
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		joinBothSecondaries(ctx)
 		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())

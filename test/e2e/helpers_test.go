@@ -52,6 +52,20 @@ func flotillactl(ctx context.Context, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// joinBothSecondaries (re-)joins both secondaries (other suites may have removed one; join is
+// idempotent) and waits until they are Running with Ready virtual nodes.
+func joinBothSecondaries(ctx SpecContext) {
+	for _, c := range bed.Secondaries {
+		out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m")
+		Expect(err).NotTo(HaveOccurred(), out)
+	}
+	Eventually(func(g Gomega) {
+		for _, c := range bed.Secondaries {
+			expectRunningAndReady(g, ctx, c.Name)
+		}
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
 // prepareNamespace makes a namespace Flotilla may write to exist in a secondary with its default
 // ServiceAccount. Specs about something else use it: right after the bed restarted or froze a
 // cluster, its controller-manager has been seen to take minutes to create a new namespace's

@@ -73,15 +73,7 @@ func certOf(g Gomega, pemBytes []byte) *x509.Certificate {
 var _ = Describe("Replicator", Ordered, func() {
 	var all []*testbed.Cluster
 	BeforeAll(func(ctx SpecContext) {
-		for _, c := range bed.Secondaries {
-			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m")
-			Expect(err).NotTo(HaveOccurred(), out)
-		}
-		Eventually(func(g Gomega) {
-			for _, c := range bed.Secondaries {
-				expectRunningAndReady(g, ctx, c.Name)
-			}
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		joinBothSecondaries(ctx)
 		all = bed.Clusters()
 	}, NodeTimeout(2*time.Minute))
 
