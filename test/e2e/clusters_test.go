@@ -292,6 +292,8 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		start = time.Now()
 		Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s1.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		AddReportEntry("thawed secondary to Ready", time.Since(start).Round(100*time.Millisecond).String())
+		// Its controllers' informers may back off after the freeze: later specs need them working.
+		Expect(testbed.WaitWorking(ctx, s1)).To(Succeed())
 		Expect(manager.Exited()).To(BeFalse())
 		Expect(manager.PID()).To(Equal(pid), "the manager was not restarted")
 	}, SpecTimeout(2*time.Minute))

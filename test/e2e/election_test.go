@@ -276,6 +276,7 @@ var _ = Describe("pod election", Ordered, func() {
 			g.Expect(job.Status.Failed).To(BeZero())
 		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, other, metav1.DeleteOptions{})).To(Succeed())
+		Expect(testbed.WaitWorking(ctx, s2)).To(Succeed(), "later specs need the thawed controller-manager working")
 	}, SpecTimeout(3*time.Minute))
 
 	It("handles a delegate deleted in its secondary: a ReplicaSet's proxy comes back Running, a bare pod's ends Failed DelegateLost", func(ctx SpecContext) {

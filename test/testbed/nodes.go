@@ -127,3 +127,40 @@ func NodeReady(n *corev1.Node) bool {
 	}
 	return false
 }
+
+// WaitWorking waits until a cluster's controllers work again, not only its API server: a new
+// namespace gets its default ServiceAccount (kube-controller-manager) and a pod is scheduled
+// and Running (kube-scheduler, kwok). After a restart or a freeze their informers may back off
+// for up to a minute before they see new objects; a test that goes on at once would find a
+// secondary that answers but does nothing.
+func WaitWorking(ctx context.Context, c *Cluster) error {
+	ns := fmt.Sprintf("bed-probe-%d", time.Now().UnixNano())
+	cs := c.Clientset.CoreV1()
+	if _, err := cs.Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating probe namespace in %s: %w", c.Name, err)
+	}
+	defer func() { _ = cs.Namespaces().Delete(context.WithoutCancel(ctx), ns, metav1.DeleteOptions{}) }()
+	var last string
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if _, err := cs.ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			last = "no default ServiceAccount yet"
+			return false, nil
+		}
+		p, err := cs.Pods(ns).Get(ctx, "probe", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			_, err = cs.Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "busybox"}}}}, metav1.CreateOptions{})
+			last = "probe pod created"
+			return false, nil
+		}
+		if err != nil {
+			return false, nil
+		}
+		last = fmt.Sprintf("probe pod %s on %q", p.Status.Phase, p.Spec.NodeName)
+		return p.Status.Phase == corev1.PodRunning, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the controllers of %s to work: %w (last: %s)", c.Name, err, last)
+	}
+	return nil
+}

@@ -417,12 +417,18 @@ func (b *Bed) StopCluster(ctx context.Context, c *Cluster) error {
 	return nil
 }
 
-// StartCluster starts a stopped cluster and waits until its API server is ready.
+// StartCluster starts a stopped cluster and waits until its API server is ready and its
+// controllers work (WaitWorking).
 func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 	if err := b.tools.run(ctx, "start", "cluster", "--name", c.Name); err != nil {
 		return err
 	}
-	return waitReady(ctx, c)
+	if err := waitReady(ctx, c); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return WaitWorking(wctx, c)
 }
 
 // SaveLogs copies every cluster's component logs (kube-apiserver, kube-controller-manager,
