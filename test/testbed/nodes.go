@@ -151,6 +151,9 @@ func WaitWorking(ctx context.Context, c *Cluster) error {
 			_, err = cs.Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "busybox"}}}}, metav1.CreateOptions{})
 			last = "probe pod created"
+			if err != nil {
+				last = "creating the probe pod: " + err.Error()
+			}
 			return false, nil
 		}
 		if err != nil {
