@@ -88,6 +88,7 @@ type cluster struct {
 	ownerUID              string
 	capacity              *capacityWatch
 	delegates             *delegateWatch
+	stopReplicas          context.CancelFunc
 	cancel                context.CancelFunc
 	done                  chan struct{}
 }
@@ -220,19 +221,44 @@ func (c *cluster) start(ctx context.Context) {
 
 func (c *cluster) stop() {
 	c.mu.Lock()
-	cancel, done, cw, dw := c.cancel, c.done, c.capacity, c.delegates
-	c.capacity, c.delegates = nil, nil
+	cancel, done := c.cancel, c.done
 	c.mu.Unlock()
 	if cancel == nil {
 		return
 	}
 	cancel()
 	<-done
+	c.stopWatches()
+}
+
+// restartWatches is called when a secondary answers again after an outage: its informers failed
+// meanwhile and back off for up to a minute before they list again, so delegates' status would
+// lag that long. Stopped now, they are started afresh (and list at once) by this probe.
+func (c *cluster) restartWatches(log logr.Logger) {
+	c.mu.Lock()
+	watching := c.capacity != nil
+	c.mu.Unlock()
+	if watching {
+		log.Info("Secondary answers again: restarting its informers")
+		c.stopWatches()
+	}
+}
+
+// stopWatches stops the secondary's informers (capacity, delegates, replicated objects); the
+// next good probe starts new ones.
+func (c *cluster) stopWatches() {
+	c.mu.Lock()
+	cw, dw, rw := c.capacity, c.delegates, c.stopReplicas
+	c.capacity, c.delegates, c.stopReplicas = nil, nil, nil
+	c.mu.Unlock()
 	if cw != nil {
 		cw.stop()
 	}
 	if dw != nil {
 		dw.cancel()
+	}
+	if rw != nil {
+		rw()
 	}
 }
 
@@ -293,6 +319,9 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	}
 	c.mu.Unlock()
 
+	if err == nil && before.Status == flotillav1.ClusterUnknown && before.Role == RoleSecondary {
+		c.restartWatches(log)
+	}
 	if err == nil {
 		c.settleRole(ctx, id, opts.ProbeTimeout)
 	}
@@ -349,9 +378,9 @@ func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Durati
 	if needCapacity {
 		cw := startCapacityWatch(ctx, c.client, reg.opts.PrimaryID, func() { reg.notify(c.name) })
 		dw := startDelegateWatch(ctx, c.client, reg.opts.PrimaryID, c.name, reg.handlers)
-		startReplicaWatch(ctx, c.client, reg.opts.PrimaryID, c.name, reg.replicaHandlersCopy)
+		rw := startReplicaWatch(ctx, c.client, reg.opts.PrimaryID, c.name, reg.replicaHandlersCopy)
 		c.mu.Lock()
-		c.capacity, c.delegates = cw, dw
+		c.capacity, c.delegates, c.stopReplicas = cw, dw, rw
 		c.mu.Unlock()
 	}
 	c.mu.Lock()

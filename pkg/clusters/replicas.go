@@ -18,7 +18,8 @@ type ReplicaHandler func(cluster, replicator string)
 // startReplicaWatch watches, in one secondary, the ConfigMaps, Services, Deployments and Ingresses
 // this primary's Replicators applied (label flotilla.dev/replicator). Secrets are not watched:
 // Flotilla never reads Secrets in a secondary; the Replicator's periodic resync repairs them.
-func startReplicaWatch(ctx context.Context, cs kubernetes.Interface, primaryID, cluster string, handlers func() []ReplicaHandler) {
+func startReplicaWatch(ctx context.Context, cs kubernetes.Interface, primaryID, cluster string, handlers func() []ReplicaHandler) context.CancelFunc {
+	ctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = flotillav1.LabelPrimary + "=" + primaryID + "," + flotillav1.LabelReplicator
@@ -56,6 +57,7 @@ func startReplicaWatch(ctx context.Context, cs kubernetes.Interface, primaryID, 
 		<-ctx.Done()
 		factory.Shutdown()
 	}()
+	return cancel
 }
 
 // AddReplicaHandler registers a handler for replicated-object events of every secondary.
