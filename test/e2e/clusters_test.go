@@ -320,7 +320,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		AddReportEntry("restarted secondary to Ready", time.Since(start).Round(100*time.Millisecond).String())
 		Expect(manager.Exited()).To(BeFalse())
-	}, SpecTimeout(3*time.Minute))
+	}, SpecTimeout(8*time.Minute))
 
 	It("lets the nodes go Unknown while the manager is stopped for 2 minutes, evicts no elected pod, and is Ready within 30 s of its restart", func(ctx SpecContext) {
 		// Elected replicas with a short failover: a dead manager must not move them.

@@ -387,7 +387,7 @@ var _ = Describe("pod election", Ordered, func() {
 
 		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "failover", metav1.DeleteOptions{})).To(Succeed())
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
-	}, SpecTimeout(5*time.Minute))
+	}, SpecTimeout(8*time.Minute))
 
 	It("serves kubectl logs, exec, attach and port-forward on a proxy from its delegate, and refuses anonymous and unauthorised callers", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]

@@ -234,7 +234,7 @@ var _ = Describe("Replicator", Ordered, func() {
 			g.Expect(cm.Data).To(HaveKeyWithValue("extra.conf", "version 3"))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 		AddReportEntry("returned secondary synced", time.Since(start).Round(time.Second).String())
-	}, SpecTimeout(3*time.Minute))
+	}, SpecTimeout(8*time.Minute))
 
 	It("removes everything it created when deleted, its namespace included, in every cluster", func(ctx SpecContext) {
 		Expect(clientOf(bed.Primary).Delete(ctx, &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: "replicator-sample"}})).To(Succeed())

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -426,7 +428,15 @@ func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 	if err := waitReady(ctx, c); err != nil {
 		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	// kwok, restarted, refuses to take over its nodes' Leases ("already exists") and leaves their
+	// pods alone for minutes; without them it creates fresh ones a few seconds after its start.
+	for _, n := range c.Nodes {
+		err := c.Clientset.CoordinationV1().Leases("kube-node-lease").Delete(ctx, n, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the Lease of node %s in %s: %w", n, c.Name, err)
+		}
+	}
+	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
 	return WaitWorking(wctx, c)
 }
