@@ -4,7 +4,9 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -22,7 +24,30 @@ type managerProcess struct {
 	kubeletURL string
 }
 
+// startManager starts the manager on free ports. A port found free can be taken by another
+// process before the manager binds it (the manager then exits at once): it is started again on
+// other ports, a few times.
 func startManager(bin, kubeconfig, logPath string) (*managerProcess, error) {
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		m, err := startManagerOnce(bin, kubeconfig, logPath)
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(3 * time.Second)
+		if !m.Exited() {
+			return m, nil
+		}
+		raw, _ := os.ReadFile(logPath)
+		lastErr = fmt.Errorf("the manager exited at start (see %s)", logPath)
+		if !strings.Contains(string(raw), "address already in use") {
+			return nil, lastErr
+		}
+	}
+	return nil, lastErr
+}
+
+func startManagerOnce(bin, kubeconfig, logPath string) (*managerProcess, error) {
 	probePort, err := testbed.FreePort()
 	if err != nil {
 		return nil, err
