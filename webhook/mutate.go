@@ -17,6 +17,7 @@ import (
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // ClusterView is what the webhook knows of one secondary: its health, its virtual node's labels
@@ -45,26 +46,6 @@ type Options struct {
 	// clusters' free CPU) and the proxy's nodeName is that cluster's virtual node. Nil leaves the
 	// choice among the feasible clusters to the primary's scheduler.
 	Choose func(weights []int64) int
-}
-
-// Constraints are the user's scheduling constraints, moved from the proxy to the delegate.
-type Constraints struct {
-	NodeSelector              map[string]string                 `json:"nodeSelector,omitempty"`
-	Affinity                  *corev1.Affinity                  `json:"affinity,omitempty"`
-	Tolerations               []corev1.Toleration               `json:"tolerations,omitempty"`
-	TopologySpreadConstraints []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
-	HostNetwork               bool                              `json:"hostNetwork,omitempty"`
-	// HostPorts maps "container/containerPort/protocol" to the host port the delegate keeps.
-	HostPorts map[string]int32 `json:"hostPorts,omitempty"`
-}
-
-// HostPortKey names a container port in Constraints.HostPorts.
-func HostPortKey(container string, p corev1.ContainerPort) string {
-	proto := p.Protocol
-	if proto == "" {
-		proto = corev1.ProtocolTCP
-	}
-	return fmt.Sprintf("%s/%d/%s", container, p.ContainerPort, proto)
 }
 
 // Rejection is an elected pod Flotilla cannot honour; its message says why.
@@ -233,8 +214,8 @@ func failoverSeconds(pod *corev1.Pod) (int64, error) {
 	return n, nil
 }
 
-func constraintsOf(pod *corev1.Pod) Constraints {
-	c := Constraints{
+func constraintsOf(pod *corev1.Pod) translate.Constraints {
+	c := translate.Constraints{
 		NodeSelector: pod.Spec.NodeSelector, Affinity: pod.Spec.Affinity,
 		TopologySpreadConstraints: pod.Spec.TopologySpreadConstraints, HostNetwork: pod.Spec.HostNetwork,
 	}
@@ -254,7 +235,7 @@ func constraintsOf(pod *corev1.Pod) Constraints {
 					if c.HostPorts == nil {
 						c.HostPorts = map[string]int32{}
 					}
-					c.HostPorts[HostPortKey(ctr.Name, p)] = p.HostPort
+					c.HostPorts[translate.HostPortKey(ctr.Name, p)] = p.HostPort
 				}
 			}
 		}
@@ -284,7 +265,7 @@ func proxyTolerations(failover int64) []corev1.Toleration {
 
 // feasibleClusters returns the sorted names of the clusters the pod may run in, or a rejection
 // saying why each cluster does not fit.
-func feasibleClusters(pod *corev1.Pod, c Constraints, clusters []ClusterView) ([]string, error) {
+func feasibleClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView) ([]string, error) {
 	chosen, err := chosenClusters(pod, clusters)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 type podOpt func(*corev1.Pod)
@@ -130,7 +131,7 @@ func TestMutateMakesAProxyAndKeepsConstraintsForTheDelegate(t *testing.T) {
 	if out.Spec.Containers[0].Ports[0].ContainerPort != 80 {
 		t.Error("container port lost")
 	}
-	var c Constraints
+	var c translate.Constraints
 	if err := json.Unmarshal([]byte(out.Annotations[flotillav1.AnnotationDelegateConstraints]), &c); err != nil {
 		t.Fatal(err)
 	}

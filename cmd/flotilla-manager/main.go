@@ -19,12 +19,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
@@ -35,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -44,10 +40,12 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterdetector"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/proxy"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
+	"github.com/flotilla-dev/flotilla/pkg/kubeletapi"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
-	"github.com/flotilla-dev/flotilla/pkg/provider"
-	"github.com/flotilla-dev/flotilla/pkg/reflect"
 	"github.com/flotilla-dev/flotilla/pkg/version"
 	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
 	"github.com/flotilla-dev/flotilla/webhook"
@@ -245,67 +243,51 @@ func run(ctx context.Context, opts options) error {
 	return nil
 }
 
-// setupClusters wires the cluster registry, the ClusterDetector reconciler and the virtual nodes.
+// setupClusters wires the cluster registry, the registration, ClusterDetector and Replicator
+// reconcilers, the virtual nodes and their kubelet API.
 func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts options) (*clusters.Registry, error) {
-	primary, err := kubernetes.NewForConfig(cfg)
+	primaryClient, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("building the primary's client: %w", err)
 	}
-	ns, err := primary.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
+	primary, err := clusters.ReadPrimary(ctx, mgr.GetAPIReader(), primaryClient.Discovery())
 	if err != nil {
-		return nil, fmt.Errorf("reading the primary's kube-system namespace (its UID is the primary ID): %w", err)
+		return nil, err
 	}
-	primaryID := string(ns.UID)
-	version, err := primary.Discovery().ServerVersion()
-	if err != nil {
-		return nil, fmt.Errorf("reading the primary's version: %w", err)
-	}
-	// IDs recorded by an earlier run keep the virtual nodes of secondaries that are down right now.
-	known := map[string]string{}
-	var detectors flotillav1.ClusterDetectorList
-	if err := mgr.GetAPIReader().List(ctx, &detectors, client.InNamespace(flotillav1.SystemNamespace)); err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil, fmt.Errorf("the flotilla.dev CRDs are not installed in the primary (install the chart, or apply config/crd/bases): %w", err)
-		}
-		return nil, fmt.Errorf("listing ClusterDetectors: %w", err)
-	}
-	for _, d := range detectors.Items {
-		known[d.Name] = d.Status.ClusterID
-	}
-	setupLog.Info("Primary identified", "primaryID", primaryID, "version", version.GitVersion, "knownClusters", len(known))
+	setupLog.Info("Primary identified", "primaryID", primary.ID, "version", primary.Version, "knownClusters", len(primary.KnownIDs))
 
 	registry := clusters.NewRegistry(clusters.Options{
-		PrimaryID: primaryID, KnownIDs: known, ProbeInterval: opts.probeInterval, ProbeTimeout: opts.probeTimeout,
+		PrimaryID: primary.ID, KnownIDs: primary.KnownIDs, ProbeInterval: opts.probeInterval, ProbeTimeout: opts.probeTimeout,
 		TokenRenewer: clusters.SecretTokenRenewer(mgr.GetClient()), RenewalFraction: opts.renewalFraction,
-		IsLeader: isLeader(mgr),
+		Elected: mgr.Elected(),
 	}, ctrl.Log.WithName("clusters"))
 	if err := mgr.Add(registry); err != nil {
 		return nil, fmt.Errorf("adding the cluster registry: %w", err)
 	}
-	if err := (&clusters.SecretReconciler{Client: mgr.GetClient(), Registry: registry,
-		Recorder: mgr.GetEventRecorder("flotilla")}).SetupWithManager(mgr); err != nil {
+	recorder := mgr.GetEventRecorder("flotilla")
+	if err := (&registration.Reconciler{Client: mgr.GetClient(), Registry: registry, Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the registration controller: %w", err)
 	}
 	if err := (&clusterdetector.Reconciler{Client: mgr.GetClient(), Registry: registry,
-		PrimaryName: opts.primaryName, Recorder: mgr.GetEventRecorder("flotilla")}).SetupWithManager(mgr); err != nil {
+		PrimaryName: opts.primaryName, Recorder: recorder}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the ClusterDetector controller: %w", err)
 	}
 	if err := (&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry,
-		Recorder: mgr.GetEventRecorder("flotilla"), Timeout: opts.replicationTimeout}).SetupWithManager(mgr); err != nil {
+		Recorder: recorder, Timeout: opts.replicationTimeout}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the Replicator controller: %w", err)
 	}
 	address := opts.nodeAddress
 	if address == "" {
 		address = "127.0.0.1"
 	}
-	nodes := virtualnode.NewManager(registry, primary, virtualnode.Options{NodeOptions: virtualnode.NodeOptions{
-		Address: address, KubeletPort: opts.kubeletPort, PrimaryVersion: version.GitVersion,
+	nodes := virtualnode.NewManager(registry, primaryClient, virtualnode.Options{NodeOptions: virtualnode.NodeOptions{
+		Address: address, KubeletPort: opts.kubeletPort, PrimaryVersion: primary.Version,
 	}, FailoverAfter: opts.failoverAfter}, ctrl.Log.WithName("virtualnode"))
 	if err := mgr.Add(nodes); err != nil {
 		return nil, fmt.Errorf("adding the virtual nodes: %w", err)
 	}
 	if opts.kubeletPort > 0 {
-		kubelet := &virtualnode.KubeletServer{Primary: primary, Secondaries: registry, Addr: fmt.Sprintf(":%d", opts.kubeletPort),
+		kubelet := &kubeletapi.Server{Primary: primaryClient, Secondaries: registry, Addr: fmt.Sprintf(":%d", opts.kubeletPort),
 			ServingHosts: []string{"localhost"}, ServingIPs: []net.IP{net.ParseIP(address)}, Log: ctrl.Log.WithName("kubelet")}
 		if err := mgr.Add(kubelet); err != nil {
 			return nil, fmt.Errorf("adding the kubelet API: %w", err)
@@ -314,21 +296,8 @@ func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts
 	return registry, nil
 }
 
-// isLeader says whether this replica leads; the channel closes when it is elected.
-func isLeader(mgr ctrl.Manager) func() bool {
-	elected := mgr.Elected()
-	return func() bool {
-		select {
-		case <-elected:
-			return true
-		default:
-			return false
-		}
-	}
-}
-
-// setupElection wires pod election: the webhook (certificates, configuration, handler) and the
-// proxy reconciler.
+// setupElection wires pod election: the webhook (certificates, configuration, handler), the
+// proxy reconciler, the sweep and the dependency reconciler.
 func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, registry *clusters.Registry, opts options) error {
 	direct, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
@@ -341,18 +310,11 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		IPs:    []net.IP{net.ParseIP("127.0.0.1")},
 		Config: webhook.ConfigOptions{URL: opts.webhookURL, Service: opts.webhookService, Namespace: flotillav1.SystemNamespace, AcceptAdmiralty: opts.acceptAdmiralty},
 	}
-	if err := certs.Ensure(ctx, time.Now()); err != nil {
+	// Before the webhook server starts: it needs the certificate files.
+	if err := certs.Ensure(ctx); err != nil {
 		return fmt.Errorf("setting up the webhook's certificates: %w", err)
 	}
-	renew := manager.RunnableFunc(func(ctx context.Context) error {
-		wait.UntilWithContext(ctx, func(ctx context.Context) {
-			if err := certs.Ensure(ctx, time.Now()); err != nil {
-				setupLog.Error(err, "Renewing the webhook's certificate failed")
-			}
-		}, time.Hour)
-		return nil
-	})
-	if err := mgr.Add(renew); err != nil {
+	if err := mgr.Add(certs); err != nil {
 		return fmt.Errorf("adding the certificate renewal: %w", err)
 	}
 	var choose func([]int64) int
@@ -372,7 +334,7 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("adding the webhook readiness check: %w", err)
 	}
-	sweeper := &provider.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: opts.sweepInterval, Log: ctrl.Log.WithName("sweep")}
+	sweeper := &proxy.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: opts.sweepInterval, Log: ctrl.Log.WithName("sweep")}
 	if err := mgr.Add(sweeper); err != nil {
 		return fmt.Errorf("adding the sweep: %w", err)
 	}
@@ -380,13 +342,13 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	if err != nil {
 		return fmt.Errorf("creating the metadata client: %w", err)
 	}
-	if err := (&reflect.SyncReconciler{Cache: mgr.GetClient(), Primary: mgr.GetAPIReader(), Secondaries: registry,
-		Grace: opts.dependencyGrace}).SetupWithManager(mgr, reflect.NewMetadataWatch(meta)); err != nil {
+	if err := (&dependency.SyncReconciler{Cache: mgr.GetClient(), Primary: mgr.GetAPIReader(), Secondaries: registry,
+		Grace: opts.dependencyGrace}).SetupWithManager(mgr, dependency.NewMetadataWatch(meta)); err != nil {
 		return fmt.Errorf("setting up the dependency sync: %w", err)
 	}
-	return (&provider.ProxyReconciler{Client: mgr.GetClient(), Secondaries: registry,
+	return (&proxy.ProxyReconciler{Client: mgr.GetClient(), Secondaries: registry,
 		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat",
-		Reflector: &reflect.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
+		Reflector: &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
 	}).SetupWithManager(mgr, opts.proxyWorkers)
 }
 

@@ -186,11 +186,11 @@ func runJoin(ctx context.Context, g *GlobalOptions, contextName, name string, du
 	if err != nil {
 		return err
 	}
-	primaryID, err := clusterID(ctx, primary)
+	primaryID, err := clusters.ClusterID(ctx, primary)
 	if err != nil {
 		return fmt.Errorf("primary: %w", err)
 	}
-	secondaryID, err := clusterID(ctx, secondary)
+	secondaryID, err := clusters.ClusterID(ctx, secondary)
 	if err != nil {
 		return fmt.Errorf("context %s: %w", contextName, err)
 	}
@@ -292,7 +292,7 @@ func runList(ctx context.Context, g *GlobalOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reg, err := registration(ctx, primary)
+	reg, err := clusters.ReadRegistration(ctx, primary)
 	if err != nil {
 		return err
 	}
@@ -332,7 +332,7 @@ func resolveTarget(ctx context.Context, g *GlobalOptions, target string) (primar
 	if err != nil {
 		return nil, "", "", err
 	}
-	reg, err := registration(ctx, primary)
+	reg, err := clusters.ReadRegistration(ctx, primary)
 	if err != nil {
 		return nil, "", "", err
 	}

@@ -15,10 +15,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
 var cliScheme = func() *runtime.Scheme {
@@ -74,79 +74,13 @@ func clientFor(cfg *clientcmdapi.Config, context string) (client.Client, *rest.C
 	return c, rc, nil
 }
 
-// clusterID is the UID of a cluster's kube-system namespace.
-func clusterID(ctx context.Context, c client.Client) (string, error) {
-	var ns corev1.Namespace
-	if err := c.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &ns); err != nil {
-		return "", fmt.Errorf("reading kube-system: %w", err)
-	}
-	return string(ns.UID), nil
-}
-
-// registration reads the registration kubeconfig from the primary's Secret (empty if none).
-func registration(ctx context.Context, primary client.Client) (*clientcmdapi.Config, error) {
-	var secret corev1.Secret
-	err := primary.Get(ctx, registrationKey(), &secret)
-	if apierrors.IsNotFound(err) {
-		return clientcmdapi.NewConfig(), nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading the registration Secret: %w", err)
-	}
-	cfg, err := clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey])
-	if err != nil {
-		return nil, fmt.Errorf("the registration Secret %s/%s does not parse (fix or delete its key %s): %w",
-			flotillav1.SystemNamespace, flotillav1.KubeconfigSecretName, flotillav1.KubeconfigSecretKey, err)
-	}
-	return cfg, nil
-}
-
-func registrationKey() client.ObjectKey {
-	return client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.KubeconfigSecretName}
-}
-
-// updateRegistration applies mutate to the registration kubeconfig and writes it back, creating
-// the namespace and Secret when missing and retrying on conflicts.
+// updateRegistration creates the system namespace when missing, then applies mutate to the
+// registration kubeconfig (the one read-modify-write the manager uses too).
 func updateRegistration(ctx context.Context, primary client.Client, mutate func(*clientcmdapi.Config) error) error {
 	if err := ensureNamespace(ctx, primary, flotillav1.SystemNamespace, nil); err != nil {
 		return err
 	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		var secret corev1.Secret
-		err := primary.Get(ctx, registrationKey(), &secret)
-		create := apierrors.IsNotFound(err)
-		if err != nil && !create {
-			return fmt.Errorf("reading the registration Secret: %w", err)
-		}
-		cfg := clientcmdapi.NewConfig()
-		if !create && len(secret.Data[flotillav1.KubeconfigSecretKey]) > 0 {
-			if cfg, err = clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey]); err != nil {
-				return fmt.Errorf("the registration Secret does not parse: %w", err)
-			}
-		}
-		if err := mutate(cfg); err != nil {
-			return err
-		}
-		raw, err := clientcmd.Write(*cfg)
-		if err != nil {
-			return fmt.Errorf("encoding the registration kubeconfig: %w", err)
-		}
-		if create {
-			secret = corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: flotillav1.KubeconfigSecretName,
-					Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"}},
-				Type: corev1.SecretTypeOpaque,
-			}
-		}
-		if secret.Data == nil {
-			secret.Data = map[string][]byte{}
-		}
-		secret.Data[flotillav1.KubeconfigSecretKey] = raw
-		if create {
-			return primary.Create(ctx, &secret)
-		}
-		return primary.Update(ctx, &secret)
-	})
+	return clusters.UpdateRegistration(ctx, primary, mutate)
 }
 
 func ensureNamespace(ctx context.Context, c client.Client, name string, labels map[string]string) error {

@@ -87,8 +87,7 @@ type cluster struct {
 	probesSinceOwnerCheck int
 	ownerUID              string
 	capacity              *capacityWatch
-	delegates             *delegateWatch
-	stopReplicas          context.CancelFunc
+	remote                *remoteWatch
 	cancel                context.CancelFunc
 	done                  chan struct{}
 }
@@ -248,18 +247,22 @@ func (c *cluster) restartWatches(log logr.Logger) {
 // next good probe starts new ones.
 func (c *cluster) stopWatches() {
 	c.mu.Lock()
-	cw, dw, rw := c.capacity, c.delegates, c.stopReplicas
-	c.capacity, c.delegates, c.stopReplicas = nil, nil, nil
+	cw, rw := c.capacity, c.remote
+	c.capacity, c.remote = nil, nil
 	c.mu.Unlock()
 	if cw != nil {
 		cw.stop()
 	}
-	if dw != nil {
-		dw.cancel()
-	}
 	if rw != nil {
-		rw()
+		rw.cancel()
 	}
+}
+
+// remoteWatch is the secondary's delegate and replicated-object informers (nil while not started).
+func (c *cluster) remoteWatch() *remoteWatch {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.remote
 }
 
 func (c *cluster) run(ctx context.Context) {
@@ -377,11 +380,13 @@ func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Durati
 	}
 	if needCapacity {
 		cw := startCapacityWatch(ctx, c.client, reg.opts.PrimaryID, func() { reg.notify(c.name) })
-		dw := startDelegateWatch(ctx, c.client, reg.opts.PrimaryID, c.name, reg.handlers)
-		rw := startReplicaWatch(ctx, c.client, reg.opts.PrimaryID, c.name, reg.replicaHandlersCopy)
+		rw := startRemoteWatch(ctx, c.client, reg.opts.PrimaryID)
 		c.mu.Lock()
-		c.capacity, c.delegates, c.stopReplicas = cw, dw, rw
+		c.capacity, c.remote = cw, rw
 		c.mu.Unlock()
+		for _, s := range reg.objectSinks() {
+			rw.attach(s)
+		}
 	}
 	c.mu.Lock()
 	c.probesSinceOwnerCheck++

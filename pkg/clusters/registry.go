@@ -53,8 +53,9 @@ type Options struct {
 	TokenRenewer TokenRenewer
 	// RenewalFraction of a token's lifetime after which it is renewed. Default 0.5.
 	RenewalFraction float64
-	// IsLeader says whether this replica leads (renews tokens). Default: always.
-	IsLeader func() bool
+	// Elected closes when this replica becomes the leader (the manager's Elected()): only the
+	// leader writes (token renewal, cleanup). Nil: this replica always leads.
+	Elected <-chan struct{}
 }
 
 func (o *Options) defaults() {
@@ -76,16 +77,14 @@ func (o *Options) defaults() {
 	if o.RenewalFraction <= 0 || o.RenewalFraction >= 1 {
 		o.RenewalFraction = 0.5
 	}
-	if o.IsLeader == nil {
-		o.IsLeader = func() bool { return true }
-	}
 	if o.RemovalTimeout == 0 {
 		o.RemovalTimeout = 10 * time.Second
 	}
 }
 
 // Registry owns the registered clusters: it applies the registration kubeconfig, probes each
-// cluster and keeps its capacity. It is a manager.Runnable that runs on the leader.
+// cluster, keeps its capacity and its informers, and hands their events out as sources. It is a
+// manager.Runnable that runs on every replica (the webhook and the kubelet API read it).
 type Registry struct {
 	opts Options
 	log  logr.Logger
@@ -96,10 +95,9 @@ type Registry struct {
 	claims     map[string]string // cluster ID -> name of the cluster that registered it first
 	configured bool
 	configErr  error
-	subs       []chan string
-
-	delegateHandlers []DelegateHandler
-	replicaHandlers  []ReplicaHandler
+	// sinks receive events of the started sources (source.go).
+	sinks    []*sink
+	nextSink int
 }
 
 var _ manager.Runnable = (*Registry)(nil)
@@ -112,7 +110,7 @@ func NewRegistry(opts Options, log logr.Logger) *Registry {
 }
 
 // NeedLeaderElection says no: every replica serves the webhook and needs the clusters' state;
-// what writes (token renewal) runs on the leader only (Options.IsLeader).
+// what writes (token renewal, cleanup) runs on the leader only (Options.Elected).
 func (r *Registry) NeedLeaderElection() bool { return false }
 
 // Start starts the clusters applied so far and stops them all when ctx ends.
@@ -139,26 +137,16 @@ func (r *Registry) Start(ctx context.Context) error {
 // PrimaryID is the primary's identity.
 func (r *Registry) PrimaryID() string { return r.opts.PrimaryID }
 
-// Subscribe returns a channel that receives the name of every cluster whose snapshot changed,
-// or that was added or removed. Sends never block: a subscriber that falls behind misses names
-// and must resynchronise from Snapshots periodically.
-func (r *Registry) Subscribe() <-chan string {
-	ch := make(chan string, 1024)
-	r.mu.Lock()
-	r.subs = append(r.subs, ch)
-	r.mu.Unlock()
-	return ch
-}
-
-func (r *Registry) notify(name string) {
-	r.mu.Lock()
-	subs := r.subs
-	r.mu.Unlock()
-	for _, ch := range subs {
-		select {
-		case ch <- name:
-		default:
-		}
+// isLeader says whether this replica leads.
+func (r *Registry) isLeader() bool {
+	if r.opts.Elected == nil {
+		return true
+	}
+	select {
+	case <-r.opts.Elected:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -242,7 +230,7 @@ func (r *Registry) Apply(raw []byte) error {
 		r.log.Info("Cluster removed", "cluster", c.name, "context", c.entry.Context)
 		forgetCluster(c.name)
 		c.stop()
-		if ctx != nil {
+		if ctx != nil && r.isLeader() {
 			c.cleanUpRemoved(ctx, r.opts.RemovalTimeout)
 		}
 		r.notify(c.name)

@@ -10,6 +10,9 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -73,18 +76,30 @@ func TestApplyAddsRemovesAndKeepsTheLastGoodConfiguration(t *testing.T) {
 	}
 }
 
-func TestApplyReportsChangesToSubscribers(t *testing.T) {
+func TestApplyReportsChangesToClusterSources(t *testing.T) {
 	r := NewRegistry(Options{PrimaryID: "p"}, logr.Discard())
-	ch := r.Subscribe()
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	if err := r.ClusterSource(&handler.EnqueueRequestForObject{}).Start(t.Context(), q); err != nil {
+		t.Fatal(err)
+	}
+	drain := func() map[string]bool {
+		seen := map[string]bool{}
+		for q.Len() > 0 {
+			req, _ := q.Get()
+			seen[req.Name] = true
+			q.Done(req)
+		}
+		return seen
+	}
+	if seen := drain(); !seen[""] || len(seen) != 1 {
+		t.Fatalf("announced at start %v, want only the registration (\"\")", seen)
+	}
 	if err := r.Apply(kubeconfig(t, map[string]string{"a": "https://a"})); err != nil {
 		t.Fatal(err)
 	}
-	seen := map[string]bool{}
-	for len(ch) > 0 {
-		seen[<-ch] = true
-	}
-	if !seen["a"] || !seen[""] {
-		t.Fatalf("notified %v, want the cluster and the registry (\"\")", seen)
+	if seen := drain(); !seen["a"] || !seen[""] {
+		t.Fatalf("enqueued %v, want the cluster and the registry (\"\")", seen)
 	}
 	// Only the token changes: the same cluster object stays, subscribers hear of it.
 	cfg, _ := clientcmd.Load(kubeconfig(t, map[string]string{"a": "https://a"}))

@@ -80,7 +80,7 @@ const renewalTimeout = 15 * time.Second
 // maybeRenewToken starts a renewal when none is running. It never blocks the probe loop: a hung
 // cluster must still be seen as hung.
 func (c *cluster) maybeRenewToken(ctx context.Context, log logr.Logger) {
-	if !c.registry.opts.IsLeader() || !c.renewing.CompareAndSwap(false, true) {
+	if !c.registry.isLeader() || !c.renewing.CompareAndSwap(false, true) {
 		return
 	}
 	go func() {

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	"github.com/flotilla-dev/flotilla/webhook"
 )
 
 // serviceAccountVolumePrefix names the projected token volume the primary injects; the secondary
@@ -33,7 +32,7 @@ func Owner(primaryID string, uid string) metav1.OwnerReference {
 // status. Added: the FlotillaPrimary owner, flotilla.dev/primary and flotilla.dev/proxy-uid.
 // Env values are never resolved: secret and config map references stay references.
 func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) (*corev1.Pod, error) {
-	var c webhook.Constraints
+	var c Constraints
 	if raw := proxy.Annotations[flotillav1.AnnotationDelegateConstraints]; raw != "" {
 		if err := json.Unmarshal([]byte(raw), &c); err != nil {
 			return nil, fmt.Errorf("annotation %s does not parse: %w", flotillav1.AnnotationDelegateConstraints, err)
@@ -115,7 +114,7 @@ func containers(in []corev1.Container, dropMounts map[string]bool, hostPorts map
 		}
 		c.VolumeMounts = mounts
 		for i, p := range c.Ports {
-			if hp, ok := hostPorts[webhook.HostPortKey(c.Name, p)]; ok {
+			if hp, ok := hostPorts[HostPortKey(c.Name, p)]; ok {
 				c.Ports[i].HostPort = hp
 			}
 		}

@@ -8,11 +8,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	"github.com/flotilla-dev/flotilla/webhook"
 )
 
 func proxy() *corev1.Pod {
-	c := webhook.Constraints{NodeSelector: map[string]string{"disk": "ssd"}, HostPorts: map[string]int32{"web/80/TCP": 8080},
+	c := Constraints{NodeSelector: map[string]string{"disk": "ssd"}, HostPorts: map[string]int32{"web/80/TCP": 8080},
 		Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}}
 	raw, _ := json.Marshal(c)
 	yes := true

@@ -17,7 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -28,7 +32,7 @@ type Registry interface {
 	Configured() bool
 	Snapshot(name string) (clusters.Snapshot, bool)
 	Snapshots() []clusters.Snapshot
-	Subscribe() <-chan string
+	ClusterSource(h handler.EventHandler) source.Source
 }
 
 // Options configure the virtual nodes. Zero values take the documented defaults.
@@ -92,7 +96,10 @@ func (m *Manager) NeedLeaderElection() bool { return true }
 
 // Start runs until ctx ends; then the supervisors stop and the nodes stay (their Leases lapse).
 func (m *Manager) Start(ctx context.Context) error {
-	changes := m.registry.Subscribe()
+	changes, err := m.clusterChanges(ctx)
+	if err != nil {
+		return err
+	}
 	if err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
 		return m.registry.Configured(), nil
 	}); err != nil {
@@ -122,6 +129,38 @@ func (m *Manager) Start(ctx context.Context) error {
 			m.sync(ctx)
 		}
 	}
+}
+
+// clusterChanges delivers the names of clusters whose state changed, through the registry's
+// source and a work queue of this manager's own: the registry never waits for this loop, and
+// names that change while the loop is busy are coalesced, never dropped.
+func (m *Manager) clusterChanges(ctx context.Context) (<-chan string, error) {
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request](),
+		workqueue.TypedRateLimitingQueueConfig[reconcile.Request]{Name: "virtualnode-changes"})
+	if err := m.registry.ClusterSource(&handler.EnqueueRequestForObject{}).Start(ctx, q); err != nil {
+		q.ShutDown()
+		return nil, fmt.Errorf("watching the registry's cluster changes: %w", err)
+	}
+	out := make(chan string)
+	go func() {
+		<-ctx.Done()
+		q.ShutDown()
+	}()
+	go func() {
+		for {
+			req, shutdown := q.Get()
+			if shutdown {
+				return
+			}
+			q.Done(req)
+			select {
+			case out <- req.Name:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, nil
 }
 
 // sync starts a supervisor per usable secondary, stops the others, and deletes virtual nodes of

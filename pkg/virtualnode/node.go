@@ -31,26 +31,6 @@ type NodeOptions struct {
 	PrimaryVersion string
 }
 
-// Labels returns the labels a virtual node must carry.
-func Labels(s clusters.Snapshot) map[string]string {
-	name := flotillav1.VirtualNodeName(s.Name)
-	l := map[string]string{
-		flotillav1.LabelNodeType:           flotillav1.NodeTypeVirtualKubelet,
-		corev1.LabelHostname:               name,
-		flotillav1.LabelCluster:            s.Name,
-		"node-role.kubernetes.io/cluster":  "",
-		corev1.LabelNodeExcludeBalancers:   "true",
-		"node.kubernetes.io/instance-type": "flotilla-cluster",
-	}
-	for key, v := range map[string]string{flotillav1.LabelOS: s.Capacity.OS, flotillav1.LabelArch: s.Capacity.Arch,
-		flotillav1.LabelRegion: s.Capacity.Region, flotillav1.LabelZone: s.Capacity.Zone} {
-		if v != "" {
-			l[key] = v
-		}
-	}
-	return l
-}
-
 // Taints returns the taints a virtual node must carry.
 func Taints() []corev1.Taint {
 	return []corev1.Taint{{Key: flotillav1.TaintVirtualNode, Value: flotillav1.TaintVirtualNodeValue, Effect: corev1.TaintEffectNoSchedule}}
@@ -60,7 +40,7 @@ func Taints() []corev1.Taint {
 func Desired(s clusters.Snapshot, opts NodeOptions) *corev1.Node {
 	name := flotillav1.VirtualNodeName(s.Name)
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: Labels(s)},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.VirtualNodeLabels()},
 		Spec:       corev1.NodeSpec{Taints: Taints()},
 	}
 	n.Status = Status(s, opts)

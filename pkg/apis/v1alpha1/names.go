@@ -49,6 +49,12 @@ const (
 	AnnotationCreatedBy = "flotilla.dev/created-by"
 	// AnnotationOwner says which part of Flotilla owns an object: reflect, or replicator/<name>.
 	AnnotationOwner = "flotilla.dev/owner"
+	// OwnerReflect is the AnnotationOwner value of dependency copies (a Replicator's is replicator/<name>).
+	OwnerReflect = "reflect"
+	// OwnerReplicatorPrefix starts the AnnotationOwner value of what a Replicator applies.
+	OwnerReplicatorPrefix = "replicator/"
+	// AnnotationKeepServiceType keeps a copied Service's type (NodePort, LoadBalancer) instead of ClusterIP.
+	AnnotationKeepServiceType = "flotilla.dev/keep-service-type"
 	// FinalizerReplicator keeps a Replicator until what it applied is removed everywhere.
 	FinalizerReplicator = "flotilla.dev/replicator"
 	// FieldManager is Flotilla's server-side apply field manager.

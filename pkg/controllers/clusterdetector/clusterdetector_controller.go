@@ -13,9 +13,8 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -28,7 +27,7 @@ type Registry interface {
 	ConfigError() error
 	Snapshot(name string) (clusters.Snapshot, bool)
 	Snapshots() []clusters.Snapshot
-	Subscribe() <-chan string
+	ClusterSource(h handler.EventHandler) source.Source
 	PrimaryID() string
 }
 
@@ -137,34 +136,20 @@ func (r *Reconciler) input(name string) (StatusInput, bool) {
 	return StatusInput{Snapshot: snap}, true
 }
 
-// SetupWithManager watches ClusterDetectors and the registry's changes.
+// SetupWithManager watches ClusterDetectors and the registry's cluster changes.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	events := make(chan event.GenericEvent, 1024)
-	changes := r.Registry.Subscribe()
-	enqueue := func(name string) {
-		events <- event.GenericEvent{Object: &flotillav1.ClusterDetector{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: flotillav1.SystemNamespace}}}
-	}
-	forward := manager.RunnableFunc(func(ctx context.Context) error {
-		for {
-			select {
-			case <-ctx.Done():
-				return nil
-			case name := <-changes:
-				// The primary's detector also shows the Secret's state and which context is the primary.
-				enqueue(r.PrimaryName)
-				if name != "" && name != r.PrimaryName {
-					enqueue(name)
-				}
-			}
+	// The primary's detector also shows the registration's state and which context is the
+	// primary, so every change reaches it as well as the changed cluster's own.
+	toDetectors := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		reqs := []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: r.PrimaryName}}}
+		if name := o.GetName(); name != "" && name != r.PrimaryName {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: name}})
 		}
+		return reqs
 	})
-	if err := mgr.Add(forward); err != nil {
-		return fmt.Errorf("adding the registry event forwarder: %w", err)
-	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("clusterdetector").
 		For(&flotillav1.ClusterDetector{}).
-		WatchesRawSource(source.Channel(events, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(r.Registry.ClusterSource(toDetectors)).
 		Complete(r)
 }

@@ -138,7 +138,7 @@ func mark(u *unstructured.Unstructured, in Inputs, at Place) {
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[flotillav1.AnnotationOwner] = "replicator/" + in.Replicator.Name
+	ann[flotillav1.AnnotationOwner] = flotillav1.OwnerReplicatorPrefix + in.Replicator.Name
 	u.SetAnnotations(ann)
 	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
 	unstructured.RemoveNestedField(u.Object, "status")

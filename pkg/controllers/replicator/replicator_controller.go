@@ -19,6 +19,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -54,7 +56,7 @@ type Registry interface {
 	Snapshots() []clusters.Snapshot
 	Secondary(name string) (clusters.Secondary, bool)
 	PrimaryID() string
-	AddReplicaHandler(h clusters.ReplicaHandler)
+	ReplicaSource(h handler.EventHandler) source.Source
 }
 
 // Reconciler applies each Replicator to the primary, then to its targets in parallel, and

@@ -6,7 +6,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -15,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -24,13 +22,6 @@ import (
 // flotilla.dev/replicator) and, through the registry, in every secondary: an edit or a deletion
 // anywhere brings the Replicator back within a reconcile.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	fromSecondaries := make(chan event.GenericEvent, 1024)
-	r.Registry.AddReplicaHandler(func(_ string, name string) {
-		select {
-		case fromSecondaries <- event.GenericEvent{Object: &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name}}}:
-		default: // the periodic resync catches up
-		}
-	})
 	toReplicator := handler.EnqueueRequestsFromMapFunc(r.replicatorOf)
 	labelled := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[flotillav1.LabelReplicator] != ""
@@ -43,7 +34,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.ConfigMap{}, toReplicator, labelled).
 		Watches(&corev1.Service{}, toReplicator, labelled).
 		Watches(&networkingv1.Ingress{}, toReplicator, labelled).
-		WatchesRawSource(source.Channel(fromSecondaries, toReplicator)).
+		WatchesRawSource(r.Registry.ReplicaSource(toReplicator)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
 }
@@ -59,9 +50,6 @@ func deletionPredicate() predicate.Funcs {
 // holds the name, shortened with a hash when longer than a label value may be).
 func (r *Reconciler) replicatorOf(ctx context.Context, o client.Object) []reconcile.Request {
 	value := o.GetLabels()[flotillav1.LabelReplicator]
-	if value == "" {
-		value = o.GetName() // from a secondary: the handler passes the label value as the name
-	}
 	var reps flotillav1.ReplicatorList
 	if err := r.Client.List(ctx, &reps); err != nil {
 		return nil

@@ -79,7 +79,7 @@ func (r *Reconciler) storeCA(ctx context.Context, rep *flotillav1.Replicator, da
 	s := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
 			Labels:      map[string]string{flotillav1.LabelReplicator: LabelValue(rep.Name)},
-			Annotations: map[string]string{flotillav1.AnnotationOwner: "replicator/" + rep.Name}},
+			Annotations: map[string]string{flotillav1.AnnotationOwner: flotillav1.OwnerReplicatorPrefix + rep.Name}},
 		Type: corev1.SecretTypeOpaque, Data: data}
 	if err := r.Client.Patch(ctx, s, client.Apply, client.FieldOwner(flotillav1.FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck // typed apply of a core object
 		return fmt.Errorf("storing the CA of Replicator %s: %w", rep.Name, err)

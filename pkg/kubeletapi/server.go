@@ -1,4 +1,4 @@
-package virtualnode
+package kubeletapi
 
 import (
 	"context"
@@ -35,12 +35,12 @@ type Secondaries interface {
 	Secondary(name string) (clusters.Secondary, bool)
 }
 
-// KubeletServer is the kubelet API of every virtual node (they share one address): kubectl logs,
+// Server is the kubelet API of every virtual node (they share one address): kubectl logs,
 // exec, attach and port-forward on a proxy reach its delegate. Callers are authenticated by client
 // certificate (the API server's, against the cluster's client CA) or bearer token (TokenReview),
 // and authorised by SubjectAccessReview on nodes/proxy of the proxy's node. Anonymous callers are
 // refused.
-type KubeletServer struct {
+type Server struct {
 	Primary     kubernetes.Interface
 	Secondaries Secondaries
 	// Addr is the listen address, e.g. ":10250".
@@ -52,10 +52,10 @@ type KubeletServer struct {
 }
 
 // NeedLeaderElection says no: every replica serves the kubelet API.
-func (k *KubeletServer) NeedLeaderElection() bool { return false }
+func (k *Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends.
-func (k *KubeletServer) Start(ctx context.Context) error {
+func (k *Server) Start(ctx context.Context) error {
 	clientCAs, err := k.clientCAs(ctx)
 	if err != nil {
 		return err
@@ -104,7 +104,7 @@ func (k *KubeletServer) Start(ctx context.Context) error {
 }
 
 // clientCAs reads the CA that signs the API server's client certificate.
-func (k *KubeletServer) clientCAs(ctx context.Context) (*x509.CertPool, error) {
+func (k *Server) clientCAs(ctx context.Context) (*x509.CertPool, error) {
 	cm, err := k.Primary.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("reading the client CA (kube-system/extension-apiserver-authentication): %w", err)
@@ -117,7 +117,7 @@ func (k *KubeletServer) clientCAs(ctx context.Context) (*x509.CertPool, error) {
 }
 
 // authenticated authenticates and authorises every request before the kubelet handlers run.
-func (k *KubeletServer) authenticated(next http.Handler) http.Handler {
+func (k *Server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, groups, ok := k.authenticate(r)
 		if !ok {
@@ -149,7 +149,7 @@ func (k *KubeletServer) authenticated(next http.Handler) http.Handler {
 	})
 }
 
-func (k *KubeletServer) authenticate(r *http.Request) (user string, groups []string, ok bool) {
+func (k *Server) authenticate(r *http.Request) (user string, groups []string, ok bool) {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		c := r.TLS.PeerCertificates[0]
 		return c.Subject.CommonName, c.Subject.Organization, true
@@ -167,7 +167,7 @@ func (k *KubeletServer) authenticate(r *http.Request) (user string, groups []str
 }
 
 // nodeOf finds the virtual node of the proxy a request names (/{verb}/{namespace}/{pod}/...).
-func (k *KubeletServer) nodeOf(r *http.Request) (string, error) {
+func (k *Server) nodeOf(r *http.Request) (string, error) {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	if len(parts) < 3 {
 		return "", errors.New("not a pod request")
@@ -183,7 +183,7 @@ func (k *KubeletServer) nodeOf(r *http.Request) (string, error) {
 }
 
 // secondaryOf returns the secondary running the delegate of a proxy.
-func (k *KubeletServer) secondaryOf(ctx context.Context, namespace, name string) (clusters.Secondary, error) {
+func (k *Server) secondaryOf(ctx context.Context, namespace, name string) (clusters.Secondary, error) {
 	pod, err := k.Primary.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return clusters.Secondary{}, fmt.Errorf("pod %s/%s: %w", namespace, name, err)
@@ -199,7 +199,7 @@ func (k *KubeletServer) secondaryOf(ctx context.Context, namespace, name string)
 	return sec, nil
 }
 
-func (k *KubeletServer) containerLogs(ctx context.Context, namespace, pod, container string, o api.ContainerLogOpts) (io.ReadCloser, error) {
+func (k *Server) containerLogs(ctx context.Context, namespace, pod, container string, o api.ContainerLogOpts) (io.ReadCloser, error) {
 	sec, err := k.secondaryOf(ctx, namespace, pod)
 	if err != nil {
 		return nil, err
@@ -230,17 +230,17 @@ const (
 	subresourceAttach = "attach"
 )
 
-func (k *KubeletServer) runInContainer(ctx context.Context, namespace, pod, container string, cmd []string, attach api.AttachIO) error {
+func (k *Server) runInContainer(ctx context.Context, namespace, pod, container string, cmd []string, attach api.AttachIO) error {
 	return k.streamContainer(ctx, subresourceExec, namespace, pod, container, cmd, attach)
 }
 
-func (k *KubeletServer) attachToContainer(ctx context.Context, namespace, pod, container string, attach api.AttachIO) error {
+func (k *Server) attachToContainer(ctx context.Context, namespace, pod, container string, attach api.AttachIO) error {
 	return k.streamContainer(ctx, subresourceAttach, namespace, pod, container, nil, attach)
 }
 
 // streamContainer connects the caller to the delegate's container through the secondary's exec or
 // attach subresource.
-func (k *KubeletServer) streamContainer(ctx context.Context, subresource, namespace, pod, container string, cmd []string, attach api.AttachIO) error {
+func (k *Server) streamContainer(ctx context.Context, subresource, namespace, pod, container string, cmd []string, attach api.AttachIO) error {
 	sec, err := k.secondaryOf(ctx, namespace, pod)
 	if err != nil {
 		return err

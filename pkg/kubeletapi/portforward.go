@@ -1,4 +1,4 @@
-package virtualnode
+package kubeletapi
 
 import (
 	"context"
@@ -30,7 +30,7 @@ const (
 // through the secondary's pods/portforward subresource. Each connection gets its own upstream
 // connection: virtual-kubelet calls this once per stream pair and gives no handle on the client
 // connection they share.
-func (k *KubeletServer) portForward(ctx context.Context, namespace, pod string, port int32, stream io.ReadWriteCloser) error {
+func (k *Server) portForward(ctx context.Context, namespace, pod string, port int32, stream io.ReadWriteCloser) error {
 	sec, conn, err := k.dialDelegate(ctx, namespace, pod)
 	if err != nil {
 		return err
@@ -44,7 +44,7 @@ func (k *KubeletServer) portForward(ctx context.Context, namespace, pod string, 
 
 // dialDelegate finds the secondary of a proxy's delegate and opens a port-forward connection to
 // the delegate there, within portForwardSetupTimeout.
-func (k *KubeletServer) dialDelegate(ctx context.Context, namespace, pod string) (clusters.Secondary, httpstream.Connection, error) {
+func (k *Server) dialDelegate(ctx context.Context, namespace, pod string) (clusters.Secondary, httpstream.Connection, error) {
 	setup, cancel := context.WithTimeout(ctx, portForwardSetupTimeout)
 	defer cancel()
 	sec, err := k.secondaryOf(setup, namespace, pod)

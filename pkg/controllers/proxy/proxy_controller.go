@@ -1,4 +1,4 @@
-package provider
+package proxy
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -27,7 +26,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
-	"github.com/flotilla-dev/flotilla/pkg/reflect"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -50,7 +49,7 @@ const (
 type Secondaries interface {
 	Secondary(name string) (clusters.Secondary, bool)
 	PrimaryID() string
-	AddDelegateHandler(h clusters.DelegateHandler)
+	DelegateSource(h handler.EventHandler) source.Source
 }
 
 // ProxyReconciler makes each proxy pod bound to a virtual node have its delegate in that
@@ -60,7 +59,7 @@ type ProxyReconciler struct {
 	Secondaries Secondaries
 	Recorder    events.EventRecorder
 	// Reflector copies the delegates' ConfigMaps, Secrets and ServiceAccounts to their secondary.
-	Reflector *reflect.Reflector
+	Reflector *dependency.Reflector
 	// FlatNetwork reports delegates' IPs in the proxies' status (--pod-network=flat).
 	FlatNetwork bool
 
@@ -147,7 +146,7 @@ func (r *ProxyReconciler) createDelegate(ctx context.Context, proxy *corev1.Pod,
 	}
 	ownerRef := translate.Owner(primaryID, sec.OwnerUID)
 	if r.Reflector != nil {
-		var missing *reflect.Missing
+		var missing *dependency.Missing
 		if err := r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef); errors.As(err, &missing) {
 			return r.pending(ctx, proxy, ReasonWaitingForDependencies, fmt.Sprintf("Waiting for %s in the primary", missing))
 		} else if err != nil {
@@ -469,10 +468,6 @@ func (r *ProxyReconciler) event(proxy *corev1.Pod, kind, reason, action, format 
 
 // SetupWithManager watches proxies in the primary and delegates in every secondary.
 func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
-	delegates := make(chan event.GenericEvent, 4096)
-	r.Secondaries.AddDelegateHandler(func(_ string, d *corev1.Pod) {
-		delegates <- event.GenericEvent{Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: d.Namespace, Name: d.Name}}}
-	})
 	isProxy := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[flotillav1.LabelProxy] == "true" })
 	if workers <= 0 {
 		workers = 1
@@ -480,7 +475,8 @@ func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error 
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(isProxy)).
-		WatchesRawSource(source.Channel(delegates, &handler.EnqueueRequestForObject{})).
+		// A delegate has its proxy's namespace and name.
+		WatchesRawSource(r.Secondaries.DelegateSource(&handler.EnqueueRequestForObject{})).
 		// Per-item backoff only: client-go's default also caps all items at 10/s, which would
 		// throttle a burst of elected pods behind the first failures.
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers,

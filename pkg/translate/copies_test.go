@@ -1,4 +1,4 @@
-package reflect
+package translate
 
 import (
 	"testing"
@@ -29,7 +29,7 @@ func TestServiceCopyClearsWhatBelongsToThePrimarysNetwork(t *testing.T) {
 		wantClusterIP string
 	}{
 		{"LoadBalancer becomes ClusterIP", nodePort(nil, "10.96.0.10"), corev1.ServiceTypeClusterIP, ""},
-		{"keep-service-type keeps the type", nodePort(map[string]string{AnnotationKeepServiceType: ""}, "10.96.0.10"), corev1.ServiceTypeLoadBalancer, ""},
+		{"keep-service-type keeps the type", nodePort(map[string]string{flotillav1.AnnotationKeepServiceType: ""}, "10.96.0.10"), corev1.ServiceTypeLoadBalancer, ""},
 		{"headless stays headless", nodePort(nil, corev1.ClusterIPNone), corev1.ServiceTypeClusterIP, corev1.ClusterIPNone},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,7 +48,7 @@ func TestServiceCopyClearsWhatBelongsToThePrimarysNetwork(t *testing.T) {
 			if s.Selector["app"] != "web" || s.Ports[0].TargetPort.IntVal != 8080 || s.SessionAffinity != corev1.ServiceAffinityClientIP {
 				t.Errorf("what the Service means was not kept: %+v", s)
 			}
-			if got.Labels[flotillav1.LabelPrimary] != "p1" || got.Annotations[AnnotationOwner] != OwnerReflect || len(got.OwnerReferences) != 1 {
+			if got.Labels[flotillav1.LabelPrimary] != "p1" || got.Annotations[flotillav1.AnnotationOwner] != flotillav1.OwnerReflect || len(got.OwnerReferences) != 1 {
 				t.Errorf("copy metadata: %+v", got.ObjectMeta)
 			}
 			if tc.src.Spec.ClusterIP == "" || tc.src.Spec.Ports[0].NodePort == 0 {

@@ -10,4 +10,4 @@
 // its NotifyPods path writes whole pods back (reverting label and finalizer edits). Delegates are
 // read from a label-selected informer per secondary owned by the cluster registry; each of their
 // events enqueues the proxy of the same namespace and name.
-package provider
+package proxy

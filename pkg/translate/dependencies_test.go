@@ -1,4 +1,4 @@
-package reflect
+package translate
 
 import (
 	"testing"
@@ -53,7 +53,7 @@ func TestCopiesCarryTheOwnerAndLabels(t *testing.T) {
 	owner := metav1.OwnerReference{Kind: "FlotillaPrimary", Name: "p"}
 	s := SecretCopy(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "ns", Labels: map[string]string{"mine": "x"},
 		ResourceVersion: "7", UID: "u"}, Data: map[string][]byte{"k": []byte("v")}, Type: corev1.SecretTypeOpaque}, "p", owner)
-	if s.Labels[flotillav1.LabelPrimary] != "p" || s.Annotations[AnnotationOwner] != OwnerReflect || s.OwnerReferences[0].Name != "p" {
+	if s.Labels[flotillav1.LabelPrimary] != "p" || s.Annotations[flotillav1.AnnotationOwner] != flotillav1.OwnerReflect || s.OwnerReferences[0].Name != "p" {
 		t.Errorf("copy meta = %+v", s.ObjectMeta)
 	}
 	if s.ResourceVersion != "" || s.UID != "" || string(s.Data["k"]) != "v" || s.Kind != "Secret" {

@@ -1,4 +1,4 @@
-package reflect
+package dependency
 
 import (
 	"context"
@@ -10,21 +10,12 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
-)
-
-// Kinds of objects copied to secondaries.
-const (
-	KindConfigMap     = "ConfigMap"
-	KindSecret        = "Secret"
-	KindService       = "Service"
-	KindNetworkPolicy = "NetworkPolicy"
 )
 
 // Key names one copy: an object of the primary in one secondary.
@@ -97,15 +88,15 @@ func (r *SyncReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result, e
 func (r *SyncReconciler) source(ctx context.Context, key Key) (client.Object, error) {
 	var obj client.Object
 	switch key.Kind {
-	case KindConfigMap, KindSecret:
+	case translate.KindConfigMap, translate.KindSecret:
 		rv, ok := r.Versions.Version(key.Kind, key.Namespace, key.Name)
 		if !ok {
 			return nil, nil
 		}
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, ResourceVersion: rv}}, nil
-	case KindService:
+	case translate.KindService:
 		obj = &corev1.Service{}
-	case KindNetworkPolicy:
+	case translate.KindNetworkPolicy:
 		obj = &networkingv1.NetworkPolicy{}
 	default:
 		return nil, fmt.Errorf("unknown kind %q", key.Kind)
@@ -128,34 +119,11 @@ func (r *SyncReconciler) inUse(ctx context.Context, key Key, src client.Object) 
 	node := flotillav1.VirtualNodeName(key.Cluster)
 	for i := range proxies.Items {
 		p := &proxies.Items[i]
-		if p.Spec.NodeName == node && !translate.Terminal(p) && Uses(p, key.Kind, src) {
+		if p.Spec.NodeName == node && !translate.Terminal(p) && translate.Uses(p, key.Kind, src) {
 			return true, nil
 		}
 	}
 	return false, nil
-}
-
-// Uses says whether a proxy references (ConfigMap, Secret) or is selected by (Service,
-// NetworkPolicy) an object of the primary.
-func Uses(proxy *corev1.Pod, kind string, obj client.Object) bool {
-	switch o := obj.(type) {
-	case *corev1.Service:
-		return len(o.Spec.Selector) > 0 && labels.SelectorFromSet(o.Spec.Selector).Matches(labels.Set(proxy.Labels))
-	case *networkingv1.NetworkPolicy:
-		sel, err := metav1.LabelSelectorAsSelector(&o.Spec.PodSelector)
-		return err == nil && sel.Matches(labels.Set(proxy.Labels))
-	}
-	cms, secrets := Dependencies(proxy)
-	refs := cms
-	if kind == KindSecret {
-		refs = secrets
-	}
-	for _, ref := range refs {
-		if ref.Name == obj.GetName() {
-			return true
-		}
-	}
-	return false
 }
 
 // sync applies the copy when the primary's object changed since it was last copied.
@@ -172,9 +140,9 @@ func (r *SyncReconciler) sync(ctx context.Context, sec clusters.Secondary, key K
 	var copied client.Object
 	switch o := src.(type) {
 	case *corev1.Service:
-		copied = ServiceCopy(o, primaryID, owner)
+		copied = translate.ServiceCopy(o, primaryID, owner)
 	case *networkingv1.NetworkPolicy:
-		copied = NetworkPolicyCopy(o, primaryID, owner)
+		copied = translate.NetworkPolicyCopy(o, primaryID, owner)
 	default:
 		full, err := r.read(ctx, key)
 		if err != nil || full == nil {
@@ -186,9 +154,9 @@ func (r *SyncReconciler) sync(ctx context.Context, sec clusters.Secondary, key K
 			if ReplicatorOwned(ctx, sec.Client, client.ObjectKeyFromObject(f)) {
 				return nil
 			}
-			copied = ConfigMapCopy(f, primaryID, owner)
+			copied = translate.ConfigMapCopy(f, primaryID, owner)
 		case *corev1.Secret:
-			copied = SecretCopy(f, primaryID, owner)
+			copied = translate.SecretCopy(f, primaryID, owner)
 		}
 	}
 	if err := apply(ctx, sec.Client, copied); err != nil {
@@ -207,7 +175,7 @@ func (r *SyncReconciler) sync(ctx context.Context, sec clusters.Secondary, key K
 // read gets a ConfigMap or Secret of the primary in full; nil when it is gone or never copied.
 func (r *SyncReconciler) read(ctx context.Context, key Key) (client.Object, error) {
 	var obj client.Object = &corev1.ConfigMap{}
-	if key.Kind == KindSecret {
+	if key.Kind == translate.KindSecret {
 		obj = &corev1.Secret{}
 	}
 	if err := r.Primary.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, obj); err != nil {
@@ -241,7 +209,7 @@ func (r *SyncReconciler) release(ctx context.Context, sec clusters.Secondary, ke
 func (r *SyncReconciler) deleteCopy(ctx context.Context, sec clusters.Secondary, key Key) error {
 	var obj client.Object
 	switch key.Kind {
-	case KindSecret:
+	case translate.KindSecret:
 		// Secrets are never read in a secondary: the admission policy installed at join lets
 		// Flotilla delete only Secrets that carry its label.
 		r.mu.Lock()
@@ -251,21 +219,21 @@ func (r *SyncReconciler) deleteCopy(ctx context.Context, sec clusters.Secondary,
 			return nil
 		}
 		obj = &corev1.Secret{}
-	case KindConfigMap:
+	case translate.KindConfigMap:
 		obj = &corev1.ConfigMap{}
-	case KindService:
+	case translate.KindService:
 		obj = &corev1.Service{}
-	case KindNetworkPolicy:
+	case translate.KindNetworkPolicy:
 		obj = &networkingv1.NetworkPolicy{}
 	}
 	obj.SetNamespace(key.Namespace)
 	obj.SetName(key.Name)
 	var opts []client.DeleteOption
-	if key.Kind != KindSecret {
+	if key.Kind != translate.KindSecret {
 		if err := sec.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if obj.GetAnnotations()[AnnotationOwner] != OwnerReflect || obj.GetLabels()[flotillav1.LabelPrimary] != r.Secondaries.PrimaryID() {
+		if obj.GetAnnotations()[flotillav1.AnnotationOwner] != flotillav1.OwnerReflect || obj.GetLabels()[flotillav1.LabelPrimary] != r.Secondaries.PrimaryID() {
 			return nil
 		}
 		uid := obj.GetUID()

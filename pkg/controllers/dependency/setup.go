@@ -1,8 +1,9 @@
-package reflect
+package dependency
 
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,15 +31,14 @@ import (
 type MetadataWatch struct {
 	factory metadatainformer.SharedInformerFactory
 	inform  map[string]toolscache.SharedIndexInformer
-	events  chan event.TypedGenericEvent[Key]
 }
 
 // NewMetadataWatch prepares the informers; Start runs them.
 func NewMetadataWatch(c metadata.Interface) *MetadataWatch {
 	w := &MetadataWatch{factory: metadatainformer.NewSharedInformerFactory(c, 0),
-		inform: map[string]toolscache.SharedIndexInformer{}, events: make(chan event.TypedGenericEvent[Key], 1024)}
-	w.inform[KindConfigMap] = w.factory.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Informer()
-	w.inform[KindSecret] = w.factory.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")).Informer()
+		inform: map[string]toolscache.SharedIndexInformer{}}
+	w.inform[translate.KindConfigMap] = w.factory.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Informer()
+	w.inform[translate.KindSecret] = w.factory.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")).Informer()
 	return w
 }
 
@@ -72,24 +72,27 @@ func (w *MetadataWatch) Start(ctx context.Context) error {
 	return nil
 }
 
-// onChange calls fn with the namespace and name of every changed or deleted object of a kind.
-func (w *MetadataWatch) onChange(kind string, fn func(namespace, name string)) error {
-	call := func(obj any) {
-		if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
+// source is a source of the copies to look at when an object of kind changes or goes: keys maps
+// its namespace and name to them. Its handler only adds to the controller's queue (never blocks).
+func (w *MetadataWatch) source(kind string, keys func(ctx context.Context, kind, namespace, name string) []Key) source.TypedSource[Key] {
+	return source.TypedFunc[Key](func(ctx context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
+		call := func(obj any) {
+			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if m, ok := obj.(metav1.Object); ok {
+				for _, k := range keys(ctx, kind, m.GetNamespace(), m.GetName()) {
+					q.Add(k)
+				}
+			}
 		}
-		if m, ok := obj.(metav1.Object); ok {
-			fn(m.GetNamespace(), m.GetName())
+		if _, err := w.inform[kind].AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: call, DeleteFunc: call, UpdateFunc: func(_, obj any) { call(obj) },
+		}); err != nil {
+			return fmt.Errorf("watching %s metadata: %w", kind, err)
 		}
-	}
-	_, err := w.inform[kind].AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: call, DeleteFunc: call,
-		UpdateFunc: func(_, obj any) { call(obj) },
+		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("watching %s metadata: %w", kind, err)
-	}
-	return nil
 }
 
 // SetupWithManager wires the sync: proxies, Services and NetworkPolicies from the manager's cache,
@@ -99,32 +102,20 @@ func (r *SyncReconciler) SetupWithManager(mgr ctrl.Manager, w *MetadataWatch) er
 		return fmt.Errorf("adding the metadata watch: %w", err)
 	}
 	r.Versions = w
-	for _, kind := range []string{KindConfigMap, KindSecret} {
-		kind := kind
-		if err := w.onChange(kind, func(namespace, name string) {
-			for _, k := range r.keysForObject(context.Background(), kind, namespace, name) { //nolint:forbidigo // informer callbacks carry no context; reads are from the cache
-				w.events <- event.TypedGenericEvent[Key]{Object: k}
-			}
-		}); err != nil {
-			return err
-		}
-	}
-	identity := handler.TypedFuncs[Key, Key]{GenericFunc: func(_ context.Context, e event.TypedGenericEvent[Key], q workqueue.TypedRateLimitingInterface[Key]) {
-		q.Add(e.Object)
-	}}
 	return builder.TypedControllerManagedBy[Key](mgr).
 		Named("dependencies").
 		WatchesRawSource(source.TypedKind(mgr.GetCache(), &corev1.Pod{},
 			handler.TypedEnqueueRequestsFromMapFunc(r.keysForProxy), proxyChanged())).
 		WatchesRawSource(source.TypedKind(mgr.GetCache(), &corev1.Service{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, s *corev1.Service) []Key {
-				return r.keysForObject(ctx, KindService, s.Namespace, s.Name)
+				return r.keysForObject(ctx, translate.KindService, s.Namespace, s.Name)
 			}))).
 		WatchesRawSource(source.TypedKind(mgr.GetCache(), &networkingv1.NetworkPolicy{},
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, n *networkingv1.NetworkPolicy) []Key {
-				return r.keysForObject(ctx, KindNetworkPolicy, n.Namespace, n.Name)
+				return r.keysForObject(ctx, translate.KindNetworkPolicy, n.Namespace, n.Name)
 			}))).
-		WatchesRawSource(source.TypedChannel(w.events, identity)).
+		WatchesRawSource(w.source(translate.KindConfigMap, r.keysForObject)).
+		WatchesRawSource(w.source(translate.KindSecret, r.keysForObject)).
 		WithOptions(controller.TypedOptions[Key]{MaxConcurrentReconciles: 4,
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[Key](100*time.Millisecond, time.Minute)}).
 		Complete(r)
@@ -161,31 +152,31 @@ func labelsEqual(a, b map[string]string) bool {
 // keysForProxy lists the copies a proxy uses in its secondary: its ConfigMaps and Secrets, and
 // the Services and NetworkPolicies that select it.
 func (r *SyncReconciler) keysForProxy(ctx context.Context, p *corev1.Pod) []Key {
-	cluster, ok := clusterOf(p)
+	cluster, ok := strings.CutPrefix(p.Spec.NodeName, flotillav1.VirtualNodePrefix)
 	if !ok {
 		return nil
 	}
 	var keys []Key
-	cms, secrets := Dependencies(p)
+	cms, secrets := translate.Dependencies(p)
 	for _, c := range cms {
-		keys = append(keys, Key{Cluster: cluster, Kind: KindConfigMap, Namespace: p.Namespace, Name: c.Name})
+		keys = append(keys, Key{Cluster: cluster, Kind: translate.KindConfigMap, Namespace: p.Namespace, Name: c.Name})
 	}
 	for _, s := range secrets {
-		keys = append(keys, Key{Cluster: cluster, Kind: KindSecret, Namespace: p.Namespace, Name: s.Name})
+		keys = append(keys, Key{Cluster: cluster, Kind: translate.KindSecret, Namespace: p.Namespace, Name: s.Name})
 	}
 	var services corev1.ServiceList
 	if err := r.Cache.List(ctx, &services, client.InNamespace(p.Namespace)); err == nil {
 		for i := range services.Items {
-			if Uses(p, KindService, &services.Items[i]) {
-				keys = append(keys, Key{Cluster: cluster, Kind: KindService, Namespace: p.Namespace, Name: services.Items[i].Name})
+			if translate.Uses(p, translate.KindService, &services.Items[i]) {
+				keys = append(keys, Key{Cluster: cluster, Kind: translate.KindService, Namespace: p.Namespace, Name: services.Items[i].Name})
 			}
 		}
 	}
 	var policies networkingv1.NetworkPolicyList
 	if err := r.Cache.List(ctx, &policies, client.InNamespace(p.Namespace)); err == nil {
 		for i := range policies.Items {
-			if Uses(p, KindNetworkPolicy, &policies.Items[i]) {
-				keys = append(keys, Key{Cluster: cluster, Kind: KindNetworkPolicy, Namespace: p.Namespace, Name: policies.Items[i].Name})
+			if translate.Uses(p, translate.KindNetworkPolicy, &policies.Items[i]) {
+				keys = append(keys, Key{Cluster: cluster, Kind: translate.KindNetworkPolicy, Namespace: p.Namespace, Name: policies.Items[i].Name})
 			}
 		}
 	}
@@ -203,18 +194,11 @@ func (r *SyncReconciler) keysForObject(ctx context.Context, kind, namespace, nam
 	seen := map[string]bool{}
 	var keys []Key
 	for i := range proxies.Items {
-		cluster, ok := clusterOf(&proxies.Items[i])
-		if ok && !seen[cluster] {
+		cluster, ok := strings.CutPrefix(proxies.Items[i].Spec.NodeName, flotillav1.VirtualNodePrefix)
+		if ok && cluster != "" && !seen[cluster] {
 			seen[cluster] = true
 			keys = append(keys, Key{Cluster: cluster, Kind: kind, Namespace: namespace, Name: name})
 		}
 	}
 	return keys
-}
-
-func clusterOf(p *corev1.Pod) (string, bool) {
-	if len(p.Spec.NodeName) <= len(flotillav1.VirtualNodePrefix) || p.Spec.NodeName[:len(flotillav1.VirtualNodePrefix)] != flotillav1.VirtualNodePrefix {
-		return "", false
-	}
-	return p.Spec.NodeName[len(flotillav1.VirtualNodePrefix):], true
 }

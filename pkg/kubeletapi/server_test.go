@@ -1,4 +1,4 @@
-package virtualnode
+package kubeletapi
 
 import (
 	"bytes"
@@ -148,7 +148,7 @@ func fakeSecondaryKubelet(t *testing.T, failWith string, port chan<- string) *ht
 	return srv
 }
 
-func kubeletFor(t *testing.T, secondary *httptest.Server) *KubeletServer {
+func kubeletFor(t *testing.T, secondary *httptest.Server) *Server {
 	cfg := &rest.Config{Host: secondary.URL}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -156,7 +156,7 @@ func kubeletFor(t *testing.T, secondary *httptest.Server) *KubeletServer {
 	}
 	primary := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
 		Spec: corev1.PodSpec{NodeName: "flotilla-eu"}})
-	return &KubeletServer{Primary: primary,
+	return &Server{Primary: primary,
 		Secondaries: secondariesMap{"eu": {Name: "eu", Clientset: cs, Config: cfg}}}
 }
 
@@ -187,7 +187,7 @@ func TestPortForwardRemoteError(t *testing.T) {
 }
 
 func TestPortForwardNotOnVirtualNode(t *testing.T) {
-	k := &KubeletServer{Primary: fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+	k := &Server{Primary: fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
 		Spec: corev1.PodSpec{NodeName: "worker-1"}}), Secondaries: secondariesMap{}}
 	if err := k.portForward(t.Context(), "ns", "web", 8080, &clientConn{Reader: strings.NewReader("")}); err == nil {
 		t.Error("want an error for a pod that is not a proxy")

@@ -8,4 +8,4 @@
 // get on Secrets): created, or applied server-side when they exist. The admission policy installed
 // by `flotillactl cluster join` refuses Flotilla's updates of objects that do not carry its label,
 // so a user's own Secret of the same name is never overwritten.
-package reflect
+package dependency

@@ -1,0 +1,144 @@
+package clusters
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// ClusterID reads a cluster's identity: the UID of its kube-system namespace. The primary ID is
+// the primary's; a secondary's tells a duplicate registration and the primary's own context apart.
+func ClusterID(ctx context.Context, c client.Reader) (string, error) {
+	var ns corev1.Namespace
+	if err := c.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, &ns); err != nil {
+		return "", fmt.Errorf("reading the kube-system namespace (its UID is the cluster's ID): %w", err)
+	}
+	return string(ns.UID), nil
+}
+
+// RegistrationKey names the registration Secret.
+func RegistrationKey() client.ObjectKey {
+	return client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.KubeconfigSecretName}
+}
+
+// ReadRegistration reads the registration kubeconfig (empty when the Secret does not exist).
+func ReadRegistration(ctx context.Context, c client.Reader) (*clientcmdapi.Config, error) {
+	var secret corev1.Secret
+	err := c.Get(ctx, RegistrationKey(), &secret)
+	if apierrors.IsNotFound(err) {
+		return clientcmdapi.NewConfig(), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the registration Secret: %w", err)
+	}
+	cfg, err := clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey])
+	if err != nil {
+		return nil, fmt.Errorf("the registration Secret %s/%s does not parse (fix or delete its key %s): %w",
+			flotillav1.SystemNamespace, flotillav1.KubeconfigSecretName, flotillav1.KubeconfigSecretKey, err)
+	}
+	return cfg, nil
+}
+
+// UpdateRegistration is the one read-modify-write of the registration Secret (the CLI's join, add
+// and remove, the manager's token renewal): it applies mutate to the kubeconfig and writes it back,
+// creating the Secret when missing (its namespace must exist) and retrying on conflicts, so two
+// writers never lose each other's change.
+func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*clientcmdapi.Config) error) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var secret corev1.Secret
+		err := c.Get(ctx, RegistrationKey(), &secret)
+		create := apierrors.IsNotFound(err)
+		if err != nil && !create {
+			return fmt.Errorf("reading the registration Secret: %w", err)
+		}
+		cfg := clientcmdapi.NewConfig()
+		if !create && len(secret.Data[flotillav1.KubeconfigSecretKey]) > 0 {
+			if cfg, err = clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey]); err != nil {
+				return fmt.Errorf("the registration Secret does not parse: %w", err)
+			}
+		}
+		if err := mutate(cfg); err != nil {
+			return err
+		}
+		raw, err := clientcmd.Write(*cfg)
+		if err != nil {
+			return fmt.Errorf("encoding the registration kubeconfig: %w", err)
+		}
+		if create {
+			secret = corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: flotillav1.KubeconfigSecretName,
+					Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"}},
+				Type: corev1.SecretTypeOpaque,
+			}
+		}
+		if secret.Data == nil {
+			secret.Data = map[string][]byte{}
+		}
+		secret.Data[flotillav1.KubeconfigSecretKey] = raw
+		if create {
+			return c.Create(ctx, &secret)
+		}
+		return c.Update(ctx, &secret)
+	})
+}
+
+// SecretTokenRenewer returns a TokenRenewer that writes a renewed token into the registration
+// Secret (the user entry of the given context).
+func SecretTokenRenewer(c client.Client) TokenRenewer {
+	return func(ctx context.Context, contextName, token string) error {
+		return UpdateRegistration(ctx, c, func(cfg *clientcmdapi.Config) error {
+			kctx, ok := cfg.Contexts[contextName]
+			if !ok || cfg.AuthInfos[kctx.AuthInfo] == nil {
+				return fmt.Errorf("context %q is no longer registered", contextName)
+			}
+			cfg.AuthInfos[kctx.AuthInfo].Token = token
+			return nil
+		})
+	}
+}
+
+// Primary is what the manager learns of the primary at start.
+type Primary struct {
+	// ID is the UID of its kube-system namespace.
+	ID string
+	// Version is its API server's version.
+	Version string
+	// KnownIDs maps the names of clusters an earlier run recorded (ClusterDetector status) to
+	// their IDs, so a secondary that is down now keeps its virtual node and shows NotReady.
+	KnownIDs map[string]string
+}
+
+// ReadPrimary reads the primary's identity, version and the cluster IDs recorded before.
+func ReadPrimary(ctx context.Context, c client.Reader, versions discovery.ServerVersionInterface) (Primary, error) {
+	id, err := ClusterID(ctx, c)
+	if err != nil {
+		return Primary{}, err
+	}
+	v, err := versions.ServerVersion()
+	if err != nil {
+		return Primary{}, fmt.Errorf("reading the primary's version: %w", err)
+	}
+	var detectors flotillav1.ClusterDetectorList
+	if err := c.List(ctx, &detectors, client.InNamespace(flotillav1.SystemNamespace)); err != nil {
+		if meta.IsNoMatchError(err) {
+			return Primary{}, fmt.Errorf("the flotilla.dev CRDs are not installed in the primary (install the chart, or apply config/crd/bases): %w", err)
+		}
+		return Primary{}, fmt.Errorf("listing ClusterDetectors: %w", err)
+	}
+	known := make(map[string]string, len(detectors.Items))
+	for _, d := range detectors.Items {
+		known[d.Name] = d.Status.ClusterID
+	}
+	return Primary{ID: id, Version: v.GitVersion, KnownIDs: known}, nil
+}

@@ -1,0 +1,98 @@
+package clusters
+
+import (
+	"context"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// remoteKind is a kind of secondary objects a controller can watch through the registry.
+type remoteKind int
+
+const (
+	// remoteDelegates are this primary's delegates (pods labelled flotilla.dev/primary=<id>).
+	remoteDelegates remoteKind = iota
+	// remoteReplicas are the ConfigMaps, Services, Deployments and Ingresses this primary's
+	// Replicators applied (label flotilla.dev/replicator). Secrets are not watched: Flotilla never
+	// reads Secrets in a secondary; the Replicator's periodic resync repairs them.
+	remoteReplicas
+)
+
+// remoteWatch is the informers of one secondary that controllers watch through sources: this
+// primary's delegates, and what its Replicators applied. Every source's handler is added to them
+// once (handled), and a handler added late is replayed the informer's current objects.
+type remoteWatch struct {
+	cancel    context.CancelFunc
+	delegates cache.SharedIndexInformer
+	informers map[remoteKind][]cache.SharedIndexInformer
+
+	mu      sync.Mutex
+	handled map[int]bool
+}
+
+// startRemoteWatch starts the label-selected informers of one secondary; cancel stops them.
+func startRemoteWatch(ctx context.Context, cs kubernetes.Interface, primaryID string) *remoteWatch {
+	ctx, cancel := context.WithCancel(ctx)
+	noManagedFields := informers.WithTransform(func(obj any) (any, error) {
+		if m, ok := obj.(metav1.Object); ok {
+			m.SetManagedFields(nil)
+		}
+		return obj, nil
+	})
+	delegates := informers.NewSharedInformerFactoryWithOptions(cs, 0, noManagedFields,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = flotillav1.LabelPrimary + "=" + primaryID }))
+	replicas := informers.NewSharedInformerFactoryWithOptions(cs, 0, noManagedFields,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.LabelSelector = flotillav1.LabelPrimary + "=" + primaryID + "," + flotillav1.LabelReplicator
+		}))
+	w := &remoteWatch{cancel: cancel, handled: map[int]bool{}, informers: map[remoteKind][]cache.SharedIndexInformer{}}
+	w.delegates = delegates.Core().V1().Pods().Informer()
+	w.informers[remoteDelegates] = []cache.SharedIndexInformer{w.delegates}
+	w.informers[remoteReplicas] = []cache.SharedIndexInformer{
+		replicas.Core().V1().ConfigMaps().Informer(),
+		replicas.Core().V1().Services().Informer(),
+		replicas.Apps().V1().Deployments().Informer(),
+		replicas.Networking().V1().Ingresses().Informer(),
+	}
+	delegates.Start(ctx.Done())
+	replicas.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		delegates.Shutdown()
+		replicas.Shutdown()
+	}()
+	return w
+}
+
+// attach adds a sink's handler to the informers of its kind, once. client-go runs each handler on
+// a goroutine of its own with an unbounded buffer; the handlers only add to a work queue, which
+// never blocks and coalesces, so no informer ever waits and no event is dropped.
+func (w *remoteWatch) attach(s *sink) {
+	w.mu.Lock()
+	if w.handled[s.id] {
+		w.mu.Unlock()
+		return
+	}
+	w.handled[s.id] = true
+	w.mu.Unlock()
+	deliver := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if o, ok := obj.(client.Object); ok {
+			s.deliver(o)
+		}
+	}
+	for _, inf := range w.informers[s.kind] {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: deliver, UpdateFunc: func(_, o any) { deliver(o) }, DeleteFunc: deliver,
+		})
+	}
+}

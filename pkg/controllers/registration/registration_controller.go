@@ -1,0 +1,72 @@
+package registration
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// Registry is what the reconciler feeds: the cluster registry applies a kubeconfig (nil: the
+// Secret or its key is missing).
+type Registry interface {
+	Apply(raw []byte) error
+}
+
+var _ Registry = (*clusters.Registry)(nil)
+
+// Reconciler feeds the registration Secret to the cluster registry whenever it changes.
+type Reconciler struct {
+	Client   client.Reader
+	Registry Registry
+	Recorder events.EventRecorder
+}
+
+// Reconcile applies the current registration Secret. An unparsable one is reported as a Warning
+// Event on the Secret (and on the primary's ClusterDetector) and otherwise ignored: the last
+// good configuration stays in force.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var secret corev1.Secret
+	err := r.Client.Get(ctx, req.NamespacedName, &secret)
+	switch {
+	case apierrors.IsNotFound(err):
+		_ = r.Registry.Apply(nil)
+		return ctrl.Result{}, nil
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("reading the registration Secret: %w", err)
+	}
+	raw, ok := secret.Data[flotillav1.KubeconfigSecretKey]
+	if !ok {
+		raw = nil
+	}
+	if err := r.Registry.Apply(raw); err != nil && r.Recorder != nil {
+		r.Recorder.Eventf(&secret, nil, corev1.EventTypeWarning, flotillav1.ReasonKubeconfigUnparsable, "Register",
+			"Registration kubeconfig not applied, the last good one stays in force: %s", err.Error())
+	}
+	return ctrl.Result{}, nil
+}
+
+// SetupWithManager watches the registration Secret only. The controller runs on every replica,
+// not only the leader: each replica's webhook and kubelet API read their own registry.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	isRegistration := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		key := clusters.RegistrationKey()
+		return o.GetNamespace() == key.Namespace && o.GetName() == key.Name
+	})
+	needLeader := false
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("registration").
+		For(&corev1.Secret{}, builder.WithPredicates(isRegistration)).
+		WithOptions(controller.Options{NeedLeaderElection: &needLeader}).
+		Complete(r)
+}

@@ -1,0 +1,63 @@
+package translate
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// CopyMeta is the metadata of a copy in a secondary.
+func CopyMeta(name, namespace, primaryID string, owner metav1.OwnerReference) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Name: name, Namespace: namespace,
+		Labels:          map[string]string{flotillav1.LabelPrimary: primaryID},
+		Annotations:     map[string]string{flotillav1.AnnotationOwner: flotillav1.OwnerReflect},
+		OwnerReferences: []metav1.OwnerReference{owner}}
+}
+
+// ConfigMapCopy is the secondary's copy of a ConfigMap.
+func ConfigMapCopy(src *corev1.ConfigMap, primaryID string, owner metav1.OwnerReference) *corev1.ConfigMap {
+	return &corev1.ConfigMap{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: CopyMeta(src.Name, src.Namespace, primaryID, owner),
+		Data:       src.Data, BinaryData: src.BinaryData, Immutable: src.Immutable}
+}
+
+// SecretCopy is the secondary's copy of a Secret.
+func SecretCopy(src *corev1.Secret, primaryID string, owner metav1.OwnerReference) *corev1.Secret {
+	return &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: CopyMeta(src.Name, src.Namespace, primaryID, owner),
+		Data:       src.Data, Type: src.Type, Immutable: src.Immutable}
+}
+
+// ServiceCopy is the secondary's copy of a Service that selects elected pods. What belongs to the
+// primary's network is cleared so that the secondary allocates its own: cluster IPs (headless kept),
+// node ports, health-check node port, load-balancer IP, external IPs, IP families; the type becomes
+// ClusterIP unless the Service is annotated flotilla.dev/keep-service-type.
+func ServiceCopy(src *corev1.Service, primaryID string, owner metav1.OwnerReference) *corev1.Service {
+	spec := *src.Spec.DeepCopy()
+	if spec.ClusterIP != corev1.ClusterIPNone {
+		spec.ClusterIP = ""
+	}
+	spec.ClusterIPs, spec.IPFamilies, spec.IPFamilyPolicy = nil, nil, nil
+	spec.HealthCheckNodePort, spec.LoadBalancerIP, spec.ExternalIPs = 0, "", nil //nolint:staticcheck // cleared, not used
+	for i := range spec.Ports {
+		spec.Ports[i].NodePort = 0
+	}
+	_, keep := src.Annotations[flotillav1.AnnotationKeepServiceType]
+	if !keep && spec.Type != corev1.ServiceTypeExternalName {
+		spec.Type = corev1.ServiceTypeClusterIP
+		spec.ExternalTrafficPolicy, spec.AllocateLoadBalancerNodePorts, spec.LoadBalancerClass = "", nil, nil
+		spec.LoadBalancerSourceRanges = nil
+	}
+	return &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: CopyMeta(src.Name, src.Namespace, primaryID, owner), Spec: spec}
+}
+
+// NetworkPolicyCopy is the secondary's copy of a NetworkPolicy that selects elected pods. Its pod
+// selectors match the delegates, which carry their proxies' labels; namespace selectors are the
+// secondary's namespaces' labels.
+func NetworkPolicyCopy(src *networkingv1.NetworkPolicy, primaryID string, owner metav1.OwnerReference) *networkingv1.NetworkPolicy {
+	return &networkingv1.NetworkPolicy{TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: CopyMeta(src.Name, src.Namespace, primaryID, owner), Spec: *src.Spec.DeepCopy()}
+}

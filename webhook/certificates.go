@@ -1,0 +1,143 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/pki"
+)
+
+// Certificates keeps the webhook's CA (shared by replicas, in a Secret of flotilla-system), this
+// replica's serving certificate (files in CertDir, reloaded by the webhook server), and the
+// MutatingWebhookConfiguration's caBundle.
+type Certificates struct {
+	Client   client.Client
+	CertDir  string
+	DNSNames []string
+	IPs      []net.IP
+	Config   ConfigOptions
+	// SecretName holds the CA in flotilla-system.
+	SecretName string
+	// Clock tells the time of renewals (default: the real one).
+	Clock clock.PassiveClock
+}
+
+const (
+	caValidity      = 5 * 365 * 24 * time.Hour
+	servingValidity = 90 * 24 * time.Hour
+	// renewalCheck is how often a replica checks whether its serving certificate is due.
+	renewalCheck = time.Hour
+)
+
+var _ manager.Runnable = (*Certificates)(nil)
+var _ manager.LeaderElectionRunnable = (*Certificates)(nil)
+
+// NeedLeaderElection says no: every replica serves the webhook with a certificate of its own.
+func (c *Certificates) NeedLeaderElection() bool { return false }
+
+// Start renews this replica's serving certificate (and re-applies the configuration) until ctx
+// ends. Ensure must have succeeded once before the webhook server starts.
+func (c *Certificates) Start(ctx context.Context) error {
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := c.Ensure(ctx); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Renewing the webhook's certificate failed")
+		}
+	}, renewalCheck)
+	return nil
+}
+
+func (c *Certificates) now() time.Time {
+	if c.Clock == nil {
+		return time.Now()
+	}
+	return c.Clock.Now()
+}
+
+// Ensure makes the CA, a serving certificate (renewed at two thirds of its life) and the webhook
+// configuration exist. It is called before the webhook server starts and then periodically.
+func (c *Certificates) Ensure(ctx context.Context) error {
+	now := c.now()
+	ca, err := c.ensureCA(ctx, now)
+	if err != nil {
+		return err
+	}
+	certFile := filepath.Join(c.CertDir, "tls.crt")
+	if current, err := os.ReadFile(certFile); err == nil {
+		if notAfter, err := pki.NotAfter(current); err == nil && !pki.RenewalDue(now, notAfter.Add(-servingValidity), notAfter) {
+			return c.ensureConfiguration(ctx, ca.CertPEM)
+		}
+	}
+	kp, err := ca.IssueServer(c.DNSNames, c.IPs, now, servingValidity)
+	if err != nil {
+		return fmt.Errorf("issuing the webhook's serving certificate: %w", err)
+	}
+	if err := os.MkdirAll(c.CertDir, 0o700); err != nil {
+		return fmt.Errorf("creating %s: %w", c.CertDir, err)
+	}
+	// Key first: the server reloads when the certificate changes.
+	if err := os.WriteFile(filepath.Join(c.CertDir, "tls.key"), kp.KeyPEM, 0o600); err != nil {
+		return fmt.Errorf("writing the webhook key: %w", err)
+	}
+	if err := os.WriteFile(certFile, kp.CertPEM, 0o600); err != nil {
+		return fmt.Errorf("writing the webhook certificate: %w", err)
+	}
+	return c.ensureConfiguration(ctx, ca.CertPEM)
+}
+
+func (c *Certificates) ensureCA(ctx context.Context, now time.Time) (*pki.CA, error) {
+	key := client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: c.SecretName}
+	var secret corev1.Secret
+	err := c.Client.Get(ctx, key, &secret)
+	if err == nil {
+		return pki.LoadCA(secret.Data["ca.crt"], secret.Data["ca.key"])
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading the webhook CA: %w", err)
+	}
+	ca, err := pki.NewCA("flotilla-webhook-ca", now, caValidity)
+	if err != nil {
+		return nil, err
+	}
+	secret = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"}},
+		Data: map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": ca.KeyPEM}}
+	if err := c.Client.Create(ctx, &secret); err != nil {
+		if apierrors.IsAlreadyExists(err) { // another replica won: use its CA
+			return c.ensureCA(ctx, now)
+		}
+		return nil, fmt.Errorf("storing the webhook CA: %w", err)
+	}
+	return ca, nil
+}
+
+func (c *Certificates) ensureConfiguration(ctx context.Context, caPEM []byte) error {
+	opts := c.Config
+	opts.CABundle = caPEM
+	want := Configuration(opts)
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: want.Name}}
+	_, err := controllerutil.CreateOrUpdate(ctx, c.Client, cfg, func() error {
+		cfg.Labels = want.Labels
+		cfg.Webhooks = want.Webhooks
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("applying the MutatingWebhookConfiguration: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package webhook
+
+import (
+	"fmt"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// ConfigOptions say how the API server reaches the webhook.
+type ConfigOptions struct {
+	// URL, when set, is the webhook's address (out of cluster: https://127.0.0.1:PORT).
+	URL string
+	// Service and Namespace name the webhook's Service otherwise (port 443).
+	Service, Namespace string
+	// CABundle verifies the webhook's serving certificate.
+	CABundle []byte
+	// AcceptAdmiralty also sends pods annotated multicluster.admiralty.io/elect.
+	AcceptAdmiralty bool
+}
+
+// Configuration is the MutatingWebhookConfiguration Flotilla owns: only elected pods in enabled
+// namespaces reach the webhook (matchConditions), so its outage never blocks other pods.
+func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConfiguration {
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	ifNeeded := admissionregistrationv1.IfNeededReinvocationPolicy
+	timeout := int32(5)
+	elect := fmt.Sprintf("has(object.metadata.annotations) && '%s' in object.metadata.annotations", flotillav1.AnnotationElect)
+	if o.AcceptAdmiralty {
+		elect = fmt.Sprintf("has(object.metadata.annotations) && ('%s' in object.metadata.annotations || '%s' in object.metadata.annotations)",
+			flotillav1.AnnotationElect, flotillav1.AnnotationAdmiraltyElect)
+	}
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName, Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"}},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:                    "pods.flotilla.dev",
+			ClientConfig:            o.clientConfig(Path),
+			AdmissionReviewVersions: []string{"v1"},
+			SideEffects:             &none,
+			FailurePolicy:           &fail,
+			TimeoutSeconds:          &timeout,
+			ReinvocationPolicy:      &ifNeeded,
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+			}},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{flotillav1.LabelEnabled: "true"}},
+			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+				Key: flotillav1.LabelPrimary, Operator: metav1.LabelSelectorOpDoesNotExist}}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "elected", Expression: elect}},
+		}, daemonSetWebhook(o)},
+	}
+}
+
+// daemonSetWebhook sends DaemonSets whose pod template is new or changed: an update that leaves
+// the template alone is not mutated, so it never starts a rollout by itself. Its outage lets
+// DaemonSets through unchanged (flotillactl doctor lists those that can reach virtual nodes).
+func daemonSetWebhook(o ConfigOptions) admissionregistrationv1.MutatingWebhook {
+	ignore := admissionregistrationv1.Ignore
+	none := admissionregistrationv1.SideEffectClassNone
+	timeout := int32(3)
+	return admissionregistrationv1.MutatingWebhook{
+		Name:                    "daemonsets.flotilla.dev",
+		ClientConfig:            o.clientConfig(DaemonSetPath),
+		AdmissionReviewVersions: []string{"v1"},
+		SideEffects:             &none,
+		FailurePolicy:           &ignore,
+		TimeoutSeconds:          &timeout,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{"apps"}, APIVersions: []string{"v1"}, Resources: []string{"daemonsets"}},
+		}},
+		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "template-changed",
+			Expression: "request.operation == 'CREATE' || object.spec.template != oldObject.spec.template"}},
+	}
+}
+
+// clientConfig is how the API server reaches the webhook served at path.
+func (o ConfigOptions) clientConfig(path string) admissionregistrationv1.WebhookClientConfig {
+	cc := admissionregistrationv1.WebhookClientConfig{CABundle: o.CABundle}
+	if o.URL != "" {
+		u := o.URL + path
+		cc.URL = &u
+		return cc
+	}
+	port := int32(443)
+	cc.Service = &admissionregistrationv1.ServiceReference{Namespace: o.Namespace, Name: o.Service, Path: &path, Port: &port}
+	return cc
+}

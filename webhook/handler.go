@@ -1,0 +1,82 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// Path is where the pod mutation is served.
+const Path = "/mutate-v1-pod"
+
+// ConfigurationName names the MutatingWebhookConfiguration Flotilla owns.
+const ConfigurationName = "flotilla"
+
+// Registry is what the webhook reads of the cluster registry.
+type Registry interface {
+	Snapshots() []clusters.Snapshot
+}
+
+// Handler serves admission requests for pods.
+type Handler struct {
+	Registry Registry
+	Options  Options
+	Decoder  admission.Decoder
+}
+
+var _ admission.Handler = (*Handler)(nil)
+
+// Handle mutates an elected pod into a proxy, or denies it with the reason.
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	pod := &corev1.Pod{}
+	if err := h.Decoder.Decode(req, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace
+	}
+	out, err := Mutate(pod, ClusterViews(h.Registry.Snapshots()), h.Options)
+	var rej *Rejection
+	switch {
+	case errors.As(err, &rej):
+		log.FromContext(ctx).Info("Elected pod refused", "namespace", req.Namespace, "name", pod.GetName()+pod.GetGenerateName(), "reason", rej.Message)
+		return admission.Denied(rej.Message)
+	case err != nil:
+		return admission.Errored(http.StatusInternalServerError, err)
+	case out == pod:
+		return admission.Allowed("not elected")
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+// ClusterViews turns registry snapshots into what Mutate needs.
+func ClusterViews(snaps []clusters.Snapshot) []ClusterView {
+	var out []ClusterView
+	for _, s := range snaps {
+		if !s.UsableSecondary() {
+			continue
+		}
+		v := ClusterView{Name: s.Name, Ready: s.Status == flotillav1.ClusterRunning && s.CapacitySynced,
+			Reason: s.Reason, Labels: s.VirtualNodeLabels()}
+		if v.Ready || s.Reason == "" {
+			v.Reason = "capacity not known yet"
+		}
+		for _, n := range s.Capacity.Nodes {
+			v.Nodes = append(v.Nodes, NodeView{Name: n.Name, Labels: n.Labels, Taints: n.Taints, Free: n.Free})
+		}
+		out = append(out, v)
+	}
+	return out
+}
