@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -50,6 +51,8 @@ type Options struct {
 	// FailoverAfter is how long a secondary must stay Unknown before its node gets the
 	// flotilla.dev/unreachable:NoExecute taint. Default 30s.
 	FailoverAfter time.Duration
+	// Clock tells the failover hysteresis (default: the real one).
+	Clock clock.PassiveClock
 }
 
 func (o *Options) defaults() {
@@ -67,6 +70,9 @@ func (o *Options) defaults() {
 	}
 	if o.FailoverAfter == 0 {
 		o.FailoverAfter = 30 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 }
 
@@ -113,7 +119,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	for {
 		select {
 		case <-failover.C:
-			m.evaluateFailover(time.Now())
+			m.evaluateFailover(m.now())
 		case <-ctx.Done():
 			m.stopAll()
 			return nil
@@ -499,3 +505,5 @@ func (p *nodeProvider) send(ctx context.Context, n *corev1.Node) bool {
 		return false
 	}
 }
+
+func (m *Manager) now() time.Time { return m.opts.Clock.Now() }

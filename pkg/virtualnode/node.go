@@ -14,12 +14,6 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
-// Node condition reasons of a virtual node's Ready condition.
-const (
-	ReasonSecondaryRunning     = "SecondaryRunning"
-	ReasonSecondaryUnavailable = "SecondaryUnavailable"
-)
-
 // NodeOptions are the parts of a virtual node that do not come from the secondary.
 type NodeOptions struct {
 	// Address is the InternalIP the node advertises (where its kubelet API is served).
@@ -50,10 +44,10 @@ func Desired(s clusters.Snapshot, opts NodeOptions) *corev1.Node {
 // Status is a virtual node's status: Ready from the secondary's health, capacity from its nodes.
 func Status(s clusters.Snapshot, opts NodeOptions) corev1.NodeStatus {
 	since := metav1.NewTime(s.LastTransition.Truncate(time.Second))
-	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: ReasonSecondaryRunning,
+	ready := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: flotillav1.ReasonSecondaryRunning,
 		Message: fmt.Sprintf("Secondary cluster %s answers its health probes", s.Name), LastTransitionTime: since}
 	if s.Status != flotillav1.ClusterRunning {
-		ready.Status, ready.Reason = corev1.ConditionFalse, ReasonSecondaryUnavailable
+		ready.Status, ready.Reason = corev1.ConditionFalse, flotillav1.ReasonSecondaryUnavailable
 		ready.Message = fmt.Sprintf("Secondary cluster %s is not usable (%s): %s", s.Name, s.Reason, s.Message)
 	}
 	conditions := []corev1.NodeCondition{ready}

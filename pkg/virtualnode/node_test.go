@@ -57,7 +57,7 @@ func TestDesiredNode(t *testing.T) {
 func TestUnknownSecondaryIsNotReadyWithTheReason(t *testing.T) {
 	st := Status(snapshot(flotillav1.ClusterUnknown), NodeOptions{})
 	ready := st.Conditions[0]
-	if ready.Status != corev1.ConditionFalse || ready.Reason != ReasonSecondaryUnavailable {
+	if ready.Status != corev1.ConditionFalse || ready.Reason != flotillav1.ReasonSecondaryUnavailable {
 		t.Fatalf("ready = %+v", ready)
 	}
 	for _, want := range []string{"eu", "ProbeFailed", "timeout"} {

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import corev1 "k8s.io/api/core/v1"
+
 // Condition types.
 const (
 	// ConditionReady says whether a cluster answers its probes.
@@ -9,6 +11,11 @@ const (
 	// ConditionKubeconfigValid says, on the primary's ClusterDetector, whether the registration
 	// Secret parses; while it does not, the last good configuration stays in force.
 	ConditionKubeconfigValid = "KubeconfigValid"
+	// ConditionSynced says, on a Replicator, whether everything it applies is applied in every
+	// cluster it targets.
+	ConditionSynced = "Synced"
+	// PodConditionDelegated says, on a proxy, that its delegate was created in its secondary.
+	PodConditionDelegated corev1.PodConditionType = "flotilla.dev/Delegated"
 )
 
 // Condition reasons.
@@ -33,4 +40,63 @@ const (
 	ReasonKubeconfigParsed = "Parsed"
 	// ReasonKubeconfigUnparsable: the registration Secret does not parse; the last good one is used.
 	ReasonKubeconfigUnparsable = "Unparsable"
+	// ReasonOwnerMissing: the FlotillaPrimary object could not be ensured in the secondary.
+	ReasonOwnerMissing = "FlotillaPrimaryMissing"
+)
+
+// Reasons of a virtual node's Ready condition.
+const (
+	// ReasonSecondaryRunning: the secondary answers its probes. (Also on a proxy: SecondaryUnavailable.)
+	ReasonSecondaryRunning = "SecondaryRunning"
+	// ReasonSecondaryUnavailable: the secondary does not answer, or is not usable (a virtual node's
+	// Ready=False, or a proxy Pending until it is).
+	ReasonSecondaryUnavailable = "SecondaryUnavailable"
+)
+
+// Reasons of a proxy's status (Pending, Failed) and of the Events on it.
+const (
+	// ReasonWaitingForDependencies: a ConfigMap, Secret, ServiceAccount, the namespace or the
+	// FlotillaPrimary is not there yet, in the primary or the secondary.
+	ReasonWaitingForDependencies = "WaitingForDependencies"
+	// ReasonPreviousIncarnationTerminating: the delegate of an earlier pod of the same name is going.
+	ReasonPreviousIncarnationTerminating = "PreviousIncarnationTerminating"
+	// ReasonNamespaceNotManaged: the namespace exists in the secondary without this primary's
+	// flotilla.dev/managed-by label (also a Replicator's Synced reason).
+	ReasonNamespaceNotManaged = "NamespaceNotManaged"
+	// ReasonDelegateRejected: the secondary refused the delegate for good (the proxy Failed).
+	ReasonDelegateRejected = "DelegateRejected"
+	// ReasonDelegateCreated: the delegate was created (the Delegated condition, an Event).
+	ReasonDelegateCreated = "DelegateCreated"
+	// ReasonDelegateLost: the delegate vanished while its proxy lived.
+	ReasonDelegateLost = "DelegateLost"
+	// ReasonClusterRemoved: a terminating proxy was released because its virtual node is gone.
+	ReasonClusterRemoved = "ClusterRemoved"
+	// ReasonClusterFenced: released because its virtual node is fenced out-of-service.
+	ReasonClusterFenced = "ClusterFenced"
+	// ReasonClusterUnreachable: an at-least-once proxy released after failover and its grace period.
+	ReasonClusterUnreachable = "ClusterUnreachable"
+)
+
+// Reasons of a Replicator's Synced and Ready conditions and Events.
+const (
+	// ReasonSynced: applied everywhere.
+	ReasonSynced = "Synced"
+	// ReasonApplyFailed: a cluster refused or did not answer in time.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonUnknownTargets: targetCluster names a cluster that is not registered, or is ambiguous.
+	ReasonUnknownTargets = "UnknownTargets"
+	// ReasonNamespaceNotEnabled: placement Elect in a namespace without flotilla.dev/enabled=true.
+	ReasonNamespaceNotEnabled = "NamespaceNotEnabled"
+	// ReasonReplicasReady: the Deployment's replicas are ready in every cluster.
+	ReasonReplicasReady = "ReplicasReady"
+	// ReasonReplicasNotReady: some are not (yet).
+	ReasonReplicasNotReady = "ReplicasNotReady"
+	// ReasonNoDeployment: the Replicator has no Deployment, so Ready follows Synced.
+	ReasonNoDeployment = "NoDeployment"
+	// ReasonCleanupPending: a cluster no longer targeted, or being deleted, still holds objects.
+	ReasonCleanupPending = "CleanupPending"
+	// ReasonTLSFailed: the TLS material could not be made.
+	ReasonTLSFailed = "TLSFailed"
+	// ReasonCertificatesPending: cert-manager has not issued the Certificates yet.
+	ReasonCertificatesPending = "CertificatesPending"
 )

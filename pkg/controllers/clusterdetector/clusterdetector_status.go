@@ -80,7 +80,7 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 	case s.Reason == flotillav1.ReasonInvalidContext || s.Reason == flotillav1.ReasonDuplicateCluster:
 		registered.Status, registered.Reason, registered.Message = metav1.ConditionFalse, s.Reason, s.Message
 	case s.OwnerMessage != "":
-		registered.Status, registered.Reason, registered.Message = metav1.ConditionFalse, ReasonOwnerMissing, s.OwnerMessage
+		registered.Status, registered.Reason, registered.Message = metav1.ConditionFalse, flotillav1.ReasonOwnerMissing, s.OwnerMessage
 	default:
 		registered.Message = fmt.Sprintf("Registered by context %s", s.Entry.Context)
 	}
@@ -97,6 +97,3 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 		meta.SetStatusCondition(&st.Conditions, valid)
 	}
 }
-
-// ReasonOwnerMissing says the FlotillaPrimary object could not be ensured in the secondary.
-const ReasonOwnerMissing = "FlotillaPrimaryMissing"

@@ -44,7 +44,7 @@ func TestSetStatus(t *testing.T) {
 			s := running
 			s.OwnerMessage = "no CRD"
 			return s
-		}()}, wantStatus: flotillav1.ClusterRunning, wantReady: metav1.ConditionTrue, wantRegistered: ReasonOwnerMissing, wantNode: "flotilla-eu"},
+		}()}, wantStatus: flotillav1.ClusterRunning, wantReady: metav1.ConditionTrue, wantRegistered: flotillav1.ReasonOwnerMissing, wantNode: "flotilla-eu"},
 		"primary with a bad Secret": {in: StatusInput{Primary: true, ConfigError: errors.New("bad yaml"),
 			Snapshot: clusters.Snapshot{Name: "primary", Role: clusters.RolePrimary, Status: flotillav1.ClusterRunning}},
 			wantStatus: flotillav1.ClusterRunning, wantReady: metav1.ConditionTrue, wantRegistered: flotillav1.ReasonPrimary,

@@ -10,6 +10,7 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,6 +51,8 @@ type SyncReconciler struct {
 	Secondaries Secondaries
 	// Grace is how long an unused copy stays (a delegate re-created meanwhile finds it).
 	Grace time.Duration
+	// Clock measures Grace (default: the real one).
+	Clock clock.PassiveClock
 
 	mu          sync.Mutex
 	applied     map[Key]string // the primary's resourceVersion last copied
@@ -193,8 +196,8 @@ func (r *SyncReconciler) read(ctx context.Context, key Key) (client.Object, erro
 // release removes a copy nobody in its secondary used for Grace. A copy Flotilla's reflection
 // does not own (a Replicator's, or one it never made) is left alone.
 func (r *SyncReconciler) release(ctx context.Context, sec clusters.Secondary, key Key) (ctrl.Result, error) {
-	if since := r.setUnused(key, true); time.Since(since) < r.Grace {
-		return ctrl.Result{RequeueAfter: r.Grace - time.Since(since)}, nil
+	if unused := r.now().Sub(r.setUnused(key, true)); unused < r.Grace {
+		return ctrl.Result{RequeueAfter: r.Grace - unused}, nil
 	}
 	if err := r.deleteCopy(ctx, sec, key); err != nil {
 		return ctrl.Result{}, err
@@ -259,8 +262,15 @@ func (r *SyncReconciler) setUnused(key Key, unused bool) time.Time {
 	}
 	since, ok := r.unusedSince[key]
 	if !ok {
-		since = time.Now()
+		since = r.now()
 		r.unusedSince[key] = since
 	}
 	return since
+}
+
+func (r *SyncReconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
 }

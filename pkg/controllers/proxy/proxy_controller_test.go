@@ -55,10 +55,10 @@ func TestReleaseReasonKeepsAtMostOncePodsUntilProofOrFence(t *testing.T) {
 		want  string
 	}{
 		"reachable cluster: wait for the delegate":           {proxy(past, "ReplicaSet", nil), node(), ""},
-		"virtual node gone: cluster removed":                 {proxy(future, "StatefulSet", nil), nil, ReasonClusterRemoved},
-		"fenced: even a StatefulSet pod goes":                {proxy(future, "StatefulSet", nil), node(corev1.TaintNodeOutOfService), ReasonClusterFenced},
-		"unreachable, grace over, ReplicaSet pod":            {proxy(past, "ReplicaSet", nil), node(flotillav1.TaintUnreachable), ReasonClusterUnreachable},
-		"unreachable, grace over, Job pod":                   {proxy(past, "Job", nil), node(flotillav1.TaintUnreachable), ReasonClusterUnreachable},
+		"virtual node gone: cluster removed":                 {proxy(future, "StatefulSet", nil), nil, flotillav1.ReasonClusterRemoved},
+		"fenced: even a StatefulSet pod goes":                {proxy(future, "StatefulSet", nil), node(corev1.TaintNodeOutOfService), flotillav1.ReasonClusterFenced},
+		"unreachable, grace over, ReplicaSet pod":            {proxy(past, "ReplicaSet", nil), node(flotillav1.TaintUnreachable), flotillav1.ReasonClusterUnreachable},
+		"unreachable, grace over, Job pod":                   {proxy(past, "Job", nil), node(flotillav1.TaintUnreachable), flotillav1.ReasonClusterUnreachable},
 		"unreachable, grace not over":                        {proxy(future, "ReplicaSet", nil), node(flotillav1.TaintUnreachable), ""},
 		"unreachable, StatefulSet pod waits":                 {proxy(past, "StatefulSet", nil), node(flotillav1.TaintUnreachable), ""},
 		"unreachable, annotated at-most-once waits":          {proxy(past, "ReplicaSet", atMostOnce), node(flotillav1.TaintUnreachable), ""},
@@ -72,7 +72,7 @@ func TestReleaseReasonKeepsAtMostOncePodsUntilProofOrFence(t *testing.T) {
 }
 
 func TestStillPendingSkipsOnlyProgressWithinPending(t *testing.T) {
-	delegated := corev1.PodCondition{Type: conditionDelegated, Status: corev1.ConditionTrue}
+	delegated := corev1.PodCondition{Type: flotillav1.PodConditionDelegated, Status: corev1.ConditionTrue}
 	scheduled := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}
 	unschedulable := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/2 nodes"}
 	status := func(phase corev1.PodPhase, conds ...corev1.PodCondition) corev1.PodStatus {

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -40,6 +41,8 @@ type Sweeper struct {
 	}
 	Interval time.Duration
 	Log      logr.Logger
+	// Clock tells how long a secondary has been Running (default: the real one).
+	Clock clock.PassiveClock
 }
 
 // NeedLeaderElection says yes: one replica deletes.
@@ -47,7 +50,7 @@ func (s *Sweeper) NeedLeaderElection() bool { return true }
 
 // Start sweeps every Interval until ctx ends.
 func (s *Sweeper) Start(ctx context.Context) error {
-	wait.UntilWithContext(ctx, func(ctx context.Context) { s.sweep(ctx, time.Now()) }, s.Interval)
+	wait.UntilWithContext(ctx, func(ctx context.Context) { s.sweep(ctx, s.now()) }, s.Interval)
 	return nil
 }
 
@@ -98,4 +101,11 @@ func (s *Sweeper) orphan(ctx context.Context, d *corev1.Pod) bool {
 		return true
 	}
 	return err == nil && string(proxy.UID) != want
+}
+
+func (s *Sweeper) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
 }

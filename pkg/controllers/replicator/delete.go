@@ -48,8 +48,8 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, rep *flotillav1.Replic
 	}
 	if len(pending) > 0 {
 		base := rep.DeepCopy()
-		meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionFalse,
-			Reason: ReasonCleanupPending, Message: fmt.Sprintf("Removing what was applied; waiting for %v", pending)})
+		meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: flotillav1.ConditionSynced, Status: metav1.ConditionFalse,
+			Reason: flotillav1.ReasonCleanupPending, Message: fmt.Sprintf("Removing what was applied; waiting for %v", pending)})
 		_ = r.Client.Status().Patch(ctx, rep, client.MergeFrom(base))
 		return ctrl.Result{RequeueAfter: resyncNotSynced}, nil
 	}

@@ -29,23 +29,6 @@ import (
 // PrimaryName names the primary in a Replicator's status.
 const PrimaryName = "primary"
 
-// Condition types and reasons of a Replicator.
-const (
-	ConditionSynced           = "Synced"
-	ConditionReady            = "Ready"
-	ReasonSynced              = "Synced"
-	ReasonApplyFailed         = "ApplyFailed"
-	ReasonUnknownTargets      = "UnknownTargets"
-	ReasonNamespaceNotOurs    = "NamespaceNotManaged"
-	ReasonNamespaceNotEnable  = "NamespaceNotEnabled"
-	ReasonReplicasReady       = "ReplicasReady"
-	ReasonReplicasNotReady    = "ReplicasNotReady"
-	ReasonNoDeployment        = "NoDeployment"
-	ReasonCleanupPending      = "CleanupPending"
-	ReasonTLSFailed           = "TLSFailed"
-	ReasonCertificatesPending = "CertificatesPending"
-)
-
 const (
 	resyncSynced    = time.Minute
 	resyncNotSynced = 10 * time.Second
@@ -117,15 +100,15 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replic
 		issued = certs
 		if err != nil {
 			// Reported, not retried in a loop: most causes are in the spec (no host to certify).
-			meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionFalse,
-				Reason: ReasonTLSFailed, Message: err.Error(), ObservedGeneration: rep.Generation})
+			meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: flotillav1.ConditionSynced, Status: metav1.ConditionFalse,
+				Reason: flotillav1.ReasonTLSFailed, Message: err.Error(), ObservedGeneration: rep.Generation})
 			rep.Status.Synced, rep.Status.ObservedGeneration = flotillav1.SyncedFalse, rep.Generation
 			if errors.Is(err, errCertificatesPending) {
-				meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionFalse,
-					Reason: ReasonCertificatesPending, Message: err.Error(), ObservedGeneration: rep.Generation})
+				meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: flotillav1.ConditionSynced, Status: metav1.ConditionFalse,
+					Reason: flotillav1.ReasonCertificatesPending, Message: err.Error(), ObservedGeneration: rep.Generation})
 				return ctrl.Result{RequeueAfter: time.Second}, nil
 			}
-			r.event(rep, corev1.EventTypeWarning, ReasonTLSFailed, "Issue", "%v", err)
+			r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonTLSFailed, "Issue", "%v", err)
 			return ctrl.Result{RequeueAfter: resyncNotSynced}, nil
 		}
 		in.ServerTLS, in.ClientTLS = server, cli
@@ -137,10 +120,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replic
 	setStatus(rep, results, res)
 	for _, pr := range results {
 		if !pr.sync.Synced {
-			r.event(rep, corev1.EventTypeWarning, ReasonApplyFailed, "Apply", "Cluster %s: %s", pr.sync.Name, pr.sync.Message)
+			r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonApplyFailed, "Apply", "Cluster %s: %s", pr.sync.Name, pr.sync.Message)
 		}
 	}
-	if rep.Status.Synced != flotillav1.SyncedTrue || meta.IsStatusConditionFalse(rep.Status.Conditions, ConditionReady) {
+	if rep.Status.Synced != flotillav1.SyncedTrue || meta.IsStatusConditionFalse(rep.Status.Conditions, flotillav1.ConditionReady) {
 		return ctrl.Result{RequeueAfter: resyncNotSynced}, nil
 	}
 	return ctrl.Result{RequeueAfter: resyncSynced}, nil
@@ -189,7 +172,7 @@ func roleOf(primary bool) string {
 func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, live client.Reader) placeResult {
 	rep := in.Replicator
 	pr := placeResult{sync: flotillav1.ClusterSync{Name: cluster, Role: roleOf(primary)}}
-	if reason, err := r.ensureNamespace(ctx, in, primary, w, live); err != nil {
+	if reason, err := r.ensureNamespace(ctx, in, cluster, primary, w, live); err != nil {
 		pr.sync.Message, pr.problem = err.Error(), reason
 		return pr
 	}
@@ -297,20 +280,25 @@ func (r *Reconciler) electedReplicas(ctx context.Context, rep *flotillav1.Replic
 
 // ensureNamespace creates the replication namespace where it is missing, marked as created by
 // this Replicator; in a secondary an existing one must be writable by this primary.
-func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, primary bool, w client.Client, read client.Reader) (string, error) {
+func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, read client.Reader) (string, error) {
 	rep := in.Replicator
 	name := rep.Spec.ReplicationNamespace
+	created := map[string]string{flotillav1.AnnotationCreatedBy: createdBy(in)}
+	if !primary {
+		var notManaged *clusters.NamespaceNotManagedError
+		if _, err := clusters.EnsureManagedNamespace(ctx, w, cluster, name, in.PrimaryID, created); errors.As(err, &notManaged) {
+			return flotillav1.ReasonNamespaceNotManaged, err
+		} else if err != nil {
+			return "", err
+		}
+		return "", nil
+	}
 	var ns corev1.Namespace
 	err := read.Get(ctx, client.ObjectKey{Name: name}, &ns)
 	if apierrors.IsNotFound(err) {
-		ns = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{},
-			Annotations: map[string]string{flotillav1.AnnotationCreatedBy: createdBy(in)}}}
-		if primary && rep.Spec.Placement == flotillav1.PlacementElect {
+		ns = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: created}}
+		if rep.Spec.Placement == flotillav1.PlacementElect {
 			ns.Labels[flotillav1.LabelEnabled] = "true"
-		}
-		if !primary {
-			ns.Labels[flotillav1.LabelManagedBy] = in.PrimaryID
-			ns.Labels[flotillav1.LabelPrimary] = in.PrimaryID
 		}
 		if err := w.Create(ctx, &ns); err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", fmt.Errorf("creating namespace %s: %w", name, err)
@@ -320,12 +308,8 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, primary boo
 	if err != nil {
 		return "", fmt.Errorf("reading namespace %s: %w", name, err)
 	}
-	if !primary && ns.Labels[flotillav1.LabelManagedBy] != in.PrimaryID {
-		return ReasonNamespaceNotOurs, fmt.Errorf("namespace %s exists without label %s=%s; an admin of that cluster may add it",
-			name, flotillav1.LabelManagedBy, in.PrimaryID)
-	}
-	if primary && rep.Spec.Placement == flotillav1.PlacementElect && ns.Labels[flotillav1.LabelEnabled] != "true" {
-		return ReasonNamespaceNotEnable, fmt.Errorf("namespace %s is not labelled %s=true: its pods cannot be elected", name, flotillav1.LabelEnabled)
+	if rep.Spec.Placement == flotillav1.PlacementElect && ns.Labels[flotillav1.LabelEnabled] != "true" {
+		return flotillav1.ReasonNamespaceNotEnabled, fmt.Errorf("namespace %s is not labelled %s=true: its pods cannot be elected", name, flotillav1.LabelEnabled)
 	}
 	return "", nil
 }
@@ -464,13 +448,13 @@ func setStatus(rep *flotillav1.Replicator, results []placeResult, res Resolution
 	}
 	sort.SliceStable(st.Applied, func(i, j int) bool { return clusterOrder(st.Applied[i].Cluster) < clusterOrder(st.Applied[j].Cluster) })
 	st.ClusterCount = fmt.Sprintf("%d/%d", synced, len(results))
-	cond := metav1.Condition{Type: ConditionSynced, Status: metav1.ConditionTrue, Reason: ReasonSynced,
+	cond := metav1.Condition{Type: flotillav1.ConditionSynced, Status: metav1.ConditionTrue, Reason: flotillav1.ReasonSynced,
 		Message: fmt.Sprintf("Applied in %d cluster(s)", synced), ObservedGeneration: rep.Generation}
 	switch {
 	case res.Problem() != "":
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonUnknownTargets, "targetCluster: "+res.Problem()
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, flotillav1.ReasonUnknownTargets, "targetCluster: "+res.Problem()
 	case len(problems) > 0:
-		cond.Status, cond.Reason = metav1.ConditionFalse, ReasonApplyFailed
+		cond.Status, cond.Reason = metav1.ConditionFalse, flotillav1.ReasonApplyFailed
 		cond.Message = fmt.Sprintf("%d of %d cluster(s) not synced: %s", len(problems), len(results), joinShort(problems))
 		for _, pr := range results {
 			if pr.problem != "" {
@@ -483,13 +467,13 @@ func setStatus(rep *flotillav1.Replicator, results []placeResult, res Resolution
 		st.Synced = flotillav1.SyncedFalse
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
-	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: ReasonReplicasReady,
+	ready := metav1.Condition{Type: flotillav1.ConditionReady, Status: metav1.ConditionTrue, Reason: flotillav1.ReasonReplicasReady,
 		Message: "The Deployment's replicas are ready in every cluster", ObservedGeneration: rep.Generation}
 	switch {
 	case rep.Spec.DeploymentSpec == nil:
-		ready.Reason, ready.Message = ReasonNoDeployment, "No Deployment to run"
+		ready.Reason, ready.Message = flotillav1.ReasonNoDeployment, "No Deployment to run"
 	case notReady > 0 || cond.Status != metav1.ConditionTrue:
-		ready.Status, ready.Reason = metav1.ConditionFalse, ReasonReplicasNotReady
+		ready.Status, ready.Reason = metav1.ConditionFalse, flotillav1.ReasonReplicasNotReady
 		ready.Message = fmt.Sprintf("Replicas not ready (or not applied) in %d cluster(s)", max(notReady, len(problems)))
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)

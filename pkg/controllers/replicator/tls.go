@@ -109,7 +109,7 @@ var errCertificatesPending = errors.New("waiting for cert-manager to issue")
 // client.crt and client.key.
 func (r *Reconciler) certManagerMaterial(ctx context.Context, in Inputs) (server, cli map[string][]byte, applied []flotillav1.AppliedResource, err error) {
 	rep := in.Replicator
-	if _, err := r.ensureNamespace(ctx, in, true, r.Client, r.Live); err != nil {
+	if _, err := r.ensureNamespace(ctx, in, PrimaryName, true, r.Client, r.Live); err != nil {
 		return nil, nil, nil, err
 	}
 	ref := rep.Spec.TLS.IssuerRef

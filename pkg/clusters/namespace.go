@@ -1,0 +1,47 @@
+package clusters
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// NamespaceNotManagedError is a namespace that exists in a secondary without this primary's
+// flotilla.dev/managed-by label: Flotilla may not write in it until an admin of that cluster adds it.
+type NamespaceNotManagedError struct {
+	Namespace, Cluster, PrimaryID string
+}
+
+func (e *NamespaceNotManagedError) Error() string {
+	return fmt.Sprintf("namespace %s exists in %s without label %s=%s; an admin of %s may add it",
+		e.Namespace, e.Cluster, flotillav1.LabelManagedBy, e.PrimaryID, e.Cluster)
+}
+
+// EnsureManagedNamespace is the one way Flotilla makes a namespace in a secondary (for a delegate
+// or for a Replicator): created with this primary's managed-by and primary labels and the given
+// annotations when missing; an existing one must already carry managed-by=<primary ID>, else a
+// *NamespaceNotManagedError. created says whether this call created it.
+func EnsureManagedNamespace(ctx context.Context, c client.Client, cluster, name, primaryID string, annotations map[string]string) (created bool, err error) {
+	var ns corev1.Namespace
+	err = c.Get(ctx, client.ObjectKey{Name: name}, &ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		ns = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations, Labels: map[string]string{
+			flotillav1.LabelManagedBy: primaryID, flotillav1.LabelPrimary: primaryID}}}
+		if err := c.Create(ctx, &ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("creating namespace %s in %s: %w", name, cluster, err)
+		}
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading namespace %s in %s: %w", name, cluster, err)
+	case ns.Labels[flotillav1.LabelManagedBy] != primaryID:
+		return false, &NamespaceNotManagedError{Namespace: name, Cluster: cluster, PrimaryID: primaryID}
+	}
+	return false, nil
+}

@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// releaseReason says why a terminating proxy may go without proof that its delegate is gone:
+// its virtual node is gone (the secondary was removed) or fenced out-of-service (an admin declared
+// it dead), or, for an at-least-once pod, its secondary is unreachable past the failover taint
+// and the proxy's grace period is over (its controller already runs a replacement; the sweep
+// deletes the stale delegate when the secondary returns). At-most-once pods (StatefulSet's, or
+// annotated flotilla.dev/at-most-once) wait for the proof or the fence. node is nil when gone.
+func releaseReason(proxy *corev1.Pod, node *corev1.Node, now time.Time) string {
+	if node == nil {
+		return flotillav1.ReasonClusterRemoved
+	}
+	unreachable := false
+	for _, t := range node.Spec.Taints {
+		switch t.Key {
+		case corev1.TaintNodeOutOfService:
+			return flotillav1.ReasonClusterFenced
+		case flotillav1.TaintUnreachable:
+			unreachable = true
+		}
+	}
+	if unreachable && !atMostOnce(proxy) && remainingGrace(proxy, now) == 0 {
+		return flotillav1.ReasonClusterUnreachable
+	}
+	return ""
+}
+
+func atMostOnce(proxy *corev1.Pod) bool {
+	if _, ok := proxy.Annotations[flotillav1.AnnotationAtMostOnce]; ok {
+		return true
+	}
+	ref := metav1.GetControllerOf(proxy)
+	return ref != nil && ref.Kind == "StatefulSet"
+}
+
+// releaseWithoutDelegate lets a terminating proxy go when releaseReason allows it.
+func (r *ProxyReconciler) releaseWithoutDelegate(ctx context.Context, proxy *corev1.Pod) (bool, error) {
+	var node corev1.Node
+	found := &node
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: proxy.Spec.NodeName}, &node); apierrors.IsNotFound(err) {
+		found = nil
+	} else if err != nil {
+		return false, fmt.Errorf("reading virtual node %s: %w", proxy.Spec.NodeName, err)
+	}
+	reason := releaseReason(proxy, found, r.now())
+	if reason == "" {
+		return false, nil
+	}
+	r.event(proxy, corev1.EventTypeWarning, reason, "Release",
+		"Released without deleting its delegate in %s (%s); the sweep removes a delegate left there if the cluster returns",
+		strings.TrimPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix), reason)
+	return true, r.letGo(ctx, proxy)
+}

@@ -1,0 +1,137 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
+)
+
+// mirrorStatus grafts the delegate's status onto the proxy, and its IP onto the delegate-ip
+// annotation: the deferred patch writes both in one write to the status subresource (which, for
+// pods, takes labels and annotations too; never the spec).
+func (r *ProxyReconciler) mirrorStatus(proxy, delegate *corev1.Pod) {
+	want := translate.ProxyStatus(proxy, delegate, r.FlatNetwork)
+	want.Conditions = withCondition(want.Conditions, r.delegatedCondition(proxy))
+	ip := delegate.Status.PodIP
+	newIP := ip != "" && proxy.Annotations[flotillav1.AnnotationDelegateIP] != ip
+	if !newIP && (translate.StatusEqual(proxy.Status, want) || stillPending(proxy.Status, want)) {
+		return
+	}
+	proxy.Status = want
+	if newIP {
+		if proxy.Annotations == nil {
+			proxy.Annotations = map[string]string{}
+		}
+		proxy.Annotations[flotillav1.AnnotationDelegateIP] = ip
+	}
+}
+
+// patchStatus writes what the pass changed of the proxy's status and annotations, in one patch
+// of the status subresource; nothing when nothing changed. A proxy gone meanwhile is not an error.
+func (r *ProxyReconciler) patchStatus(ctx context.Context, base, proxy *corev1.Pod) error {
+	if equality.Semantic.DeepEqual(base.Status, proxy.Status) && equality.Semantic.DeepEqual(base.Annotations, proxy.Annotations) {
+		return nil
+	}
+	changed := base.DeepCopy()
+	changed.Status, changed.Annotations = proxy.Status, proxy.Annotations
+	if err := r.Client.Status().Patch(ctx, changed, client.MergeFrom(base)); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("patching the status of proxy %s/%s: %w", proxy.Namespace, proxy.Name, err))
+	}
+	return nil
+}
+
+// stillPending says whether a new status of a pending delegate is not worth a write: the proxy
+// already says Pending and Delegated, and no condition turned False with a new reason (such as
+// the secondary's Unschedulable). Progress inside Pending (PodScheduled) shows with the next phase.
+func stillPending(current, want corev1.PodStatus) bool {
+	if current.Phase != corev1.PodPending || want.Phase != corev1.PodPending || !hasCondition(current.Conditions, flotillav1.PodConditionDelegated) {
+		return false
+	}
+	for _, c := range want.Conditions {
+		if c.Status != corev1.ConditionFalse {
+			continue
+		}
+		if prev, ok := conditionOf(current.Conditions, c.Type); !ok || prev.Status != c.Status || prev.Reason != c.Reason || prev.Message != c.Message {
+			return false
+		}
+	}
+	return true
+}
+
+func hasCondition(list []corev1.PodCondition, t corev1.PodConditionType) bool {
+	_, ok := conditionOf(list, t)
+	return ok
+}
+
+func conditionOf(list []corev1.PodCondition, t corev1.PodConditionType) (corev1.PodCondition, bool) {
+	for _, c := range list {
+		if c.Type == t {
+			return c, true
+		}
+	}
+	return corev1.PodCondition{}, false
+}
+
+func wasDelegated(proxy *corev1.Pod) bool {
+	for _, c := range proxy.Status.Conditions {
+		if c.Type == flotillav1.PodConditionDelegated && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *ProxyReconciler) delegatedCondition(proxy *corev1.Pod) corev1.PodCondition {
+	for _, c := range proxy.Status.Conditions {
+		if c.Type == flotillav1.PodConditionDelegated {
+			return c
+		}
+	}
+	return corev1.PodCondition{Type: flotillav1.PodConditionDelegated, Status: corev1.ConditionTrue, Reason: flotillav1.ReasonDelegateCreated, LastTransitionTime: metav1.NewTime(r.now())}
+}
+
+func withCondition(list []corev1.PodCondition, c corev1.PodCondition) []corev1.PodCondition {
+	for i := range list {
+		if list[i].Type == c.Type {
+			list[i] = c
+			return list
+		}
+	}
+	return append(list, c)
+}
+
+// pending keeps a proxy Pending with a reason, and retries soon: the reasons are transient.
+func (r *ProxyReconciler) pending(proxy *corev1.Pod, reason, message string) (ctrl.Result, error) {
+	if !translate.Terminal(proxy) && proxy.Status.Phase != corev1.PodRunning {
+		proxy.Status.Phase, proxy.Status.Reason, proxy.Status.Message = corev1.PodPending, reason, message
+	}
+	return ctrl.Result{RequeueAfter: pendingRetry}, nil
+}
+
+// fail sets a proxy Failed for good.
+func (r *ProxyReconciler) fail(proxy *corev1.Pod, reason, message string) (ctrl.Result, error) {
+	proxy.Status.Phase, proxy.Status.Reason, proxy.Status.Message = corev1.PodFailed, reason, message
+	for i := range proxy.Status.Conditions {
+		if proxy.Status.Conditions[i].Type == corev1.PodReady || proxy.Status.Conditions[i].Type == corev1.ContainersReady {
+			proxy.Status.Conditions[i].Status = corev1.ConditionFalse
+		}
+	}
+	return ctrl.Result{}, nil
+}
+
+// now is the reconciler's clock.
+func (r *ProxyReconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
