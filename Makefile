@@ -21,7 +21,7 @@ E2E_TIMEOUT ?= 40m
 # Plain output in CI logs.
 GINKGO_FLAGS ?= $(if $(CI),--no-color,)
 
-UNIT_PKGS = $$(go list ./... | grep -v /test/e2e)
+UNIT_PKGS = $$(go list ./... | grep -v -e /test/e2e -e /test/integration)
 
 .PHONY: help
 help: ## Show the targets
@@ -66,12 +66,16 @@ lint: tools ## golangci-lint with .golangci.yml (the style contract)
 unit: ## Unit tests (no clusters)
 	go test -count=1 $(UNIT_PKGS)
 
+.PHONY: integration
+integration: tools ## Integration suites: controllers and the webhook on real API servers (envtest with the bed's kube-apiserver and etcd)
+	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=15m ./test/integration/...
+
 .PHONY: e2e
 e2e: tools ## End-to-end suites on a fresh local test bed (one bed per run)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
 
 .PHONY: test
-test: verify verify-generated lint unit e2e ## Every test: verify, generated files, lint, unit, e2e
+test: verify verify-generated lint unit integration e2e ## Every test: verify, generated files, lint, unit, integration, e2e
 
 BENCH_PODS ?= 200
 

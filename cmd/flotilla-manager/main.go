@@ -342,11 +342,11 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	if err != nil {
 		return fmt.Errorf("creating the metadata client: %w", err)
 	}
-	if err := (&dependency.SyncReconciler{Cache: mgr.GetClient(), Primary: mgr.GetAPIReader(), Secondaries: registry,
+	if err := (&dependency.Reconciler{Cache: mgr.GetClient(), Primary: mgr.GetAPIReader(), Secondaries: registry,
 		Grace: opts.dependencyGrace}).SetupWithManager(mgr, dependency.NewMetadataWatch(meta)); err != nil {
 		return fmt.Errorf("setting up the dependency sync: %w", err)
 	}
-	return (&proxy.ProxyReconciler{Client: mgr.GetClient(), Secondaries: registry,
+	return (&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry,
 		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat",
 		Reflector: &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
 	}).SetupWithManager(mgr, opts.proxyWorkers)

@@ -20,9 +20,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -165,75 +163,6 @@ var _ = Describe("pod election", Ordered, func() {
 
 		Expect(bed.Primary.Clientset.BatchV1().Jobs(ns).Delete(ctx, "report", metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationForeground)})).To(Succeed())
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
-	}, SpecTimeout(3*time.Minute))
-
-	It("keeps a delegate's ConfigMap and Secret in sync, copies the Services and NetworkPolicies selecting it, removes them when unused", func(ctx SpecContext) {
-		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
-		sel := map[string]string{"app": "dep"}
-		_, err := bed.Primary.Clientset.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "dep-config"},
-			Data: map[string]string{"LEVEL": "1"}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		_, err = bed.Primary.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "dep-secret"},
-			StringData: map[string]string{"TOKEN": "one"}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		svc, err := bed.Primary.Clientset.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dep"},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: sel, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		_, err = bed.Primary.Clientset.NetworkingV1().NetworkPolicies(ns).Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "dep"},
-			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: sel}}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		one := int32(1)
-		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "dep"},
-			Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", EnvFrom: []corev1.EnvFromSource{
-					{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "dep-config"}}},
-					{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "dep-secret"}}}}}}}}}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-
-		Eventually(func(g Gomega) {
-			g.Expect(podsInPhase(delegatesIn(ctx, s1, ns), corev1.PodRunning)).To(Equal(1))
-			copied, err := s1.Clientset.CoreV1().Services(ns).Get(ctx, "dep", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(copied.Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
-			g.Expect(copied.Spec.Ports[0].NodePort).To(BeZero())
-			g.Expect(copied.Spec.ClusterIP).NotTo(BeEmpty())
-			g.Expect(copied.Spec.Selector).To(Equal(sel))
-			_, err = s1.Clientset.NetworkingV1().NetworkPolicies(ns).Get(ctx, "dep", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-		_, err = s2.Clientset.CoreV1().Services(ns).Get(ctx, "dep", metav1.GetOptions{})
-		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no copy where no delegate runs: %v", err)
-		Expect(svc.Spec.Ports[0].NodePort).NotTo(BeZero(), "the primary's Service is a NodePort one")
-
-		start := time.Now()
-		_, err = bed.Primary.Clientset.CoreV1().ConfigMaps(ns).Patch(ctx, "dep-config", types.MergePatchType, []byte(`{"data":{"LEVEL":"2"}}`), metav1.PatchOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		_, err = bed.Primary.Clientset.CoreV1().Secrets(ns).Patch(ctx, "dep-secret", types.MergePatchType, []byte(`{"stringData":{"TOKEN":"two"}}`), metav1.PatchOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Eventually(func(g Gomega) {
-			cm, err := s1.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "dep-config", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(cm.Data).To(HaveKeyWithValue("LEVEL", "2"))
-			sec, err := s1.Clientset.CoreV1().Secrets(ns).Get(ctx, "dep-secret", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(sec.Data["TOKEN"])).To(Equal("two"))
-		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
-		AddReportEntry("ConfigMap and Secret change reached the secondary", time.Since(start).Round(100*time.Millisecond).String())
-
-		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "dep", metav1.DeleteOptions{})).To(Succeed())
-		Eventually(func(g Gomega) {
-			_, err := s1.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "dep-config", metav1.GetOptions{})
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ConfigMap copy: %v", err)
-			_, err = s1.Clientset.CoreV1().Secrets(ns).Get(ctx, "dep-secret", metav1.GetOptions{})
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Secret copy: %v", err)
-			_, err = s1.Clientset.CoreV1().Services(ns).Get(ctx, "dep", metav1.GetOptions{})
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Service copy: %v", err)
-			_, err = s1.Clientset.NetworkingV1().NetworkPolicies(ns).Get(ctx, "dep", metav1.GetOptions{})
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "NetworkPolicy copy: %v", err)
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-		_, err = bed.Primary.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "dep-config", metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred(), "the primary's own objects stay")
 	}, SpecTimeout(3*time.Minute))
 
 	It("never fails a Job pod on a transient error: the secondary's new namespace has no default ServiceAccount yet", func(ctx SpecContext) {
@@ -495,47 +424,6 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "talk", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(2*time.Minute))
-
-	It("sweeps a delegate whose proxy vanished (its finalizer removed by hand)", func(ctx SpecContext) {
-		s1 := bed.Secondaries[0]
-		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "orphan",
-			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(
-			ContainElement(HaveField("ObjectMeta.Name", "orphan")))
-		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Patch(ctx, "orphan", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		zero := int64(0)
-		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "orphan", metav1.DeleteOptions{GracePeriodSeconds: &zero})).To(Succeed())
-		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(45 * time.Second).ShouldNot(
-			ContainElement(HaveField("ObjectMeta.Name", "orphan")))
-	}, SpecTimeout(2*time.Minute))
-
-	It("refuses at create a pod no cluster can run, or naming an unknown cluster, saying why", func(ctx SpecContext) {
-		pod := func(name string, annotations map[string]string, cpu string) *corev1.Pod {
-			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}
-		}
-		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, pod("huge", map[string]string{flotillav1.AnnotationElect: ""}, "1000"), metav1.CreateOptions{})
-		Expect(err).To(MatchError(And(ContainSubstring("no cluster fits"), ContainSubstring(bed.Secondaries[0].Name), ContainSubstring("cpu"))))
-		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, pod("lost", map[string]string{
-			flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: "atlantis"}, "100m"), metav1.CreateOptions{})
-		Expect(err).To(MatchError(ContainSubstring("unknown cluster(s) atlantis")))
-
-		plain, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, pod("plain", nil, "100m"), metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(plain.Labels).NotTo(HaveKey(flotillav1.LabelProxy), "a pod without the annotation is untouched")
-		Expect(plain.Finalizers).To(BeEmpty())
-		other := fmt.Sprintf("not-enabled-%d", time.Now().Unix())
-		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, testNamespace(other), metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		untouched, err := bed.Primary.Clientset.CoreV1().Pods(other).Create(ctx, pod("elected", map[string]string{flotillav1.AnnotationElect: ""}, "1000"), metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred(), "a namespace without the label is not Flotilla's")
-		Expect(untouched.Labels).NotTo(HaveKey(flotillav1.LabelProxy))
-		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "plain", metav1.DeleteOptions{})).To(Succeed())
-	}, SpecTimeout(time.Minute))
 
 	It("keeps a tolerate-all DaemonSet off virtual nodes: nothing runs in a secondary and its rolling update completes", func(ctx SpecContext) {
 		const name = "agent"

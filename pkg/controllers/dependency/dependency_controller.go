@@ -38,11 +38,11 @@ type Versions interface {
 	Version(kind, namespace, name string) (resourceVersion string, exists bool)
 }
 
-// SyncReconciler keeps the copies in each secondary true to the primary after the delegates that
+// Reconciler keeps the copies in each secondary true to the primary after the delegates that
 // use them were created, and removes a copy once no delegate in that secondary has used it for
 // Grace. Its key is one copy; "in use" is counted from the proxies bound to the secondary's
 // virtual node, so a manager restart recounts from the source of truth.
-type SyncReconciler struct {
+type Reconciler struct {
 	// Cache reads proxies, Services and NetworkPolicies of the primary.
 	Cache client.Reader
 	// Primary reads ConfigMaps and Secrets of the primary (uncached: Secrets are never cached).
@@ -62,7 +62,7 @@ type SyncReconciler struct {
 const unavailableRetry = 10 * time.Second
 
 // Reconcile copies or removes one object in one secondary.
-func (r *SyncReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result, error) {
+func (r *Reconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result, error) {
 	sec, ok := r.Secondaries.Secondary(key.Cluster)
 	if !ok {
 		return ctrl.Result{RequeueAfter: unavailableRetry}, nil
@@ -88,7 +88,7 @@ func (r *SyncReconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result, e
 }
 
 // source is the primary's object (metadata only for ConfigMaps and Secrets), nil when it is gone.
-func (r *SyncReconciler) source(ctx context.Context, key Key) (client.Object, error) {
+func (r *Reconciler) source(ctx context.Context, key Key) (client.Object, error) {
 	var obj client.Object
 	switch key.Kind {
 	case translate.KindConfigMap, translate.KindSecret:
@@ -114,7 +114,7 @@ func (r *SyncReconciler) source(ctx context.Context, key Key) (client.Object, er
 }
 
 // inUse says whether a live proxy bound to the key's secondary references or is selected by src.
-func (r *SyncReconciler) inUse(ctx context.Context, key Key, src client.Object) (bool, error) {
+func (r *Reconciler) inUse(ctx context.Context, key Key, src client.Object) (bool, error) {
 	var proxies corev1.PodList
 	if err := r.Cache.List(ctx, &proxies, client.InNamespace(key.Namespace)); err != nil {
 		return false, fmt.Errorf("listing proxies in %s: %w", key.Namespace, err)
@@ -130,7 +130,7 @@ func (r *SyncReconciler) inUse(ctx context.Context, key Key, src client.Object) 
 }
 
 // sync applies the copy when the primary's object changed since it was last copied.
-func (r *SyncReconciler) sync(ctx context.Context, sec clusters.Secondary, key Key, src client.Object) error {
+func (r *Reconciler) sync(ctx context.Context, sec clusters.Secondary, key Key, src client.Object) error {
 	rv := src.GetResourceVersion()
 	r.mu.Lock()
 	done := r.applied[key] == rv
@@ -176,7 +176,7 @@ func (r *SyncReconciler) sync(ctx context.Context, sec clusters.Secondary, key K
 }
 
 // read gets a ConfigMap or Secret of the primary in full; nil when it is gone or never copied.
-func (r *SyncReconciler) read(ctx context.Context, key Key) (client.Object, error) {
+func (r *Reconciler) read(ctx context.Context, key Key) (client.Object, error) {
 	var obj client.Object = &corev1.ConfigMap{}
 	if key.Kind == translate.KindSecret {
 		obj = &corev1.Secret{}
@@ -195,7 +195,7 @@ func (r *SyncReconciler) read(ctx context.Context, key Key) (client.Object, erro
 
 // release removes a copy nobody in its secondary used for Grace. A copy Flotilla's reflection
 // does not own (a Replicator's, or one it never made) is left alone.
-func (r *SyncReconciler) release(ctx context.Context, sec clusters.Secondary, key Key) (ctrl.Result, error) {
+func (r *Reconciler) release(ctx context.Context, sec clusters.Secondary, key Key) (ctrl.Result, error) {
 	if unused := r.now().Sub(r.setUnused(key, true)); unused < r.Grace {
 		return ctrl.Result{RequeueAfter: r.Grace - unused}, nil
 	}
@@ -209,7 +209,7 @@ func (r *SyncReconciler) release(ctx context.Context, sec clusters.Secondary, ke
 	return ctrl.Result{}, nil
 }
 
-func (r *SyncReconciler) deleteCopy(ctx context.Context, sec clusters.Secondary, key Key) error {
+func (r *Reconciler) deleteCopy(ctx context.Context, sec clusters.Secondary, key Key) error {
 	var obj client.Object
 	switch key.Kind {
 	case translate.KindSecret:
@@ -250,7 +250,7 @@ func (r *SyncReconciler) deleteCopy(ctx context.Context, sec clusters.Secondary,
 }
 
 // setUnused records (unused) or forgets (used) when the key was first seen unused, and returns it.
-func (r *SyncReconciler) setUnused(key Key, unused bool) time.Time {
+func (r *Reconciler) setUnused(key Key, unused bool) time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !unused {
@@ -268,7 +268,7 @@ func (r *SyncReconciler) setUnused(key Key, unused bool) time.Time {
 	return since
 }
 
-func (r *SyncReconciler) now() time.Time {
+func (r *Reconciler) now() time.Time {
 	if r.Clock == nil {
 		return time.Now()
 	}

@@ -97,7 +97,7 @@ func (w *MetadataWatch) source(kind string, keys func(ctx context.Context, kind,
 
 // SetupWithManager wires the sync: proxies, Services and NetworkPolicies from the manager's cache,
 // ConfigMaps and Secrets from w. Each event becomes the keys of the copies it may change.
-func (r *SyncReconciler) SetupWithManager(mgr ctrl.Manager, w *MetadataWatch) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, w *MetadataWatch) error {
 	if err := mgr.Add(w); err != nil {
 		return fmt.Errorf("adding the metadata watch: %w", err)
 	}
@@ -151,7 +151,7 @@ func labelsEqual(a, b map[string]string) bool {
 
 // keysForProxy lists the copies a proxy uses in its secondary: its ConfigMaps and Secrets, and
 // the Services and NetworkPolicies that select it.
-func (r *SyncReconciler) keysForProxy(ctx context.Context, p *corev1.Pod) []Key {
+func (r *Reconciler) keysForProxy(ctx context.Context, p *corev1.Pod) []Key {
 	cluster, ok := strings.CutPrefix(p.Spec.NodeName, flotillav1.VirtualNodePrefix)
 	if !ok {
 		return nil
@@ -186,7 +186,7 @@ func (r *SyncReconciler) keysForProxy(ctx context.Context, p *corev1.Pod) []Key 
 // keysForObject lists the copies of an object of the primary: one per secondary that has, or may
 // have had, a proxy using it. Deleted objects match no proxy any more, so every secondary with
 // proxies in the namespace is asked (their reconcile removes what is no longer used).
-func (r *SyncReconciler) keysForObject(ctx context.Context, kind, namespace, name string) []Key {
+func (r *Reconciler) keysForObject(ctx context.Context, kind, namespace, name string) []Key {
 	var proxies corev1.PodList
 	if err := r.Cache.List(ctx, &proxies, client.InNamespace(namespace)); err != nil {
 		return nil

@@ -1,13 +1,19 @@
-// Package provider is the pod side of Flotilla: for each proxy pod bound to a virtual node it
-// creates the delegate in that secondary (Flotilla's own work queue, retried without limit),
-// mirrors the delegate's status back as a patch of the proxy's status only, and deletes the
-// delegate before it lets the proxy go (the flotilla.dev/delegate finalizer).
+// Package proxy is the reconciler of proxy pods, the pod side of Flotilla: for each proxy bound
+// to a virtual node it creates the delegate in that secondary (Flotilla's own work queue, retried
+// without limit), mirrors the delegate's status back in one deferred patch of the proxy's status
+// only, and deletes the delegate before it lets the proxy go (the flotilla.dev/delegate
+// finalizer). The Sweeper deletes delegates whose proxy is gone.
+//
+// Files: proxy_controller.go (setup, the Reconcile skeleton, delegate creation and deletion),
+// proxy_status.go (what is written to the proxy's status), proxy_release.go (when a terminating
+// proxy may go without proof that its delegate is gone), sweep.go.
 //
 // # Implementation considerations
 //
 // virtual-kubelet's pod controller is not used for this: its CreatePod path marks a
 // restartPolicy: Never pod Failed on any transient error, stops retrying after 20 attempts, and
 // its NotifyPods path writes whole pods back (reverting label and finalizer edits). Delegates are
-// read from a label-selected informer per secondary owned by the cluster registry; each of their
-// events enqueues the proxy of the same namespace and name.
+// read from a label-selected informer per secondary owned by the cluster registry, watched through
+// the registry's DelegateSource; each of their events enqueues the proxy of the same namespace
+// and name.
 package proxy

@@ -44,9 +44,9 @@ type Secondaries interface {
 	DelegateSource(h handler.EventHandler) source.Source
 }
 
-// ProxyReconciler makes each proxy pod bound to a virtual node have its delegate in that
+// Reconciler makes each proxy pod bound to a virtual node have its delegate in that
 // secondary, feeds the delegate's status back, and deletes the delegate before the proxy.
-type ProxyReconciler struct {
+type Reconciler struct {
 	Client      client.Client
 	Secondaries Secondaries
 	Recorder    events.EventRecorder
@@ -68,7 +68,7 @@ type ProxyReconciler struct {
 
 // Reconcile is one pass over one proxy. What it decides for the proxy's status (Pending with a
 // reason, Failed, the delegate's status) is written once, by the deferred patch.
-func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	proxy := &corev1.Pod{}
 	if err := r.Client.Get(ctx, req.NamespacedName, proxy); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -99,7 +99,7 @@ func (r *ProxyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ct
 	return r.reconcileNormal(ctx, proxy, sec)
 }
 
-func (r *ProxyReconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
+func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
 	if translate.Terminal(proxy) {
 		return ctrl.Result{}, nil
 	}
@@ -134,7 +134,7 @@ func (r *ProxyReconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod
 
 // createDelegate creates the namespace (managed-by label) and the delegate; what fails for now
 // leaves the proxy Pending with the reason and is retried.
-func (r *ProxyReconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
+func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
 	primaryID := r.Secondaries.PrimaryID()
 	if reason, msg, err := r.ensureNamespace(ctx, proxy.Namespace, sec); err != nil || reason != "" {
 		if err != nil {
@@ -186,7 +186,7 @@ func permanent(err error) bool {
 
 // ensureNamespace makes the delegate's namespace exist in the secondary with the managed-by label,
 // and waits for its default ServiceAccount (a pod created before it is refused).
-func (r *ProxyReconciler) ensureNamespace(ctx context.Context, name string, sec clusters.Secondary) (reason, message string, err error) {
+func (r *Reconciler) ensureNamespace(ctx context.Context, name string, sec clusters.Secondary) (reason, message string, err error) {
 	key := sec.Name + "/" + name
 	if _, ok := r.readyNamespaces.Load(key); ok {
 		return "", "", nil
@@ -211,7 +211,7 @@ func (r *ProxyReconciler) ensureNamespace(ctx context.Context, name string, sec 
 
 // reconcileDelete deletes the delegate, then lets the proxy go: the finalizer is removed once no
 // delegate of this proxy exists, and the proxy is deleted at once, as a kubelet does.
-func (r *ProxyReconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
+func (r *Reconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
 	delegate, synced, err := sec.Delegate(proxy.Namespace, proxy.Name)
 	if err != nil || !synced {
 		return ctrl.Result{RequeueAfter: transientRetry}, err
@@ -229,7 +229,7 @@ func (r *ProxyReconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod
 }
 
 // letGo removes the finalizer and deletes the proxy at once, as a kubelet does.
-func (r *ProxyReconciler) letGo(ctx context.Context, proxy *corev1.Pod) error {
+func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) error {
 	if controllerutil.ContainsFinalizer(proxy, flotillav1.FinalizerDelegate) {
 		base := proxy.DeepCopy()
 		controllerutil.RemoveFinalizer(proxy, flotillav1.FinalizerDelegate)
@@ -259,7 +259,7 @@ func remainingGrace(proxy *corev1.Pod, now time.Time) int64 {
 	return left
 }
 
-func (r *ProxyReconciler) deleteDelegate(ctx context.Context, sec clusters.Secondary, delegate *corev1.Pod, grace *int64) error {
+func (r *Reconciler) deleteDelegate(ctx context.Context, sec clusters.Secondary, delegate *corev1.Pod, grace *int64) error {
 	opts := &client.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &delegate.UID}}
 	if err := sec.Client.Delete(ctx, delegate, opts); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting delegate %s/%s in %s: %w", delegate.Namespace, delegate.Name, sec.Name, err)
@@ -270,7 +270,7 @@ func (r *ProxyReconciler) deleteDelegate(ctx context.Context, sec clusters.Secon
 // delegateLost handles a delegate that existed and is gone while its proxy lives: a proxy with a
 // controller that re-creates pods (ReplicaSet, StatefulSet) is deleted so it is re-elected; a bare
 // or Job pod is set Failed with reason DelegateLost.
-func (r *ProxyReconciler) delegateLost(ctx context.Context, proxy *corev1.Pod, cluster string) (ctrl.Result, error) {
+func (r *Reconciler) delegateLost(ctx context.Context, proxy *corev1.Pod, cluster string) (ctrl.Result, error) {
 	if ref := metav1.GetControllerOf(proxy); ref != nil && (ref.Kind == "ReplicaSet" || ref.Kind == "StatefulSet") {
 		r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonDelegateLost, "Delete",
 			"The delegate in cluster %s is gone; the proxy is deleted so that its %s re-creates it", cluster, ref.Kind)
@@ -281,14 +281,14 @@ func (r *ProxyReconciler) delegateLost(ctx context.Context, proxy *corev1.Pod, c
 	return r.fail(proxy, flotillav1.ReasonDelegateLost, fmt.Sprintf("The delegate in cluster %s is gone", cluster))
 }
 
-func (r *ProxyReconciler) event(proxy *corev1.Pod, kind, reason, action, format string, args ...any) {
+func (r *Reconciler) event(proxy *corev1.Pod, kind, reason, action, format string, args ...any) {
 	if r.Recorder != nil {
 		r.Recorder.Eventf(proxy, nil, kind, reason, action, format, args...)
 	}
 }
 
 // SetupWithManager watches proxies in the primary and delegates in every secondary.
-func (r *ProxyReconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	isProxy := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[flotillav1.LabelProxy] == "true" })
 	if workers <= 0 {
 		workers = 1

@@ -49,7 +49,7 @@ func atMostOnce(proxy *corev1.Pod) bool {
 }
 
 // releaseWithoutDelegate lets a terminating proxy go when releaseReason allows it.
-func (r *ProxyReconciler) releaseWithoutDelegate(ctx context.Context, proxy *corev1.Pod) (bool, error) {
+func (r *Reconciler) releaseWithoutDelegate(ctx context.Context, proxy *corev1.Pod) (bool, error) {
 	var node corev1.Node
 	found := &node
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: proxy.Spec.NodeName}, &node); apierrors.IsNotFound(err) {

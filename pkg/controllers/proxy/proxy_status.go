@@ -18,7 +18,7 @@ import (
 // mirrorStatus grafts the delegate's status onto the proxy, and its IP onto the delegate-ip
 // annotation: the deferred patch writes both in one write to the status subresource (which, for
 // pods, takes labels and annotations too; never the spec).
-func (r *ProxyReconciler) mirrorStatus(proxy, delegate *corev1.Pod) {
+func (r *Reconciler) mirrorStatus(proxy, delegate *corev1.Pod) {
 	want := translate.ProxyStatus(proxy, delegate, r.FlatNetwork)
 	want.Conditions = withCondition(want.Conditions, r.delegatedCondition(proxy))
 	ip := delegate.Status.PodIP
@@ -37,7 +37,7 @@ func (r *ProxyReconciler) mirrorStatus(proxy, delegate *corev1.Pod) {
 
 // patchStatus writes what the pass changed of the proxy's status and annotations, in one patch
 // of the status subresource; nothing when nothing changed. A proxy gone meanwhile is not an error.
-func (r *ProxyReconciler) patchStatus(ctx context.Context, base, proxy *corev1.Pod) error {
+func (r *Reconciler) patchStatus(ctx context.Context, base, proxy *corev1.Pod) error {
 	if equality.Semantic.DeepEqual(base.Status, proxy.Status) && equality.Semantic.DeepEqual(base.Annotations, proxy.Annotations) {
 		return nil
 	}
@@ -90,7 +90,7 @@ func wasDelegated(proxy *corev1.Pod) bool {
 	return false
 }
 
-func (r *ProxyReconciler) delegatedCondition(proxy *corev1.Pod) corev1.PodCondition {
+func (r *Reconciler) delegatedCondition(proxy *corev1.Pod) corev1.PodCondition {
 	for _, c := range proxy.Status.Conditions {
 		if c.Type == flotillav1.PodConditionDelegated {
 			return c
@@ -110,7 +110,7 @@ func withCondition(list []corev1.PodCondition, c corev1.PodCondition) []corev1.P
 }
 
 // pending keeps a proxy Pending with a reason, and retries soon: the reasons are transient.
-func (r *ProxyReconciler) pending(proxy *corev1.Pod, reason, message string) (ctrl.Result, error) {
+func (r *Reconciler) pending(proxy *corev1.Pod, reason, message string) (ctrl.Result, error) {
 	if !translate.Terminal(proxy) && proxy.Status.Phase != corev1.PodRunning {
 		proxy.Status.Phase, proxy.Status.Reason, proxy.Status.Message = corev1.PodPending, reason, message
 	}
@@ -118,7 +118,7 @@ func (r *ProxyReconciler) pending(proxy *corev1.Pod, reason, message string) (ct
 }
 
 // fail sets a proxy Failed for good.
-func (r *ProxyReconciler) fail(proxy *corev1.Pod, reason, message string) (ctrl.Result, error) {
+func (r *Reconciler) fail(proxy *corev1.Pod, reason, message string) (ctrl.Result, error) {
 	proxy.Status.Phase, proxy.Status.Reason, proxy.Status.Message = corev1.PodFailed, reason, message
 	for i := range proxy.Status.Conditions {
 		if proxy.Status.Conditions[i].Type == corev1.PodReady || proxy.Status.Conditions[i].Type == corev1.ContainersReady {
@@ -129,7 +129,7 @@ func (r *ProxyReconciler) fail(proxy *corev1.Pod, reason, message string) (ctrl.
 }
 
 // now is the reconciler's clock.
-func (r *ProxyReconciler) now() time.Time {
+func (r *Reconciler) now() time.Time {
 	if r.Clock == nil {
 		return time.Now()
 	}

@@ -1,0 +1,202 @@
+package election_test
+
+import (
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// electedPod is a pod asking to be elected, requesting cpu.
+func electedPod(name string, annotations map[string]string, cpu string) *corev1.Pod {
+	a := map[string]string{flotillav1.AnnotationElect: ""}
+	for k, v := range annotations {
+		a[k] = v
+	}
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: a},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}}}}}
+}
+
+// delegate reads the delegate of a proxy in the secondary.
+func delegate(ctx SpecContext, name string) (*corev1.Pod, error) {
+	var d corev1.Pod
+	err := secondary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &d)
+	return &d, err
+}
+
+func notFound(ctx SpecContext, c client.Client, obj client.Object, name string) func(Gomega) {
+	return func(g Gomega) {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj)
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "%T %s: %v", obj, name, err)
+	}
+}
+
+var _ = Describe("the webhook", func() {
+	It("refuses at create a pod no cluster can run, or naming an unknown cluster, saying why; leaves other pods alone", func(ctx SpecContext) {
+		err := primary.Client.Create(ctx, electedPod("huge", nil, "1000"))
+		Expect(err).To(MatchError(And(ContainSubstring("no cluster fits"), ContainSubstring(secondary.Name), ContainSubstring("cpu"))))
+		err = primary.Client.Create(ctx, electedPod("lost", map[string]string{flotillav1.AnnotationClusters: "atlantis"}, "100m"))
+		Expect(err).To(MatchError(ContainSubstring("unknown cluster(s) atlantis")))
+
+		plain := electedPod("plain", nil, "100m")
+		plain.Annotations = nil
+		Expect(primary.Client.Create(ctx, plain, client.DryRunAll)).To(Succeed())
+		Expect(plain.Labels).NotTo(HaveKey(flotillav1.LabelProxy), "a pod without the annotation is untouched")
+		Expect(plain.Finalizers).To(BeEmpty())
+
+		other := fmt.Sprintf("not-enabled-%d", time.Now().UnixNano())
+		Expect(primary.Namespace(ctx, other, nil)).To(Succeed())
+		untouched := electedPod("elected", nil, "1000")
+		untouched.Namespace = other
+		Expect(primary.Client.Create(ctx, untouched, client.DryRunAll)).To(Succeed(), "a namespace without the label is not Flotilla's")
+		Expect(untouched.Labels).NotTo(HaveKey(flotillav1.LabelProxy))
+	}, SpecTimeout(time.Minute))
+})
+
+var _ = Describe("the proxy reconciler", func() {
+	It("binds an elected pod to the secondary's virtual node, creates its delegate, mirrors its status, and deletes it before the proxy", func(ctx SpecContext) {
+		pod := electedPod("web", nil, "100m")
+		pod.Labels = map[string]string{"app": "web"}
+		pod.Spec.NodeSelector = map[string]string{corev1.LabelOSStable: "linux"}
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+		Expect(pod.Spec.NodeName).To(Equal(flotillav1.VirtualNodeName(secondary.Name)), "the webhook binds the proxy")
+		Expect(pod.Labels).To(HaveKeyWithValue(flotillav1.LabelProxy, "true"))
+		Expect(pod.Finalizers).To(ContainElement(flotillav1.FinalizerDelegate))
+		Expect(pod.Spec.NodeSelector).To(BeEmpty(), "the user's constraints are the delegate's")
+
+		var d *corev1.Pod
+		Eventually(func(g Gomega) {
+			var err error
+			d, err = delegate(ctx, "web")
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(d.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationProxyUID, string(pod.UID)))
+		Expect(d.Labels).To(HaveKey(flotillav1.LabelPrimary))
+		Expect(d.Labels).To(HaveKeyWithValue("app", "web"))
+		Expect(d.Labels).NotTo(HaveKey(flotillav1.LabelProxy))
+		Expect(d.Spec.NodeSelector).To(HaveKeyWithValue(corev1.LabelOSStable, "linux"))
+		Expect(d.OwnerReferences).To(ConsistOf(HaveField("Kind", "FlotillaPrimary")))
+
+		// What a kubelet in the secondary would report comes back to the proxy.
+		d.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.9.0.7", StartTime: &metav1.Time{Time: time.Now()},
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+		Expect(secondary.Client.Status().Update(ctx, d)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(p.Status.PodIP).To(BeEmpty(), "isolated pod network: the IP is an annotation")
+			g.Expect(p.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationDelegateIP, "10.9.0.7"))
+			g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", flotillav1.PodConditionDelegated), HaveField("Status", corev1.ConditionTrue))))
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+
+		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
+		Eventually(notFound(ctx, secondary.Client, &corev1.Pod{}, "web")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "web")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
+	It("keeps a proxy Pending with WaitingForDependencies while its ConfigMap is missing, then creates the delegate", func(ctx SpecContext) {
+		pod := electedPod("waits", nil, "10m")
+		pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "late-config"}}}}
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+			g.Expect(p.Status.Reason).To(Equal(flotillav1.ReasonWaitingForDependencies))
+			g.Expect(p.Status.Message).To(ContainSubstring("late-config"))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(primary.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late-config"},
+			Data: map[string]string{"K": "v"}})).To(Succeed())
+		Eventually(func() error { _, err := delegate(ctx, "waits"); return err }).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		var cm corev1.ConfigMap
+		Expect(secondary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "late-config"}, &cm)).To(Succeed())
+		Expect(cm.Data).To(HaveKeyWithValue("K", "v"))
+		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "waits")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
+	It("sweeps a delegate whose proxy vanished (its finalizer removed by hand)", func(ctx SpecContext) {
+		pod := electedPod("orphan", nil, "10m")
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+		Eventually(func() error { _, err := delegate(ctx, "orphan"); return err }).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		base := pod.DeepCopy()
+		pod.Finalizers = nil
+		Expect(primary.Client.Patch(ctx, pod, client.MergeFrom(base))).To(Succeed())
+		Expect(primary.Client.Delete(ctx, pod, client.GracePeriodSeconds(0))).To(Succeed())
+		Eventually(notFound(ctx, secondary.Client, &corev1.Pod{}, "orphan")).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+})
+
+var _ = Describe("the dependency reconciler", func() {
+	It("keeps a delegate's ConfigMap and Secret in sync, copies the Services and NetworkPolicies selecting it, removes them when unused", func(ctx SpecContext) {
+		sel := map[string]string{"app": "dep"}
+		Expect(primary.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dep-config"},
+			Data: map[string]string{"LEVEL": "1"}})).To(Succeed())
+		Expect(primary.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dep-secret"},
+			StringData: map[string]string{"TOKEN": "one"}})).To(Succeed())
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dep"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: sel, Ports: []corev1.ServicePort{{Port: 80}}}}
+		Expect(primary.Client.Create(ctx, svc)).To(Succeed())
+		Expect(primary.Client.Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dep"},
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: sel}}})).To(Succeed())
+		pod := electedPod("dep", nil, "10m")
+		pod.Labels = sel
+		pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{
+			{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "dep-config"}}},
+			{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "dep-secret"}}}}
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+
+		Eventually(func(g Gomega) {
+			_, err := delegate(ctx, "dep")
+			g.Expect(err).NotTo(HaveOccurred())
+			var copied corev1.Service
+			g.Expect(secondary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dep"}, &copied)).To(Succeed())
+			g.Expect(copied.Spec.Type).To(Equal(corev1.ServiceTypeClusterIP))
+			g.Expect(copied.Spec.Ports[0].NodePort).To(BeZero())
+			g.Expect(copied.Spec.ClusterIP).NotTo(BeEmpty())
+			g.Expect(copied.Spec.Selector).To(Equal(sel))
+			g.Expect(secondary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dep"}, &networkingv1.NetworkPolicy{})).To(Succeed())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(svc.Spec.Ports[0].NodePort).NotTo(BeZero(), "the primary's Service is a NodePort one")
+
+		start := time.Now()
+		cm := &corev1.ConfigMap{}
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dep-config"}, cm)).To(Succeed())
+		cm.Data["LEVEL"] = "2"
+		Expect(primary.Client.Update(ctx, cm)).To(Succeed())
+		secret := &corev1.Secret{}
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dep-secret"}, secret)).To(Succeed())
+		secret.Data["TOKEN"] = []byte("two")
+		Expect(primary.Client.Update(ctx, secret)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var c corev1.ConfigMap
+			g.Expect(secondary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dep-config"}, &c)).To(Succeed())
+			g.Expect(c.Data).To(HaveKeyWithValue("LEVEL", "2"))
+			var s corev1.Secret
+			g.Expect(secondary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dep-secret"}, &s)).To(Succeed())
+			g.Expect(string(s.Data["TOKEN"])).To(Equal("two"))
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		AddReportEntry("ConfigMap and Secret change reached the secondary", time.Since(start).Round(100*time.Millisecond).String())
+
+		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
+		Eventually(func(g Gomega) {
+			notFound(ctx, secondary.Client, &corev1.ConfigMap{}, "dep-config")(g)
+			notFound(ctx, secondary.Client, &corev1.Secret{}, "dep-secret")(g)
+			notFound(ctx, secondary.Client, &corev1.Service{}, "dep")(g)
+			notFound(ctx, secondary.Client, &networkingv1.NetworkPolicy{}, "dep")(g)
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dep-config"}, &corev1.ConfigMap{})).To(Succeed(), "the primary's own objects stay")
+	}, SpecTimeout(2*time.Minute))
+})
