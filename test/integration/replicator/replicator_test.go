@@ -1,0 +1,156 @@
+// Package replicator_test is the integration suite of the Replicator on a primary alone (a real
+// API server, no controller-manager): the CRD's validation as kubectl apply meets it, the
+// primary-only apply and delete rules, and the condition naming an unknown target. What crosses
+// clusters (targets, drift, outages) stays in the e2e suite.
+package replicator_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
+	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
+)
+
+var (
+	primary     *clusterenv.Cluster
+	stopManager context.CancelFunc
+	managerDone chan struct{}
+)
+
+func TestReplicator(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "Replicator integration")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	ctrl.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
+	var err error
+	primary, err = clusterenv.Start("primary")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(primary.Namespace(ctx, flotillav1.SystemNamespace, nil)).To(Succeed())
+	var primaryID string
+	Eventually(func() error { primaryID, err = clusters.ClusterID(ctx, primary.Client); return err }).WithContext(ctx).Should(Succeed())
+
+	mgr, err := ctrl.NewManager(primary.Config, ctrl.Options{Scheme: clusterenv.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	Expect(err).NotTo(HaveOccurred())
+	registry := clusters.NewRegistry(clusters.Options{PrimaryID: primaryID}, ctrl.Log.WithName("clusters"))
+	Expect(mgr.Add(registry)).To(Succeed())
+	Expect((&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry,
+		Recorder: mgr.GetEventRecorder("flotilla"), Timeout: 5 * time.Second}).SetupWithManager(mgr)).To(Succeed())
+	mctx, cancel := context.WithCancel(context.Background()) //nolint:forbidigo // the manager outlives every spec
+	stopManager, managerDone = cancel, make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(managerDone)
+		Expect(mgr.Start(mctx)).To(Succeed())
+	}()
+}, NodeTimeout(2*time.Minute))
+
+var _ = AfterSuite(func() {
+	if stopManager != nil {
+		stopManager()
+		<-managerDone
+	}
+	Expect(primary.Stop()).To(Succeed())
+})
+
+// plumberSample is plumber's sample Replicator, as users bring it.
+func plumberSample(targets ...string) *flotillav1.Replicator {
+	raw, err := os.ReadFile(filepath.Join(clusterenv.RepoRoot(), "config", "samples", "plumber-replicator.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	var rep flotillav1.Replicator
+	Expect(yaml.Unmarshal(raw, &rep)).To(Succeed())
+	rep.Spec.TargetCluster = targets
+	return &rep
+}
+
+func replicatorStatus(ctx context.Context, name string) (*flotillav1.Replicator, error) {
+	var rep flotillav1.Replicator
+	err := primary.Client.Get(ctx, client.ObjectKey{Name: name}, &rep)
+	return &rep, err
+}
+
+var _ = Describe("the Replicator", func() {
+	It("refuses invalid Replicators at create with a message, and names an unknown cluster in a condition", func(ctx SpecContext) {
+		base := "apiVersion: flotilla.dev/v1alpha1\nkind: Replicator\nmetadata:\n  name: invalid\nspec:\n"
+		for _, tc := range []struct{ spec, message string }{
+			{"  configMapName: x\n", "replicationNamespace"},
+			{"  replicationNamespace: kube-public\n", "must not be default, flotilla-system or a kube-* namespace"},
+			{"  replicationNamespace: default\n", "must not be default, flotilla-system or a kube-* namespace"},
+			{"  replicationNamespace: ok\n  deploymentName: d\n  deploymentSpec:\n    template:\n      spec:\n        containers: []\n", "must list at least one container"},
+			{"  replicationNamespace: ok\n  ingressSecureEnabled: true\n", "ingressSecureEnabled needs ingressSpec.rules"},
+			{"  replicationNamespace: ok\n  ingressSecureEnabled: true\n  ingressName: i\n  ingressSpec:\n    rules:\n    - http:\n        paths: []\n", "a host each"},
+			{"  replicationNamespace: ok\n  resources:\n  - apiVersion: v1\n    kind: Pod\n    metadata:\n      name: p\n", "resources may only hold"},
+			{"  replicationNamespace: ok\n  targetCluster: ['*', 'a']\n", "cannot be combined"},
+		} {
+			u := &unstructured.Unstructured{}
+			Expect(yaml.Unmarshal([]byte(base+tc.spec), &u.Object)).To(Succeed())
+			err := primary.Client.Create(ctx, u)
+			Expect(err).To(HaveOccurred(), "accepted: %s", tc.spec)
+			Expect(err.Error()).To(ContainSubstring(tc.message), "for %s", tc.spec)
+		}
+
+		rep := plumberSample("atlantis")
+		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "unknown-target", "unknown-target", false
+		Expect(primary.Client.Create(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			cond := meta.FindStatusCondition(st.Status.Conditions, flotillav1.ConditionSynced)
+			g.Expect(cond).NotTo(BeNil())
+			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(cond.Reason).To(Equal(flotillav1.ReasonUnknownTargets))
+			g.Expect(cond.Message).To(ContainSubstring("atlantis"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(primary.Client.Delete(ctx, rep)).To(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
+	It("without targetCluster touches the primary only, removes what it applied when deleted, and keeps a namespace that existed before", func(ctx SpecContext) {
+		const ns = "kept-ns"
+		Expect(primary.Namespace(ctx, ns, nil)).To(Succeed())
+		rep := plumberSample()
+		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "primary-only", ns, false
+		Expect(primary.Client.Create(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"))
+			g.Expect(st.Status.ClusterCount).To(Equal("1/1"))
+			g.Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nginx"}, &appsv1.Deployment{})).To(Succeed())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		Expect(primary.Client.Delete(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			err := primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nginx"}, &appsv1.Deployment{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Deployment: %v", err)
+			err = primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nginx"}, &corev1.ConfigMap{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ConfigMap: %v", err)
+			_, err = replicatorStatus(ctx, rep.Name)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the finalizer is released: %v", err)
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		var live corev1.Namespace
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Name: ns}, &live)).To(Succeed())
+		Expect(live.DeletionTimestamp).To(BeNil(), "a namespace that existed before is kept")
+	}, SpecTimeout(2*time.Minute))
+})
