@@ -1,7 +1,11 @@
 // Package webhook is Flotilla's mutating admission webhook: it turns a pod annotated
-// flotilla.dev/elect (in a namespace labelled flotilla.dev/enabled=true) into a proxy pod that the
-// primary's own scheduler binds to the virtual node of a feasible secondary.
+// flotilla.dev/elect (in a namespace labelled flotilla.dev/enabled=true) into a proxy pod bound
+// at admission to the virtual node of a feasible secondary (weighted by free CPU;
+// --proxy-placement=scheduler leaves the choice among the feasible virtual nodes to the primary's
+// scheduler), and keeps DaemonSets off virtual nodes.
 //
-// The mutation is the pure function Mutate, table-tested; Handler adapts it to admission requests
-// with the secondaries' nodes read from the cluster registry's caches.
+// Files: mutate.go and daemonset.go (the pure mutations, table-tested), handler.go (admission
+// handlers over the cluster registry's snapshots), configuration.go (the
+// MutatingWebhookConfiguration Flotilla owns), certificates.go (the CA shared by replicas, each
+// replica's serving certificate and its renewal, a manager Runnable).
 package webhook

@@ -2,17 +2,20 @@
 //
 // The registration Secret (flotilla-system/kubeconfig, key config) is a kubeconfig whose every
 // context is a cluster. A Registry turns it into clients, one health-probe goroutine per cluster,
-// and, for secondaries, the node and pod informers that their virtual node's capacity needs.
-// Other components (the ClusterDetector reconciler, the virtual nodes) read Snapshots from it and
-// subscribe to its changes; none of them dials a secondary on its own.
+// and, for secondaries, the informers that their virtual node's capacity, the proxy reconciler
+// (delegates) and the Replicator (what it applied) need. Other components read Snapshots and
+// Secondary clients from it and watch it through controller-runtime sources (DelegateSource,
+// ReplicaSource, ClusterSource), declared in their SetupWithManager as cluster-api's cluster cache
+// hands out watches; none of them dials a secondary or starts an informer there on its own.
 //
 // # Usage
 //
 //	reg := clusters.NewRegistry(clusters.Options{PrimaryID: id}, log)
 //	mgr.Add(reg)                                          // probes run while the manager runs
-//	(&clusters.SecretReconciler{Registry: reg}).SetupWithManager(mgr)
+//	(&registration.Reconciler{Registry: reg}).SetupWithManager(mgr) // feeds the Secret
 //	for _, s := range reg.Snapshots() { ... }
-//	changes := reg.Subscribe()                           // cluster names, coalesced
+//	ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).
+//		WatchesRawSource(reg.DelegateSource(&handler.EnqueueRequestForObject{}))
 //
 // # Implementation considerations
 //
@@ -27,4 +30,12 @@
 //   - A change of a context's token alone never restarts its connection: the token is read per
 //     request, so renewing it costs nothing.
 //   - Cluster names are DNS-1123 labels derived from context names (ClusterName).
+//   - Sources never block an informer and never drop an event: a source's handler only adds to
+//     its controller's work queue (which coalesces). A source starts with its controller, so a
+//     standby replica registers no handler and buffers nothing. A source started late is replayed
+//     what the informers hold; informers restarted after an outage get every source's handler.
+//   - One home for shared concepts: ClusterID (kube-system UID), the registration Secret's one
+//     read-modify-write (UpdateRegistration, used by the CLI and the token renewal),
+//     EnsureManagedNamespace (proxy and Replicator reconcilers), VirtualNodeLabels (virtual node
+//     manager and webhook).
 package clusters

@@ -25,6 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
@@ -140,4 +142,16 @@ func (c *Cluster) ReadyNode(ctx context.Context, name, cpu, memory string) error
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "..")
+}
+
+// Run starts a controller-runtime manager for the whole suite; stop stops it and waits for it,
+// returning what Start returned.
+func Run(mgr manager.Manager) (stop func() error) {
+	ctx, cancel := context.WithCancel(context.Background()) //nolint:forbidigo // the manager outlives every spec
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() error {
+		cancel()
+		return <-done
+	}
 }

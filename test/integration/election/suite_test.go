@@ -41,8 +41,7 @@ const (
 
 var (
 	primary, secondary *clusterenv.Cluster
-	stopManager        context.CancelFunc
-	managerDone        chan struct{}
+	stopManager        func() error
 )
 
 func TestElection(t *testing.T) {
@@ -88,8 +87,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 var _ = AfterSuite(func() {
 	if stopManager != nil {
-		stopManager()
-		<-managerDone
+		Expect(stopManager()).To(Succeed())
 	}
 	Expect(secondary.Stop()).To(Succeed())
 	Expect(primary.Stop()).To(Succeed())
@@ -135,11 +133,5 @@ func startManager(primaryID string) {
 	Expect(mgr.Add(&proxy.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: 2 * time.Second,
 		Log: ctrl.Log.WithName("sweep")})).To(Succeed())
 
-	ctx, cancel := context.WithCancel(context.Background()) //nolint:forbidigo // the manager outlives every spec
-	stopManager, managerDone = cancel, make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(managerDone)
-		Expect(mgr.Start(ctx)).To(Succeed())
-	}()
+	stopManager = clusterenv.Run(mgr)
 }

@@ -33,8 +33,7 @@ import (
 
 var (
 	primary     *clusterenv.Cluster
-	stopManager context.CancelFunc
-	managerDone chan struct{}
+	stopManager func() error
 )
 
 func TestReplicator(t *testing.T) {
@@ -58,19 +57,12 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(mgr.Add(registry)).To(Succeed())
 	Expect((&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry,
 		Recorder: mgr.GetEventRecorder("flotilla"), Timeout: 5 * time.Second}).SetupWithManager(mgr)).To(Succeed())
-	mctx, cancel := context.WithCancel(context.Background()) //nolint:forbidigo // the manager outlives every spec
-	stopManager, managerDone = cancel, make(chan struct{})
-	go func() {
-		defer GinkgoRecover()
-		defer close(managerDone)
-		Expect(mgr.Start(mctx)).To(Succeed())
-	}()
+	stopManager = clusterenv.Run(mgr)
 }, NodeTimeout(2*time.Minute))
 
 var _ = AfterSuite(func() {
 	if stopManager != nil {
-		stopManager()
-		<-managerDone
+		Expect(stopManager()).To(Succeed())
 	}
 	Expect(primary.Stop()).To(Succeed())
 })
