@@ -49,7 +49,8 @@ func Rules(primaryID string) []rbacv1.PolicyRule {
 		// Secrets are written (dependencies of delegates), never read.
 		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "update", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods/log", "pods/status"}, Verbs: []string{"get"}},
-		{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"}, Verbs: []string{"get", "create"}},
+		// CONNECT requests, admitted by the policy only in managed namespaces.
+		{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"}, Verbs: []string{"create"}},
 		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies", "ingresses"}, Verbs: writeVerbs},
 		// What a Replicator may carry (its allow-list), written only where the admission policy allows.
@@ -67,17 +68,21 @@ func Rules(primaryID string) []rbacv1.PolicyRule {
 var forbiddenNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease, flotillav1.SystemNamespace}
 
 // policyExpression lets the identity write a namespaced object only in a namespace labelled
-// managed-by=<primary>, a Namespace only if it carries that label, and its FlotillaPrimary; and
-// change or delete only objects carrying flotilla.dev/primary=<primary>, so an object of the same
-// name that Flotilla did not create (a user's Secret) is never overwritten.
+// managed-by=<primary>, and its FlotillaPrimary; create a Namespace only with that label, and
+// update or delete one only if it already carries it (the old object is checked, so the identity
+// cannot label a namespace to take it, another primary's included); connect to pods (exec,
+// attach, port-forward: CONNECT requests) only in such namespaces; and change or delete only
+// objects carrying flotilla.dev/primary=<primary>, so an object of the same name that Flotilla did
+// not create (a user's Secret) is never overwritten.
 const policyExpression = `request.resource.resource == 'flotillaprimaries' ||
 (
   !(request.resource.resource == 'namespaces' ? request.name : request.namespace).startsWith('kube-') &&
   !((request.resource.resource == 'namespaces' ? request.name : request.namespace) in params.data.forbidden.split(',')) &&
   (request.resource.resource == 'namespaces'
-    ? (request.operation == 'DELETE' ? oldObject : object).metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary
+    ? (request.operation == 'CREATE' || oldObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary) &&
+      (request.operation == 'DELETE' || object.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary)
     : namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary) &&
-  (request.operation == 'CREATE' || request.resource.resource in ['namespaces', 'events'] || oldObject == null ||
+  (request.operation in ['CREATE', 'CONNECT'] || request.resource.resource in ['namespaces', 'events'] || oldObject == null ||
     oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == params.data.primary)
 )`
 
@@ -119,7 +124,8 @@ func Objects(n Names, clusterName string) []client.Object {
 				ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"},
 				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete},
+						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update,
+							admissionregistrationv1.Delete, admissionregistrationv1.Connect},
 						Rule: admissionregistrationv1.Rule{APIGroups: []string{"*"}, APIVersions: []string{"*"},
 							Resources: []string{"*", "pods/exec", "pods/attach", "pods/portforward", "pods/status"}},
 					}}}},

@@ -209,6 +209,19 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kube-sneaky",
 			Labels: map[string]string{flotillav1.LabelManagedBy: names.PrimaryID}}}, metav1.CreateOptions{})
 		Expect(err).To(MatchError(ContainSubstring("never in kube-*")))
+
+		// It cannot take a namespace by labelling it, nor delete one it does not manage, nor exec
+		// into a pod outside its namespaces (CONNECT requests).
+		unmanaged, err := s1.Clientset.CoreV1().Namespaces().Get(ctx, "unmanaged", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		unmanaged.Labels = map[string]string{flotillav1.LabelManagedBy: names.PrimaryID}
+		_, err = cs.CoreV1().Namespaces().Update(ctx, unmanaged, metav1.UpdateOptions{})
+		Expect(err).To(MatchError(ContainSubstring("may write only in namespaces labelled")), "labelling an unmanaged namespace")
+		Expect(cs.CoreV1().Namespaces().Delete(ctx, "unmanaged", metav1.DeleteOptions{})).To(
+			MatchError(ContainSubstring("may write only in namespaces labelled")), "deleting an unmanaged namespace")
+		err = cs.CoreV1().RESTClient().Post().Namespace(metav1.NamespaceSystem).Resource("pods").Name("any").
+			SubResource("exec").Param("command", "true").Param("stdout", "true").Do(ctx).Error()
+		Expect(err).To(MatchError(ContainSubstring("may write only in namespaces labelled")), "exec in kube-system")
 	}, SpecTimeout(time.Minute))
 
 	It("shows a bogus context Unknown with a reason while the others stay Running, and survives a garbage Secret", func(ctx SpecContext) {

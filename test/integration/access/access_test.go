@@ -1,0 +1,106 @@
+// Package access_test is the integration suite of the fence `flotillactl cluster join` installs
+// in a secondary (pkg/access): the RBAC and the ValidatingAdmissionPolicy, applied to a real API
+// server and exercised as the joined identity (impersonation).
+package access_test
+
+import (
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/pkg/access"
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
+)
+
+var (
+	secondary *clusterenv.Cluster
+	names     access.Names
+	// asFlotilla acts as the joined identity.
+	asFlotilla kubernetes.Interface
+)
+
+func TestAccess(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "access integration")
+}
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	var err error
+	secondary, err = clusterenv.Start("secondary")
+	Expect(err).NotTo(HaveOccurred())
+	names = access.NamesFor("0123456789abcdef-primary")
+	for _, o := range access.Objects(names, "east") {
+		Expect(secondary.Client.Create(ctx, o)).To(Succeed(), "%T %s", o, o.GetName())
+	}
+	cfg := rest.CopyConfig(secondary.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: names.Username(),
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + flotillav1.SystemNamespace, "system:authenticated"}}
+	asFlotilla, err = kubernetes.NewForConfig(cfg)
+	Expect(err).NotTo(HaveOccurred())
+	for name, labels := range map[string]map[string]string{
+		"unmanaged": nil, "managed": {flotillav1.LabelManagedBy: names.PrimaryID}, "others": {flotillav1.LabelManagedBy: "another-primary"},
+	} {
+		Expect(secondary.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}})).To(Succeed())
+	}
+	// The policy is enforced once the API server has compiled it.
+	Eventually(func() error {
+		_, err := asFlotilla.CoreV1().ConfigMaps("unmanaged").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{})
+		if err == nil {
+			_ = secondary.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "unmanaged", Name: "probe"}})
+		}
+		return err
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("may write only in namespaces labelled")))
+}, NodeTimeout(2*time.Minute))
+
+var _ = AfterSuite(func() { Expect(secondary.Stop()).To(Succeed()) })
+
+const refused = "may write only in namespaces labelled " + flotillav1.LabelManagedBy
+
+var _ = Describe("the fence in a secondary", func() {
+	It("refuses the joined identity labelling a namespace it does not manage, taking another primary's, or deleting either", func(ctx SpecContext) {
+		for _, name := range []string{"unmanaged", "others"} {
+			var ns corev1.Namespace
+			Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: name}, &ns)).To(Succeed())
+			if ns.Labels == nil {
+				ns.Labels = map[string]string{}
+			}
+			ns.Labels[flotillav1.LabelManagedBy] = names.PrimaryID
+			_, err := asFlotilla.CoreV1().Namespaces().Update(ctx, &ns, metav1.UpdateOptions{})
+			Expect(err).To(MatchError(ContainSubstring(refused)), "labelling %s", name)
+			err = asFlotilla.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{})
+			Expect(err).To(MatchError(ContainSubstring(refused)), "deleting %s", name)
+		}
+		// The controls: its own namespace it may change and delete.
+		var ns corev1.Namespace
+		Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: "managed"}, &ns)).To(Succeed())
+		ns.Annotations = map[string]string{"touched": "yes"}
+		_, err := asFlotilla.CoreV1().Namespaces().Update(ctx, &ns, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = asFlotilla.CoreV1().ConfigMaps("managed").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "ok"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("refuses exec, attach and port-forward outside managed namespaces (CONNECT requests)", func(ctx SpecContext) {
+		for _, sub := range []string{"exec", "attach", "portforward"} {
+			err := asFlotilla.CoreV1().RESTClient().Post().Namespace("kube-system").Resource("pods").Name("kube-apiserver").
+				SubResource(sub).Param("command", "true").Param("stdout", "true").Do(ctx).Error()
+			Expect(err).To(MatchError(ContainSubstring(refused)), "%s in kube-system", sub)
+			err = asFlotilla.CoreV1().RESTClient().Post().Namespace("unmanaged").Resource("pods").Name("app").
+				SubResource(sub).Param("command", "true").Param("stdout", "true").Do(ctx).Error()
+			Expect(err).To(MatchError(ContainSubstring(refused)), "%s in an unmanaged namespace", sub)
+		}
+		// In a managed namespace the fence lets it through (the pod does not exist: NotFound, not refused).
+		err := asFlotilla.CoreV1().RESTClient().Post().Namespace("managed").Resource("pods").Name("app").
+			SubResource("exec").Param("command", "true").Param("stdout", "true").Do(ctx).Error()
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).NotTo(ContainSubstring(refused))
+	})
+})
