@@ -11,13 +11,16 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -33,6 +36,7 @@ import (
 // Secondaries gives the kubelet API the secondary a delegate runs in.
 type Secondaries interface {
 	Secondary(name string) (clusters.Secondary, bool)
+	PrimaryID() string
 }
 
 // Server is the kubelet API of every virtual node (they share one address): kubectl logs,
@@ -56,10 +60,11 @@ func (k *Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends.
 func (k *Server) Start(ctx context.Context) error {
-	clientCAs, err := k.clientCAs(ctx)
-	if err != nil {
+	cas := &clientCAPool{}
+	if err := cas.reload(ctx, k.clientCAs); err != nil {
 		return err
 	}
+	go cas.keepReloaded(ctx, k.clientCAs, clientCAReload, k.Log)
 	now := time.Now()
 	ca, err := pki.NewCA("flotilla-kubelet-ca", now, 5*365*24*time.Hour)
 	if err != nil {
@@ -87,8 +92,12 @@ func (k *Server) Start(ctx context.Context) error {
 		Addr:              k.Addr,
 		Handler:           k.authenticated(r),
 		ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: clientCAs,
-			ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12},
+		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12,
+			// Per connection, so a rotated client CA is trusted without a restart.
+			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+				return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: cas.get(),
+					ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}, nil
+			}},
 	}
 	errCh := make(chan error, 1)
 	go func() { errCh <- srv.ListenAndServeTLS("", "") }()
@@ -116,87 +125,155 @@ func (k *Server) clientCAs(ctx context.Context) (*x509.CertPool, error) {
 	return pool, nil
 }
 
+// caller is who sent a request: the API server proxying a user it has already authorised
+// (client certificate), or a direct caller (bearer token, reviewed).
+type caller struct {
+	user, uid string
+	groups    []string
+	extra     map[string]authorizationv1.ExtraValue
+	apiServer bool
+}
+
 // authenticated authenticates and authorises every request before the kubelet handlers run.
+// The API server (client certificate) needs nodes/proxy on the proxy's node, with verb create for
+// exec, attach and port-forward whatever the HTTP method (a GET websocket upgrade is still an
+// exec). A direct caller needs what it would need on the proxy itself through the API server:
+// create pods/exec, pods/attach or pods/portforward, or get pods/log, on that pod.
 func (k *Server) authenticated(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		user, groups, ok := k.authenticate(r)
+		who, ok := k.authenticate(r)
 		if !ok {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		node, err := k.nodeOf(r)
+		target, err := parseTarget(r.URL.Path)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		verb := "get"
-		if r.Method == http.MethodPost {
-			verb = "create"
+		node, err := k.nodeOf(r.Context(), target)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
 		}
+		attrs := target.attributes(node, who.apiServer)
 		sar, err := k.Primary.AuthorizationV1().SubjectAccessReviews().Create(r.Context(), &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups,
-				ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Resource: "nodes", Subresource: "proxy", Name: node}},
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: who.user, UID: who.uid, Groups: who.groups, Extra: who.extra,
+				ResourceAttributes: &attrs},
 		}, metav1.CreateOptions{})
 		if err != nil {
 			http.Error(w, "authorization failed", http.StatusInternalServerError)
 			return
 		}
 		if !sar.Status.Allowed {
-			http.Error(w, fmt.Sprintf("Forbidden: %s may not %s nodes/proxy of %s", user, verb, node), http.StatusForbidden)
+			what := attrs.Resource + "/" + attrs.Subresource
+			http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s %s", who.user, attrs.Verb, what, attrs.Name), http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (k *Server) authenticate(r *http.Request) (user string, groups []string, ok bool) {
+func (k *Server) authenticate(r *http.Request) (caller, bool) {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		c := r.TLS.PeerCertificates[0]
-		return c.Subject.CommonName, c.Subject.Organization, true
+		return caller{user: c.Subject.CommonName, groups: c.Subject.Organization, apiServer: true}, true
 	}
 	token, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !found || token == "" {
-		return "", nil, false
+		return caller{}, false
 	}
 	tr, err := k.Primary.AuthenticationV1().TokenReviews().Create(r.Context(), &authenticationv1.TokenReview{
 		Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil || !tr.Status.Authenticated {
-		return "", nil, false
+		return caller{}, false
 	}
-	return tr.Status.User.Username, tr.Status.User.Groups, true
+	u := tr.Status.User
+	extra := make(map[string]authorizationv1.ExtraValue, len(u.Extra))
+	for key, v := range u.Extra {
+		extra[key] = authorizationv1.ExtraValue(v)
+	}
+	return caller{user: u.Username, uid: u.UID, groups: u.Groups, extra: extra}, true
 }
 
-// nodeOf finds the virtual node of the proxy a request names (/{verb}/{namespace}/{pod}/...).
-func (k *Server) nodeOf(r *http.Request) (string, error) {
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+// target is what a kubelet API request names: /{verb}/{namespace}/{pod}/...
+type target struct {
+	verb, namespace, pod string
+}
+
+func parseTarget(path string) (target, error) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
 	if len(parts) < 3 {
-		return "", errors.New("not a pod request")
+		return target{}, errors.New("not a pod request")
 	}
-	pod, err := k.Primary.CoreV1().Pods(parts[1]).Get(r.Context(), parts[2], metav1.GetOptions{})
+	return target{verb: parts[0], namespace: parts[1], pod: parts[2]}, nil
+}
+
+// attributes are what a caller must be allowed: see authenticated.
+func (t target) attributes(node string, apiServer bool) authorizationv1.ResourceAttributes {
+	verb, sub := "create", ""
+	switch t.verb {
+	case "exec":
+		sub = "exec"
+	case "attach":
+		sub = "attach"
+	case "portForward":
+		sub = "portforward"
+	default: // containerLogs and anything read-only
+		verb, sub = "get", "log"
+	}
+	if apiServer {
+		return authorizationv1.ResourceAttributes{Verb: verb, Resource: "nodes", Subresource: "proxy", Name: node}
+	}
+	return authorizationv1.ResourceAttributes{Verb: verb, Resource: "pods", Subresource: sub, Namespace: t.namespace, Name: t.pod}
+}
+
+// nodeOf finds the virtual node of the proxy a request names.
+func (k *Server) nodeOf(ctx context.Context, t target) (string, error) {
+	pod, err := k.Primary.CoreV1().Pods(t.namespace).Get(ctx, t.pod, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("pod %s/%s: %w", parts[1], parts[2], err)
+		return "", fmt.Errorf("pod %s/%s: %w", t.namespace, t.pod, err)
 	}
 	if !strings.HasPrefix(pod.Spec.NodeName, flotillav1.VirtualNodePrefix) {
-		return "", fmt.Errorf("pod %s/%s is not on a virtual node", parts[1], parts[2])
+		return "", fmt.Errorf("pod %s/%s is not on a virtual node", t.namespace, t.pod)
 	}
 	return pod.Spec.NodeName, nil
 }
 
-// secondaryOf returns the secondary running the delegate of a proxy.
+// secondaryOf returns the secondary running the delegate of a proxy, after checking, live, that
+// the pod of that name there is this proxy's delegate: this primary's label and the proxy's UID.
+// Anything else (a same-named pod of the secondary's own, another incarnation's delegate) is
+// NotFound (404): the kubelet API never streams from a pod that is not the proxy's delegate.
 func (k *Server) secondaryOf(ctx context.Context, namespace, name string) (clusters.Secondary, error) {
-	pod, err := k.Primary.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	proxy, err := k.Primary.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return clusters.Secondary{}, fmt.Errorf("pod %s/%s: %w", namespace, name, err)
+		return clusters.Secondary{}, errdefs.AsNotFound(fmt.Errorf("pod %s/%s: %w", namespace, name, err))
 	}
-	cluster, ok := strings.CutPrefix(pod.Spec.NodeName, flotillav1.VirtualNodePrefix)
+	cluster, ok := strings.CutPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix)
 	if !ok {
-		return clusters.Secondary{}, fmt.Errorf("pod %s/%s is not on a virtual node", namespace, name)
+		return clusters.Secondary{}, errdefs.NotFoundf("pod %s/%s is not on a virtual node", namespace, name)
 	}
 	sec, ok := k.Secondaries.Secondary(cluster)
 	if !ok {
 		return clusters.Secondary{}, fmt.Errorf("secondary %s is not usable", cluster)
 	}
+	delegate, err := sec.Clientset.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return clusters.Secondary{}, errdefs.NotFoundf("pod %s/%s has no delegate in %s", namespace, name, cluster)
+		}
+		return clusters.Secondary{}, fmt.Errorf("reading the delegate of %s/%s in %s: %w", namespace, name, cluster, err)
+	}
+	if !IsDelegateOf(delegate, proxy, k.Secondaries.PrimaryID()) {
+		return clusters.Secondary{}, errdefs.NotFoundf("pod %s/%s has no delegate in %s", namespace, name, cluster)
+	}
 	return sec, nil
+}
+
+// IsDelegateOf says whether a pod of a secondary is this primary's delegate of that proxy.
+func IsDelegateOf(pod, proxy *corev1.Pod, primaryID string) bool {
+	return primaryID != "" && pod.Labels[flotillav1.LabelPrimary] == primaryID &&
+		pod.Annotations[flotillav1.AnnotationProxyUID] == string(proxy.UID) && proxy.UID != ""
 }
 
 func (k *Server) containerLogs(ctx context.Context, namespace, pod, container string, o api.ContainerLogOpts) (io.ReadCloser, error) {
@@ -287,4 +364,46 @@ func (q sizeQueue) Next() *remotecommand.TerminalSize {
 		return nil
 	}
 	return &remotecommand.TerminalSize{Width: s.Width, Height: s.Height}
+}
+
+// clientCAReload is how often the client CA is read again (the API server's may rotate).
+const clientCAReload = time.Minute
+
+// clientCAPool holds the current client CA pool.
+type clientCAPool struct {
+	mu   sync.RWMutex
+	pool *x509.CertPool
+}
+
+func (p *clientCAPool) get() *x509.CertPool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.pool
+}
+
+func (p *clientCAPool) reload(ctx context.Context, read func(context.Context) (*x509.CertPool, error)) error {
+	pool, err := read(ctx)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.pool = pool
+	p.mu.Unlock()
+	return nil
+}
+
+// keepReloaded reads the client CA every interval until ctx ends; a failed read keeps the last.
+func (p *clientCAPool) keepReloaded(ctx context.Context, read func(context.Context) (*x509.CertPool, error), every time.Duration, log logr.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := p.reload(ctx, read); err != nil {
+				log.Error(err, "Reloading the client CA failed; the last one stays in use")
+			}
+		}
+	}
 }

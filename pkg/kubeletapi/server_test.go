@@ -3,6 +3,7 @@ package kubeletapi
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -11,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/portforward"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
@@ -93,6 +97,16 @@ func (c *clientConn) received() string {
 
 type secondariesMap map[string]clusters.Secondary
 
+func (s secondariesMap) PrimaryID() string { return "primary-1" }
+
+// delegateOfWeb is this primary's delegate of the proxy ns/web in the fake secondary.
+func delegateOfWeb() *corev1.Pod {
+	return &corev1.Pod{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web",
+			Labels:      map[string]string{flotillav1.LabelPrimary: "primary-1"},
+			Annotations: map[string]string{flotillav1.AnnotationProxyUID: "proxy-uid-1"}}}
+}
+
 func (s secondariesMap) Secondary(name string) (clusters.Secondary, bool) {
 	sec, ok := s[name]
 	return sec, ok
@@ -101,8 +115,13 @@ func (s secondariesMap) Secondary(name string) (clusters.Secondary, bool) {
 // fakeSecondaryKubelet serves pods/portforward of ns/web as the secondary's API server and kubelet
 // would: it reads the data stream to its end, then answers "pong:<what it read>", or, with
 // failWith, reports that on the error stream.
-func fakeSecondaryKubelet(t *testing.T, failWith string, port chan<- string) *httptest.Server {
+func fakeSecondaryKubelet(t *testing.T, failWith string, port chan<- string, delegate *corev1.Pod) *httptest.Server {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.URL.Path == "/api/v1/namespaces/ns/pods/web" {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(delegate)
+			return
+		}
 		if r.Method != http.MethodPost || r.URL.Path != "/api/v1/namespaces/ns/pods/web/portforward" {
 			http.NotFound(w, r)
 			return
@@ -154,7 +173,7 @@ func kubeletFor(t *testing.T, secondary *httptest.Server) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	primary := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"},
+	primary := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "proxy-uid-1"},
 		Spec: corev1.PodSpec{NodeName: "flotilla-eu"}})
 	return &Server{Primary: primary,
 		Secondaries: secondariesMap{"eu": {Name: "eu", Clientset: cs, Config: cfg}}}
@@ -162,7 +181,7 @@ func kubeletFor(t *testing.T, secondary *httptest.Server) *Server {
 
 func TestPortForwardHalfClose(t *testing.T) {
 	port := make(chan string, 1)
-	k := kubeletFor(t, fakeSecondaryKubelet(t, "", port))
+	k := kubeletFor(t, fakeSecondaryKubelet(t, "", port, delegateOfWeb()))
 	client := &clientConn{Reader: strings.NewReader("ping")}
 	// Bounded: without the half-close, neither side would ever end.
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -179,7 +198,7 @@ func TestPortForwardHalfClose(t *testing.T) {
 }
 
 func TestPortForwardRemoteError(t *testing.T) {
-	k := kubeletFor(t, fakeSecondaryKubelet(t, "connection refused", make(chan string, 1)))
+	k := kubeletFor(t, fakeSecondaryKubelet(t, "connection refused", make(chan string, 1), delegateOfWeb()))
 	err := k.portForward(t.Context(), "ns", "web", 8080, &clientConn{Reader: strings.NewReader("ping")})
 	if err == nil || !strings.Contains(err.Error(), "connection refused") || !strings.Contains(err.Error(), "in eu") {
 		t.Errorf("err = %v", err)
@@ -191,5 +210,47 @@ func TestPortForwardNotOnVirtualNode(t *testing.T) {
 		Spec: corev1.PodSpec{NodeName: "worker-1"}}), Secondaries: secondariesMap{}}
 	if err := k.portForward(t.Context(), "ns", "web", 8080, &clientConn{Reader: strings.NewReader("")}); err == nil {
 		t.Error("want an error for a pod that is not a proxy")
+	}
+}
+
+func TestStreamsOnlyFromTheProxysOwnDelegate(t *testing.T) {
+	foreign := delegateOfWeb()
+	foreign.Labels = nil // the secondary's own pod of the same name
+	other := delegateOfWeb()
+	other.Annotations[flotillav1.AnnotationProxyUID] = "an-earlier-incarnation"
+	for name, pod := range map[string]*corev1.Pod{"unlabelled": foreign, "another proxy's": other} {
+		k := kubeletFor(t, fakeSecondaryKubelet(t, "", make(chan string, 1), pod))
+		err := k.portForward(t.Context(), "ns", "web", 8080, &clientConn{Reader: strings.NewReader("ping")})
+		if !errdefs.IsNotFound(err) {
+			t.Errorf("%s pod: %v, want NotFound (404)", name, err)
+		}
+	}
+}
+
+func TestAttributesAskForTheProxysOwnRightsOfDirectCallers(t *testing.T) {
+	tests := map[string]struct {
+		path      string
+		apiServer bool
+		want      authorizationv1.ResourceAttributes
+	}{
+		"exec by the API server": {"/exec/ns/web/c", true,
+			authorizationv1.ResourceAttributes{Verb: "create", Resource: "nodes", Subresource: "proxy", Name: "flotilla-eu"}},
+		"exec by a token, whatever the method": {"/exec/ns/web/c", false,
+			authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "exec", Namespace: "ns", Name: "web"}},
+		"port-forward by a token": {"/portForward/ns/web", false,
+			authorizationv1.ResourceAttributes{Verb: "create", Resource: "pods", Subresource: "portforward", Namespace: "ns", Name: "web"}},
+		"logs by a token": {"/containerLogs/ns/web/c", false,
+			authorizationv1.ResourceAttributes{Verb: "get", Resource: "pods", Subresource: "log", Namespace: "ns", Name: "web"}},
+		"logs by the API server": {"/containerLogs/ns/web/c", true,
+			authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: "proxy", Name: "flotilla-eu"}},
+	}
+	for name, tc := range tests {
+		tgt, err := parseTarget(tc.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tgt.attributes("flotilla-eu", tc.apiServer); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", name, got, tc.want)
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -422,7 +423,55 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		_ = resp.Body.Close()
 		Expect(resp.StatusCode).To(Equal(http.StatusForbidden))
+
+		// get nodes/proxy (what a monitoring agent holds) is not exec: a GET upgrade to /exec is
+		// refused, since exec needs create pods/exec on the proxy itself.
+		_, err = bed.Primary.Clientset.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-nodes-proxy-get"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/proxy"}, Verbs: []string{"get"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bed.Primary.Clientset.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-nodes-proxy-get"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "e2e-nodes-proxy-get"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "nobody"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		execReq, err := http.NewRequestWithContext(ctx, http.MethodGet, manager.kubeletURL+"/exec/"+ns+"/talk/c?command=id&output=1", nil)
+		Expect(err).NotTo(HaveOccurred())
+		execReq.Header.Set("Authorization", "Bearer "+tr.Status.Token)
+		execReq.Header.Set("Connection", "Upgrade")
+		execReq.Header.Set("Upgrade", "websocket")
+		Eventually(func() (int, error) {
+			resp, err := insecure.Do(execReq.Clone(ctx))
+			if err != nil {
+				return 0, err
+			}
+			_ = resp.Body.Close()
+			return resp.StatusCode, nil
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Equal(http.StatusForbidden))
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "talk", metav1.DeleteOptions{})).To(Succeed())
+
+		// A pod of the secondary's own with a proxy's name is never streamed from: 404, not its logs.
+		_, err = s1.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "twin"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "twin",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() (string, error) {
+			_, err := s1.Clientset.CoreV1().Pods(ns).GetLogs("twin", &corev1.PodLogOptions{}).DoRaw(ctx)
+			return "", err
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the secondary's own pod runs and logs")
+		Consistently(func() error {
+			raw, err := bed.Primary.Clientset.CoreV1().Pods(ns).GetLogs("twin", &corev1.PodLogOptions{}).DoRaw(ctx)
+			if err == nil {
+				return fmt.Errorf("the foreign pod's logs were served: %q", raw)
+			}
+			if !apierrors.IsNotFound(err) && !strings.Contains(err.Error(), "has no delegate") {
+				return fmt.Errorf("want 404, got %w", err)
+			}
+			return nil
+		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "twin", metav1.DeleteOptions{})).To(Succeed())
+		Expect(s1.Clientset.CoreV1().Pods(ns).Delete(ctx, "twin", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(2*time.Minute))
 
 	It("keeps a tolerate-all DaemonSet off virtual nodes: nothing runs in a secondary and its rolling update completes", func(ctx SpecContext) {
