@@ -26,7 +26,9 @@ type ConfigOptions struct {
 func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConfiguration {
 	fail := admissionregistrationv1.Fail
 	none := admissionregistrationv1.SideEffectClassNone
-	ifNeeded := admissionregistrationv1.IfNeededReinvocationPolicy
+	// Never: the mutation is computed once from the pod as the user wrote it; a reinvocation would
+	// see a proxy, indistinguishable from a forged one (which is refused).
+	never := admissionregistrationv1.NeverReinvocationPolicy
 	timeout := int32(5)
 	elect := fmt.Sprintf("has(object.metadata.annotations) && '%s' in object.metadata.annotations", flotillav1.AnnotationElect)
 	if o.AcceptAdmiralty {
@@ -42,7 +44,7 @@ func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConf
 			SideEffects:             &none,
 			FailurePolicy:           &fail,
 			TimeoutSeconds:          &timeout,
-			ReinvocationPolicy:      &ifNeeded,
+			ReinvocationPolicy:      &never,
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
 				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},

@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // Path is where the pod mutation is served.
@@ -30,6 +34,9 @@ type Handler struct {
 	Registry Registry
 	Options  Options
 	Decoder  admission.Decoder
+	// Namespaces reads the pod's namespace (its Pod Security labels): the manager's cache, with
+	// LiveNamespaces (the API server) for a namespace the cache has not seen yet.
+	Namespaces, LiveNamespaces client.Reader
 }
 
 var _ admission.Handler = (*Handler)(nil)
@@ -43,7 +50,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
-	out, err := Mutate(pod, ClusterViews(h.Registry.Snapshots()), h.Options)
+	out, err := h.mutate(ctx, pod)
 	var rej *Rejection
 	switch {
 	case errors.As(err, &rej):
@@ -59,6 +66,38 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+}
+
+// mutate refuses an elected pod whose delegate the namespace's Pod Security level would refuse
+// (the primary's own admission sees only the proxy, without host networking or host ports), then
+// makes the proxy.
+func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	if !Elected(pod, h.Options) {
+		return pod, nil
+	}
+	labels, err := h.namespaceLabels(ctx, pod.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	if v := translate.PodSecurityViolation(&pod.ObjectMeta, &pod.Spec, labels); v != "" {
+		return nil, reject("flotilla cannot elect this pod: its delegate would run as written and %s (the level of namespace %s)", v, pod.Namespace)
+	}
+	return Mutate(pod, ClusterViews(h.Registry.Snapshots()), h.Options)
+}
+
+func (h *Handler) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {
+	if h.Namespaces == nil {
+		return nil, nil
+	}
+	var ns corev1.Namespace
+	err := h.Namespaces.Get(ctx, client.ObjectKey{Name: name}, &ns)
+	if apierrors.IsNotFound(err) && h.LiveNamespaces != nil {
+		err = h.LiveNamespaces.Get(ctx, client.ObjectKey{Name: name}, &ns)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+	return ns.Labels, nil
 }
 
 // ClusterViews turns registry snapshots into what Mutate needs.

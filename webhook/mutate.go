@@ -72,14 +72,16 @@ func Elected(pod *corev1.Pod, opts Options) bool {
 // Mutate turns an elected pod into a proxy: feasible clusters as a required node affinity on
 // flotilla.dev/cluster, the user's constraints moved to an annotation for the delegate, the
 // tolerations a proxy needs, host networking stripped, the proxy label and the delegate finalizer.
-// It returns a *Rejection when the pod cannot be offloaded or no cluster fits. A pod it already
-// mutated comes back unchanged.
+// It returns a *Rejection when the pod cannot be offloaded, no cluster fits, or it already
+// carries what only Flotilla sets: nothing of a proxy is ever taken from the request (the webhook
+// runs once per CREATE, reinvocationPolicy Never, so a pod arriving with a proxy's label or
+// constraints was not made by it).
 func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod, error) {
 	if !Elected(pod, opts) {
 		return pod, nil
 	}
-	if pod.Labels[flotillav1.LabelProxy] == "true" && pod.Annotations[flotillav1.AnnotationDelegateConstraints] != "" {
-		return pod, nil // reinvocation: already a proxy
+	if err := notForged(pod); err != nil {
+		return nil, err
 	}
 	if err := offloadable(pod); err != nil {
 		return nil, err
@@ -174,6 +176,29 @@ func WeightedRandom(weights []int64) int {
 		r -= w
 	}
 	return len(weights) - 1
+}
+
+// notForged refuses a pod that arrives with what only Flotilla sets on a proxy: its label,
+// finalizer, or annotations (the delegate's constraints, IP, proxy UID). Taken as they are, they
+// would let a tenant choose its delegate's host networking, tolerations and node.
+func notForged(pod *corev1.Pod) error {
+	var found []string
+	if _, ok := pod.Labels[flotillav1.LabelProxy]; ok {
+		found = append(found, "label "+flotillav1.LabelProxy)
+	}
+	for _, a := range []string{flotillav1.AnnotationDelegateConstraints, flotillav1.AnnotationDelegateIP, flotillav1.AnnotationProxyUID} {
+		if _, ok := pod.Annotations[a]; ok {
+			found = append(found, "annotation "+a)
+		}
+	}
+	if hasString(pod.Finalizers, flotillav1.FinalizerDelegate) {
+		found = append(found, "finalizer "+flotillav1.FinalizerDelegate)
+	}
+	if len(found) > 0 {
+		return reject("flotilla cannot elect this pod: it carries %s, which only Flotilla sets on the proxies it makes; remove them and create the pod as written",
+			strings.Join(found, ", "))
+	}
+	return nil
 }
 
 // offloadable refuses what a delegate cannot have in another cluster.

@@ -24,16 +24,20 @@ func (e *NamespaceNotManagedError) Error() string {
 }
 
 // EnsureManagedNamespace is the one way Flotilla makes a namespace in a secondary (for a delegate
-// or for a Replicator): created with this primary's managed-by and primary labels and the given
-// annotations when missing; an existing one must already carry managed-by=<primary ID>, else a
-// *NamespaceNotManagedError. created says whether this call created it.
-func EnsureManagedNamespace(ctx context.Context, c client.Client, cluster, name, primaryID string, annotations map[string]string) (created bool, err error) {
+// or for a Replicator): created with this primary's managed-by and primary labels, the given
+// labels (the primary namespace's Pod Security ones) and annotations when missing; an existing one
+// must already carry managed-by=<primary ID>, else a *NamespaceNotManagedError, and gets the given
+// labels where they differ. created says whether this call created it.
+func EnsureManagedNamespace(ctx context.Context, c client.Client, cluster, name, primaryID string, labels, annotations map[string]string) (created bool, err error) {
 	var ns corev1.Namespace
 	err = c.Get(ctx, client.ObjectKey{Name: name}, &ns)
 	switch {
 	case apierrors.IsNotFound(err):
 		ns = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: annotations, Labels: map[string]string{
 			flotillav1.LabelManagedBy: primaryID, flotillav1.LabelPrimary: primaryID}}}
+		for k, v := range labels {
+			ns.Labels[k] = v
+		}
 		if err := c.Create(ctx, &ns); err != nil && !apierrors.IsAlreadyExists(err) {
 			return false, fmt.Errorf("creating namespace %s in %s: %w", name, cluster, err)
 		}
@@ -43,5 +47,28 @@ func EnsureManagedNamespace(ctx context.Context, c client.Client, cluster, name,
 	case ns.Labels[flotillav1.LabelManagedBy] != primaryID:
 		return false, &NamespaceNotManagedError{Namespace: name, Cluster: cluster, PrimaryID: primaryID}
 	}
+	base := ns.DeepCopy()
+	for k, v := range labels {
+		if ns.Labels[k] != v {
+			ns.Labels[k] = v
+		}
+	}
+	if len(ns.Labels) != len(base.Labels) || !mapsEqual(ns.Labels, base.Labels) {
+		if err := c.Patch(ctx, &ns, client.MergeFrom(base)); err != nil {
+			return false, fmt.Errorf("labelling namespace %s in %s: %w", name, cluster, err)
+		}
+	}
 	return false, nil
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
 }

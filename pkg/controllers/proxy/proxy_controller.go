@@ -136,7 +136,16 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 // leaves the proxy Pending with the reason and is retried.
 func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
 	primaryID := r.Secondaries.PrimaryID()
-	if reason, msg, err := r.ensureNamespace(ctx, proxy.Namespace, sec); err != nil || reason != "" {
+	// Nothing in a request is trusted: only a proxy in a namespace opted in to election gets a
+	// delegate (the admission policy refuses proxies made elsewhere, this holds without it).
+	var home corev1.Namespace
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: proxy.Namespace}, &home); err != nil {
+		return ctrl.Result{}, fmt.Errorf("reading namespace %s: %w", proxy.Namespace, err)
+	}
+	if home.Labels[flotillav1.LabelEnabled] != "true" {
+		return r.pending(proxy, flotillav1.ReasonNamespaceNotEnabled, fmt.Sprintf("Namespace %s is not labelled %s=true", proxy.Namespace, flotillav1.LabelEnabled))
+	}
+	if reason, msg, err := r.ensureNamespace(ctx, proxy.Namespace, translate.PodSecurityLabels(home.Labels), sec); err != nil || reason != "" {
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -157,6 +166,11 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	delegate, err := translate.Delegate(proxy, primaryID, ownerRef)
 	if err != nil {
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, err.Error())
+	}
+	// The constraints annotation is checked again: what the delegate gets must pass the
+	// namespace's Pod Security level, whoever wrote the annotation.
+	if v := translate.PodSecurityViolation(&delegate.ObjectMeta, &delegate.Spec, home.Labels); v != "" {
+		return r.fail(proxy, flotillav1.ReasonDelegateRejected, fmt.Sprintf("The delegate %s (the level of namespace %s)", v, proxy.Namespace))
 	}
 	err = sec.Client.Create(ctx, delegate)
 	switch {
@@ -186,13 +200,13 @@ func permanent(err error) bool {
 
 // ensureNamespace makes the delegate's namespace exist in the secondary with the managed-by label,
 // and waits for its default ServiceAccount (a pod created before it is refused).
-func (r *Reconciler) ensureNamespace(ctx context.Context, name string, sec clusters.Secondary) (reason, message string, err error) {
+func (r *Reconciler) ensureNamespace(ctx context.Context, name string, labels map[string]string, sec clusters.Secondary) (reason, message string, err error) {
 	key := sec.Name + "/" + name
 	if _, ok := r.readyNamespaces.Load(key); ok {
 		return "", "", nil
 	}
 	var notManaged *clusters.NamespaceNotManagedError
-	if _, err := clusters.EnsureManagedNamespace(ctx, sec.Client, sec.Name, name, r.Secondaries.PrimaryID(), nil); errors.As(err, &notManaged) {
+	if _, err := clusters.EnsureManagedNamespace(ctx, sec.Client, sec.Name, name, r.Secondaries.PrimaryID(), labels, nil); errors.As(err, &notManaged) {
 		return flotillav1.ReasonNamespaceNotManaged, notManaged.Error(), nil
 	} else if err != nil {
 		return flotillav1.ReasonWaitingForDependencies, err.Error(), nil

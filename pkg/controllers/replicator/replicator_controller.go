@@ -286,7 +286,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, cluster str
 	created := map[string]string{flotillav1.AnnotationCreatedBy: createdBy(in)}
 	if !primary {
 		var notManaged *clusters.NamespaceNotManagedError
-		if _, err := clusters.EnsureManagedNamespace(ctx, w, cluster, name, in.PrimaryID, created); errors.As(err, &notManaged) {
+		if _, err := clusters.EnsureManagedNamespace(ctx, w, cluster, name, in.PrimaryID, nil, created); errors.As(err, &notManaged) {
 			return flotillav1.ReasonNamespaceNotManaged, err
 		} else if err != nil {
 			return "", err

@@ -122,7 +122,8 @@ func startManager(primaryID string) {
 	first.Client = direct
 	Expect(first.Ensure(context.Background())).To(Succeed()) //nolint:forbidigo // before any spec context exists
 	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: &webhook.Handler{
-		Registry: registry, Options: webhook.Options{Choose: webhook.WeightedRandom}, Decoder: admission.NewDecoder(mgr.GetScheme())}})
+		Registry: registry, Options: webhook.Options{Choose: webhook.WeightedRandom}, Decoder: admission.NewDecoder(mgr.GetScheme()),
+		Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader()}})
 
 	meta, err := metadata.NewForConfig(primary.Config)
 	Expect(err).NotTo(HaveOccurred())

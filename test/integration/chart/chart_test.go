@@ -1,0 +1,135 @@
+// Package chart_test is the integration suite of what the Helm chart installs in a primary,
+// rendered by helm and applied to a real API server: the admission policy that keeps proxies
+// Flotilla's own.
+package chart_test
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
+)
+
+var primary *clusterenv.Cluster
+
+func TestChart(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "chart integration")
+}
+
+// render runs `helm template` on the chart with the given --set values.
+func render(sets ...string) []*unstructured.Unstructured {
+	args := []string{"template", "flotilla", filepath.Join(clusterenv.RepoRoot(), "charts", "flotilla"), "-n", flotillav1.SystemNamespace}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	out, err := exec.Command(filepath.Join(os.Getenv("FLOTILLA_TOOLS_DIR"), "helm"), args...).CombinedOutput()
+	Expect(err).NotTo(HaveOccurred(), "helm template: %s", out)
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return objs
+			}
+			Expect(err).NotTo(HaveOccurred())
+		}
+		if len(u.Object) > 0 {
+			objs = append(objs, u)
+		}
+	}
+}
+
+// as is a client acting as user.
+func as(user string, groups ...string) client.Client {
+	cfg := rest.CopyConfig(primary.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	c, err := client.New(cfg, client.Options{Scheme: clusterenv.Scheme})
+	Expect(err).NotTo(HaveOccurred())
+	return c
+}
+
+const manager = "system:serviceaccount:flotilla-system:flotilla"
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	var err error
+	primary, err = clusterenv.Start("primary")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(primary.Namespace(ctx, flotillav1.SystemNamespace, nil)).To(Succeed())
+	for _, o := range render("manager.enabled=false") {
+		Expect(primary.Client.Create(ctx, o)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+	}
+	Expect(primary.Namespace(ctx, "enabled", map[string]string{flotillav1.LabelEnabled: "true"})).To(Succeed())
+	Expect(primary.Namespace(ctx, "plain", nil)).To(Succeed())
+	// The policy is enforced once the API server has compiled it.
+	Eventually(func() error { return primary.Client.Create(ctx, forged("plain", "probe"), client.DryRunAll) }).
+		WithContext(ctx).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("was not made by Flotilla")))
+}, NodeTimeout(2*time.Minute))
+
+var _ = AfterSuite(func() { Expect(primary.Stop()).To(Succeed()) })
+
+// forged is a pod that claims to be a proxy with host networking and every toleration for its
+// delegate, bound to a virtual node, without having been through the webhook.
+func forged(namespace, name string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name,
+		Labels:      map[string]string{flotillav1.LabelProxy: "true"},
+		Annotations: map[string]string{flotillav1.AnnotationDelegateConstraints: `{"hostNetwork":true,"tolerations":[{"operator":"Exists"}]}`}},
+		Spec: corev1.PodSpec{NodeName: "flotilla-east", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+}
+
+var _ = Describe("the chart's admission policy in the primary", func() {
+	It("refuses a forged proxy in an enabled and in an unlabelled namespace, whoever creates it", func(ctx SpecContext) {
+		for _, ns := range []string{"enabled", "plain"} {
+			err := primary.Client.Create(ctx, forged(ns, "forged"))
+			Expect(err).To(MatchError(ContainSubstring("was not made by Flotilla")), "in %s", ns)
+			bound := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bound"},
+				Spec: corev1.PodSpec{NodeName: "flotilla-east", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+			Expect(primary.Client.Create(ctx, bound)).To(MatchError(ContainSubstring("was not made by Flotilla")), "bound to a virtual node in %s", ns)
+		}
+		// The controls: an ordinary pod, and a pod the webhook would have handled.
+		Expect(primary.Client.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "plain", Name: "ordinary"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}})).To(Succeed())
+		made := forged("enabled", "made")
+		made.Annotations[flotillav1.AnnotationElect] = ""
+		Expect(primary.Client.Create(ctx, made)).To(Succeed())
+	})
+
+	It("lets only the manager change flotilla.dev/* labels and annotations of a pod", func(ctx SpecContext) {
+		pod := &corev1.Pod{}
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: "enabled", Name: "made"}, pod)).To(Succeed())
+		edit := func(c client.Client, mutate func(*corev1.Pod)) error {
+			p := &corev1.Pod{}
+			Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), p)).To(Succeed())
+			base := p.DeepCopy()
+			mutate(p)
+			return c.Patch(ctx, p, client.MergeFrom(base))
+		}
+		user := primary.Client // an admin (system:masters) is a user like any other here
+		Expect(edit(user, func(p *corev1.Pod) {
+			p.Annotations[flotillav1.AnnotationDelegateConstraints] = `{"hostNetwork":true}`
+		})).To(MatchError(ContainSubstring("set by Flotilla only")))
+		Expect(edit(user, func(p *corev1.Pod) { delete(p.Labels, flotillav1.LabelProxy) })).To(MatchError(ContainSubstring("set by Flotilla only")))
+		Expect(edit(user, func(p *corev1.Pod) { p.Annotations[flotillav1.AnnotationDelegateIP] = "10.0.0.1" })).To(MatchError(ContainSubstring("set by Flotilla only")))
+		Expect(edit(user, func(p *corev1.Pod) { p.Labels["app"] = "mine" })).To(Succeed(), "other labels are the user's")
+		Expect(edit(as(manager, "system:serviceaccounts", "system:authenticated"), func(p *corev1.Pod) {
+			p.Annotations[flotillav1.AnnotationDelegateIP] = "10.0.0.2"
+		})).To(Succeed(), "the manager writes its own annotations")
+	})
+})
