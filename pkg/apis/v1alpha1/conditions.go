@@ -63,6 +63,9 @@ const (
 	// ReasonNamespaceNotManaged: the namespace exists in the secondary without this primary's
 	// flotilla.dev/managed-by label (also a Replicator's Synced reason).
 	ReasonNamespaceNotManaged = "NamespaceNotManaged"
+	// ReasonServiceAccountNotManaged: the delegate names a ServiceAccount of the secondary that
+	// Flotilla did not create, in a namespace that does not allow it.
+	ReasonServiceAccountNotManaged = "ServiceAccountNotManaged"
 	// ReasonDelegateRejected: the secondary refused the delegate for good (the proxy Failed).
 	ReasonDelegateRejected = "DelegateRejected"
 	// ReasonDelegateCreated: the delegate was created (the Delegated condition, an Event).

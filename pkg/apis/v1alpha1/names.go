@@ -89,6 +89,9 @@ const (
 	LabelProxy = "flotilla.dev/proxy"
 	// FinalizerDelegate keeps a proxy until its delegate is gone.
 	FinalizerDelegate = "flotilla.dev/delegate"
+	// LabelAllowExistingServiceAccounts, set to "true" on a secondary's namespace by an admin of
+	// that cluster, lets delegates run as ServiceAccounts there that Flotilla did not create.
+	LabelAllowExistingServiceAccounts = "flotilla.dev/allow-existing-serviceaccounts"
 	// LabelEnabled opts a namespace in to election.
 	LabelEnabled = "flotilla.dev/enabled"
 	// TaintUnreachable is put on the virtual node of a secondary that failed its probes for a while.

@@ -69,18 +69,47 @@ func (r *Reflector) Ensure(ctx context.Context, sec client.Client, pod *corev1.P
 	return r.ensureServiceAccount(ctx, sec, pod, owner)
 }
 
+// ForeignServiceAccount is a ServiceAccount of the secondary that Flotilla did not create: a
+// delegate may not run as it (its token and RBAC are that cluster's, not the tenant's) unless the
+// secondary's namespace opts in with label flotilla.dev/allow-existing-serviceaccounts=true.
+type ForeignServiceAccount struct{ Namespace, Name string }
+
+func (f *ForeignServiceAccount) Error() string {
+	return fmt.Sprintf("ServiceAccount %s/%s exists there and is not Flotilla's; a delegate may run as it only if an admin of that cluster labels the namespace %s=true",
+		f.Namespace, f.Name, flotillav1.LabelAllowExistingServiceAccounts)
+}
+
 // ensureServiceAccount creates a same-named ServiceAccount when the delegate runs as one; the
-// default one is the secondary's own.
+// default one is the secondary's own. One that already exists there must be this primary's copy,
+// else a *ForeignServiceAccount (unless the namespace opts in).
 func (r *Reflector) ensureServiceAccount(ctx context.Context, sec client.Client, pod *corev1.Pod, owner metav1.OwnerReference) error {
 	name := pod.Spec.ServiceAccountName
 	if name == "" || name == "default" {
 		return nil
 	}
 	sa := &corev1.ServiceAccount{ObjectMeta: translate.CopyMeta(name, pod.Namespace, r.PrimaryID, owner)}
-	if err := sec.Create(ctx, sa); err != nil && !apierrors.IsAlreadyExists(err) {
+	err := sec.Create(ctx, sa)
+	if err == nil {
+		return nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating ServiceAccount %s/%s: %w", pod.Namespace, name, err)
 	}
-	return nil
+	var live corev1.ServiceAccount
+	if err := sec.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, &live); err != nil {
+		return fmt.Errorf("reading ServiceAccount %s/%s: %w", pod.Namespace, name, err)
+	}
+	if live.Labels[flotillav1.LabelPrimary] == r.PrimaryID {
+		return nil
+	}
+	var ns corev1.Namespace
+	if err := sec.Get(ctx, client.ObjectKey{Name: pod.Namespace}, &ns); err != nil {
+		return fmt.Errorf("reading namespace %s: %w", pod.Namespace, err)
+	}
+	if ns.Labels[flotillav1.LabelAllowExistingServiceAccounts] == "true" {
+		return nil
+	}
+	return &ForeignServiceAccount{Namespace: pod.Namespace, Name: name}
 }
 
 // ReplicatorOwned says whether a ConfigMap in a secondary is a Replicator's (one owner per copy:

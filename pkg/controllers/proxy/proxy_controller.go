@@ -157,9 +157,18 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	ownerRef := translate.Owner(primaryID, sec.OwnerUID)
 	if r.Reflector != nil {
 		var missing *dependency.Missing
-		if err := r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef); errors.As(err, &missing) {
+		var foreign *dependency.ForeignServiceAccount
+		err := r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef)
+		switch {
+		case errors.As(err, &missing):
 			return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Waiting for %s in the primary", missing))
-		} else if err != nil {
+		case errors.As(err, &foreign):
+			msg := fmt.Sprintf("In cluster %s, %s", sec.Name, foreign.Error())
+			if proxy.Status.Reason != flotillav1.ReasonServiceAccountNotManaged {
+				r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonServiceAccountNotManaged, "Create", "%s", msg)
+			}
+			return r.pending(proxy, flotillav1.ReasonServiceAccountNotManaged, msg)
+		case err != nil:
 			return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Copying dependencies to %s: %v", sec.Name, err))
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
 )
 
 // electedPod is a pod asking to be elected, requesting cpu.
@@ -125,6 +126,62 @@ var _ = Describe("the proxy reconciler", func() {
 		Expect(cm.Data).To(HaveKeyWithValue("K", "v"))
 		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
 		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "waits")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
+	It("keeps a delegate naming a ServiceAccount of the secondary's own Pending with the reason until the namespace opts in", func(ctx SpecContext) {
+		for _, c := range []*clusterenv.Cluster{primary, secondary} {
+			Expect(c.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ci-deployer"}})).To(Succeed())
+		}
+		pod := electedPod("deployer", nil, "10m")
+		pod.Spec.ServiceAccountName = "ci-deployer"
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+			g.Expect(p.Status.Reason).To(Equal(flotillav1.ReasonServiceAccountNotManaged))
+			g.Expect(p.Status.Message).To(ContainSubstring(flotillav1.LabelAllowExistingServiceAccounts))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Consistently(func() error { _, err := delegate(ctx, "deployer"); return err }).WithContext(ctx).
+			WithTimeout(2*time.Second).Should(MatchError(ContainSubstring("not found")), "no delegate runs as the secondary's ServiceAccount")
+
+		var nsObj corev1.Namespace
+		Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: ns}, &nsObj)).To(Succeed())
+		nsObj.Labels[flotillav1.LabelAllowExistingServiceAccounts] = "true"
+		Expect(secondary.Client.Update(ctx, &nsObj)).To(Succeed())
+		Eventually(func() error { _, err := delegate(ctx, "deployer"); return err }).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		delete(nsObj.Labels, flotillav1.LabelAllowExistingServiceAccounts)
+		Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: ns}, &nsObj)).To(Succeed())
+		delete(nsObj.Labels, flotillav1.LabelAllowExistingServiceAccounts)
+		Expect(secondary.Client.Update(ctx, &nsObj)).To(Succeed())
+		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "deployer")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
+	It("refuses an elected pod whose delegate the namespace's Pod Security level forbids, and gives the secondary's namespace that level", func(ctx SpecContext) {
+		const restricted = "restricted-ns"
+		Expect(primary.Namespace(ctx, restricted, map[string]string{flotillav1.LabelEnabled: "true",
+			"pod-security.kubernetes.io/enforce": "baseline"})).To(Succeed())
+		host := electedPod("host", nil, "10m")
+		host.Namespace = restricted
+		host.Spec.HostNetwork = true
+		Expect(primary.Client.Create(ctx, host)).To(MatchError(And(ContainSubstring("flotilla cannot elect this pod"),
+			ContainSubstring("host namespaces"), ContainSubstring("baseline"))))
+		ports := electedPod("ports", nil, "10m")
+		ports.Namespace = restricted
+		ports.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
+		Expect(primary.Client.Create(ctx, ports)).To(MatchError(ContainSubstring("hostPort")))
+
+		ok := electedPod("fine", nil, "10m")
+		ok.Namespace = restricted
+		Expect(primary.Client.Create(ctx, ok)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var nsObj corev1.Namespace
+			g.Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: restricted}, &nsObj)).To(Succeed())
+			g.Expect(nsObj.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "baseline"))
+			g.Expect(nsObj.Labels).To(HaveKey(flotillav1.LabelManagedBy))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(primary.Client.Delete(ctx, ok)).To(Succeed())
 	}, SpecTimeout(time.Minute))
 
 	It("sweeps a delegate whose proxy vanished (its finalizer removed by hand)", func(ctx SpecContext) {
