@@ -124,7 +124,7 @@ var _ = Describe("Replicator", Ordered, func() {
 				var s corev1.Secret
 				Expect(cl.Get(ctx, client.ObjectKey{Namespace: "test-ns", Name: "cli-secret"}, &s)).To(MatchError(ContainSubstring("not found")),
 					"no client key outside the primary (%s)", c.Name)
-				Expect(cl.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: rep.Name + "-ca"}, &s)).To(MatchError(ContainSubstring("not found")),
+				Expect(cl.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.ReplicatorCASecretName(rep.Name)}, &s)).To(MatchError(ContainSubstring("not found")),
 					"no CA key outside the primary (%s)", c.Name)
 			}
 			var ca corev1.Secret
@@ -245,7 +245,7 @@ var _ = Describe("Replicator", Ordered, func() {
 				ns, err := c.Clientset.CoreV1().Namespaces().Get(ctx, "test-ns", metav1.GetOptions{})
 				g.Expect(apierrors.IsNotFound(err) || (err == nil && ns.DeletionTimestamp != nil)).To(BeTrue(), "namespace in %s: %v", c.Name, err)
 			}
-			_, err = bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace).Get(ctx, "replicator-sample-ca", metav1.GetOptions{})
+			_, err = bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace).Get(ctx, flotillav1.ReplicatorCASecretName("replicator-sample"), metav1.GetOptions{})
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "CA Secret: %v", err)
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(2*time.Minute))

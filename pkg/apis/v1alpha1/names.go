@@ -1,5 +1,10 @@
 package v1alpha1
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
 // Labels, annotations and names Flotilla sets and reads.
 const (
 	// SystemNamespace is where the manager, its Secret and the ClusterDetectors live.
@@ -60,6 +65,22 @@ const (
 	// FieldManager is Flotilla's server-side apply field manager.
 	FieldManager = "flotilla"
 )
+
+// ReplicatorCASecretPrefix starts the name of every Replicator's CA Secret in SystemNamespace. The
+// manager's own Secrets there (KubeconfigSecretName, the webhook's CA) never start with it, so no
+// Replicator name can make one collide with them.
+const ReplicatorCASecretPrefix = "replicator-ca."
+
+// ReplicatorCASecretName names the Secret holding a Replicator's CA (and its key), in
+// SystemNamespace of the primary only. Names too long for a Secret keep a hash of the rest.
+func ReplicatorCASecretName(replicator string) string {
+	name := ReplicatorCASecretPrefix + replicator
+	if len(name) <= 253 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(replicator))
+	return name[:253-9] + "-" + hex.EncodeToString(sum[:4])
+}
 
 // VirtualNodeName is the name of the virtual node of a cluster.
 func VirtualNodeName(cluster string) string { return VirtualNodePrefix + cluster }

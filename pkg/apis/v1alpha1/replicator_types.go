@@ -65,6 +65,7 @@ type ReplicatorSpec struct {
 	// DeploymentName names the Deployment of DeploymentSpec.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	DeploymentName string `json:"deploymentName,omitempty"`
 	// DeploymentSpec is the Deployment's spec. A missing selector and template labels are derived
 	// from the Replicator; a live Deployment's selector is kept.
@@ -74,6 +75,7 @@ type ReplicatorSpec struct {
 	// ConfigMapName names the ConfigMap of ConfigMapData.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	ConfigMapName string `json:"configMapName,omitempty"`
 	// ConfigMapData is the ConfigMap's data.
 	// +optional
@@ -82,6 +84,7 @@ type ReplicatorSpec struct {
 	// ServiceName names the Service of ServiceSpec.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z]([-a-z0-9]*[a-z0-9])?$`
 	ServiceName string `json:"serviceName,omitempty"`
 	// ServiceSpec is the Service's spec; without a selector it selects the Deployment's pods.
 	// +optional
@@ -90,6 +93,7 @@ type ReplicatorSpec struct {
 	// IngressName names the Ingress of IngressSpec.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	IngressName string `json:"ingressName,omitempty"`
 	// IngressSpec is the Ingress's spec.
 	// +optional
@@ -130,6 +134,7 @@ type Manifest struct {
 type ManifestMetadata struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	Name string `json:"name"`
 	// +optional
 	// +kubebuilder:validation:MaxLength=63

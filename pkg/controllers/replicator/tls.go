@@ -19,7 +19,7 @@ import (
 
 // caSecretKey is where a Replicator's CA (and its private key) lives: the primary only.
 func caSecretKey(rep *flotillav1.Replicator) client.ObjectKey {
-	return client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: rep.Name + "-ca"}
+	return client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.ReplicatorCASecretName(rep.Name)}
 }
 
 // tlsMaterial returns the data of ca-secret and cli-secret, from cert-manager when the Replicator

@@ -95,6 +95,11 @@ var _ = Describe("the Replicator", func() {
 			{"  replicationNamespace: ok\n  ingressSecureEnabled: true\n  ingressName: i\n  ingressSpec:\n    rules:\n    - http:\n        paths: []\n", "a host each"},
 			{"  replicationNamespace: ok\n  resources:\n  - apiVersion: v1\n    kind: Pod\n    metadata:\n      name: p\n", "resources may only hold"},
 			{"  replicationNamespace: ok\n  targetCluster: ['*', 'a']\n", "cannot be combined"},
+			{"  replicationNamespace: ok\n  configMapName: Not_A_Name\n", "spec.configMapName"},
+			{"  replicationNamespace: ok\n  serviceName: 9lives\n", "spec.serviceName"},
+			{"  replicationNamespace: ok\n  ingressName: a..b\n", "spec.ingressName"},
+			{"  replicationNamespace: ok\n  deploymentName: -d\n", "spec.deploymentName"},
+			{"  replicationNamespace: ok\n  resources:\n  - apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: UPPER\n", "metadata.name"},
 		} {
 			u := &unstructured.Unstructured{}
 			Expect(yaml.Unmarshal([]byte(base+tc.spec), &u.Object)).To(Succeed())
@@ -116,6 +121,29 @@ var _ = Describe("the Replicator", func() {
 			g.Expect(cond.Message).To(ContainSubstring("atlantis"))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		Expect(primary.Client.Delete(ctx, rep)).To(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
+	It("cannot touch the manager's own Secrets, whatever it is named", func(ctx SpecContext) {
+		// The webhook's CA: a Replicator named after it once took it as its own CA, and deleted it.
+		webhookCA := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: "flotilla-webhook-ca"},
+			Data: map[string][]byte{"ca.crt": []byte("webhook CA"), "ca.key": []byte("webhook key")}}
+		Expect(primary.Client.Create(ctx, webhookCA)).To(Succeed())
+		rep := plumberSample()
+		rep.Name, rep.Spec.ReplicationNamespace = "flotilla-webhook", "named-like-the-manager"
+		Expect(primary.Client.Create(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"))
+			g.Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace,
+				Name: flotillav1.ReplicatorCASecretName(rep.Name)}, &corev1.Secret{})).To(Succeed(), "its own CA Secret")
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(primary.Client.Delete(ctx, rep)).To(Succeed())
+		Eventually(func() error { _, err := replicatorStatus(ctx, rep.Name); return err }).WithContext(ctx).
+			WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("not found")))
+		var after corev1.Secret
+		Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(webhookCA), &after)).To(Succeed(), "the webhook's CA survives")
+		Expect(after.Data).To(Equal(webhookCA.Data))
 	}, SpecTimeout(2*time.Minute))
 
 	It("without targetCluster touches the primary only, removes what it applied when deleted, and keeps a namespace that existed before", func(ctx SpecContext) {
