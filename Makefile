@@ -66,6 +66,12 @@ lint: tools ## golangci-lint with .golangci.yml (the style contract)
 unit: ## Unit tests (no clusters)
 	go test -count=1 $(UNIT_PKGS)
 
+FUZZTIME ?= 15s
+
+.PHONY: fuzz
+fuzz: ## Fuzz the webhook's admission and the delegate translation briefly (FUZZTIME=15s); seeds in webhook/fuzz_test.go
+	go test ./webhook -run '^$$' -fuzz FuzzAdmitAndDelegate -fuzztime $(FUZZTIME)
+
 .PHONY: integration
 integration: tools ## Integration suites: controllers and the webhook on real API servers (envtest with the bed's kube-apiserver and etcd)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=15m ./test/integration/...
@@ -75,7 +81,7 @@ e2e: tools ## End-to-end suites on a fresh local test bed (one bed per run)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
 
 .PHONY: test
-test: verify verify-generated lint unit integration e2e ## Every test: verify, generated files, lint, unit, integration, e2e
+test: verify verify-generated lint unit fuzz integration e2e ## Every test: verify, generated files, lint, unit, fuzz, integration, e2e
 
 BENCH_PODS ?= 200
 

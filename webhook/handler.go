@@ -15,7 +15,6 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
-	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // Path is where the pod mutation is served.
@@ -68,9 +67,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
-// mutate refuses an elected pod whose delegate the namespace's Pod Security level would refuse
-// (the primary's own admission sees only the proxy, without host networking or host ports), then
-// makes the proxy.
+// mutate reads the pod's namespace and admits the pod (Admit).
 func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 	if !Elected(pod, h.Options) {
 		return pod, nil
@@ -79,10 +76,7 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, err
 	if err != nil {
 		return nil, err
 	}
-	if v := translate.PodSecurityViolation(&pod.ObjectMeta, &pod.Spec, labels); v != "" {
-		return nil, reject("flotilla cannot elect this pod: its delegate would run as written and %s (the level of namespace %s)", v, pod.Namespace)
-	}
-	return Mutate(pod, ClusterViews(h.Registry.Snapshots()), h.Options)
+	return Admit(pod, labels, ClusterViews(h.Registry.Snapshots()), h.Options)
 }
 
 func (h *Handler) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {

@@ -69,6 +69,20 @@ func Elected(pod *corev1.Pod, opts Options) bool {
 	return ok && opts.AcceptAdmiralty
 }
 
+// Admit is the whole admission decision for a pod in a namespace with the given labels: an
+// elected pod whose delegate the namespace's Pod Security level would refuse is refused (the
+// primary's own admission sees only the proxy, without host networking or host ports), else it
+// becomes a proxy (Mutate). Pure: the fuzz test drives it.
+func Admit(pod *corev1.Pod, namespaceLabels map[string]string, clusters []ClusterView, opts Options) (*corev1.Pod, error) {
+	if !Elected(pod, opts) {
+		return pod, nil
+	}
+	if v := translate.PodSecurityViolation(&pod.ObjectMeta, &pod.Spec, namespaceLabels); v != "" {
+		return nil, reject("flotilla cannot elect this pod: its delegate would run as written and %s (the level of namespace %s)", v, pod.Namespace)
+	}
+	return Mutate(pod, clusters, opts)
+}
+
 // Mutate turns an elected pod into a proxy: feasible clusters as a required node affinity on
 // flotilla.dev/cluster, the user's constraints moved to an annotation for the delegate, the
 // tolerations a proxy needs, host networking stripped, the proxy label and the delegate finalizer.
