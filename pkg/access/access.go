@@ -39,29 +39,57 @@ func (n Names) Username() string {
 	return fmt.Sprintf("system:serviceaccount:%s:%s", flotillav1.SystemNamespace, n.ServiceAccount)
 }
 
-var writeVerbs = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+// Grant is one RBAC rule of a primary in a secondary and the code path that needs it.
+type Grant struct {
+	Rule rbacv1.PolicyRule
+	Why  string
+}
 
-// Rules are the ClusterRole rules of a primary in a secondary.
-func Rules(primaryID string) []rbacv1.PolicyRule {
-	return []rbacv1.PolicyRule{
-		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"namespaces", "pods", "configmaps", "services", "serviceaccounts"}, Verbs: writeVerbs},
-		// Secrets are written (dependencies of delegates), never read.
-		{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create", "update", "patch", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"pods/log", "pods/status"}, Verbs: []string{"get"}},
-		// CONNECT requests, admitted by the policy only in managed namespaces.
-		{APIGroups: []string{""}, Resources: []string{"pods/exec", "pods/attach", "pods/portforward"}, Verbs: []string{"create"}},
-		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
-		{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies", "ingresses"}, Verbs: writeVerbs},
-		// What a Replicator may carry (its allow-list), written only where the admission policy allows.
-		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets"}, Verbs: writeVerbs},
-		{APIGroups: []string{"batch"}, Resources: []string{"jobs", "cronjobs"}, Verbs: writeVerbs},
-		{APIGroups: []string{"policy"}, Resources: []string{"poddisruptionbudgets"}, Verbs: writeVerbs},
-		{APIGroups: []string{"autoscaling"}, Resources: []string{"horizontalpodautoscalers"}, Verbs: writeVerbs},
-		{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"}, Verbs: []string{"get", "list", "watch", "create"}},
-		{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"}, Verbs: []string{"update", "patch", "delete"},
-			ResourceNames: []string{primaryID}},
+var (
+	watched  = []string{"get", "list", "watch"}
+	written  = []string{"get", "create", "update", "patch", "delete"}
+	informed = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
+)
+
+// Grants are the ClusterRole rules of a primary in a secondary, each with its reason: only what a
+// code path uses. Writes are further confined to managed namespaces by the admission policy. RBAC
+// cannot select namespaces by label, so what must be read or watched is granted cluster-wide.
+func Grants(primaryID string) []Grant {
+	core := func(verbs []string, resources ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: resources, Verbs: verbs}
 	}
+	group := func(g string, verbs []string, resources ...string) rbacv1.PolicyRule {
+		return rbacv1.PolicyRule{APIGroups: []string{g}, Resources: resources, Verbs: verbs}
+	}
+	return []Grant{
+		{core(watched, "nodes"), "capacity of the virtual node (informer on nodes)"},
+		{core(informed, "pods"), "capacity (informer on all pods: requests of pods that are not delegates), delegates (create, delete, informer), a Replicator's namespace check (list)"},
+		{core([]string{"get"}, "pods/log"), "kubectl logs on a proxy; the kubelet API reads only the proxy's own delegate (label and proxy UID checked)"},
+		{core([]string{"create"}, "pods/exec", "pods/attach", "pods/portforward"), "kubectl exec, attach and port-forward on a proxy; admitted by the policy only in managed namespaces"},
+		{core([]string{"get", "create", "update", "patch", "delete"}, "namespaces"), "namespaces of delegates and Replicators (created labelled managed-by, Pod Security labels kept in step), a Replicator's namespace deleted with it"},
+		{core(informed, "configmaps", "services"), "dependency copies and Replicator objects (applied, deleted), drift watch of what Replicators applied (informer, label-selected), a Replicator's namespace check (list)"},
+		{core([]string{"create", "update", "patch", "delete"}, "secrets"), "dependency copies and a Replicator's TLS Secrets: written, never read"},
+		{core(written, "serviceaccounts"), "the ServiceAccount a delegate runs as (created; an existing one is read to tell whether it is Flotilla's)"},
+		{group("networking.k8s.io", written, "networkpolicies"), "NetworkPolicies copied with the delegates they select"},
+		{group("networking.k8s.io", informed, "ingresses"), "a Replicator's Ingress (applied, drift watch)"},
+		{group("apps", informed, "deployments"), "a Replicator's Deployment (applied, drift watch)"},
+		{group("apps", written, "statefulsets", "daemonsets"), "a Replicator's extra resources (allow-list)"},
+		{group("batch", written, "jobs", "cronjobs"), "a Replicator's extra resources (allow-list)"},
+		{group("policy", written, "poddisruptionbudgets"), "a Replicator's extra resources (allow-list)"},
+		{group("autoscaling", written, "horizontalpodautoscalers"), "a Replicator's extra resources (allow-list)"},
+		{group(flotillav1.GroupVersion.Group, []string{"get", "list", "watch", "create"}, "flotillaprimaries"), "the FlotillaPrimary that owns everything of this primary there"},
+		{rbacv1.PolicyRule{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"},
+			Verbs: []string{"update", "patch", "delete"}, ResourceNames: []string{primaryID}}, "its own FlotillaPrimary only"},
+	}
+}
+
+// Rules are the ClusterRole rules of a primary in a secondary (Grants without the reasons).
+func Rules(primaryID string) []rbacv1.PolicyRule {
+	var out []rbacv1.PolicyRule
+	for _, g := range Grants(primaryID) {
+		out = append(out, g.Rule)
+	}
+	return out
 }
 
 // forbiddenNamespaces are never written by Flotilla, labelled or not.

@@ -474,6 +474,67 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(s1.Clientset.CoreV1().Pods(ns).Delete(ctx, "twin", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(2*time.Minute))
 
+	It("lets only the webhook make proxies: forged proxies and edits of a proxy's flotilla.dev/* state are refused, Pod Security carries over", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		plain := fmt.Sprintf("plain-%d", time.Now().UnixNano())
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, testNamespace(plain), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		forged := func(namespace string) *corev1.Pod {
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "forged", Labels: map[string]string{flotillav1.LabelProxy: "true"},
+				Annotations: map[string]string{flotillav1.AnnotationDelegateConstraints: `{"hostNetwork":true,"tolerations":[{"operator":"Exists"}]}`}},
+				Spec: corev1.PodSpec{NodeName: flotillav1.VirtualNodeName(s1.Name), Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		}
+		for _, namespace := range []string{ns, plain} {
+			_, err := bed.Primary.Clientset.CoreV1().Pods(namespace).Create(ctx, forged(namespace), metav1.CreateOptions{})
+			Expect(err).To(MatchError(ContainSubstring("was not made by Flotilla")), "a forged proxy in %s", namespace)
+		}
+		// With the elect annotation the webhook sees it, and refuses what only Flotilla sets.
+		electedForgery := forged(ns)
+		electedForgery.Spec.NodeName = ""
+		electedForgery.Annotations[flotillav1.AnnotationElect] = ""
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, electedForgery, metav1.CreateOptions{})
+		Expect(err).To(MatchError(ContainSubstring("which only Flotilla sets")))
+
+		// A user cannot edit a real proxy's constraints.
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "real",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Patch(ctx, "real", types.MergePatchType,
+			[]byte(`{"metadata":{"annotations":{"flotilla.dev/delegate-constraints":"{\"hostNetwork\":true}"}}}`), metav1.PatchOptions{})
+		Expect(err).To(MatchError(ContainSubstring("set by Flotilla only")))
+		for _, c := range bed.Secondaries {
+			Expect(delegatesIn(ctx, c, ns)).NotTo(ContainElement(HaveField("ObjectMeta.Name", "forged")), "no forged delegate in %s", c.Name)
+		}
+
+		// Pod Security: the namespace's level holds for what the delegate runs.
+		for name, level := range map[string]string{"psa-baseline": "baseline", "psa-restricted": "restricted"} {
+			_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+				Labels: map[string]string{flotillav1.LabelEnabled: "true", "pod-security.kubernetes.io/enforce": level}}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		_, err = bed.Primary.Clientset.CoreV1().Pods("psa-baseline").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "host",
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+			Spec: corev1.PodSpec{HostNetwork: true, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		Expect(err).To(MatchError(And(ContainSubstring("host namespaces"), ContainSubstring("baseline"))))
+		no, yes := false, true
+		_, err = bed.Primary.Clientset.CoreV1().Pods("psa-restricted").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "tight",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+			Spec: corev1.PodSpec{SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: &yes,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+				Containers: []corev1.Container{{Name: "c", Image: "busybox", SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: &no, Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			n, err := s1.Clientset.CoreV1().Namespaces().Get(ctx, "psa-restricted", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.Labels).To(HaveKeyWithValue("pod-security.kubernetes.io/enforce", "restricted"))
+			g.Expect(delegatesIn(ctx, s1, "psa-restricted")).To(ContainElement(HaveField("ObjectMeta.Name", "tight")))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().Pods("psa-restricted").Delete(ctx, "tight", metav1.DeleteOptions{})).To(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "real", metav1.DeleteOptions{})).To(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
 	It("keeps a tolerate-all DaemonSet off virtual nodes: nothing runs in a secondary and its rolling update completes", func(ctx SpecContext) {
 		const name = "agent"
 		sel := map[string]string{"app": name}
