@@ -335,7 +335,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		Expect(manager.Exited()).To(BeFalse())
 	}, SpecTimeout(8*time.Minute))
 
-	It("lets the nodes go Unknown while the manager is stopped for 2 minutes, evicts no elected pod, and is Ready within 30 s of its restart", func(ctx SpecContext) {
+	It("lets the nodes go Unknown while the manager is stopped for 75 s (past the node grace period and the pods' 30 s failover), evicts no elected pod, and is Ready within 30 s of its restart", func(ctx SpecContext) {
 		// Elected replicas with a short failover: a dead manager must not move them.
 		const ns = "manager-down"
 		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -387,7 +387,8 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 				g.Expect(nodeReady(ctx, flotillav1.VirtualNodeName(c.Name))).To(Equal(corev1.ConditionUnknown))
 			}
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
-		if rest := 2*time.Minute - time.Since(stopped); rest > 0 {
+		// Down long enough that the nodes were Unknown for longer than the pods' failover-seconds.
+		if rest := 75*time.Second - time.Since(stopped); rest > 0 {
 			time.Sleep(rest)
 		}
 		manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"))
