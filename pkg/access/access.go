@@ -76,7 +76,7 @@ func Grants(primaryID string) []Grant {
 		{group("apps", written, "statefulsets", "daemonsets"), "a Replicator's extra resources (allow-list)"},
 		{group("batch", written, "jobs", "cronjobs"), "a Replicator's extra resources (allow-list)"},
 		{group("policy", written, "poddisruptionbudgets"), "a Replicator's extra resources (allow-list)"},
-		{group("autoscaling", written, "horizontalpodautoscalers"), "a Replicator's extra resources (allow-list)"},
+		{group("autoscaling", append([]string{"list"}, written...), "horizontalpodautoscalers"), "a Replicator's extra resources (allow-list); listed in its namespace to leave replicas alone under an HPA"},
 		{group(flotillav1.GroupVersion.Group, []string{"get", "list", "watch", "create"}, "flotillaprimaries"), "the FlotillaPrimary that owns everything of this primary there"},
 		{rbacv1.PolicyRule{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"},
 			Verbs: []string{"update", "patch", "delete"}, ResourceNames: []string{primaryID}}, "its own FlotillaPrimary only"},
