@@ -456,9 +456,9 @@ var _ = Describe("pod election", Ordered, func() {
 			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func() (string, error) {
+		Eventually(func() error {
 			_, err := s1.Clientset.CoreV1().Pods(ns).GetLogs("twin", &corev1.PodLogOptions{}).DoRaw(ctx)
-			return "", err
+			return err
 		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the secondary's own pod runs and logs")
 		Consistently(func() error {
 			raw, err := bed.Primary.Clientset.CoreV1().Pods(ns).GetLogs("twin", &corev1.PodLogOptions{}).DoRaw(ctx)
