@@ -104,7 +104,9 @@ func FuzzAdmitAndDelegate(f *testing.F) {
 			t.Fatalf("delegate labels %v", delegate.Labels)
 		}
 		for k, v := range delegate.Annotations {
-			if strings.HasPrefix(k, "flotilla.dev/") && (k != flotillav1.AnnotationProxyUID || v != "proxy-uid") {
+			ours := (k == flotillav1.AnnotationProxyUID && v == "proxy-uid") ||
+				(k == flotillav1.AnnotationAtMostOnce && v == "" && translate.AtMostOnce(proxy))
+			if strings.HasPrefix(k, "flotilla.dev/") && !ours {
 				t.Fatalf("delegate annotation %s=%q taken from the input", k, v)
 			}
 		}

@@ -50,6 +50,10 @@ func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) 
 		}
 	}
 	d.Labels[flotillav1.LabelPrimary] = primaryID
+	if AtMostOnce(proxy) {
+		// The sweep, which sees only the delegate once its proxy is gone, must know it too.
+		d.Annotations[flotillav1.AnnotationAtMostOnce] = ""
+	}
 	for k, v := range proxy.Annotations {
 		if !strings.HasPrefix(k, "flotilla.dev/") && k != corev1.LastAppliedConfigAnnotation {
 			d.Annotations[k] = v
@@ -121,6 +125,17 @@ func containers(in []corev1.Container, dropMounts map[string]bool, hostPorts map
 		out = append(out, c)
 	}
 	return out
+}
+
+// AtMostOnce says whether a pod must never run twice: a StatefulSet's, or one annotated
+// flotilla.dev/at-most-once. Its proxy stays Terminating until its delegate is proven gone or its
+// secondary is fenced, and its delegate is never force-deleted.
+func AtMostOnce(pod *corev1.Pod) bool {
+	if _, ok := pod.Annotations[flotillav1.AnnotationAtMostOnce]; ok {
+		return true
+	}
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.Kind == "StatefulSet"
 }
 
 // kubeletConditions are the pod conditions a kubelet owns; the proxy's other conditions

@@ -109,3 +109,21 @@ func TestProxyStatus(t *testing.T) {
 		t.Error("a terminal proxy was resurrected")
 	}
 }
+
+func TestDelegateOfAnAtMostOncePodSaysSo(t *testing.T) {
+	yes := true
+	sts := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "db-0", Namespace: "ns", UID: "u",
+		OwnerReferences: []metav1.OwnerReference{{Kind: "StatefulSet", Name: "db", Controller: &yes}}}}
+	d, err := Delegate(sts, "p", Owner("p", "o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := d.Annotations[flotillav1.AnnotationAtMostOnce]; !ok || !AtMostOnce(d) {
+		t.Errorf("delegate annotations %v: the sweep could not tell it is at-most-once", d.Annotations)
+	}
+	rs := sts.DeepCopy()
+	rs.OwnerReferences[0].Kind = "ReplicaSet"
+	if d, _ := Delegate(rs, "p", Owner("p", "o")); AtMostOnce(d) {
+		t.Error("a ReplicaSet pod's delegate is marked at-most-once")
+	}
+}

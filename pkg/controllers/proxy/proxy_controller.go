@@ -239,16 +239,27 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod, sec
 	if err != nil || !synced {
 		return ctrl.Result{RequeueAfter: transientRetry}, err
 	}
-	if delegate != nil && delegate.Annotations[flotillav1.AnnotationProxyUID] == string(proxy.UID) {
-		if delegate.DeletionTimestamp.IsZero() || remainingGrace(proxy, r.now()) == 0 {
-			grace := remainingGrace(proxy, r.now())
-			if err := r.deleteDelegate(ctx, sec, delegate, &grace); err != nil {
-				return ctrl.Result{}, err
-			}
+	if delegate == nil || delegate.Annotations[flotillav1.AnnotationProxyUID] != string(proxy.UID) {
+		// The cache may not show a delegate created a moment ago: only a live read proves it gone.
+		var live corev1.Pod
+		err := sec.Client.Get(ctx, client.ObjectKeyFromObject(proxy), &live)
+		switch {
+		case err != nil && !apierrors.IsNotFound(err):
+			return ctrl.Result{RequeueAfter: transientRetry}, nil
+		case err == nil && live.Annotations[flotillav1.AnnotationProxyUID] == string(proxy.UID):
+			delegate = &live
+		default:
+			return ctrl.Result{}, r.letGo(ctx, proxy)
 		}
-		return ctrl.Result{RequeueAfter: transientRetry}, nil // the delegate watch brings us back sooner
 	}
-	return ctrl.Result{}, r.letGo(ctx, proxy)
+	now := r.now()
+	if delegate.DeletionTimestamp.IsZero() || forceAgain(proxy, now) {
+		grace := delegateGrace(proxy, now)
+		if err := r.deleteDelegate(ctx, sec, delegate, &grace); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	return ctrl.Result{RequeueAfter: transientRetry}, nil // the delegate watch brings us back sooner
 }
 
 // letGo removes the finalizer and deletes the proxy at once, as a kubelet does.

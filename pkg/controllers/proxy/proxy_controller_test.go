@@ -94,3 +94,42 @@ func TestStillPendingSkipsOnlyProgressWithinPending(t *testing.T) {
 		}
 	}
 }
+
+func TestAtMostOnceDelegatesAreNeverForceDeleted(t *testing.T) {
+	now := time.Unix(1000, 0)
+	over := metav1.NewTime(now.Add(-time.Minute))
+	left := metav1.NewTime(now.Add(20 * time.Second))
+	yes := true
+	pod := func(deadline metav1.Time, owner string, annotations map[string]string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", DeletionTimestamp: &deadline, Annotations: annotations}}
+		if owner != "" {
+			p.OwnerReferences = []metav1.OwnerReference{{Kind: owner, Name: "o", Controller: &yes}}
+		}
+		return p
+	}
+	tests := map[string]struct {
+		proxy      *corev1.Pod
+		grace      int64
+		forceAgain bool
+	}{
+		"ReplicaSet pod, grace over":         {pod(over, "ReplicaSet", nil), 0, true},
+		"ReplicaSet pod, grace left":         {pod(left, "ReplicaSet", nil), 20, false},
+		"StatefulSet pod, grace over":        {pod(over, "StatefulSet", nil), 1, false},
+		"annotated at-most-once, grace over": {pod(over, "", map[string]string{flotillav1.AnnotationAtMostOnce: ""}), 1, false},
+		"StatefulSet pod, grace left":        {pod(left, "StatefulSet", nil), 20, false},
+	}
+	for name, tc := range tests {
+		if got := delegateGrace(tc.proxy, now); got != tc.grace {
+			t.Errorf("%s: grace %d, want %d", name, got, tc.grace)
+		}
+		if got := forceAgain(tc.proxy, now); got != tc.forceAgain {
+			t.Errorf("%s: force again %v, want %v", name, got, tc.forceAgain)
+		}
+	}
+	if g := sweepGrace(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{flotillav1.AnnotationAtMostOnce: ""}}}); g != nil {
+		t.Errorf("an at-most-once delegate is swept with grace %d, want its own", *g)
+	}
+	if g := sweepGrace(&corev1.Pod{}); g == nil || *g != 0 {
+		t.Errorf("an at-least-once delegate is swept with grace %v, want 0", g)
+	}
+}

@@ -8,11 +8,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // releaseReason says why a terminating proxy may go without proof that its delegate is gone:
@@ -34,18 +34,10 @@ func releaseReason(proxy *corev1.Pod, node *corev1.Node, now time.Time) string {
 			unreachable = true
 		}
 	}
-	if unreachable && !atMostOnce(proxy) && remainingGrace(proxy, now) == 0 {
+	if unreachable && !translate.AtMostOnce(proxy) && remainingGrace(proxy, now) == 0 {
 		return flotillav1.ReasonClusterUnreachable
 	}
 	return ""
-}
-
-func atMostOnce(proxy *corev1.Pod) bool {
-	if _, ok := proxy.Annotations[flotillav1.AnnotationAtMostOnce]; ok {
-		return true
-	}
-	ref := metav1.GetControllerOf(proxy)
-	return ref != nil && ref.Kind == "StatefulSet"
 }
 
 // releaseWithoutDelegate lets a terminating proxy go when releaseReason allows it.
@@ -65,4 +57,22 @@ func (r *Reconciler) releaseWithoutDelegate(ctx context.Context, proxy *corev1.P
 		"Released without deleting its delegate in %s (%s); the sweep removes a delegate left there if the cluster returns",
 		strings.TrimPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix), reason)
 	return true, r.letGo(ctx, proxy)
+}
+
+// delegateGrace is the grace period a terminating proxy's delegate is deleted with: what is left
+// of the proxy's own. An at-most-once delegate is never deleted with 0 (a forced deletion removes
+// the object while its containers may still run, and its replacement could start beside them):
+// at least 1 s, so the secondary's kubelet confirms the end.
+func delegateGrace(proxy *corev1.Pod, now time.Time) int64 {
+	g := remainingGrace(proxy, now)
+	if g == 0 && translate.AtMostOnce(proxy) {
+		return 1
+	}
+	return g
+}
+
+// forceAgain says whether a delegate already terminating is deleted again to shorten its grace:
+// only for at-least-once pods whose proxy's grace period is over.
+func forceAgain(proxy *corev1.Pod, now time.Time) bool {
+	return remainingGrace(proxy, now) == 0 && !translate.AtMostOnce(proxy)
 }

@@ -16,6 +16,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 var sweptDelegates = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -75,9 +76,8 @@ func (s *Sweeper) sweep(ctx context.Context, now time.Time) {
 			if d.DeletionTimestamp != nil || !s.orphan(ctx, d) {
 				continue
 			}
-			// No grace: its proxy is gone, a replacement may already run, the delegate is a duplicate.
-			uid, zero := d.UID, int64(0)
-			err := sec.Client.Delete(ctx, d.DeepCopy(), &client.DeleteOptions{GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+			uid := d.UID
+			err := sec.Client.Delete(ctx, d.DeepCopy(), &client.DeleteOptions{GracePeriodSeconds: sweepGrace(d), Preconditions: &metav1.Preconditions{UID: &uid}})
 			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				s.Log.Error(err, "Sweeping an orphaned delegate failed", "cluster", snap.Name, "pod", client.ObjectKeyFromObject(d))
 				continue
@@ -108,4 +108,15 @@ func (s *Sweeper) now() time.Time {
 		return time.Now()
 	}
 	return s.Clock.Now()
+}
+
+// sweepGrace is the grace period of a swept delegate: none for an at-least-once one (its proxy is
+// gone, a replacement may already run, the delegate is a duplicate); its own for an at-most-once
+// one, never forced (the object would go while its containers may still run).
+func sweepGrace(d *corev1.Pod) *int64 {
+	if translate.AtMostOnce(d) {
+		return nil
+	}
+	zero := int64(0)
+	return &zero
 }
