@@ -220,7 +220,8 @@ func run(ctx context.Context, opts options) error {
 	cache := mgr.GetCache()
 	// Ready once the manager's informers have synced against the primary.
 	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
-		cctx, cancel := context.WithTimeout(req.Context(), time.Second)
+		// Well inside the kubelet's 1 s probe timeout: a probe that waits would fail anyway.
+		cctx, cancel := context.WithTimeout(req.Context(), 100*time.Millisecond)
 		defer cancel()
 		if !cache.WaitForCacheSync(cctx) {
 			return errors.New("informers not synced")
@@ -232,6 +233,9 @@ func run(ctx context.Context, opts options) error {
 	registry, err := setupClusters(ctx, mgr, cfg, opts)
 	if err != nil {
 		return err
+	}
+	if err := mgr.AddReadyzCheck("clusters", func(*http.Request) error { return registry.Ready() }); err != nil {
+		return fmt.Errorf("adding the clusters readiness check: %w", err)
 	}
 	if err := setupElection(ctx, mgr, cfg, registry, opts); err != nil {
 		return err
