@@ -346,13 +346,15 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	if err != nil {
 		return fmt.Errorf("creating the metadata client: %w", err)
 	}
+	dependencies := dependency.NewMetadataWatch(meta)
 	if err := (&dependency.Reconciler{Cache: mgr.GetClient(), Primary: mgr.GetAPIReader(), Secondaries: registry,
-		Grace: opts.dependencyGrace}).SetupWithManager(mgr, dependency.NewMetadataWatch(meta)); err != nil {
+		Grace: opts.dependencyGrace}).SetupWithManager(mgr, dependencies); err != nil {
 		return fmt.Errorf("setting up the dependency sync: %w", err)
 	}
 	return (&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry,
 		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat",
-		Reflector: &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
+		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
+		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),
 	}).SetupWithManager(mgr, opts.proxyWorkers)
 }
 

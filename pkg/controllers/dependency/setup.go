@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -72,10 +73,15 @@ func (w *MetadataWatch) Start(ctx context.Context) error {
 	return nil
 }
 
-// source is a source of the copies to look at when an object of kind changes or goes: keys maps
-// its namespace and name to them. Its handler only adds to the controller's queue (never blocks).
+// source is a source of the copies to look at when an object of kind changes or goes.
 func (w *MetadataWatch) source(kind string, keys func(ctx context.Context, kind, namespace, name string) []Key) source.TypedSource[Key] {
-	return source.TypedFunc[Key](func(ctx context.Context, q workqueue.TypedRateLimitingInterface[Key]) error {
+	return metadataSource(w, kind, keys)
+}
+
+// metadataSource turns changes of one kind (namespace and name) into the requests keys maps them
+// to. Its handler only adds to the controller's queue: it never blocks the informer.
+func metadataSource[R comparable](w *MetadataWatch, kind string, keys func(ctx context.Context, kind, namespace, name string) []R) source.TypedSource[R] {
+	return source.TypedFunc[R](func(ctx context.Context, q workqueue.TypedRateLimitingInterface[R]) error {
 		call := func(obj any) {
 			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
@@ -93,6 +99,27 @@ func (w *MetadataWatch) source(kind string, keys func(ctx context.Context, kind,
 		}
 		return nil
 	})
+}
+
+// WaitingProxies is a source for the proxy reconciler: a ConfigMap or Secret that appears or
+// changes in the primary brings back at once the Pending proxies of its namespace that reference
+// it (instead of their polling for it). proxies reads proxies (the manager's cache).
+func (w *MetadataWatch) WaitingProxies(proxies client.Reader) []source.Source {
+	keys := func(ctx context.Context, kind, namespace, name string) []reconcile.Request {
+		var list corev1.PodList
+		if err := proxies.List(ctx, &list, client.InNamespace(namespace), client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range list.Items {
+			p := &list.Items[i]
+			if p.Status.Phase == corev1.PodPending && p.DeletionTimestamp == nil && translate.Uses(p, kind, &metav1.ObjectMeta{Name: name}) {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(p)})
+			}
+		}
+		return out
+	}
+	return []source.Source{metadataSource(w, translate.KindConfigMap, keys), metadataSource(w, translate.KindSecret, keys)}
 }
 
 // SetupWithManager wires the sync: proxies, Services and NetworkPolicies from the manager's cache,

@@ -34,7 +34,9 @@ import (
 
 const (
 	transientRetry = 2 * time.Second
-	pendingRetry   = 250 * time.Millisecond
+	// pendingRetryMin and pendingRetryMax bound pendingBackoff.
+	pendingRetryMin = 250 * time.Millisecond
+	pendingRetryMax = 30 * time.Second
 )
 
 // Secondaries is what the proxy reconciler needs of the cluster registry.
@@ -56,6 +58,8 @@ type Reconciler struct {
 	FlatNetwork bool
 	// Clock tells grace periods and condition times (default: the real one).
 	Clock clock.PassiveClock
+	// Dependencies bring back Pending proxies when what they wait for appears in the primary.
+	Dependencies []source.Source
 
 	// readyNamespaces remembers "cluster/namespace" pairs known to be managed and to have their
 	// default ServiceAccount: checked once, not for every pod (forgotten when a create says the
@@ -327,11 +331,15 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 	if workers <= 0 {
 		workers = 1
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(isProxy)).
 		// A delegate has its proxy's namespace and name.
-		WatchesRawSource(r.Secondaries.DelegateSource(&handler.EnqueueRequestForObject{})).
+		WatchesRawSource(r.Secondaries.DelegateSource(&handler.EnqueueRequestForObject{}))
+	for _, s := range r.Dependencies {
+		b = b.WatchesRawSource(s)
+	}
+	return b.
 		// Per-item backoff only: client-go's default also caps all items at 10/s, which would
 		// throttle a burst of elected pods behind the first failures.
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers,

@@ -184,6 +184,31 @@ var _ = Describe("the proxy reconciler", func() {
 		Expect(primary.Client.Delete(ctx, ok)).To(Succeed())
 	}, SpecTimeout(time.Minute))
 
+	It("backs off while a proxy waits for a missing Secret (a bounded number of reads), and creates the delegate as soon as it appears", func(ctx SpecContext) {
+		pod := electedPod("patient", nil, "10m")
+		pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "late-secret"}}}}
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+		reads := "GET /api/v1/namespaces/" + ns + "/secrets/late-secret"
+		const waited = 20 * time.Second
+		time.Sleep(waited)
+		n := primaryCalls.get(reads)
+		AddReportEntry("reads of the missing Secret in 20 s", n)
+		GinkgoWriter.Printf("reads of the missing Secret in %s: %d\n", waited, n)
+		// Polling every 250 ms would be 80; a quarter of the proxy's age, from 250 ms, is about 18.
+		Expect(n).To(BeNumerically("<=", 25), "reads of the missing Secret in %s", waited)
+		Expect(n).To(BeNumerically(">=", 3), "it is still being retried")
+
+		start := time.Now()
+		Expect(primary.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late-secret"},
+			StringData: map[string]string{"K": "v"}})).To(Succeed())
+		Eventually(func() error { _, err := delegate(ctx, "patient"); return err }).WithContext(ctx).WithTimeout(3*time.Second).Should(Succeed(),
+			"the Secret's appearance brings the proxy back at once, not after its backoff")
+		AddReportEntry("Secret created to delegate created", time.Since(start).Round(10*time.Millisecond).String())
+		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "patient")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
 	It("sweeps a delegate whose proxy vanished (its finalizer removed by hand)", func(ctx SpecContext) {
 		pod := electedPod("orphan", nil, "10m")
 		Expect(primary.Client.Create(ctx, pod)).To(Succeed())

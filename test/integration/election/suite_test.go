@@ -7,6 +7,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -93,13 +96,49 @@ var _ = AfterSuite(func() {
 	Expect(primary.Stop()).To(Succeed())
 })
 
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// callCounter counts requests by "METHOD path".
+type callCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *callCounter) add(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[key]++
+}
+
+func (c *callCounter) get(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[key]
+}
+
+// primaryCalls counts what the manager asks of the primary.
+var primaryCalls callCounter
+
 // startManager wires what election needs as cmd/flotilla-manager does: registry, registration,
 // webhook (URL mode, its own CA and configuration), proxy and dependency reconcilers, sweep.
 func startManager(primaryID string) {
 	port, err := testbed.FreePort()
 	Expect(err).NotTo(HaveOccurred())
 	certDir := GinkgoT().TempDir()
-	mgr, err := ctrl.NewManager(primary.Config, ctrl.Options{
+	// The manager's calls to the primary are counted by path (a spec bounds a Pending proxy's).
+	cfg := rest.CopyConfig(primary.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			primaryCalls.add(req.Method + " " + req.URL.Path)
+			return rt.RoundTrip(req)
+		})
+	})
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 clusterenv.Scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -127,10 +166,12 @@ func startManager(primaryID string) {
 
 	meta, err := metadata.NewForConfig(primary.Config)
 	Expect(err).NotTo(HaveOccurred())
+	dependencies := dependency.NewMetadataWatch(meta)
 	Expect((&dependency.Reconciler{Cache: mgr.GetClient(), Primary: mgr.GetAPIReader(), Secondaries: registry,
-		Grace: grace}).SetupWithManager(mgr, dependency.NewMetadataWatch(meta))).To(Succeed())
+		Grace: grace}).SetupWithManager(mgr, dependencies)).To(Succeed())
 	Expect((&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: recorder,
-		Reflector: &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: primaryID}}).SetupWithManager(mgr, 4)).To(Succeed())
+		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: primaryID},
+		Dependencies: dependencies.WaitingProxies(mgr.GetClient())}).SetupWithManager(mgr, 4)).To(Succeed())
 	Expect(mgr.Add(&proxy.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: 2 * time.Second,
 		Log: ctrl.Log.WithName("sweep")})).To(Succeed())
 
