@@ -355,7 +355,7 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat",
 		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),
-	}).SetupWithManager(mgr, opts.proxyWorkers)
+	}).SetupWithManager(ctx, mgr, opts.proxyWorkers)
 }
 
 // restConfig loads the primary's config: the named kubeconfig, else in-cluster, else the default rules.

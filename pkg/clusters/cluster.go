@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -387,6 +388,11 @@ func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Durati
 		for _, s := range reg.objectSinks() {
 			rw.attach(s)
 		}
+		go func() {
+			if cache.WaitForCacheSync(rw.done, rw.delegates.HasSynced) && c.remoteWatch() == rw {
+				reg.notifyKind(remoteWatchStarts, c.name)
+			}
+		}()
 	}
 	c.mu.Lock()
 	c.probesSinceOwnerCheck++

@@ -23,6 +23,10 @@ const (
 	// Replicators applied (label flotilla.dev/replicator). Secrets are not watched: Flotilla never
 	// reads Secrets in a secondary; the Replicator's periodic resync repairs them.
 	remoteReplicas
+	// remoteChanges are cluster-state changes (ClusterSource).
+	remoteChanges
+	// remoteWatchStarts are starts of a secondary's delegate informer, once synced.
+	remoteWatchStarts
 )
 
 // remoteWatch is the informers of one secondary that controllers watch through sources: this
@@ -30,6 +34,7 @@ const (
 // once (handled), and a handler added late is replayed the informer's current objects.
 type remoteWatch struct {
 	cancel    context.CancelFunc
+	done      <-chan struct{}
 	delegates cache.SharedIndexInformer
 	informers map[remoteKind][]cache.SharedIndexInformer
 
@@ -52,7 +57,7 @@ func startRemoteWatch(ctx context.Context, cs kubernetes.Interface, primaryID st
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.LabelSelector = flotillav1.LabelPrimary + "=" + primaryID + "," + flotillav1.LabelReplicator
 		}))
-	w := &remoteWatch{cancel: cancel, handled: map[int]bool{}, informers: map[remoteKind][]cache.SharedIndexInformer{}}
+	w := &remoteWatch{cancel: cancel, done: ctx.Done(), handled: map[int]bool{}, informers: map[remoteKind][]cache.SharedIndexInformer{}}
 	w.delegates = delegates.Core().V1().Pods().Informer()
 	w.informers[remoteDelegates] = []cache.SharedIndexInformer{w.delegates}
 	w.informers[remoteReplicas] = []cache.SharedIndexInformer{

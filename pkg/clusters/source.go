@@ -41,7 +41,16 @@ func (r *Registry) ReplicaSource(h handler.EventHandler) source.Source {
 // snapshot changed, or that was added or removed; the name "" when the registration itself
 // changed (parsed, unparsable, first read). Every cluster is announced once when it starts.
 func (r *Registry) ClusterSource(h handler.EventHandler) source.Source {
-	return &remoteSource{registry: r, changes: true, handler: h, name: "cluster changes"}
+	return &remoteSource{registry: r, kind: remoteChanges, changes: true, handler: h, name: "cluster changes"}
+}
+
+// WatchStartSource is a source of "this secondary's delegate informer (re)started and synced":
+// an object named after the cluster, once per start, and for every synced cluster when the source
+// starts. Whatever happened there while nothing watched (delegates deleted while the secondary was
+// unregistered or unreachable) shows in no event: a controller that must check its objects
+// against the live list then (the proxy reconciler) watches this.
+func (r *Registry) WatchStartSource(h handler.EventHandler) source.Source {
+	return &remoteSource{registry: r, kind: remoteWatchStarts, changes: true, handler: h, name: "informer starts"}
 }
 
 // remoteSource is one of the registry's sources.
@@ -88,6 +97,14 @@ func (r *Registry) addSink(s *sink) {
 		names = append(names, name)
 	}
 	r.mu.Unlock()
+	if s.changes && s.kind == remoteWatchStarts {
+		for _, c := range all {
+			if w := c.remoteWatch(); w != nil && w.delegates.HasSynced() {
+				s.deliver(clusterObject(c.name))
+			}
+		}
+		return
+	}
 	if s.changes {
 		s.deliver(clusterObject(""))
 		for _, n := range names {
@@ -127,11 +144,14 @@ func (r *Registry) objectSinks() []*sink {
 }
 
 // notify tells the change sinks that a cluster's snapshot changed ("" for the registration).
-func (r *Registry) notify(name string) {
+func (r *Registry) notify(name string) { r.notifyKind(remoteChanges, name) }
+
+// notifyKind tells the change sinks of one kind about a cluster.
+func (r *Registry) notifyKind(kind remoteKind, name string) {
 	r.mu.Lock()
 	var out []*sink
 	for _, s := range r.sinks {
-		if s.changes {
+		if s.changes && s.kind == kind {
 			out = append(out, s)
 		}
 	}

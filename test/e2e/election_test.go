@@ -24,6 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -215,6 +216,78 @@ var _ = Describe("pod election", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, other, metav1.DeleteOptions{})).To(Succeed())
 		Expect(testbed.WaitWorking(ctx, s2)).To(Succeed(), "later specs need the thawed controller-manager working")
+	}, SpecTimeout(3*time.Minute))
+
+	It("never leaves a proxy Running without a delegate: delegates deleted while their secondary was unregistered are found when it is back", func(ctx SpecContext) {
+		s2 := bed.Secondaries[1]
+		const space = "unregistered"
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		prepareNamespace(ctx, s2, space)
+		two := int32(2)
+		sel := map[string]string{"app": "kept"}
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(space).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kept"},
+			Spec: appsv1.DeploymentSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// Every Running proxy has a live delegate of its UID: both sides listed.
+		whole := func(g Gomega) {
+			proxies, err := bed.Primary.Clientset.CoreV1().Pods(space).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			delegates := map[string]bool{}
+			for _, d := range delegatesIn(ctx, s2, space) {
+				if d.DeletionTimestamp == nil {
+					delegates[d.Annotations[flotillav1.AnnotationProxyUID]] = true
+				}
+			}
+			running := 0
+			for _, p := range proxies.Items {
+				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+					running++
+					g.Expect(delegates).To(HaveKey(string(p.UID)), "proxy %s is Running without a delegate", p.Name)
+				}
+			}
+			g.Expect(running).To(Equal(2))
+		}
+		Eventually(whole).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		// The secondary's context leaves the registration; its delegates are deleted meanwhile.
+		secret, err := bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace).Get(ctx, flotillav1.KubeconfigSecretName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		registered := secret.Data[flotillav1.KubeconfigSecretKey]
+		cfg, err := clientcmd.Load(registered)
+		Expect(err).NotTo(HaveOccurred())
+		var contextName string
+		for name := range cfg.Contexts {
+			if strings.Contains(name, s2.Name) {
+				contextName = name
+			}
+		}
+		Expect(contextName).NotTo(BeEmpty())
+		delete(cfg.Contexts, contextName)
+		without, err := clientcmd.Write(*cfg)
+		Expect(err).NotTo(HaveOccurred())
+		secret.Data[flotillav1.KubeconfigSecretKey] = without
+		_, err = bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace).Update(ctx, secret, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		time.Sleep(3 * time.Second) // the registry applies it
+		zero := int64(0)
+		for _, d := range delegatesIn(ctx, s2, space) {
+			Expect(client.IgnoreNotFound(s2.Clientset.CoreV1().Pods(space).Delete(ctx, d.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))).To(Succeed())
+		}
+		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, space) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeEmpty())
+
+		secret, err = bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace).Get(ctx, flotillav1.KubeconfigSecretName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		secret.Data[flotillav1.KubeconfigSecretKey] = registered
+		_, err = bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace).Update(ctx, secret, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
+		Eventually(whole).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
+		AddReportEntry("context back to every proxy with a delegate", time.Since(start).Round(100*time.Millisecond).String())
+		Expect(bed.Primary.Clientset.AppsV1().Deployments(space).Delete(ctx, "kept", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
 	It("handles a delegate deleted in its secondary: a ReplicaSet's proxy comes back Running, a bare pod's ends Failed DelegateLost", func(ctx SpecContext) {

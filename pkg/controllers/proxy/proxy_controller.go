@@ -44,6 +44,7 @@ type Secondaries interface {
 	Secondary(name string) (clusters.Secondary, bool)
 	PrimaryID() string
 	DelegateSource(h handler.EventHandler) source.Source
+	WatchStartSource(h handler.EventHandler) source.Source
 }
 
 // Reconciler makes each proxy pod bound to a virtual node have its delegate in that
@@ -325,17 +326,32 @@ func (r *Reconciler) event(proxy *corev1.Pod, kind, reason, action, format strin
 	}
 }
 
-// SetupWithManager watches proxies in the primary and delegates in every secondary.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
+// nodeNameField indexes proxies by the virtual node they are bound to.
+const nodeNameField = "spec.nodeName"
+
+// SetupWithManager watches proxies in the primary and delegates in every secondary. When a
+// secondary's delegate informer (re)starts, every proxy bound to it is checked against the live
+// list: delegates removed while nothing watched (the secondary unregistered or unreachable) show
+// in no event, and a proxy must never stay Running without one.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, workers int) error {
 	isProxy := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[flotillav1.LabelProxy] == "true" })
 	if workers <= 0 {
 		workers = 1
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, nodeNameField, func(o client.Object) []string {
+		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
+			return []string{p.Spec.NodeName}
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("indexing proxies by node: %w", err)
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
 		For(&corev1.Pod{}, builder.WithPredicates(isProxy)).
 		// A delegate has its proxy's namespace and name.
-		WatchesRawSource(r.Secondaries.DelegateSource(&handler.EnqueueRequestForObject{}))
+		WatchesRawSource(r.Secondaries.DelegateSource(&handler.EnqueueRequestForObject{})).
+		WatchesRawSource(r.Secondaries.WatchStartSource(handler.EnqueueRequestsFromMapFunc(r.proxiesOf)))
 	for _, s := range r.Dependencies {
 		b = b.WatchesRawSource(s)
 	}
@@ -345,4 +361,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, workers int) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers,
 			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](20*time.Millisecond, 10*time.Second)}).
 		Complete(r)
+}
+
+// proxiesOf lists the proxies bound to the virtual node of the cluster an object names.
+func (r *Reconciler) proxiesOf(ctx context.Context, o client.Object) []reconcile.Request {
+	var list corev1.PodList
+	if err := r.Client.List(ctx, &list, client.MatchingFields{nodeNameField: flotillav1.VirtualNodeName(o.GetName())}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the proxies of a secondary whose informer started", "cluster", o.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
 }

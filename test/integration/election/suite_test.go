@@ -75,7 +75,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(primary.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace,
 		Name: flotillav1.KubeconfigSecretName}, Data: map[string][]byte{flotillav1.KubeconfigSecretKey: raw}})).To(Succeed())
 
-	startManager(primaryID)
+	startManager(ctx, primaryID)
 	Eventually(func(g Gomega) {
 		var node corev1.Node
 		g.Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: "east-1"}, &node)).To(Succeed())
@@ -126,7 +126,7 @@ var primaryCalls callCounter
 
 // startManager wires what election needs as cmd/flotilla-manager does: registry, registration,
 // webhook (URL mode, its own CA and configuration), proxy and dependency reconcilers, sweep.
-func startManager(primaryID string) {
+func startManager(ctx context.Context, primaryID string) {
 	port, err := testbed.FreePort()
 	Expect(err).NotTo(HaveOccurred())
 	certDir := GinkgoT().TempDir()
@@ -159,7 +159,7 @@ func startManager(primaryID string) {
 	Expect(err).NotTo(HaveOccurred())
 	first := *certs
 	first.Client = direct
-	Expect(first.Ensure(context.Background())).To(Succeed()) //nolint:forbidigo // before any spec context exists
+	Expect(first.Ensure(ctx)).To(Succeed())
 	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: &webhook.Handler{
 		Registry: registry, Options: webhook.Options{Choose: webhook.WeightedRandom}, Decoder: admission.NewDecoder(mgr.GetScheme()),
 		Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader()}})
@@ -171,7 +171,7 @@ func startManager(primaryID string) {
 		Grace: grace}).SetupWithManager(mgr, dependencies)).To(Succeed())
 	Expect((&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: recorder,
 		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: primaryID},
-		Dependencies: dependencies.WaitingProxies(mgr.GetClient())}).SetupWithManager(mgr, 4)).To(Succeed())
+		Dependencies: dependencies.WaitingProxies(mgr.GetClient())}).SetupWithManager(ctx, mgr, 4)).To(Succeed())
 	Expect(mgr.Add(&proxy.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: 2 * time.Second,
 		Log: ctrl.Log.WithName("sweep")})).To(Succeed())
 
