@@ -17,6 +17,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -128,11 +129,12 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name string, out
 	if err := installCRD(ctx, secondary, "flotillaprimaries"); err != nil {
 		return err
 	}
-	err = updateRegistration(ctx, primary, func(reg *clientcmdapi.Config) error {
-		if err := refuseDuplicate(reg, name, cluster.Server); err != nil {
+	err = updateRegistration(ctx, primary, func(r *clusters.Registration) error {
+		if err := refuseDuplicate(r.Config, name, cluster.Server); err != nil {
 			return err
 		}
-		putContext(reg, name, cluster.DeepCopy(), kctx.Cluster, authInfo.DeepCopy(), kctx.AuthInfo)
+		putContext(r.Config, name, cluster.DeepCopy(), kctx.Cluster, authInfo.DeepCopy(), kctx.AuthInfo)
+		delete(r.Removed, name) // registered again
 		return nil
 	})
 	if err != nil {
@@ -217,11 +219,12 @@ func runJoin(ctx context.Context, g *GlobalOptions, contextName, name string, du
 		return fmt.Errorf("minting a token for %s in context %s: %w", names.ServiceAccount, contextName, err)
 	}
 	identity := &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	err = updateRegistration(ctx, primary, func(reg *clientcmdapi.Config) error {
-		if err := refuseDuplicate(reg, name, cluster.Server); err != nil {
+	err = updateRegistration(ctx, primary, func(r *clusters.Registration) error {
+		if err := refuseDuplicate(r.Config, name, cluster.Server); err != nil {
 			return err
 		}
-		putContext(reg, name, cluster.DeepCopy(), kctx.Cluster, identity, names.ServiceAccount+"@"+name)
+		putContext(r.Config, name, cluster.DeepCopy(), kctx.Cluster, identity, names.ServiceAccount+"@"+name)
+		delete(r.Removed, name) // registered again
 		return nil
 	})
 	if err != nil {
@@ -398,8 +401,12 @@ func runRemove(ctx context.Context, g *GlobalOptions, target string, timeout tim
 			return err
 		}
 	}
-	if err := updateRegistration(ctx, primary, func(reg *clientcmdapi.Config) error {
-		removeContext(reg, contextName)
+	if err := deleteOwner(ctx, primary, contextName, name, orphan, out); err != nil {
+		return err
+	}
+	if err := updateRegistration(ctx, primary, func(r *clusters.Registration) error {
+		removeContext(r.Config, contextName)
+		r.Removed[name] = true // removed on purpose: the manager lets go of it (a vanished context is only detached)
 		return nil
 	}); err != nil {
 		return err
@@ -470,6 +477,47 @@ func runFence(ctx context.Context, g *GlobalOptions, target string, undo bool, o
 }
 
 var errUnknownKind = errors.New("unsupported kind")
+
+// deleteOwner deletes this primary's FlotillaPrimary in the secondary, with the registered
+// credentials: the secondary's garbage collector then removes everything of this primary there,
+// or, with orphan, only their owner references, so delegates and copies keep running. Only an
+// explicit remove does this; the manager never deletes a FlotillaPrimary.
+func deleteOwner(ctx context.Context, primary client.Client, contextName, name string, orphan bool, out io.Writer) error {
+	reg, err := clusters.ReadRegistration(ctx, primary)
+	if err != nil {
+		return err
+	}
+	if _, ok := reg.Contexts[contextName]; !ok {
+		return nil // not registered: nothing to reach it with
+	}
+	primaryID, err := clusters.ClusterID(ctx, primary)
+	if err != nil {
+		return err
+	}
+	secondary, _, err := clientFor(reg, contextName)
+	if err != nil {
+		return err
+	}
+	policy := metav1.DeletePropagationBackground
+	if orphan {
+		policy = metav1.DeletePropagationOrphan
+	}
+	fp := &flotillav1.FlotillaPrimary{ObjectMeta: metav1.ObjectMeta{Name: primaryID}}
+	err = secondary.Delete(ctx, fp, client.PropagationPolicy(policy))
+	switch {
+	case err == nil:
+		if orphan {
+			fmt.Fprintf(out, "Deleted FlotillaPrimary %s in %s, orphaning what it owned (delegates keep running).\n", primaryID, name)
+		} else {
+			fmt.Fprintf(out, "Deleted FlotillaPrimary %s in %s; its garbage collector removes what remains of this primary there.\n", primaryID, name)
+		}
+		return nil
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return nil
+	default:
+		return fmt.Errorf("deleting FlotillaPrimary %s in %s (the cluster stays registered; retry when it answers): %w", primaryID, name, err)
+	}
+}
 
 // copyDesired sets on live (as read from the cluster) what desired says, for the kinds join applies.
 func copyDesired(live, desired client.Object) error {

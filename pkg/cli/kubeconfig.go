@@ -76,7 +76,7 @@ func clientFor(cfg *clientcmdapi.Config, context string) (client.Client, *rest.C
 
 // updateRegistration creates the system namespace when missing, then applies mutate to the
 // registration kubeconfig (the one read-modify-write the manager uses too).
-func updateRegistration(ctx context.Context, primary client.Client, mutate func(*clientcmdapi.Config) error) error {
+func updateRegistration(ctx context.Context, primary client.Client, mutate func(*clusters.Registration) error) error {
 	if err := ensureNamespace(ctx, primary, flotillav1.SystemNamespace, nil); err != nil {
 		return err
 	}

@@ -73,6 +73,9 @@ type cluster struct {
 	fingerprint string
 	token       atomic.Pointer[string]
 	renewing    atomic.Bool
+	// detached is a cluster whose context left the registration without being removed: no
+	// clients, no probes, its last known identity kept (newDetached).
+	detached bool
 
 	config    *rest.Config // nil when the context cannot be used
 	configErr error
@@ -141,6 +144,27 @@ func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config)
 		return c
 	}
 	c.config = restCfg
+	return c
+}
+
+// errNotRegistered is the configErr of a detached cluster: nothing to connect with.
+var errNotRegistered = errors.New("the context is no longer in the registration Secret")
+
+// newDetached is a cluster whose context left the registration (or that an earlier run knew and
+// the registration does not name): it keeps its identity and role, so its virtual node stays
+// (cordoned, NotReady) and nothing of it is deleted, until the context is back or the cluster is
+// removed with `flotillactl cluster remove`.
+func newDetached(r *Registry, name string, prev Snapshot) *cluster {
+	c := &cluster{registry: r, name: name, entry: prev.Entry, detached: true, configErr: errNotRegistered}
+	st := prev
+	st.Capacity, st.CapacitySynced, st.TokenExpiry = Capacity{}, false, nil
+	if st.Status != flotillav1.ClusterUnknown || st.LastTransition.IsZero() {
+		st.LastTransition = time.Now()
+	}
+	st.Status, st.Reason = flotillav1.ClusterUnknown, flotillav1.ReasonNotRegistered
+	st.Message = fmt.Sprintf("Cluster %s is no longer in the registration Secret: its delegates are left running and its virtual node is cordoned; "+
+		"register it again, or remove it with `flotillactl cluster remove %s`", name, name)
+	c.state = st
 	return c
 }
 
@@ -451,22 +475,6 @@ func (c *cluster) setOwnerUID(uid string) {
 	c.mu.Lock()
 	c.ownerUID = uid
 	c.mu.Unlock()
-}
-
-// cleanUpRemoved deletes this primary's FlotillaPrimary in a cluster whose context was removed,
-// which lets the secondary's garbage collector remove everything the primary created there.
-func (c *cluster) cleanUpRemoved(ctx context.Context, timeout time.Duration) {
-	s := c.snapshot()
-	if s.Role != RoleSecondary || c.ctrl == nil {
-		return
-	}
-	dctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	fp := &flotillav1.FlotillaPrimary{ObjectMeta: metav1.ObjectMeta{Name: c.registry.opts.PrimaryID}}
-	if err := c.ctrl.Delete(dctx, fp); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
-		c.registry.log.Error(err, "Deleting FlotillaPrimary of a removed cluster failed; delete it there by hand",
-			"cluster", c.name, "flotillaPrimary", fp.Name)
-	}
 }
 
 // probeFailure turns a probe error into a reason and a short message (never a credential: client-go

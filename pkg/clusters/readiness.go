@@ -24,7 +24,7 @@ func readiness(configured bool, snaps []Snapshot) error {
 	var waiting []string
 	for _, s := range snaps {
 		switch {
-		case s.LastProbe.IsZero() && s.Reason != flotillav1.ReasonInvalidContext:
+		case s.LastProbe.IsZero() && s.Reason != flotillav1.ReasonInvalidContext && s.Reason != flotillav1.ReasonNotRegistered:
 			waiting = append(waiting, s.Name+" (not probed yet)")
 		case s.Role == RoleSecondary && s.Status == flotillav1.ClusterRunning && s.Reason == "" && !s.CapacitySynced:
 			waiting = append(waiting, s.Name+" (capacity not synced yet)")

@@ -3,6 +3,8 @@ package clusters
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -50,11 +52,49 @@ func ReadRegistration(ctx context.Context, c client.Reader) (*clientcmdapi.Confi
 	return cfg, nil
 }
 
+// Registration is what the registration Secret holds: the kubeconfig of the registered clusters,
+// and the names of clusters removed on purpose (`flotillactl cluster remove`). A cluster whose
+// context merely vanished from the kubeconfig is detached, not removed: its virtual node stays,
+// cordoned and NotReady, and nothing of it is deleted; only a removed one is let go.
+type Registration struct {
+	Config  *clientcmdapi.Config
+	Removed map[string]bool
+}
+
+// RemovedClusters reads the names of removed clusters from the registration Secret.
+func RemovedClusters(secret *corev1.Secret) map[string]bool {
+	out := map[string]bool{}
+	for _, n := range strings.Split(secret.Annotations[flotillav1.AnnotationRemovedClusters], ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out[n] = true
+		}
+	}
+	return out
+}
+
+func setRemovedClusters(secret *corev1.Secret, removed map[string]bool) {
+	names := make([]string, 0, len(removed))
+	for n, ok := range removed {
+		if ok {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		delete(secret.Annotations, flotillav1.AnnotationRemovedClusters)
+		return
+	}
+	if secret.Annotations == nil {
+		secret.Annotations = map[string]string{}
+	}
+	secret.Annotations[flotillav1.AnnotationRemovedClusters] = strings.Join(names, ",")
+}
+
 // UpdateRegistration is the one read-modify-write of the registration Secret (the CLI's join, add
-// and remove, the manager's token renewal): it applies mutate to the kubeconfig and writes it back,
-// creating the Secret when missing (its namespace must exist) and retrying on conflicts, so two
-// writers never lose each other's change.
-func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*clientcmdapi.Config) error) error {
+// and remove, the manager's token renewal): it applies mutate to the registration and writes it
+// back, creating the Secret when missing (its namespace must exist) and retrying on conflicts, so
+// two writers never lose each other's change.
+func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*Registration) error) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var secret corev1.Secret
 		err := c.Get(ctx, RegistrationKey(), &secret)
@@ -62,16 +102,16 @@ func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*clien
 		if err != nil && !create {
 			return fmt.Errorf("reading the registration Secret: %w", err)
 		}
-		cfg := clientcmdapi.NewConfig()
+		reg := &Registration{Config: clientcmdapi.NewConfig(), Removed: RemovedClusters(&secret)}
 		if !create && len(secret.Data[flotillav1.KubeconfigSecretKey]) > 0 {
-			if cfg, err = clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey]); err != nil {
+			if reg.Config, err = clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey]); err != nil {
 				return fmt.Errorf("the registration Secret does not parse: %w", err)
 			}
 		}
-		if err := mutate(cfg); err != nil {
+		if err := mutate(reg); err != nil {
 			return err
 		}
-		raw, err := clientcmd.Write(*cfg)
+		raw, err := clientcmd.Write(*reg.Config)
 		if err != nil {
 			return fmt.Errorf("encoding the registration kubeconfig: %w", err)
 		}
@@ -86,6 +126,7 @@ func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*clien
 			secret.Data = map[string][]byte{}
 		}
 		secret.Data[flotillav1.KubeconfigSecretKey] = raw
+		setRemovedClusters(&secret, reg.Removed)
 		if create {
 			return c.Create(ctx, &secret)
 		}
@@ -97,7 +138,8 @@ func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*clien
 // Secret (the user entry of the given context).
 func SecretTokenRenewer(c client.Client) TokenRenewer {
 	return func(ctx context.Context, contextName, token string) error {
-		return UpdateRegistration(ctx, c, func(cfg *clientcmdapi.Config) error {
+		return UpdateRegistration(ctx, c, func(reg *Registration) error {
+			cfg := reg.Config
 			kctx, ok := cfg.Contexts[contextName]
 			if !ok || cfg.AuthInfos[kctx.AuthInfo] == nil {
 				return fmt.Errorf("context %q is no longer registered", contextName)

@@ -47,8 +47,6 @@ type Options struct {
 	// QPS and Burst of the clients of each cluster. Defaults 300 and 600.
 	QPS   float32
 	Burst int
-	// RemovalTimeout bounds the cleanup (deleting FlotillaPrimary) in a cluster whose context was removed. Default 10s.
-	RemovalTimeout time.Duration
 	// TokenRenewer, when set, is called for a context whose token is past RenewalFraction of its lifetime.
 	TokenRenewer TokenRenewer
 	// RenewalFraction of a token's lifetime after which it is renewed. Default 0.5.
@@ -77,9 +75,6 @@ func (o *Options) defaults() {
 	if o.RenewalFraction <= 0 || o.RenewalFraction >= 1 {
 		o.RenewalFraction = 0.5
 	}
-	if o.RemovalTimeout == 0 {
-		o.RemovalTimeout = 10 * time.Second
-	}
 }
 
 // Registry owns the registered clusters: it applies the registration kubeconfig, probes each
@@ -95,6 +90,8 @@ type Registry struct {
 	claims     map[string]string // cluster ID -> name of the cluster that registered it first
 	configured bool
 	configErr  error
+	// removed are the clusters removed on purpose (SetRemoved).
+	removed map[string]bool
 	// sinks receive events of the started sources (source.go).
 	sinks    []*sink
 	nextSink int
@@ -212,27 +209,38 @@ func (r *Registry) Apply(raw []byte) error {
 	r.configured = true
 	changedConfigErr := (r.configErr == nil) != (err == nil) || (err != nil && r.configErr.Error() != err.Error())
 	r.configErr = err
+	var known []*cluster
+	if first {
+		// Clusters an earlier run knew (ClusterDetectors) but the registration does not name are
+		// detached, not forgotten: their virtual nodes and proxies stay.
+		known = r.detachKnown(desired)
+	}
 	if err != nil {
 		r.mu.Unlock()
+		for _, c := range known {
+			r.notify(c.name)
+		}
 		if changedConfigErr || first {
 			r.notify("")
 		}
 		return err
 	}
-	added, removed, gone, changed := r.diff(desired)
+	added, restarted, detached, dropped, changed := r.diff(desired)
 	ctx := r.ctx
 	r.mu.Unlock()
 
-	for _, c := range removed {
+	for _, c := range restarted {
 		c.stop()
 	}
-	for _, c := range gone {
+	for _, c := range detached {
+		r.log.Info("Cluster detached: its context left the registration; nothing of it is deleted", "cluster", c.name)
+		c.stop()
+		r.notify(c.name)
+	}
+	for _, c := range dropped {
 		r.log.Info("Cluster removed", "cluster", c.name, "context", c.entry.Context)
 		forgetCluster(c.name)
 		c.stop()
-		if ctx != nil && r.isLeader() {
-			c.cleanUpRemoved(ctx, r.opts.RemovalTimeout)
-		}
 		r.notify(c.name)
 	}
 	for _, c := range added {
@@ -240,6 +248,9 @@ func (r *Registry) Apply(raw []byte) error {
 		if ctx != nil {
 			c.start(ctx)
 		}
+		r.notify(c.name)
+	}
+	for _, c := range known {
 		r.notify(c.name)
 	}
 	for _, name := range changed {
@@ -251,15 +262,49 @@ func (r *Registry) Apply(raw []byte) error {
 	return nil
 }
 
-// diff updates r.clusters to desired (r.mu held) and says what to start, stop and announce.
-func (r *Registry) diff(desired map[string]*cluster) (added, removed, gone []*cluster, changed []string) {
+// SetRemoved records the clusters removed on purpose (the registration Secret's
+// flotilla.dev/removed-clusters): only those are let go when their context is not registered.
+func (r *Registry) SetRemoved(removed map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.removed = removed
+}
+
+// Removed says whether a cluster was removed on purpose: its virtual node may be deleted.
+func (r *Registry) Removed(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.removed[name]
+}
+
+// detachKnown adds a detached cluster for every known ID the registration does not name (r.mu held).
+func (r *Registry) detachKnown(desired map[string]*cluster) []*cluster {
+	var out []*cluster
+	for name, id := range r.opts.KnownIDs {
+		if _, ok := desired[name]; ok || id == "" || id == r.opts.PrimaryID || r.removed[name] {
+			continue
+		}
+		if _, ok := r.clusters[name]; ok {
+			continue
+		}
+		c := newDetached(r, name, Snapshot{Name: name, Role: RoleSecondary, ID: id})
+		r.clusters[name] = c
+		out = append(out, c)
+	}
+	return out
+}
+
+// diff updates r.clusters to desired (r.mu held) and says what to start, restart, detach, drop
+// and announce. A cluster whose context is gone is detached (kept, not probed, reported
+// NotRegistered) unless it was removed on purpose, then it is dropped.
+func (r *Registry) diff(desired map[string]*cluster) (added, restarted, detached, dropped []*cluster, changed []string) {
 	for name, want := range desired {
 		have, ok := r.clusters[name]
 		switch {
 		case !ok:
 			added = append(added, want)
 		case have.fingerprint != want.fingerprint:
-			removed = append(removed, have) // restarted with the new settings, keeping what it learned
+			restarted = append(restarted, have) // restarted with the new settings, keeping what it learned
 			want.inherit(have)
 			added = append(added, want)
 		default:
@@ -269,20 +314,29 @@ func (r *Registry) diff(desired map[string]*cluster) (added, removed, gone []*cl
 		}
 	}
 	for name, have := range r.clusters {
-		if _, ok := desired[name]; !ok {
-			gone = append(gone, have)
+		if _, ok := desired[name]; ok {
+			continue
+		}
+		switch {
+		case r.removed[name]:
+			dropped = append(dropped, have)
 			delete(r.clusters, name)
-			for id, owner := range r.claims {
-				if owner == name {
-					delete(r.claims, id)
-				}
+		case have.detached:
+			continue
+		default:
+			detached = append(detached, have)
+			r.clusters[name] = newDetached(r, name, have.snapshot())
+		}
+		for id, owner := range r.claims {
+			if owner == name {
+				delete(r.claims, id)
 			}
 		}
 	}
 	for _, c := range added {
 		r.clusters[c.name] = c
 	}
-	return added, removed, gone, changed
+	return added, restarted, detached, dropped, changed
 }
 
 // parse turns a kubeconfig into clusters (not started). A context that cannot be used is still a

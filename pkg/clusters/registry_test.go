@@ -68,11 +68,27 @@ func TestApplyAddsRemovesAndKeepsTheLastGoodConfiguration(t *testing.T) {
 		t.Fatalf("missing Secret: error %v, clusters %v", err, names(r))
 	}
 
+	// A context that vanishes is detached, not forgotten: nothing of it may be deleted.
+	gke := names(r)[1]
 	if err := r.Apply(kubeconfig(t, map[string]string{"a": "https://a"})); err != nil {
 		t.Fatal(err)
 	}
-	if got := names(r); len(got) != 1 || got[0] != "a" || r.ConfigError() != nil {
-		t.Fatalf("after removal: %v, error %v", got, r.ConfigError())
+	if got := names(r); len(got) != 2 || r.ConfigError() != nil {
+		t.Fatalf("after the context vanished: %v, error %v", got, r.ConfigError())
+	}
+	if s, _ := r.Snapshot(gke); s.Reason != flotillav1.ReasonNotRegistered || s.Status != flotillav1.ClusterUnknown || r.Removed(gke) {
+		t.Errorf("vanished cluster snapshot = %+v", s)
+	}
+	if _, ok := r.Secondary(gke); ok {
+		t.Error("a detached cluster hands out clients")
+	}
+	// Removed on purpose (flotillactl cluster remove): let go.
+	r.SetRemoved(map[string]bool{gke: true})
+	if err := r.Apply(kubeconfig(t, map[string]string{"a": "https://a"})); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(r); len(got) != 1 || got[0] != "a" || !r.Removed(gke) {
+		t.Fatalf("after removal: %v", got)
 	}
 }
 
@@ -210,5 +226,28 @@ func TestTokenHelpers(t *testing.T) {
 func TestProbeFailureNamesTheReason(t *testing.T) {
 	if r, _ := probeFailure(errors.New("dial tcp: connection refused")); r != flotillav1.ReasonProbeFailed {
 		t.Errorf("reason = %s", r)
+	}
+}
+
+func TestAManagerStartingWithoutTheSecretKeepsTheClustersItKnew(t *testing.T) {
+	r := NewRegistry(Options{PrimaryID: "p", KnownIDs: map[string]string{"eu": "id-eu", "primary": "p", "gone": "id-gone"}}, logr.Discard())
+	r.SetRemoved(map[string]bool{"gone": true})
+	if err := r.Apply(nil); !errors.Is(err, ErrSecretMissing) {
+		t.Fatalf("missing Secret: %v", err)
+	}
+	got := names(r)
+	if len(got) != 1 || got[0] != "eu" {
+		t.Fatalf("clusters = %v, want the known secondary only (not the primary, not a removed one)", got)
+	}
+	s, _ := r.Snapshot("eu")
+	if !s.UsableSecondary() || s.Reason != flotillav1.ReasonNotRegistered || s.ID != "id-eu" {
+		t.Errorf("known cluster = %+v: its virtual node must stay", s)
+	}
+	// Its context comes back: registered again under the same name, identity kept.
+	if err := r.Apply(kubeconfig(t, map[string]string{"eu": "https://eu"})); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := r.Snapshot("eu"); s.Reason == flotillav1.ReasonNotRegistered || s.ID != "id-eu" {
+		t.Errorf("re-registered cluster = %+v", s)
 	}
 }

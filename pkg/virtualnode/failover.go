@@ -27,6 +27,9 @@ func Unreachable(snaps []clusters.Snapshot, now time.Time, hysteresis time.Durat
 			continue
 		}
 		total++
+		if s.Reason == flotillav1.ReasonNotRegistered {
+			continue // detached, not dead: its proxies and delegates are left as they are
+		}
 		if s.Status != flotillav1.ClusterRunning && !s.LastTransition.IsZero() && now.Sub(s.LastTransition) >= hysteresis {
 			dead = append(dead, s.Name)
 		}

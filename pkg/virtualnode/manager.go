@@ -34,6 +34,7 @@ type Registry interface {
 	Snapshot(name string) (clusters.Snapshot, bool)
 	Snapshots() []clusters.Snapshot
 	ClusterSource(h handler.EventHandler) source.Source
+	Removed(name string) bool
 }
 
 // Options configure the virtual nodes. Zero values take the documented defaults.
@@ -227,8 +228,8 @@ func (m *Manager) isUnreachable(name string) bool {
 	return m.unreachable[name]
 }
 
-// deleteStaleNodes removes Flotilla's virtual nodes whose cluster is gone (also those left by an
-// earlier run of the manager). Their Leases are owned by the nodes and go with them.
+// deleteStaleNodes removes Flotilla's virtual nodes of clusters removed with `flotillactl cluster
+// remove` (also those left by an earlier run of the manager). Their Leases are owned by the nodes and go with them.
 func (m *Manager) deleteStaleNodes(ctx context.Context, want map[string]bool) {
 	list, err := m.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: flotillav1.LabelCluster + ",type=virtual-kubelet"})
 	if err != nil {
@@ -236,7 +237,9 @@ func (m *Manager) deleteStaleNodes(ctx context.Context, want map[string]bool) {
 		return
 	}
 	for _, n := range list.Items {
-		if want[n.Labels[flotillav1.LabelCluster]] {
+		// Only a cluster removed on purpose loses its node: one the manager does not know (yet),
+		// or whose context vanished, keeps it with its proxies.
+		if cluster := n.Labels[flotillav1.LabelCluster]; want[cluster] || !m.registry.Removed(cluster) {
 			continue
 		}
 		err := m.client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{})
@@ -416,8 +419,9 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 	unreachable := s.m.isUnreachable(s.name)
 	var taints []corev1.Taint
 	taintsChanged := false
+	unregistered := UnregisteredTaint()
 	for _, t := range cur.Spec.Taints {
-		if t.Key == failover.Key && !unreachable {
+		if (t.Key == failover.Key && !unreachable) || (t.Key == unregistered.Key && !hasTaint(want.Spec.Taints, unregistered)) {
 			taintsChanged = true
 			continue
 		}

@@ -30,12 +30,22 @@ func Taints() []corev1.Taint {
 	return []corev1.Taint{{Key: flotillav1.TaintVirtualNode, Value: flotillav1.TaintVirtualNodeValue, Effect: corev1.TaintEffectNoSchedule}}
 }
 
+// UnregisteredTaint cordons the virtual node of a secondary whose context left the registration.
+func UnregisteredTaint() corev1.Taint {
+	return corev1.Taint{Key: flotillav1.TaintUnregistered, Effect: corev1.TaintEffectNoSchedule}
+}
+
 // Desired builds the virtual node of a secondary from its snapshot: spec, labels and status.
 func Desired(s clusters.Snapshot, opts NodeOptions) *corev1.Node {
 	name := flotillav1.VirtualNodeName(s.Name)
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.VirtualNodeLabels()},
 		Spec:       corev1.NodeSpec{Taints: Taints()},
+	}
+	if s.Reason == flotillav1.ReasonNotRegistered {
+		// Cordoned by Flotilla's own taint (a user's cordon stays the user's): no new proxy goes
+		// there, the running ones and their delegates stay.
+		n.Spec.Taints = append(n.Spec.Taints, UnregisteredTaint())
 	}
 	n.Status = Status(s, opts)
 	return n

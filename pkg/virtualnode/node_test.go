@@ -101,3 +101,24 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+func TestADetachedSecondaryIsCordonedNotFailedOver(t *testing.T) {
+	detached := snapshot(flotillav1.ClusterUnknown)
+	detached.Reason = flotillav1.ReasonNotRegistered
+	n := Desired(detached, NodeOptions{})
+	if !hasTaint(n.Spec.Taints, UnregisteredTaint()) {
+		t.Errorf("taints %v: a detached secondary's node must be cordoned", n.Spec.Taints)
+	}
+	if hasTaint(Desired(snapshot(flotillav1.ClusterRunning), NodeOptions{}).Spec.Taints, UnregisteredTaint()) {
+		t.Error("a registered secondary's node is cordoned")
+	}
+	long := time.Now().Add(-time.Hour)
+	detached.LastTransition = long
+	other := snapshot(flotillav1.ClusterRunning)
+	other.Name = "other"
+	third := snapshot(flotillav1.ClusterRunning)
+	third.Name = "third"
+	if got := Unreachable([]clusters.Snapshot{detached, other, third}, time.Now(), time.Minute); got[detached.Name] {
+		t.Error("a detached secondary is tainted for failover: its proxies would be evicted while their delegates run")
+	}
+}

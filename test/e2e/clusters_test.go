@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"sort"
 	"time"
@@ -391,7 +392,26 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		if rest := 75*time.Second - time.Since(stopped); rest > 0 {
 			time.Sleep(rest)
 		}
+		// It starts again without its registration Secret: it knew the clusters (ClusterDetectors),
+		// so no virtual node is deleted and no proxy released.
+		secrets := bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace)
+		registration, err := secrets.Get(ctx, flotillav1.KubeconfigSecretName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(secrets.Delete(ctx, flotillav1.KubeconfigSecretName, metav1.DeleteOptions{})).To(Succeed())
 		manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"))
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() (int, error) { return httpStatus(http.DefaultClient, manager.probeURL+"/healthz") }).
+			WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(http.StatusOK))
+		Consistently(func(g Gomega) {
+			for _, c := range []*testbed.Cluster{s1, s2} {
+				_, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(c.Name), metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred(), "virtual node of %s", c.Name)
+			}
+			proxies, _ := uids(g)
+			g.Expect(proxies).To(Equal(proxiesBefore), "no proxy was released")
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
+		registration.ResourceVersion, registration.UID = "", ""
+		_, err = secrets.Create(ctx, registration, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
 		Eventually(func(g Gomega) {
@@ -427,9 +447,26 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		Expect(taints()).NotTo(ContainElement(HaveField("Key", corev1.TaintNodeOutOfService)))
 	}, SpecTimeout(time.Minute))
 
-	It("removes a secondary: its node, ClusterDetector and FlotillaPrimary are gone within 30 s", func(ctx SpecContext) {
+	It("removes a secondary with --orphan: its node, ClusterDetector and FlotillaPrimary are gone within 30 s, its delegates keep running", func(ctx SpecContext) {
+		const space = "orphaned"
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		prepareNamespace(ctx, s2, space)
+		_, err = bed.Primary.Clientset.CoreV1().Pods(space).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "stays",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		var delegateUID string
+		Eventually(func(g Gomega) {
+			d, err := s2.Clientset.CoreV1().Pods(space).Get(ctx, "stays", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Status.Phase).To(Equal(corev1.PodRunning))
+			delegateUID = string(d.UID)
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
 		start := time.Now()
-		out, err := flotillactl(ctx, "cluster", "remove", s2.Name, "--timeout", "30s")
+		out, err := flotillactl(ctx, "cluster", "remove", s2.Name, "--orphan", "--timeout", "30s")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(time.Since(start)).To(BeNumerically("<", 30*time.Second))
 		_, err = bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s2.Name), metav1.GetOptions{})
@@ -445,7 +482,16 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		out, err = flotillactl(ctx, "cluster", "list")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).NotTo(ContainSubstring(s2.Name))
-	}, SpecTimeout(time.Minute))
+		Consistently(func(g Gomega) {
+			d, err := s2.Clientset.CoreV1().Pods(space).Get(ctx, "stays", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred(), "the orphaned delegate is gone")
+			g.Expect(string(d.UID)).To(Equal(delegateUID))
+			g.Expect(d.DeletionTimestamp).To(BeNil())
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		zero := int64(0)
+		Expect(s2.Clientset.CoreV1().Pods(space).Delete(ctx, "stays", metav1.DeleteOptions{GracePeriodSeconds: &zero})).To(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{})).To(Succeed())
+	}, SpecTimeout(2*time.Minute))
 })
 
 // primaryID is the primary's kube-system UID.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -218,7 +219,7 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(testbed.WaitWorking(ctx, s2)).To(Succeed(), "later specs need the thawed controller-manager working")
 	}, SpecTimeout(3*time.Minute))
 
-	It("never leaves a proxy Running without a delegate: delegates deleted while their secondary was unregistered are found when it is back", func(ctx SpecContext) {
+	It("keeps what runs in a secondary whose context leaves the registration, adopts it when it is back, and never leaves a proxy Running without a delegate", func(ctx SpecContext) {
 		s2 := bed.Secondaries[1]
 		const space = "unregistered"
 		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
@@ -253,8 +254,10 @@ var _ = Describe("pod election", Ordered, func() {
 		}
 		Eventually(whole).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 
-		// The secondary's context leaves the registration; its delegates are deleted meanwhile.
-		secret, err := bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace).Get(ctx, flotillav1.KubeconfigSecretName, metav1.GetOptions{})
+		// The secondary's context leaves the registration by hand (an older kubeconfig restored, a
+		// GitOps revert): nothing there is deleted, its node is cordoned and NotReady with the reason.
+		secrets := bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace)
+		secret, err := secrets.Get(ctx, flotillav1.KubeconfigSecretName, metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		registered := secret.Data[flotillav1.KubeconfigSecretKey]
 		cfg, err := clientcmd.Load(registered)
@@ -269,21 +272,71 @@ var _ = Describe("pod election", Ordered, func() {
 		delete(cfg.Contexts, contextName)
 		without, err := clientcmd.Write(*cfg)
 		Expect(err).NotTo(HaveOccurred())
-		secret.Data[flotillav1.KubeconfigSecretKey] = without
-		_, err = bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace).Update(ctx, secret, metav1.UpdateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		time.Sleep(3 * time.Second) // the registry applies it
+		setRegistration := func(raw []byte) {
+			Eventually(func() error {
+				secret, err := secrets.Get(ctx, flotillav1.KubeconfigSecretName, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				secret.Data[flotillav1.KubeconfigSecretKey] = raw
+				_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{})
+				return err
+			}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		}
+		delegateUIDs := func() []string {
+			var out []string
+			for _, d := range delegatesIn(ctx, s2, space) {
+				out = append(out, string(d.UID))
+			}
+			sort.Strings(out)
+			return out
+		}
+		before := delegateUIDs()
+		Expect(before).To(HaveLen(2))
+		setRegistration(without)
+		node := flotillav1.VirtualNodeName(s2.Name)
+		Eventually(func(g Gomega) {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred(), "the virtual node stays")
+			g.Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnregistered)), "cordoned")
+			var ready corev1.NodeCondition
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					ready = c
+				}
+			}
+			g.Expect(ready.Status).To(Equal(corev1.ConditionFalse))
+			g.Expect(ready.Message).To(ContainSubstring(flotillav1.ReasonNotRegistered))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(delegateUIDs()).To(Equal(before), "the delegates keep running")
+			g.Expect(clientOf(s2).Get(ctx, client.ObjectKey{Name: primaryID(ctx)}, &flotillav1.FlotillaPrimary{})).To(Succeed(), "the FlotillaPrimary stays")
+		}).WithContext(ctx).WithTimeout(8 * time.Second).Should(Succeed())
+		// Back: Ready, uncordoned, the same delegates adopted.
+		setRegistration(registered)
+		Eventually(func(g Gomega) {
+			expectRunningAndReady(g, ctx, s2.Name)
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", flotillav1.TaintUnregistered)))
+			whole(g)
+		}).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
+		Expect(delegateUIDs()).To(Equal(before), "the same delegates, adopted")
+
+		// Out again, and its delegates deleted meanwhile (nothing watched them): found when it is back.
+		setRegistration(without)
+		Eventually(func(g Gomega) {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnregistered)))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 		zero := int64(0)
 		for _, d := range delegatesIn(ctx, s2, space) {
 			Expect(client.IgnoreNotFound(s2.Clientset.CoreV1().Pods(space).Delete(ctx, d.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))).To(Succeed())
 		}
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, space) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeEmpty())
 
-		secret, err = bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace).Get(ctx, flotillav1.KubeconfigSecretName, metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		secret.Data[flotillav1.KubeconfigSecretKey] = registered
-		_, err = bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace).Update(ctx, secret, metav1.UpdateOptions{})
-		Expect(err).NotTo(HaveOccurred())
+		setRegistration(registered)
 		start := time.Now()
 		Eventually(whole).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
 		AddReportEntry("context back to every proxy with a delegate", time.Since(start).Round(100*time.Millisecond).String())

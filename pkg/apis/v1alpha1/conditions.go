@@ -40,6 +40,10 @@ const (
 	ReasonKubeconfigParsed = "Parsed"
 	// ReasonKubeconfigUnparsable: the registration Secret does not parse; the last good one is used.
 	ReasonKubeconfigUnparsable = "Unparsable"
+	// ReasonNotRegistered: the cluster's context is no longer in the registration Secret, and it
+	// was not removed with `flotillactl cluster remove`: nothing of it is deleted, its virtual node
+	// is cordoned and NotReady until the context is back or the cluster is removed.
+	ReasonNotRegistered = "NotRegistered"
 	// ReasonOwnerMissing: the FlotillaPrimary object could not be ensured in the secondary.
 	ReasonOwnerMissing = "FlotillaPrimaryMissing"
 )

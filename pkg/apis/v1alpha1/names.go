@@ -14,6 +14,12 @@ const (
 	KubeconfigSecretName = "kubeconfig"
 	// KubeconfigSecretKey is the key of the kubeconfig in that Secret.
 	KubeconfigSecretKey = "config"
+	// AnnotationRemovedClusters, on that Secret, lists (comma-separated) the clusters removed on
+	// purpose by `flotillactl cluster remove`; a context that merely vanished is not in it.
+	AnnotationRemovedClusters = "flotilla.dev/removed-clusters"
+	// TaintUnregistered cordons the virtual node of a secondary whose context left the
+	// registration without being removed: no new proxy goes there, running ones stay.
+	TaintUnregistered = "flotilla.dev/unregistered"
 
 	// LabelRole says whether a ClusterDetector is the primary's or a secondary's.
 	LabelRole = "app.kubernetes.io/role"

@@ -21,6 +21,7 @@ import (
 // Secret or its key is missing).
 type Registry interface {
 	Apply(raw []byte) error
+	SetRemoved(removed map[string]bool)
 }
 
 var _ Registry = (*clusters.Registry)(nil)
@@ -49,6 +50,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !ok {
 		raw = nil
 	}
+	r.Registry.SetRemoved(clusters.RemovedClusters(&secret))
 	if err := r.Registry.Apply(raw); err != nil && r.Recorder != nil {
 		r.Recorder.Eventf(&secret, nil, corev1.EventTypeWarning, flotillav1.ReasonKubeconfigUnparsable, "Register",
 			"Registration kubeconfig not applied, the last good one stays in force: %s", err.Error())
