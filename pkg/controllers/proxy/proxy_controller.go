@@ -34,9 +34,9 @@ import (
 
 const (
 	transientRetry = 2 * time.Second
-	// pendingRetryMin and pendingRetryMax bound pendingBackoff.
-	pendingRetryMin = 250 * time.Millisecond
-	pendingRetryMax = 30 * time.Second
+	// pendingRetryFloor and pendingRetryCeiling bound pendingBackoff.
+	pendingRetryFloor   = 250 * time.Millisecond
+	pendingRetryCeiling = 30 * time.Second
 )
 
 // Secondaries is what the proxy reconciler needs of the cluster registry.

@@ -126,10 +126,10 @@ func (r *Reconciler) pending(proxy *corev1.Pod, reason, message string) (ctrl.Re
 func pendingBackoff(age time.Duration) time.Duration {
 	d := age / 4
 	switch {
-	case d < pendingRetryMin:
-		return pendingRetryMin
-	case d > pendingRetryMax:
-		return pendingRetryMax
+	case d < pendingRetryFloor:
+		return pendingRetryFloor
+	case d > pendingRetryCeiling:
+		return pendingRetryCeiling
 	}
 	return d
 }
