@@ -661,6 +661,34 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "real", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(2*time.Minute))
 
+	It("never runs a delegate as a ServiceAccount of the secondary's own: Pending with the reason until the namespace opts in", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		for _, c := range []*testbed.Cluster{bed.Primary, s1} {
+			_, err := c.Clientset.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "ci-deployer"}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred(), "in %s", c.Name)
+		}
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "deployer",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+			Spec: corev1.PodSpec{ServiceAccountName: "ci-deployer", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "deployer", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+			g.Expect(p.Status.Reason).To(Equal(flotillav1.ReasonServiceAccountNotManaged))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(delegatesIn(ctx, s1, ns)).NotTo(ContainElement(HaveField("ObjectMeta.Name", "deployer")))
+		_, err = s1.Clientset.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"`+flotillav1.LabelAllowExistingServiceAccounts+`":"true"}}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(45*time.Second).Should(
+			ContainElement(HaveField("Spec.ServiceAccountName", "ci-deployer")), "the namespace opted in")
+		_, err = s1.Clientset.CoreV1().Namespaces().Patch(ctx, ns, types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"`+flotillav1.LabelAllowExistingServiceAccounts+`":null}}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "deployer", metav1.DeleteOptions{})).To(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
 	It("keeps a tolerate-all DaemonSet off virtual nodes: nothing runs in a secondary and its rolling update completes", func(ctx SpecContext) {
 		const name = "agent"
 		sel := map[string]string{"app": name}
