@@ -295,8 +295,9 @@ func (r *Registry) detachKnown(desired map[string]*cluster) []*cluster {
 }
 
 // diff updates r.clusters to desired (r.mu held) and says what to start, restart, detach, drop
-// and announce. A cluster whose context is gone is detached (kept, not probed, reported
-// NotRegistered) unless it was removed on purpose, then it is dropped.
+// and announce. A usable secondary whose context is gone is detached (kept, not probed, reported
+// NotRegistered) unless it was removed on purpose; any other cluster whose context is gone is
+// dropped.
 func (r *Registry) diff(desired map[string]*cluster) (added, restarted, detached, dropped []*cluster, changed []string) {
 	for name, want := range desired {
 		have, ok := r.clusters[name]
@@ -318,7 +319,9 @@ func (r *Registry) diff(desired map[string]*cluster) (added, restarted, detached
 			continue
 		}
 		switch {
-		case r.removed[name]:
+		case r.removed[name], !have.detached && !have.snapshot().UsableSecondary():
+			// Removed on purpose, or never a usable secondary (a context that never answered, a
+			// duplicate registration, the primary's own): nothing of it is in any secondary.
 			dropped = append(dropped, have)
 			delete(r.clusters, name)
 		case have.detached:

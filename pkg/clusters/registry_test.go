@@ -68,8 +68,11 @@ func TestApplyAddsRemovesAndKeepsTheLastGoodConfiguration(t *testing.T) {
 		t.Fatalf("missing Secret: error %v, clusters %v", err, names(r))
 	}
 
-	// A context that vanishes is detached, not forgotten: nothing of it may be deleted.
+	// A secondary whose context vanishes is detached, not forgotten: nothing of it may be deleted.
 	gke := names(r)[1]
+	r.mu.Lock()
+	r.clusters[gke].state.Role, r.clusters[gke].state.ID = RoleSecondary, "id-gke" // as if it had answered
+	r.mu.Unlock()
 	if err := r.Apply(kubeconfig(t, map[string]string{"a": "https://a"})); err != nil {
 		t.Fatal(err)
 	}
@@ -226,6 +229,19 @@ func TestTokenHelpers(t *testing.T) {
 func TestProbeFailureNamesTheReason(t *testing.T) {
 	if r, _ := probeFailure(errors.New("dial tcp: connection refused")); r != flotillav1.ReasonProbeFailed {
 		t.Errorf("reason = %s", r)
+	}
+}
+
+func TestAContextThatNeverAnsweredIsDroppedWhenItGoes(t *testing.T) {
+	r := NewRegistry(Options{PrimaryID: "p"}, logr.Discard())
+	if err := r.Apply(kubeconfig(t, map[string]string{"a": "https://a", "bogus": "https://bogus"})); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Apply(kubeconfig(t, map[string]string{"a": "https://a"})); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(r); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("clusters = %v: a context that was never a usable secondary has nothing to keep", got)
 	}
 }
 
