@@ -3,6 +3,7 @@ package clusters
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -53,22 +54,10 @@ func EnsureManagedNamespace(ctx context.Context, c client.Client, cluster, name,
 			ns.Labels[k] = v
 		}
 	}
-	if len(ns.Labels) != len(base.Labels) || !mapsEqual(ns.Labels, base.Labels) {
+	if len(ns.Labels) != len(base.Labels) || !maps.Equal(ns.Labels, base.Labels) {
 		if err := c.Patch(ctx, &ns, client.MergeFrom(base)); err != nil {
 			return false, fmt.Errorf("labelling namespace %s in %s: %w", name, cluster, err)
 		}
 	}
 	return false, nil
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }

@@ -3,6 +3,7 @@ package dependency
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -157,24 +158,12 @@ func proxyChanged() predicate.TypedPredicate[*corev1.Pod] {
 		UpdateFunc: func(e event.TypedUpdateEvent[*corev1.Pod]) bool {
 			o, n := e.ObjectOld, e.ObjectNew
 			return isProxy(n) && (o.Spec.NodeName != n.Spec.NodeName || translate.Terminal(o) != translate.Terminal(n) ||
-				!o.DeletionTimestamp.Equal(n.DeletionTimestamp) || !labelsEqual(o.Labels, n.Labels))
+				!o.DeletionTimestamp.Equal(n.DeletionTimestamp) || !maps.Equal(o.Labels, n.Labels))
 		},
 	}
 }
 
 func isProxy(p *corev1.Pod) bool { return p.Labels[flotillav1.LabelProxy] == "true" }
-
-func labelsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
 
 // keysForProxy lists the copies a proxy uses in its secondary: its ConfigMaps and Secrets, and
 // the Services and NetworkPolicies that select it.
