@@ -136,7 +136,10 @@ func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config)
 		c.client, err = kubernetes.NewForConfig(restCfg)
 	}
 	if err == nil {
-		c.ctrl, err = client.New(restCfg, client.Options{Scheme: flotillaScheme})
+		// Informers and streams (exec, logs) use restCfg; the calls of reconcilers have a deadline.
+		calls := rest.CopyConfig(restCfg)
+		calls.Timeout = r.opts.CallTimeout
+		c.ctrl, err = client.New(calls, client.Options{Scheme: flotillaScheme})
 	}
 	if err != nil {
 		c.configErr = fmt.Errorf("context %q cannot be used: %w", entry.Context, err)

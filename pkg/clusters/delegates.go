@@ -8,6 +8,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
 // Secondary is what other components may use of one secondary: its clients and its delegates cache.
@@ -18,7 +20,10 @@ type Secondary struct {
 	// Config reaches the secondary (for streams: exec, attach).
 	Config *rest.Config
 	// OwnerUID is the UID of this primary's FlotillaPrimary there ("" until it is known).
-	OwnerUID  string
+	OwnerUID string
+	// Running says the secondary answers its probes: a secondary that does not gets no calls but
+	// bounded ones (its Client's calls time out, CallTimeout).
+	Running   bool
 	delegates cache.SharedIndexInformer
 }
 
@@ -63,7 +68,8 @@ func (r *Registry) Secondary(name string) (Secondary, bool) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	sec := Secondary{Name: name, Client: c.ctrl, Clientset: c.client, Config: c.config, OwnerUID: c.ownerUID}
+	sec := Secondary{Name: name, Client: c.ctrl, Clientset: c.client, Config: c.config, OwnerUID: c.ownerUID,
+		Running: c.state.Status == flotillav1.ClusterRunning}
 	if c.remote != nil {
 		sec.delegates = c.remote.delegates
 	}

@@ -44,6 +44,9 @@ type Options struct {
 	ProbeTimeout time.Duration
 	// FailureThreshold is how many failed probes in a row make a cluster Unknown. Default 2.
 	FailureThreshold int
+	// CallTimeout bounds every request-response call to a cluster (not watches, not streams), so a
+	// cluster that accepts connections and never answers holds no worker for long. Default 15s.
+	CallTimeout time.Duration
 	// QPS and Burst of the clients of each cluster. Defaults 300 and 600.
 	QPS   float32
 	Burst int
@@ -68,6 +71,9 @@ func (o *Options) defaults() {
 	}
 	if o.QPS == 0 {
 		o.QPS = 300
+	}
+	if o.CallTimeout == 0 {
+		o.CallTimeout = 15 * time.Second
 	}
 	if o.Burst == 0 {
 		o.Burst = 600

@@ -689,6 +689,62 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "deployer", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(2*time.Minute))
 
+	It("never lets a secondary that stops answering slow the others: with 120 proxies terminating on it, a new pod elsewhere gets its delegate within 2 s", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		const space = "blackhole"
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		prepareNamespace(ctx, s1, space)
+		prepareNamespace(ctx, s2, space)
+		many := int32(120)
+		sel := map[string]string{"app": "many"}
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(space).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "many"},
+			Spec: appsv1.DeploymentSpec{Replicas: &many, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() int { return podsInPhase(delegatesIn(ctx, s2, space), corev1.PodRunning) }).
+			WithContext(ctx).WithTimeout(2 * time.Minute).Should(Equal(int(many)))
+
+		// s2 accepts connections and never answers; its 120 proxies are deleted.
+		Expect(bed.Freeze(s2)).To(Succeed())
+		DeferCleanup(func() { _ = bed.Thaw(s2) })
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(space).Patch(ctx, "many", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			list, err := bed.Primary.Clientset.CoreV1().Pods(space).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			terminating := 0
+			for _, p := range list.Items {
+				if p.DeletionTimestamp != nil {
+					terminating++
+				}
+			}
+			g.Expect(terminating).To(Equal(int(many)))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		start := time.Now()
+		_, err = bed.Primary.Clientset.CoreV1().Pods(space).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, space) }).WithContext(ctx).WithTimeout(2 * time.Second).
+			WithPolling(50 * time.Millisecond).Should(ContainElement(HaveField("ObjectMeta.Name", "elsewhere")))
+		AddReportEntry("delegate elsewhere while a secondary hangs", time.Since(start).Round(10*time.Millisecond).String())
+
+		Expect(bed.Thaw(s2)).To(Succeed())
+		Expect(testbed.WaitWorking(ctx, s2)).To(Succeed())
+		Eventually(func() (int, error) {
+			list, err := bed.Primary.Clientset.CoreV1().Pods(space).List(ctx, metav1.ListOptions{LabelSelector: "app=many"})
+			if err != nil {
+				return 0, err
+			}
+			return len(list.Items), nil
+		}).WithContext(ctx).WithTimeout(2*time.Minute).Should(BeZero(), "the terminating proxies go once their secondary answers")
+		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{})).To(Succeed())
+	}, SpecTimeout(6*time.Minute))
+
 	It("keeps a tolerate-all DaemonSet off virtual nodes: nothing runs in a secondary and its rolling update completes", func(ctx SpecContext) {
 		const name = "agent"
 		sel := map[string]string{"app": name}

@@ -64,8 +64,8 @@ const unavailableRetry = 10 * time.Second
 // Reconcile copies or removes one object in one secondary.
 func (r *Reconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result, error) {
 	sec, ok := r.Secondaries.Secondary(key.Cluster)
-	if !ok {
-		return ctrl.Result{RequeueAfter: unavailableRetry}, nil
+	if !ok || !sec.Running {
+		return ctrl.Result{RequeueAfter: unavailableRetry}, nil // no calls to a secondary that does not answer
 	}
 	if sec.OwnerUID == "" {
 		return ctrl.Result{RequeueAfter: unavailableRetry}, nil

@@ -34,6 +34,8 @@ import (
 
 const (
 	transientRetry = 2 * time.Second
+	// budgetRetry is when a proxy whose secondary's budget is used up is tried again.
+	budgetRetry = 500 * time.Millisecond
 	// pendingRetryFloor and pendingRetryCeiling bound pendingBackoff.
 	pendingRetryFloor   = 250 * time.Millisecond
 	pendingRetryCeiling = 30 * time.Second
@@ -61,6 +63,12 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Dependencies bring back Pending proxies when what they wait for appears in the primary.
 	Dependencies []source.Source
+	// PerCluster bounds the reconciles working on one secondary at once (default 16 of the
+	// workers): a secondary that answers slowly, or not at all until its probes say so, cannot take
+	// the workers the others need.
+	PerCluster int
+
+	budgets sync.Map // cluster name -> chan struct{} of capacity PerCluster
 
 	// readyNamespaces remembers "cluster/namespace" pairs known to be managed and to have their
 	// default ServiceAccount: checked once, not for every pod (forgotten when a create says the
@@ -98,6 +106,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if !ok {
 		return r.pending(proxy, flotillav1.ReasonSecondaryUnavailable, fmt.Sprintf("Secondary cluster %s is not usable", cluster))
 	}
+	if !sec.Running {
+		// No calls to a secondary that does not answer: each would hold a worker the others need.
+		// Its proxies come back when its informers start again (WatchStartSource).
+		return r.pending(proxy, flotillav1.ReasonSecondaryUnavailable, fmt.Sprintf("Secondary cluster %s does not answer", cluster))
+	}
+	release, ok := r.budget(cluster)
+	if !ok {
+		return ctrl.Result{RequeueAfter: budgetRetry}, nil
+	}
+	defer release()
 	if !proxy.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, proxy, sec)
 	}
@@ -375,4 +393,20 @@ func (r *Reconciler) proxiesOf(ctx context.Context, o client.Object) []reconcile
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
 	}
 	return out
+}
+
+// budget takes one of the secondary's PerCluster slots, without waiting; release gives it back.
+func (r *Reconciler) budget(cluster string) (release func(), ok bool) {
+	n := r.PerCluster
+	if n <= 0 {
+		n = 16
+	}
+	v, _ := r.budgets.LoadOrStore(cluster, make(chan struct{}, n))
+	slots, _ := v.(chan struct{})
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, true
+	default:
+		return nil, false
+	}
 }
