@@ -133,3 +133,20 @@ func TestAtMostOnceDelegatesAreNeverForceDeleted(t *testing.T) {
 		t.Errorf("an at-least-once delegate is swept with grace %v, want 0", g)
 	}
 }
+
+func TestBudgetBoundsTheWorkOnOneSecondary(t *testing.T) {
+	r := &Reconciler{PerCluster: 2}
+	a, ok1 := r.budget("slow")
+	_, ok2 := r.budget("slow")
+	_, ok3 := r.budget("slow")
+	if !ok1 || !ok2 || ok3 {
+		t.Fatalf("slots taken: %v %v %v, want two of two", ok1, ok2, ok3)
+	}
+	if _, ok := r.budget("other"); !ok {
+		t.Fatal("another secondary has its own budget")
+	}
+	a()
+	if _, ok := r.budget("slow"); !ok {
+		t.Fatal("a released slot is free again")
+	}
+}
