@@ -43,3 +43,20 @@ func Unreachable(snaps []clusters.Snapshot, now time.Time, hysteresis time.Durat
 	}
 	return out
 }
+
+// KeepTainted adds to want the secondaries whose virtual node already carries the failover taint
+// (tainted) and that have not answered since: a manager that restarts learns a cluster's state
+// anew, and must not lift a taint it cannot yet judge (a crash-looping manager would postpone
+// failover for ever).
+func KeepTainted(want, tainted map[string]bool, snaps []clusters.Snapshot) map[string]bool {
+	out := map[string]bool{}
+	for k, v := range want {
+		out[k] = v
+	}
+	for _, s := range snaps {
+		if tainted[s.Name] && s.Status != flotillav1.ClusterRunning && s.Reason != flotillav1.ReasonNotRegistered {
+			out[s.Name] = true
+		}
+	}
+	return out
+}

@@ -112,6 +112,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}); err != nil {
 		return nil // stopped before the registration was read
 	}
+	m.loadTainted(ctx)
 	ticker := time.NewTicker(m.opts.ResyncInterval)
 	defer ticker.Stop()
 	failover := time.NewTicker(time.Second)
@@ -206,8 +207,10 @@ func (m *Manager) sync(ctx context.Context) {
 // evaluateFailover decides which nodes carry the failover taint and pokes the supervisors of
 // those whose decision changed.
 func (m *Manager) evaluateFailover(now time.Time) {
-	want := Unreachable(m.registry.Snapshots(), now, m.opts.FailoverAfter)
+	snaps := m.registry.Snapshots()
+	want := Unreachable(snaps, now, m.opts.FailoverAfter)
 	m.mu.Lock()
+	want = KeepTainted(want, m.unreachable, snaps)
 	var changed []*supervisor
 	for name, sup := range m.nodes {
 		if want[name] != m.unreachable[name] {
@@ -219,6 +222,27 @@ func (m *Manager) evaluateFailover(now time.Time) {
 	for _, sup := range changed {
 		m.log.Info("Failover taint changes", "cluster", sup.name, "tainted", want[sup.name])
 		sup.poke()
+	}
+}
+
+// loadTainted remembers which virtual nodes already carry the failover taint (set by an earlier
+// run), so that it stays until their secondary answers (KeepTainted).
+func (m *Manager) loadTainted(ctx context.Context) {
+	list, err := m.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: flotillav1.LabelCluster + ",type=virtual-kubelet"})
+	if err != nil {
+		m.log.Error(err, "Listing virtual nodes failed; failover taints are judged anew")
+		return
+	}
+	failover := FailoverTaint()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.unreachable == nil {
+		m.unreachable = map[string]bool{}
+	}
+	for _, n := range list.Items {
+		if hasTaint(n.Spec.Taints, failover) {
+			m.unreachable[n.Labels[flotillav1.LabelCluster]] = true
+		}
 	}
 }
 

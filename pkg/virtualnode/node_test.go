@@ -122,3 +122,18 @@ func TestADetachedSecondaryIsCordonedNotFailedOver(t *testing.T) {
 		t.Error("a detached secondary is tainted for failover: its proxies would be evicted while their delegates run")
 	}
 }
+
+func TestARestartedManagerKeepsTheFailoverTaintUntilTheSecondaryAnswers(t *testing.T) {
+	down := snapshot(flotillav1.ClusterUnknown)
+	down.Reason = flotillav1.ReasonProbing // just registered again: not judged yet
+	back := snapshot(flotillav1.ClusterRunning)
+	back.Name = "back"
+	tainted := map[string]bool{down.Name: true, "back": true}
+	got := KeepTainted(map[string]bool{}, tainted, []clusters.Snapshot{down, back})
+	if !got[down.Name] {
+		t.Error("the taint of a secondary not yet heard from was lifted: failover postponed")
+	}
+	if got["back"] {
+		t.Error("a secondary that answers keeps its failover taint")
+	}
+}

@@ -586,6 +586,11 @@ var _ = Describe("pod election", Ordered, func() {
 			_, err := s1.Clientset.CoreV1().Pods(ns).GetLogs("twin", &corev1.PodLogOptions{}).DoRaw(ctx)
 			return err
 		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the secondary's own pod runs and logs")
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "twin", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Status.Reason).To(Equal(flotillav1.ReasonNameConflict), "the conflict is said on the proxy")
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 		Consistently(func() error {
 			raw, err := bed.Primary.Clientset.CoreV1().Pods(ns).GetLogs("twin", &corev1.PodLogOptions{}).DoRaw(ctx)
 			if err == nil {

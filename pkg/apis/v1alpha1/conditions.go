@@ -70,6 +70,9 @@ const (
 	// ReasonServiceAccountNotManaged: the delegate names a ServiceAccount of the secondary that
 	// Flotilla did not create, in a namespace that does not allow it.
 	ReasonServiceAccountNotManaged = "ServiceAccountNotManaged"
+	// ReasonNameConflict: a pod of that namespace and name exists in the secondary and is not this
+	// primary's; it is left alone and the proxy waits.
+	ReasonNameConflict = "NameConflict"
 	// ReasonDelegateRejected: the secondary refused the delegate for good (the proxy Failed).
 	ReasonDelegateRejected = "DelegateRejected"
 	// ReasonDelegateCreated: the delegate was created (the Delegated condition, an Event).

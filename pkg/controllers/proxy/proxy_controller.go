@@ -213,7 +213,17 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 		// reconcile that runs before the cache shows the delegate gets AlreadyExists and waits.
 		return ctrl.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
-		return ctrl.Result{RequeueAfter: transientRetry}, nil // the cache will show it
+		// Ours, not in the cache yet: it will show. Anyone else's: never touched, and said.
+		var there corev1.Pod
+		if gerr := sec.Client.Get(ctx, client.ObjectKeyFromObject(delegate), &there); gerr == nil &&
+			there.Labels[flotillav1.LabelPrimary] != primaryID {
+			msg := fmt.Sprintf("Cluster %s already has a pod %s/%s that is not Flotilla's; it is left alone", sec.Name, there.Namespace, there.Name)
+			if proxy.Status.Reason != flotillav1.ReasonNameConflict {
+				r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonNameConflict, "Create", "%s", msg)
+			}
+			return r.pending(proxy, flotillav1.ReasonNameConflict, msg)
+		}
+		return ctrl.Result{RequeueAfter: transientRetry}, nil
 	case permanent(err):
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, fmt.Sprintf("Cluster %s refused the delegate: %v", sec.Name, err))
 	default:
