@@ -105,6 +105,9 @@ const (
 	ReasonNoDeployment = "NoDeployment"
 	// ReasonCleanupPending: a cluster no longer targeted, or being deleted, still holds objects.
 	ReasonCleanupPending = "CleanupPending"
+	// ReasonObjectNotOurs: an object the Replicator would apply exists and is not its own: it is
+	// left alone (an Event says which).
+	ReasonObjectNotOurs = "ObjectNotOurs"
 	// ReasonTLSFailed: the TLS material could not be made.
 	ReasonTLSFailed = "TLSFailed"
 	// ReasonCertificatesPending: cert-manager has not issued the Certificates yet.

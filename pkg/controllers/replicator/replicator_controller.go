@@ -189,6 +189,16 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 	var failures []string
 	for _, o := range objs {
 		ar := flotillav1.AppliedResource{Cluster: cluster, Kind: o.GetKind(), Name: o.GetName(), ApplyStatus: flotillav1.ApplyStatusOK}
+		if foreign, err := notOurs(ctx, live, rep, o, primary); err != nil || foreign != "" {
+			if err == nil {
+				err = errors.New(foreign)
+				r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonObjectNotOurs, "Apply", "In %s, %s", cluster, foreign)
+			}
+			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
+			failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
+			pr.applied = append(pr.applied, ar)
+			continue
+		}
 		if err := w.Patch(ctx, o, client.Apply, client.FieldOwner(flotillav1.FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck // unstructured apply
 			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
 			failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
@@ -211,6 +221,39 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 
 // readLive reads what decides parts of the desired objects: the live Deployment's selector and
 // whether an HPA scales it.
+// notOurs says why an object the Replicator would apply must be left alone: it exists, and is
+// neither this Replicator's (its label) nor plumber's (plumber's field manager: a plumber
+// Deployment is taken over, as users migrating expect). A user's object of the same name is never
+// overwritten, so never deleted with the Replicator either. Secrets are never read in a
+// secondary; there the admission policy installed by join refuses overwriting what is not
+// Flotilla's.
+func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, o *unstructured.Unstructured, primary bool) (string, error) {
+	if o.GetKind() == "Secret" && !primary {
+		return "", nil
+	}
+	have := &unstructured.Unstructured{}
+	have.SetGroupVersionKind(o.GroupVersionKind())
+	err := live.Get(ctx, client.ObjectKeyFromObject(o), have)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+	case have.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name):
+		return "", nil
+	}
+	for _, m := range have.GetManagedFields() {
+		if m.Manager == plumberFieldManager {
+			return "", nil
+		}
+	}
+	return fmt.Sprintf("%s %s/%s exists and is not this Replicator's: left alone (rename it, or delete it to let the Replicator create its own)",
+		o.GetKind(), o.GetNamespace(), o.GetName()), nil
+}
+
+// plumberFieldManager is the field manager of what plumber applied.
+const plumberFieldManager = "plumber"
+
 func readLive(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, place *Place) error {
 	if rep.Spec.DeploymentName == "" {
 		return nil

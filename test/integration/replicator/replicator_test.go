@@ -146,6 +146,31 @@ var _ = Describe("the Replicator", func() {
 		Expect(after.Data).To(Equal(webhookCA.Data))
 	}, SpecTimeout(2*time.Minute))
 
+	It("never takes over, overwrites or deletes a user's object of the same name, and says so", func(ctx SpecContext) {
+		const ns = "users-own"
+		Expect(primary.Namespace(ctx, ns, nil)).To(Succeed())
+		mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nginx", Labels: map[string]string{"owner": "me"}},
+			Data: map[string]string{"mine": "yes"}}
+		Expect(primary.Client.Create(ctx, mine)).To(Succeed())
+		rep := plumberSample()
+		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "users-own", ns, false
+		Expect(primary.Client.Create(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("not synced"))
+			g.Expect(st.Status.Applied).To(ContainElement(And(HaveField("Kind", "ConfigMap"), HaveField("Message", ContainSubstring("is not this Replicator's")))))
+			g.Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nginx"}, &appsv1.Deployment{})).To(Succeed(), "the rest is applied")
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(primary.Client.Delete(ctx, rep)).To(Succeed())
+		Eventually(func() error { _, err := replicatorStatus(ctx, rep.Name); return err }).WithContext(ctx).
+			WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("not found")))
+		var after corev1.ConfigMap
+		Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(mine), &after)).To(Succeed(), "the user's ConfigMap survives")
+		Expect(after.Data).To(Equal(mine.Data))
+		Expect(after.Labels).To(Equal(mine.Labels), "never labelled as the Replicator's")
+	}, SpecTimeout(2*time.Minute))
+
 	It("without targetCluster touches the primary only, removes what it applied when deleted, and keeps a namespace that existed before", func(ctx SpecContext) {
 		const ns = "kept-ns"
 		Expect(primary.Namespace(ctx, ns, nil)).To(Succeed())
