@@ -105,6 +105,9 @@ const (
 	ReasonNoDeployment = "NoDeployment"
 	// ReasonCleanupPending: a cluster no longer targeted, or being deleted, still holds objects.
 	ReasonCleanupPending = "CleanupPending"
+	// ReasonNamespaceKept: a namespace the Replicator created is kept at its deletion, since it
+	// holds something that is not the Replicator's.
+	ReasonNamespaceKept = "NamespaceKept"
 	// ReasonObjectNotOurs: an object the Replicator would apply exists and is not its own: it is
 	// left alone (an Event says which).
 	ReasonObjectNotOurs = "ObjectNotOurs"

@@ -424,14 +424,15 @@ func remembered(rep *flotillav1.Replicator, cluster, msg string) []flotillav1.Ap
 
 // access is how Flotilla writes to and reads (uncached) one cluster.
 type access struct {
-	w    client.Client
-	read client.Reader
+	w       client.Client
+	read    client.Reader
+	primary bool
 }
 
 // accessTo reaches a cluster named in a Replicator's status.
 func (r *Reconciler) accessTo(cluster string) (access, bool) {
 	if cluster == PrimaryName {
-		return access{w: r.Client, read: r.Live}, true
+		return access{w: r.Client, read: r.Live, primary: true}, true
 	}
 	sec, ok := r.Registry.Secondary(cluster)
 	return access{w: sec.Client, read: sec.Client}, ok

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -169,6 +170,38 @@ var _ = Describe("the Replicator", func() {
 		Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(mine), &after)).To(Succeed(), "the user's ConfigMap survives")
 		Expect(after.Data).To(Equal(mine.Data))
 		Expect(after.Labels).To(Equal(mine.Labels), "never labelled as the Replicator's")
+	}, SpecTimeout(2*time.Minute))
+
+	It("keeps a namespace it created when a user added a workload and a claim to it", func(ctx SpecContext) {
+		const ns = "created-then-shared"
+		rep := plumberSample()
+		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "shared", ns, false
+		Expect(primary.Client.Create(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(primary.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}})).To(Succeed())
+		zero := int32(0)
+		sel := map[string]string{"app": "users"}
+		Expect(primary.Client.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "users"},
+			Spec: appsv1.DeploymentSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}})).To(Succeed())
+		Expect(primary.Client.Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}})).To(Succeed())
+
+		Expect(primary.Client.Delete(ctx, rep)).To(Succeed())
+		Eventually(func() error { _, err := replicatorStatus(ctx, rep.Name); return err }).WithContext(ctx).
+			WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("not found")))
+		var live corev1.Namespace
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Name: ns}, &live)).To(Succeed())
+		Expect(live.DeletionTimestamp).To(BeNil(), "a namespace holding a user's objects is kept")
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "users"}, &appsv1.Deployment{})).To(Succeed())
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "data"}, &corev1.PersistentVolumeClaim{})).To(Succeed())
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nginx"}, &appsv1.Deployment{})).To(
+			MatchError(ContainSubstring("not found")), "what the Replicator applied is gone")
 	}, SpecTimeout(2*time.Minute))
 
 	It("without targetCluster touches the primary only, removes what it applied when deleted, and keeps a namespace that existed before", func(ctx SpecContext) {
