@@ -7,11 +7,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -66,9 +69,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return o.GetNamespace() == key.Namespace && o.GetName() == key.Name
 	})
 	needLeader := false
+	// Once at start, whether the Secret exists or not: a missing Secret is a state too (no
+	// clusters yet, or the known ones detached), and readiness waits for it to be read.
+	atStart := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+		q.Add(reconcile.Request{NamespacedName: clusters.RegistrationKey()})
+		return nil
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("registration").
 		For(&corev1.Secret{}, builder.WithPredicates(isRegistration)).
+		WatchesRawSource(atStart).
 		WithOptions(controller.Options{NeedLeaderElection: &needLeader}).
 		Complete(r)
 }

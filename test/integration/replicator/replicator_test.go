@@ -28,6 +28,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
 	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
 )
@@ -56,9 +57,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	registry := clusters.NewRegistry(clusters.Options{PrimaryID: primaryID}, ctrl.Log.WithName("clusters"))
 	Expect(mgr.Add(registry)).To(Succeed())
+	// No registration Secret here: that is read too, and the registry is then ready (no clusters).
+	Expect((&registration.Reconciler{Client: mgr.GetClient(), Registry: registry}).SetupWithManager(mgr)).To(Succeed())
 	Expect((&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry,
 		Recorder: mgr.GetEventRecorder("flotilla"), Timeout: 5 * time.Second}).SetupWithManager(mgr)).To(Succeed())
 	stopManager = clusterenv.Run(mgr)
+	Eventually(registry.Ready).WithContext(ctx).WithTimeout(20*time.Second).Should(Succeed(),
+		"a missing registration Secret is read as no clusters, and the manager gets ready")
 }, NodeTimeout(2*time.Minute))
 
 var _ = AfterSuite(func() {
