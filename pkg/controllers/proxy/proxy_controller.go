@@ -213,17 +213,7 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 		// reconcile that runs before the cache shows the delegate gets AlreadyExists and waits.
 		return ctrl.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
-		// Ours, not in the cache yet: it will show. Anyone else's: never touched, and said.
-		var there corev1.Pod
-		if gerr := sec.Client.Get(ctx, client.ObjectKeyFromObject(delegate), &there); gerr == nil &&
-			there.Labels[flotillav1.LabelPrimary] != primaryID {
-			msg := fmt.Sprintf("Cluster %s already has a pod %s/%s that is not Flotilla's; it is left alone", sec.Name, there.Namespace, there.Name)
-			if proxy.Status.Reason != flotillav1.ReasonNameConflict {
-				r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonNameConflict, "Create", "%s", msg)
-			}
-			return r.pending(proxy, flotillav1.ReasonNameConflict, msg)
-		}
-		return ctrl.Result{RequeueAfter: transientRetry}, nil
+		return r.alreadyThere(ctx, proxy, sec, delegate)
 	case permanent(err):
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, fmt.Sprintf("Cluster %s refused the delegate: %v", sec.Name, err))
 	default:
@@ -233,6 +223,21 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 		// The namespace's default ServiceAccount not there yet, a quota, a webhook outage...
 		return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Creating the delegate in %s: %v", sec.Name, err))
 	}
+}
+
+// alreadyThere handles a delegate's name taken in the secondary: by this primary's delegate not
+// in the cache yet (it will show), or by anyone else's pod: never touched, and said.
+func (r *Reconciler) alreadyThere(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary, delegate *corev1.Pod) (ctrl.Result, error) {
+	var there corev1.Pod
+	if err := sec.Client.Get(ctx, client.ObjectKeyFromObject(delegate), &there); err == nil &&
+		there.Labels[flotillav1.LabelPrimary] != r.Secondaries.PrimaryID() {
+		msg := fmt.Sprintf("Cluster %s already has a pod %s/%s that is not Flotilla's; it is left alone", sec.Name, there.Namespace, there.Name)
+		if proxy.Status.Reason != flotillav1.ReasonNameConflict {
+			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonNameConflict, "Create", "%s", msg)
+		}
+		return r.pending(proxy, flotillav1.ReasonNameConflict, msg)
+	}
+	return ctrl.Result{RequeueAfter: transientRetry}, nil
 }
 
 // permanent says whether the secondary refused the delegate for good (invalid spec).
