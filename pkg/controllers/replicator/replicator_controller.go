@@ -189,7 +189,7 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 	var failures []string
 	for _, o := range objs {
 		ar := flotillav1.AppliedResource{Cluster: cluster, Kind: o.GetKind(), Name: o.GetName(), ApplyStatus: flotillav1.ApplyStatusOK}
-		if foreign, err := notOurs(ctx, live, rep, o, primary); err != nil || foreign != "" {
+		if foreign, err := notOurs(ctx, live, rep, in.PrimaryID, o, primary); err != nil || foreign != "" {
 			if err == nil {
 				err = errors.New(foreign)
 				r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonObjectNotOurs, "Apply", "In %s, %s", cluster, foreign)
@@ -222,12 +222,12 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 // readLive reads what decides parts of the desired objects: the live Deployment's selector and
 // whether an HPA scales it.
 // notOurs says why an object the Replicator would apply must be left alone: it exists, and is
-// neither this Replicator's (its label) nor plumber's (plumber's field manager: a plumber
+// neither this Replicator's (its label), nor a dependency copy of this primary's, nor plumber's (plumber's field manager: a plumber
 // Deployment is taken over, as users migrating expect). A user's object of the same name is never
 // overwritten, so never deleted with the Replicator either. Secrets are never read in a
 // secondary; there the admission policy installed by join refuses overwriting what is not
 // Flotilla's.
-func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, o *unstructured.Unstructured, primary bool) (string, error) {
+func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, primary bool) (string, error) {
 	if o.GetKind() == "Secret" && !primary {
 		return "", nil
 	}
@@ -240,6 +240,10 @@ func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator
 	case err != nil:
 		return "", fmt.Errorf("reading %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 	case have.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name):
+		return "", nil
+	case !primary && have.GetAnnotations()[flotillav1.AnnotationOwner] == flotillav1.OwnerReflect && have.GetLabels()[flotillav1.LabelPrimary] == primaryID:
+		// A dependency copy of this primary's (placement Elect: the delegates' ConfigMap and
+		// Service): one owner per copy, the Replicator takes it over and reflection then leaves it.
 		return "", nil
 	}
 	for _, m := range have.GetManagedFields() {
