@@ -151,12 +151,12 @@ func (k *Server) authenticated(next http.Handler) http.Handler {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		node, err := k.nodeOf(r.Context(), target)
+		proxy, err := k.proxyOf(r.Context(), target)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		attrs := target.attributes(node, who.apiServer)
+		attrs := target.attributes(proxy.Spec.NodeName, who.apiServer)
 		sar, err := k.Primary.AuthorizationV1().SubjectAccessReviews().Create(r.Context(), &authorizationv1.SubjectAccessReview{
 			Spec: authorizationv1.SubjectAccessReviewSpec{User: who.user, UID: who.uid, Groups: who.groups, Extra: who.extra,
 				ResourceAttributes: &attrs},
@@ -170,9 +170,14 @@ func (k *Server) authenticated(next http.Handler) http.Handler {
 			http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s %s", who.user, attrs.Verb, what, attrs.Name), http.StatusForbidden)
 			return
 		}
-		next.ServeHTTP(w, r)
+		// The handlers find the proxy here (but port-forward, whose context virtual-kubelet does
+		// not derive from the request's: it reads it again).
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), proxyKey{}, proxy)))
 	})
 }
+
+// proxyKey carries the proxy read by authenticated to the handlers.
+type proxyKey struct{}
 
 func (k *Server) authenticate(r *http.Request) (caller, bool) {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
@@ -228,16 +233,16 @@ func (t target) attributes(node string, apiServer bool) authorizationv1.Resource
 	return authorizationv1.ResourceAttributes{Verb: verb, Resource: "pods", Subresource: sub, Namespace: t.namespace, Name: t.pod}
 }
 
-// nodeOf finds the virtual node of the proxy a request names.
-func (k *Server) nodeOf(ctx context.Context, t target) (string, error) {
+// proxyOf reads the proxy a request names, which must be on a virtual node.
+func (k *Server) proxyOf(ctx context.Context, t target) (*corev1.Pod, error) {
 	pod, err := k.Primary.CoreV1().Pods(t.namespace).Get(ctx, t.pod, metav1.GetOptions{})
 	if err != nil {
-		return "", fmt.Errorf("pod %s/%s: %w", t.namespace, t.pod, err)
+		return nil, fmt.Errorf("pod %s/%s: %w", t.namespace, t.pod, err)
 	}
 	if !strings.HasPrefix(pod.Spec.NodeName, flotillav1.VirtualNodePrefix) {
-		return "", fmt.Errorf("pod %s/%s is not on a virtual node", t.namespace, t.pod)
+		return nil, fmt.Errorf("pod %s/%s is not on a virtual node", t.namespace, t.pod)
 	}
-	return pod.Spec.NodeName, nil
+	return pod, nil
 }
 
 // secondaryOf returns the secondary running the delegate of a proxy, after checking, live, that
@@ -245,9 +250,12 @@ func (k *Server) nodeOf(ctx context.Context, t target) (string, error) {
 // Anything else (a same-named pod of the secondary's own, another incarnation's delegate) is
 // NotFound (404): the kubelet API never streams from a pod that is not the proxy's delegate.
 func (k *Server) secondaryOf(ctx context.Context, namespace, name string) (clusters.Secondary, error) {
-	proxy, err := k.Primary.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return clusters.Secondary{}, errdefs.AsNotFound(fmt.Errorf("pod %s/%s: %w", namespace, name, err))
+	proxy, ok := ctx.Value(proxyKey{}).(*corev1.Pod)
+	if !ok || proxy.Namespace != namespace || proxy.Name != name {
+		var err error
+		if proxy, err = k.Primary.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return clusters.Secondary{}, errdefs.AsNotFound(fmt.Errorf("pod %s/%s: %w", namespace, name, err))
+		}
 	}
 	cluster, ok := strings.CutPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix)
 	if !ok {

@@ -55,6 +55,9 @@ type Place struct {
 	Primary bool
 	// LiveSelector is the selector of the Deployment already there (immutable: it is kept).
 	LiveSelector *metav1.LabelSelector
+	// LiveDeployment is that Deployment (nil when there is none): whose it is is judged from it,
+	// without reading it again.
+	LiveDeployment *appsv1.Deployment
 	// HPA says a HorizontalPodAutoscaler targets the Deployment there: replicas are left to it.
 	HPA bool
 }

@@ -189,7 +189,7 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 	var failures []string
 	for _, o := range objs {
 		ar := flotillav1.AppliedResource{Cluster: cluster, Kind: o.GetKind(), Name: o.GetName(), ApplyStatus: flotillav1.ApplyStatusOK}
-		if foreign, err := notOurs(ctx, live, rep, in.PrimaryID, o, primary); err != nil || foreign != "" {
+		if foreign, err := notOurs(ctx, live, rep, in.PrimaryID, o, place); err != nil || foreign != "" {
 			if err == nil {
 				err = errors.New(foreign)
 				r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonObjectNotOurs, "Apply", "In %s, %s", cluster, foreign)
@@ -227,13 +227,25 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 // overwritten, so never deleted with the Replicator either. Secrets are never read in a
 // secondary; there the admission policy installed by join refuses overwriting what is not
 // Flotilla's.
-func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, primary bool) (string, error) {
+func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, place Place) (string, error) {
+	primary := place.Primary
 	if o.GetKind() == "Secret" && !primary {
 		return "", nil
 	}
-	have := &unstructured.Unstructured{}
-	have.SetGroupVersionKind(o.GroupVersionKind())
-	err := live.Get(ctx, client.ObjectKeyFromObject(o), have)
+	var have metav1.Object
+	var err error
+	if o.GetKind() == "Deployment" && o.GetName() == rep.Spec.DeploymentName {
+		// readLive has just read it.
+		if place.LiveDeployment == nil {
+			return "", nil
+		}
+		have = place.LiveDeployment
+	} else {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(o.GroupVersionKind())
+		err = live.Get(ctx, client.ObjectKeyFromObject(o), u)
+		have = u
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		return "", nil
@@ -267,7 +279,7 @@ func readLive(ctx context.Context, live client.Reader, rep *flotillav1.Replicato
 	err := live.Get(ctx, client.ObjectKey{Namespace: ns, Name: rep.Spec.DeploymentName}, &d)
 	switch {
 	case err == nil:
-		place.LiveSelector = d.Spec.Selector
+		place.LiveSelector, place.LiveDeployment = d.Spec.Selector, &d
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("reading Deployment %s/%s: %w", ns, rep.Spec.DeploymentName, err)
 	}
