@@ -163,7 +163,8 @@ func holdsForeign(ctx context.Context, read client.Reader, rep *flotillav1.Repli
 		}
 		for _, it := range items {
 			m, ok := it.(client.Object)
-			if !ok || m.GetDeletionTimestamp() != nil || m.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name) || clusterOwn(m) {
+			if !ok || m.GetDeletionTimestamp() != nil || m.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name) || clusterOwn(m) ||
+				(primary && isIssued(m, rep)) {
 				continue
 			}
 			return fmt.Sprintf("%T %s", m, m.GetName()), nil
@@ -194,4 +195,17 @@ func ofDeployment(p *corev1.Pod, deployment string) bool {
 	}
 	hash, ok := strings.CutPrefix(ref.Name, deployment+"-")
 	return ok && hash != "" && hash == p.Labels[appsv1.DefaultDeploymentUniqueLabelKey]
+}
+
+// isIssued says whether an object is a Secret cert-manager issued for the Replicator.
+func isIssued(o client.Object, rep *flotillav1.Replicator) bool {
+	if _, ok := o.(*corev1.Secret); !ok {
+		return false
+	}
+	for _, n := range issuedSecretNames(rep) {
+		if o.GetName() == n {
+			return true
+		}
+	}
+	return false
 }

@@ -157,11 +157,20 @@ func (r *Reconciler) certManagerMaterial(ctx context.Context, in Inputs) (server
 
 // deleteIssuedSecrets removes the Secrets cert-manager wrote for the Replicator (it keeps them
 // when their Certificate goes).
+// issuedSecretNames are the Secrets cert-manager issues for a Replicator with tls.issuerRef (in
+// its namespace of the primary): its own, though they carry cert-manager's labels, not its.
+func issuedSecretNames(rep *flotillav1.Replicator) []string {
+	if rep.Spec.TLS == nil || rep.Spec.TLS.IssuerRef == nil {
+		return nil
+	}
+	return []string{rep.Name + "-server-tls", rep.Name + "-client-tls"}
+}
+
 func (r *Reconciler) deleteIssuedSecrets(ctx context.Context, rep *flotillav1.Replicator) error {
 	if rep.Spec.TLS == nil || rep.Spec.TLS.IssuerRef == nil {
 		return nil
 	}
-	for _, name := range []string{rep.Name + "-server-tls", rep.Name + "-client-tls"} {
+	for _, name := range issuedSecretNames(rep) {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: rep.Spec.ReplicationNamespace, Name: name}}
 		if err := r.Client.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting Secret %s/%s: %w", s.Namespace, name, err)
