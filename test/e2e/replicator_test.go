@@ -350,6 +350,64 @@ var _ = Describe("Replicator", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
+	It("keeps its ca-secret in a secondary when an elected pod there uses the primary's Secret of that name: reflection neither takes it over nor deletes it", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		const space = "shared-ns"
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{}))).To(Succeed())
+		})
+		prepareNamespace(ctx, s1, space)
+		rep := plumberSample(s1.Name)
+		rep.Name, rep.Spec.ReplicationNamespace = "shared", space
+		Expect(clientOf(bed.Primary).Create(ctx, rep)).To(Succeed())
+		// The Replicator's ca-secret in s1, as it applied it.
+		replicators := func(g Gomega) {
+			var s corev1.Secret
+			g.Expect(clientOf(s1).Get(ctx, client.ObjectKey{Namespace: space, Name: "ca-secret"}, &s)).To(Succeed())
+			g.Expect(s.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationOwner, flotillav1.OwnerReplicatorPrefix+rep.Name))
+			g.Expect(s.Labels).To(HaveKeyWithValue(flotillav1.LabelReplicator, "shared"))
+			for _, m := range s.ManagedFields {
+				g.Expect(m.Manager).NotTo(Equal(flotillav1.FieldManagerReflection), "reflection holds no field of it")
+			}
+		}
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"), "%+v", st.Status.Clusters)
+			replicators(g)
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		// A user's elected pod in s1 mounts the primary's ca-secret (the Replicator's there).
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "uses-ca",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+			Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "ca", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "ca-secret"}}}},
+				Containers: []corev1.Container{{Name: "c", Image: "nginx", VolumeMounts: []corev1.VolumeMount{{Name: "ca", MountPath: "/ca"}}}}}}
+		_, err = bed.Primary.Clientset.CoreV1().Pods(space).Create(ctx, pod, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(space).Get(ctx, pod.Name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		replicators(Default)
+
+		// Unused past the dependency grace period (2 s here): reflection must not remove it.
+		Expect(bed.Primary.Clientset.CoreV1().Pods(space).Delete(ctx, pod.Name, metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, space) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeEmpty())
+		Consistently(replicators).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+
+		Expect(clientOf(bed.Primary).Delete(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+			g.Expect(apierrors.IsNotFound(clientOf(s1).Get(ctx, client.ObjectKey{Namespace: space, Name: "ca-secret"}, &corev1.Secret{}))).To(BeTrue(),
+				"the Replicator removes its own")
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
 	It("with placement Elect runs the Deployment's pods as delegates across the secondaries and counts them per cluster", func(ctx SpecContext) {
 		rep := plumberSample("*")
 		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "elected", "elected-ns", false
@@ -382,12 +440,24 @@ var _ = Describe("Replicator", Ordered, func() {
 				g.Expect(podsInPhase(delegatesIn(ctx, c, "elected-ns"), corev1.PodRunning)).To(BeNumerically(">", 0), "in %s", c.Name)
 				_, err := c.Clientset.AppsV1().Deployments("elected-ns").Get(ctx, "nginx", metav1.GetOptions{})
 				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no Deployment copy in %s with placement Elect", c.Name)
+				// One owner per copy: the delegates' reflection or the Replicator, never both.
+				cm, err := c.Clientset.CoreV1().ConfigMaps("elected-ns").Get(ctx, "nginx", metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				writers := 0
+				for _, m := range cm.ManagedFields {
+					if m.Manager == flotillav1.FieldManagerReflection || m.Manager == flotillav1.FieldManagerReplicator {
+						writers++
+					}
+				}
+				g.Expect(writers).To(Equal(1), "ConfigMap in %s held by %+v", c.Name, cm.ManagedFields)
 			}
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 		Expect(clientOf(bed.Primary).Delete(ctx, rep)).To(Succeed())
 		Eventually(func(g Gomega) {
 			for _, c := range bed.Secondaries {
 				g.Expect(delegatesIn(ctx, c, "elected-ns")).To(BeEmpty())
+				_, err := c.Clientset.CoreV1().ConfigMaps("elected-ns").Get(ctx, "nginx", metav1.GetOptions{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the ConfigMap in %s: removed by whichever writer held it", c.Name)
 			}
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))

@@ -68,8 +68,12 @@ const (
 	AnnotationKeepServiceType = "flotilla.dev/keep-service-type"
 	// FinalizerReplicator keeps a Replicator until what it applied is removed everywhere.
 	FinalizerReplicator = "flotilla.dev/replicator"
-	// FieldManager is Flotilla's server-side apply field manager.
-	FieldManager = "flotilla"
+	// FieldManagerReflection is the server-side apply field manager of dependency copies.
+	FieldManagerReflection = "flotilla-reflection"
+	// FieldManagerReplicator is the server-side apply field manager of what a Replicator applies.
+	// Two managers let the API server say whose a copy is: neither writer takes over, overwrites
+	// or deletes what the other holds.
+	FieldManagerReplicator = "flotilla-replicator"
 )
 
 // ReplicatorCASecretPrefix starts the name of every Replicator's CA Secret in SystemNamespace. The

@@ -26,6 +26,10 @@ const (
 	SyncedFalse       = "not synced"
 	ApplyStatusOK     = "applied"
 	ApplyStatusFailed = "not applied"
+	// ApplyStatusDependencyCopy: in a secondary, Flotilla's dependency reflection copied the same
+	// object first for the elected pods that use it; it keeps it (one owner per copy) and the
+	// Replicator neither overwrites nor deletes it.
+	ApplyStatusDependencyCopy = "dependency copy"
 )
 
 // ReplicatorSpec is plumber's Replicator spec (same fields, same meanings) plus placement,
@@ -211,7 +215,8 @@ type AppliedResource struct {
 	Cluster string `json:"cluster"`
 	Kind    string `json:"kind"`
 	Name    string `json:"name"`
-	// ApplyStatus is "applied" or "not applied".
+	// ApplyStatus is "applied", "not applied", or "dependency copy" (in a secondary, Flotilla's
+	// dependency reflection holds it for the elected pods using it: left to it).
 	ApplyStatus string `json:"applyStatus"`
 	// Message says why it was not applied.
 	// +optional

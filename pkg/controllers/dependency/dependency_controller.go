@@ -16,6 +16,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/ssa"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -54,8 +55,12 @@ type Reconciler struct {
 	// Clock measures Grace (default: the real one).
 	Clock clock.PassiveClock
 
-	mu          sync.Mutex
-	applied     map[Key]string // the primary's resourceVersion last copied
+	mu      sync.Mutex
+	applied map[Key]string // the primary's resourceVersion last copied
+	// written is the resourceVersion of each copy as reflection last wrote it. A Secret of a
+	// secondary is never read: it is deleted only on this precondition, so a copy anyone changed
+	// since (a Replicator took it, a user edited it) is left in place.
+	written     map[Key]string
 	unusedSince map[Key]time.Time
 }
 
@@ -64,7 +69,13 @@ const unavailableRetry = 10 * time.Second
 // Reconcile copies or removes one object in one secondary.
 func (r *Reconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result, error) {
 	sec, ok := r.Secondaries.Secondary(key.Cluster)
-	if !ok || !sec.Running {
+	if !ok {
+		// Removed from Flotilla (a detached cluster is still known): its copies went with its
+		// FlotillaPrimary, or were orphaned on purpose. Nothing to requeue, nothing to remember.
+		r.forget(key)
+		return ctrl.Result{}, nil
+	}
+	if !sec.Running {
 		return ctrl.Result{RequeueAfter: unavailableRetry}, nil // no calls to a secondary that does not answer
 	}
 	if sec.OwnerUID == "" {
@@ -162,15 +173,23 @@ func (r *Reconciler) sync(ctx context.Context, sec clusters.Secondary, key Key, 
 			copied = translate.SecretCopy(f, primaryID, owner)
 		}
 	}
-	if err := apply(ctx, sec.Client, copied); err != nil {
+	yielded, err := apply(ctx, sec.Client, copied)
+	if err != nil {
 		return err
+	}
+	if yielded {
+		// A Replicator holds it: that satisfies the dependency, and it is not reflection's to
+		// update or delete. Not recorded, so it is looked at again when the source changes.
+		ctrl.LoggerFrom(ctx).V(1).Info("Copy left to the Replicator that holds it", "copy", key.String())
+		return nil
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Copy updated", "copy", key.String())
 	r.mu.Lock()
 	if r.applied == nil {
-		r.applied = map[Key]string{}
+		r.applied, r.written = map[Key]string{}, map[Key]string{}
 	}
 	r.applied[key] = rv
+	r.written[key] = copied.GetResourceVersion()
 	r.mu.Unlock()
 	return nil
 }
@@ -202,25 +221,23 @@ func (r *Reconciler) release(ctx context.Context, sec clusters.Secondary, key Ke
 	if err := r.deleteCopy(ctx, sec, key); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.mu.Lock()
-	delete(r.applied, key)
-	delete(r.unusedSince, key)
-	r.mu.Unlock()
+	r.forget(key)
 	return ctrl.Result{}, nil
+}
+
+// forget drops what is remembered of a copy.
+func (r *Reconciler) forget(key Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.applied, key)
+	delete(r.written, key)
+	delete(r.unusedSince, key)
 }
 
 func (r *Reconciler) deleteCopy(ctx context.Context, sec clusters.Secondary, key Key) error {
 	var obj client.Object
 	switch key.Kind {
 	case translate.KindSecret:
-		// Secrets are never read in a secondary: the admission policy installed at join lets
-		// Flotilla delete only Secrets that carry its label.
-		r.mu.Lock()
-		_, copied := r.applied[key]
-		r.mu.Unlock()
-		if !copied {
-			return nil
-		}
 		obj = &corev1.Secret{}
 	case translate.KindConfigMap:
 		obj = &corev1.ConfigMap{}
@@ -231,22 +248,42 @@ func (r *Reconciler) deleteCopy(ctx context.Context, sec clusters.Secondary, key
 	}
 	obj.SetNamespace(key.Namespace)
 	obj.SetName(key.Name)
-	var opts []client.DeleteOption
-	if key.Kind != translate.KindSecret {
+	var rv string
+	if key.Kind == translate.KindSecret {
+		// Never read in a secondary: deleted only as reflection last wrote it (and the admission
+		// policy installed at join lets Flotilla delete only Secrets that carry its label).
+		r.mu.Lock()
+		rv = r.written[key]
+		r.mu.Unlock()
+		if rv == "" {
+			return nil
+		}
+	} else {
 		if err := sec.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if obj.GetAnnotations()[flotillav1.AnnotationOwner] != flotillav1.OwnerReflect || obj.GetLabels()[flotillav1.LabelPrimary] != r.Secondaries.PrimaryID() {
+		if !reflectionCopy(obj, r.Secondaries.PrimaryID()) {
 			return nil
 		}
-		uid := obj.GetUID()
-		opts = append(opts, client.Preconditions{UID: &uid})
+		rv = obj.GetResourceVersion()
 	}
-	if err := sec.Client.Delete(ctx, obj, opts...); err != nil && !apierrors.IsNotFound(err) {
+	err := sec.Client.Delete(ctx, obj, client.Preconditions{ResourceVersion: &rv})
+	switch {
+	case apierrors.IsConflict(err):
+		ctrl.LoggerFrom(ctx).Info("Unused copy changed since reflection wrote it: left in place", "copy", key.String())
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
 		return fmt.Errorf("removing unused %s: %w", key, err)
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Unused copy removed", "copy", key.String())
 	return nil
+}
+
+// reflectionCopy says whether a copy read in a secondary is this primary's reflection's and no
+// Replicator's: its owner annotation and primary label, and no field held by a Replicator.
+func reflectionCopy(obj client.Object, primaryID string) bool {
+	return obj.GetAnnotations()[flotillav1.AnnotationOwner] == flotillav1.OwnerReflect &&
+		obj.GetLabels()[flotillav1.LabelPrimary] == primaryID && !ssa.Holds(obj, flotillav1.FieldManagerReplicator)
 }
 
 // setUnused records (unused) or forgets (used) when the key was first seen unused, and returns it.

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/ssa"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -44,7 +45,7 @@ func (r *Reflector) Ensure(ctx context.Context, sec client.Client, pod *corev1.P
 		if ReplicatorOwned(ctx, sec, client.ObjectKeyFromObject(&src)) {
 			continue // a Replicator applies it there: that satisfies the dependency
 		}
-		if err := apply(ctx, sec, translate.ConfigMapCopy(&src, r.PrimaryID, owner)); err != nil {
+		if _, err := apply(ctx, sec, translate.ConfigMapCopy(&src, r.PrimaryID, owner)); err != nil {
 			return err
 		}
 	}
@@ -62,7 +63,7 @@ func (r *Reflector) Ensure(ctx context.Context, sec client.Client, pod *corev1.P
 		if src.Type == corev1.SecretTypeServiceAccountToken {
 			continue // the secondary has its own
 		}
-		if err := apply(ctx, sec, translate.SecretCopy(&src, r.PrimaryID, owner)); err != nil {
+		if _, err := apply(ctx, sec, translate.SecretCopy(&src, r.PrimaryID, owner)); err != nil {
 			return err
 		}
 	}
@@ -122,19 +123,21 @@ func ReplicatorOwned(ctx context.Context, sec client.Reader, key client.ObjectKe
 	return strings.HasPrefix(cm.Annotations[flotillav1.AnnotationOwner], flotillav1.OwnerReplicatorPrefix)
 }
 
-// apply writes a copy with server-side apply (no read first: Secrets may not be read there).
-// An immutable copy whose content changed is replaced.
-func apply(ctx context.Context, c client.Client, obj client.Object) error {
-	err := c.Patch(ctx, obj, client.Apply, client.FieldOwner("flotilla"), client.ForceOwnership) //nolint:staticcheck // typed apply of a core object
+// apply writes a copy with server-side apply, as reflection's own field manager (no read first:
+// Secrets may not be read there). A copy a Replicator holds is left to it (one owner per copy):
+// apply then writes nothing and says so. An immutable copy whose content changed is replaced.
+func apply(ctx context.Context, c client.Client, obj client.Object) (yielded bool, err error) {
+	holder, err := ssa.Apply(ctx, c, obj, flotillav1.FieldManagerReflection, flotillav1.FieldManagerReplicator)
 	if err != nil && apierrors.IsInvalid(err) {
-		// An immutable ConfigMap or Secret cannot change: replace it.
+		// An immutable ConfigMap or Secret cannot change: replace it. (A conflict with another
+		// writer is found before validation, so this one is reflection's.)
 		if derr := c.Delete(ctx, obj); derr != nil && !apierrors.IsNotFound(derr) {
-			return fmt.Errorf("replacing immutable %s/%s: %w", obj.GetNamespace(), obj.GetName(), derr)
+			return false, fmt.Errorf("replacing immutable %s/%s: %w", obj.GetNamespace(), obj.GetName(), derr)
 		}
-		err = c.Patch(ctx, obj, client.Apply, client.FieldOwner("flotilla"), client.ForceOwnership) //nolint:staticcheck // as above
+		holder, err = ssa.Apply(ctx, c, obj, flotillav1.FieldManagerReflection, flotillav1.FieldManagerReplicator)
 	}
 	if err != nil {
-		return fmt.Errorf("copying %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
+		return false, fmt.Errorf("copying %T %s/%s: %w", obj, obj.GetNamespace(), obj.GetName(), err)
 	}
-	return nil
+	return holder != "", nil
 }

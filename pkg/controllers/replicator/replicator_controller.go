@@ -24,6 +24,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/ssa"
 )
 
 // PrimaryName names the primary in a Replicator's status.
@@ -199,9 +200,14 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 			pr.applied = append(pr.applied, ar)
 			continue
 		}
-		if err := w.Patch(ctx, o, client.Apply, client.FieldOwner(flotillav1.FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck // unstructured apply
+		holder, err := ssa.Apply(ctx, w, o, flotillav1.FieldManagerReplicator, flotillav1.FieldManagerReflection)
+		switch {
+		case err != nil:
 			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
 			failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
+		case holder != "":
+			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusDependencyCopy,
+				"copied first by Flotilla's dependency reflection for the elected pods that use it, which keeps it in sync: left to it"
 		}
 		pr.applied = append(pr.applied, ar)
 	}
@@ -255,7 +261,7 @@ func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator
 		return "", nil
 	case !primary && have.GetAnnotations()[flotillav1.AnnotationOwner] == flotillav1.OwnerReflect && have.GetLabels()[flotillav1.LabelPrimary] == primaryID:
 		// A dependency copy of this primary's (placement Elect: the delegates' ConfigMap and
-		// Service): one owner per copy, the Replicator takes it over and reflection then leaves it.
+		// Service): one owner per copy, the apply yields to reflection's field manager.
 		return "", nil
 	}
 	for _, m := range have.GetManagedFields() {
@@ -457,8 +463,8 @@ func (r *Reconciler) accessTo(cluster string) (access, bool) {
 // deleteApplied deletes one object this Replicator applied (only if it still carries its label).
 func deleteApplied(ctx context.Context, acc access, rep *flotillav1.Replicator, a flotillav1.AppliedResource) error {
 	gvk, ok := Allowed[a.Kind]
-	if !ok {
-		return nil
+	if !ok || a.ApplyStatus == flotillav1.ApplyStatusDependencyCopy {
+		return nil // a dependency copy is reflection's to remove
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
@@ -468,8 +474,8 @@ func deleteApplied(ctx context.Context, acc access, rep *flotillav1.Replicator, 
 		if err := acc.read.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if u.GetLabels()[flotillav1.LabelReplicator] != LabelValue(rep.Name) {
-			return nil // someone else's now
+		if u.GetLabels()[flotillav1.LabelReplicator] != LabelValue(rep.Name) || (a.Cluster != PrimaryName && ssa.Holds(u, flotillav1.FieldManagerReflection)) {
+			return nil // someone else's now, or shared with reflection (which removes it when unused)
 		}
 	}
 	// In a secondary, Secrets are never read: the admission policy lets Flotilla delete only

@@ -81,7 +81,7 @@ func (r *Reconciler) storeCA(ctx context.Context, rep *flotillav1.Replicator, da
 			Labels:      map[string]string{flotillav1.LabelReplicator: LabelValue(rep.Name)},
 			Annotations: map[string]string{flotillav1.AnnotationOwner: flotillav1.OwnerReplicatorPrefix + rep.Name}},
 		Type: corev1.SecretTypeOpaque, Data: data}
-	if err := r.Client.Patch(ctx, s, client.Apply, client.FieldOwner(flotillav1.FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck // typed apply of a core object
+	if err := r.Client.Patch(ctx, s, client.Apply, client.FieldOwner(flotillav1.FieldManagerReplicator), client.ForceOwnership); err != nil { //nolint:staticcheck // typed apply of a core object
 		return fmt.Errorf("storing the CA of Replicator %s: %w", rep.Name, err)
 	}
 	return nil
@@ -136,7 +136,7 @@ func (r *Reconciler) certManagerMaterial(ctx context.Context, in Inputs) (server
 		u.SetGroupVersionKind(certificateGVK)
 		u.SetName(c.name)
 		mark(u, in, Place{Cluster: PrimaryName, Primary: true})
-		if err := r.Client.Patch(ctx, u, client.Apply, client.FieldOwner(flotillav1.FieldManager), client.ForceOwnership); err != nil { //nolint:staticcheck // unstructured apply
+		if err := r.Client.Patch(ctx, u, client.Apply, client.FieldOwner(flotillav1.FieldManagerReplicator), client.ForceOwnership); err != nil { //nolint:staticcheck // unstructured apply
 			return nil, nil, nil, fmt.Errorf("applying cert-manager Certificate %s (is cert-manager installed?): %w", c.name, err)
 		}
 		applied = append(applied, flotillav1.AppliedResource{Cluster: PrimaryName, Kind: "Certificate", Name: c.name, ApplyStatus: flotillav1.ApplyStatusOK})
