@@ -156,8 +156,11 @@ func newJoinCommand(g *GlobalOptions) *cobra.Command {
     Secrets, no RBAC objects), and a ValidatingAdmissionPolicy that lets it write only in
     namespaces labelled flotilla.dev/managed-by=<primary id>;
 then mints a token for that ServiceAccount and registers it in the primary's Secret. The manager
-renews the token at half its lifetime. This works for contexts whose own credentials the manager
-cannot use (GKE, EKS, AKS exec plugins).`,
+renews the token at half its lifetime through the secondary itself, so with the default 7 days a
+secondary may be unreachable for up to 3.5 days; one that stayed away longer shows TokenExpired in
+its ClusterDetector, and running join again (same context, same name) mints a new token. Running
+join again is always safe. This works for contexts whose own credentials the manager cannot use
+(GKE, EKS, AKS exec plugins).`,
 		Example: "  flotillactl cluster join --context secondary1 --name eu-west",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -166,7 +169,8 @@ cannot use (GKE, EKS, AKS exec plugins).`,
 	}
 	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
 	cmd.Flags().StringVar(&name, "name", "", "cluster name (DNS-1123; default: derived from the context name)")
-	cmd.Flags().DurationVar(&duration, "token-duration", 24*time.Hour, "lifetime of the token minted for Flotilla (the secondary may cap it)")
+	cmd.Flags().DurationVar(&duration, "token-duration", 7*24*time.Hour,
+		"lifetime of the token minted for Flotilla (the secondary may cap it); renewed at half of it, so the longest outage it survives is half of it")
 	_ = cmd.MarkFlagRequired("context")
 	return cmd
 }

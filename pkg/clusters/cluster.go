@@ -340,7 +340,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 		c.failures++
 		if c.failures >= opts.FailureThreshold || !c.everAnswered {
 			c.state.Status = flotillav1.ClusterUnknown
-			c.state.Reason, c.state.Message = probeFailure(err)
+			c.state.Reason, c.state.Message = probeFailure(err, c.currentToken(), now)
 		}
 	} else {
 		c.failures = 0
@@ -482,7 +482,17 @@ func (c *cluster) setOwnerUID(uid string) {
 
 // probeFailure turns a probe error into a reason and a short message (never a credential: client-go
 // errors carry URLs and status text, not headers).
-func probeFailure(err error) (reason, message string) {
+// A refused token that has expired says so, and how to recover: the manager renews a token at a
+// fraction of its life through the cluster itself, which an outage longer than the rest of its
+// life prevents, and only the cluster's admin can mint a new one.
+func probeFailure(err error, token string, now time.Time) (reason, message string) {
+	if apierrors.IsUnauthorized(err) {
+		if exp, _ := TokenExpiry(token); exp != nil && !now.Before(*exp) {
+			return flotillav1.ReasonTokenExpired, fmt.Sprintf("The registered token expired at %s (it is renewed through the cluster itself, "+
+				"which did not answer before then); with that cluster's admin credentials, run `flotillactl cluster join` for it again",
+				exp.Format(time.RFC3339))
+		}
+	}
 	if apierrors.IsUnauthorized(err) || apierrors.IsForbidden(err) {
 		return flotillav1.ReasonUnauthorized, "The cluster refused the registered credentials: " + shorten(err.Error())
 	}

@@ -4,10 +4,13 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/client-go/util/workqueue"
@@ -227,8 +230,36 @@ func TestTokenHelpers(t *testing.T) {
 }
 
 func TestProbeFailureNamesTheReason(t *testing.T) {
-	if r, _ := probeFailure(errors.New("dial tcp: connection refused")); r != flotillav1.ReasonProbeFailed {
-		t.Errorf("reason = %s", r)
+	now := time.Unix(1_800_000_000, 0)
+	jwt := func(exp time.Time) string {
+		claims, _ := json.Marshal(map[string]any{"iat": exp.Add(-24 * time.Hour).Unix(), "exp": exp.Unix(), "sub": "system:serviceaccount:flotilla-system:flotilla-ab"})
+		return "e30." + base64.RawURLEncoding.EncodeToString(claims) + ".sig"
+	}
+	unauthorized := apierrors.NewUnauthorized("Unauthorized")
+	for _, tc := range []struct {
+		name  string
+		err   error
+		token string
+		want  string
+	}{
+		{"unreachable", errors.New("dial tcp: connection refused"), "", flotillav1.ReasonProbeFailed},
+		{"refused, token still valid", unauthorized, jwt(now.Add(time.Hour)), flotillav1.ReasonUnauthorized},
+		{"refused, token expired during an outage", unauthorized, jwt(now.Add(-time.Minute)), flotillav1.ReasonTokenExpired},
+		{"refused, not a JWT (a client certificate user)", unauthorized, "", flotillav1.ReasonUnauthorized},
+		{"forbidden, token expired: not an expiry", apierrors.NewForbidden(schema.GroupResource{}, "", errors.New("no")), jwt(now.Add(-time.Minute)), flotillav1.ReasonUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, msg := probeFailure(tc.err, tc.token, now)
+			if r != tc.want {
+				t.Errorf("reason = %s (%s), want %s", r, msg, tc.want)
+			}
+			if r == flotillav1.ReasonTokenExpired && !strings.Contains(msg, "flotillactl cluster join") {
+				t.Errorf("message %q does not say how to recover", msg)
+			}
+			if strings.Contains(msg, tc.token) && tc.token != "" {
+				t.Error("the message carries the token")
+			}
+		})
 	}
 }
 

@@ -28,6 +28,9 @@ const (
 	ReasonProbing = "Probing"
 	// ReasonUnauthorized: the cluster refused the registered credentials.
 	ReasonUnauthorized = "Unauthorized"
+	// ReasonTokenExpired: the registered token expired before it could be renewed (the cluster did
+	// not answer for longer than the rest of its life); joining the cluster again mints a new one.
+	ReasonTokenExpired = "TokenExpired"
 	// ReasonInvalidContext: the context names a missing cluster or user entry, or bad credentials data.
 	ReasonInvalidContext = "InvalidContext"
 	// ReasonDuplicateCluster: another context already registers the same cluster (same kube-system UID).
