@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
@@ -16,12 +19,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/webhook"
 )
 
@@ -40,6 +45,7 @@ const (
 	checkVirtualNodes = "virtual-nodes"
 	checkDaemonSets   = "daemonsets"
 	checkProxies      = "proxies"
+	checkDelegates    = "delegates"
 	checkWebhook      = "webhook"
 )
 
@@ -52,6 +58,8 @@ type finding struct {
 	Object string `json:"object,omitempty"`
 	// Nodes are the virtual nodes a DaemonSet can reach.
 	Nodes []string `json:"nodes,omitempty"`
+	// Cluster is the secondary a delegates finding is about.
+	Cluster string `json:"cluster,omitempty"`
 	// Fix is how to repair it; the text output prints each distinct fix once, after the findings.
 	Fix string `json:"fix,omitempty"`
 }
@@ -69,14 +77,69 @@ func (g *GlobalOptions) primaryClient() (client.Client, error) {
 	return c, err
 }
 
-// newDoctorCommand builds `doctor`; connect is how it reaches the primary (tests pass a fake).
-func newDoctorCommand(connect func() (client.Client, error)) *cobra.Command {
+// defaultSecondaryTimeout bounds all of doctor's calls to one secondary: one that does not answer
+// costs doctor that long, never a hang.
+const defaultSecondaryTimeout = 10 * time.Second
+
+// kubeContexts are the contexts of the user's kubeconfig and a way to reach one of them.
+type kubeContexts struct {
+	names []string
+	// connect builds a client for a context whose every request ends within timeout.
+	connect func(context string, timeout time.Duration) (client.Client, error)
+}
+
+// userContexts loads the user's kubeconfig, with which doctor reaches the secondaries.
+func (g *GlobalOptions) userContexts() (kubeContexts, error) {
+	user, err := g.userConfig()
+	if err != nil {
+		return kubeContexts{}, err
+	}
+	connect := func(name string, timeout time.Duration) (client.Client, error) {
+		rc, err := restConfigFor(user, name)
+		if err != nil {
+			return nil, err
+		}
+		// The caller's context bounds its own calls; this also bounds those that carry none
+		// (the client's lazy discovery of resources).
+		rc.Timeout = timeout
+		c, err := client.New(rc, client.Options{Scheme: cliScheme})
+		if err != nil {
+			return nil, fmt.Errorf("connecting to context %q: %w", name, err)
+		}
+		return c, nil
+	}
+	return kubeContexts{names: slices.Sorted(maps.Keys(user.Contexts)), connect: connect}, nil
+}
+
+// doctorDeps are how doctor reaches the clusters; tests pass fakes.
+type doctorDeps struct {
+	// primary connects to the primary.
+	primary func() (client.Client, error)
+	// contexts loads the user's kubeconfig contexts, through which doctor reaches the secondaries.
+	contexts func() (kubeContexts, error)
+	// secondaryTimeout bounds the calls to each secondary (default defaultSecondaryTimeout).
+	secondaryTimeout time.Duration
+}
+
+// secondaryAccess is how the delegates check reaches the secondaries: with the user's own
+// kubeconfig, never with the manager's credentials, so doctor needs no access to the registration
+// Secret and sees what the user may see.
+type secondaryAccess struct {
+	contexts func() (kubeContexts, error)
+	// overrides maps a cluster to the user's context for it (--secondary-context).
+	overrides map[string]string
+	timeout   time.Duration
+}
+
+// newDoctorCommand builds `doctor`; deps are how it reaches the clusters.
+func newDoctorCommand(deps doctorDeps) *cobra.Command {
 	var output string
+	var secondaryContexts []string
 	cmd := &cobra.Command{
 		Use:   "doctor",
-		Short: "Check the primary for problems with Flotilla (read-only)",
-		Long: `doctor reads the primary (it never writes to it) and prints one line per finding, then a
-summary. It checks:
+		Short: "Check the primary and its secondaries for problems with Flotilla (read-only)",
+		Long: `doctor reads the primary and the secondaries (it never writes to them) and prints one line
+per finding, then a summary. It checks:
 
   daemonsets     DaemonSets, in every namespace, whose pods the DaemonSet controller would place on
                  a virtual node, judged as the controller does: the template's node name, its
@@ -90,31 +153,66 @@ summary. It checks:
                  and names (OK), and each one that is not Ready (WARN).
   proxies        Proxy pods (flotilla.dev/proxy=true) that are Pending, with their reason: WARN
                  while no virtual node is chosen, INFO while bound and waiting for the delegate.
+  delegates      Each secondary's delegates against the proxies bound to its virtual node: a
+                 Running proxy whose secondary holds no delegate of it (ERROR), a delegate of this
+                 primary whose proxy is gone (WARN), or one delegate per proxy (OK). doctor reads
+                 the secondaries with your kubeconfig, never the manager's credentials: the
+                 context named like the cluster (or the one its name was derived from), or the
+                 one --secondary-context CLUSTER=CONTEXT names. A cluster with no such context is
+                 not checked (INFO); one whose context fails, does not answer within ` + defaultSecondaryTimeout.String() + `, or
+                 reaches another cluster than the one registered is not checked (WARN).
   webhook        The MutatingWebhookConfiguration ` + webhook.ConfigurationName + `: without it, elected
                  pods run in the primary and DaemonSets are not kept off virtual nodes (ERROR).
 
-A check the API server does not let doctor read is an ERROR. doctor exits non-zero when any
-finding is an ERROR.`,
-		Example: "  flotillactl doctor\n  flotillactl doctor -o json",
+A check the API server does not let doctor read in the primary is an ERROR. doctor exits
+non-zero when any finding is an ERROR.`,
+		Example: "  flotillactl doctor\n  flotillactl doctor -o json\n  flotillactl doctor --secondary-context eu=gke_prod_europe-west1_eu",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "" && output != "json" {
 				return fmt.Errorf("--output %q: want json or nothing", output)
 			}
-			c, err := connect()
+			overrides, err := parseSecondaryContexts(secondaryContexts)
 			if err != nil {
 				return err
 			}
-			return runDoctor(cmd.Context(), c, output, cmd.OutOrStdout())
+			c, err := deps.primary()
+			if err != nil {
+				return err
+			}
+			sec := secondaryAccess{contexts: deps.contexts, overrides: overrides, timeout: deps.secondaryTimeout}
+			if sec.timeout == 0 {
+				sec.timeout = defaultSecondaryTimeout
+			}
+			return runDoctor(cmd.Context(), c, sec, output, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json")
+	cmd.Flags().StringArrayVar(&secondaryContexts, "secondary-context", nil,
+		"read cluster CLUSTER's delegates with kubeconfig context CONTEXT, given as `CLUSTER=CONTEXT` (repeatable; default: the context named CLUSTER)")
 	return cmd
 }
 
-// runDoctor runs every check against the primary, prints the report and fails when it has errors.
-func runDoctor(ctx context.Context, c client.Client, output string, out io.Writer) error {
-	findings := diagnose(ctx, c)
+// parseSecondaryContexts reads the --secondary-context flags into cluster → context.
+func parseSecondaryContexts(flags []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, f := range flags {
+		// Split at the first '=': a cluster name has none, a context name may.
+		cluster, contextName, ok := strings.Cut(f, "=")
+		if !ok || cluster == "" || contextName == "" {
+			return nil, fmt.Errorf("--secondary-context %q: want CLUSTER=CONTEXT", f)
+		}
+		if have, dup := out[cluster]; dup && have != contextName {
+			return nil, fmt.Errorf("--secondary-context: cluster %s is given two contexts, %s and %s", cluster, have, contextName)
+		}
+		out[cluster] = contextName
+	}
+	return out, nil
+}
+
+// runDoctor runs every check, prints the report and fails when it has errors.
+func runDoctor(ctx context.Context, c client.Client, sec secondaryAccess, output string, out io.Writer) error {
+	findings := diagnose(ctx, c, sec)
 	var err error
 	if output == "json" {
 		err = printDoctorJSON(out, findings)
@@ -132,7 +230,7 @@ func runDoctor(ctx context.Context, c client.Client, output string, out io.Write
 
 // diagnose runs the checks. One that cannot read what it needs becomes an error finding, so the
 // others still report: a doctor that stops at the first forbidden list hides the rest.
-func diagnose(ctx context.Context, c client.Client) []finding {
+func diagnose(ctx context.Context, c client.Client, sec secondaryAccess) []finding {
 	var all []finding
 	add := func(check string, fs []finding, err error) {
 		all = append(all, fs...)
@@ -140,9 +238,9 @@ func diagnose(ctx context.Context, c client.Client) []finding {
 			all = append(all, finding{Severity: severityError, Check: check, Message: err.Error()})
 		}
 	}
-	nodes, err := listVirtualNodes(ctx, c)
-	if err != nil {
-		add(checkVirtualNodes, nil, err)
+	nodes, nodesErr := listVirtualNodes(ctx, c)
+	if nodesErr != nil {
+		add(checkVirtualNodes, nil, nodesErr)
 	} else {
 		add(checkVirtualNodes, virtualNodeFindings(nodes), nil)
 		fs, err := daemonSetFindings(ctx, c, nodes)
@@ -150,6 +248,10 @@ func diagnose(ctx context.Context, c client.Client) []finding {
 	}
 	fs, err := proxyFindings(ctx, c)
 	add(checkProxies, fs, err)
+	if nodesErr == nil {
+		fs, err = delegatesCheck(ctx, c, nodes, sec)
+		add(checkDelegates, fs, err)
+	}
 	fs, err = webhookFindings(ctx, c)
 	add(checkWebhook, fs, err)
 	return all
@@ -303,20 +405,20 @@ func exclusionYAML() string {
 
 // proxyFindings reports the proxy pods that are Pending.
 func proxyFindings(ctx context.Context, c client.Client) ([]finding, error) {
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods, client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
-		return nil, fmt.Errorf("listing proxy pods: %w", err)
+	pods, err := listProxies(ctx, c)
+	if err != nil {
+		return nil, err
 	}
 	var out []finding
-	for i := range pods.Items {
-		if pods.Items[i].Status.Phase == corev1.PodPending {
-			out = append(out, pendingProxyFinding(&pods.Items[i]))
+	for i := range pods {
+		if pods[i].Status.Phase == corev1.PodPending {
+			out = append(out, pendingProxyFinding(&pods[i]))
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Object < out[j].Object })
 	if len(out) == 0 {
 		out = append(out, finding{Severity: severityOK, Check: checkProxies,
-			Message: fmt.Sprintf("no proxy pod is Pending (%s)", plural(len(pods.Items), "proxy pod"))})
+			Message: fmt.Sprintf("no proxy pod is Pending (%s)", plural(len(pods), "proxy pod"))})
 	}
 	return out, nil
 }
@@ -344,6 +446,224 @@ func pendingProxyFinding(p *corev1.Pod) finding {
 		f.Message += ": " + why
 	}
 	return f
+}
+
+// delegatesCheck compares each secondary's delegates with the proxies bound to its virtual node.
+// The proxies are read before and after the secondaries (which are read side by side, each within
+// sec.timeout), so that a pod created, started or deleted meanwhile is not taken for a problem.
+func delegatesCheck(ctx context.Context, c client.Client, nodes []corev1.Node, sec secondaryAccess) ([]finding, error) {
+	out := unusedOverrides(nodes, sec.overrides)
+	if len(nodes) == 0 {
+		return out, nil
+	}
+	primaryID, err := clusters.ClusterID(ctx, c)
+	if err != nil {
+		return out, fmt.Errorf("the primary's ID: %w", err)
+	}
+	ids, err := registeredClusterIDs(ctx, c)
+	if err != nil {
+		return out, err
+	}
+	kc, err := sec.contexts()
+	if err != nil {
+		return out, err
+	}
+	before, err := listProxies(ctx, c)
+	if err != nil {
+		return out, err
+	}
+	reads := make([]secondaryRead, len(nodes))
+	var wg sync.WaitGroup
+	for i := range nodes {
+		cluster := nodes[i].Labels[flotillav1.LabelCluster]
+		wg.Go(func() { reads[i] = readDelegates(ctx, kc, sec, cluster, ids[cluster], primaryID) })
+	}
+	wg.Wait()
+	after, err := listProxies(ctx, c)
+	if err != nil {
+		return out, err
+	}
+	for i := range nodes {
+		if r := reads[i]; r.unread != nil {
+			out = append(out, *r.unread)
+		} else {
+			out = append(out, delegateFindings(nodes[i].Labels[flotillav1.LabelCluster], nodes[i].Name, before, after, r.delegates)...)
+		}
+	}
+	return out, nil
+}
+
+// unusedOverrides warns about each --secondary-context for a cluster with no virtual node: most
+// likely a misspelt name, which leaves the intended cluster on its default context.
+func unusedOverrides(nodes []corev1.Node, overrides map[string]string) []finding {
+	known := map[string]bool{}
+	for i := range nodes {
+		known[nodes[i].Labels[flotillav1.LabelCluster]] = true
+	}
+	var out []finding
+	for _, cluster := range slices.Sorted(maps.Keys(overrides)) {
+		if !known[cluster] {
+			out = append(out, finding{Severity: severityWarning, Check: checkDelegates, Cluster: cluster, Message: fmt.Sprintf(
+				"--secondary-context %s=%s names no cluster with a virtual node", cluster, overrides[cluster])})
+		}
+	}
+	return out
+}
+
+// registeredClusterIDs maps each cluster to the ID (kube-system UID) the manager recorded for it
+// in its ClusterDetector, so doctor can tell that a context of the user's reaches that cluster
+// and not another of the same name.
+func registeredClusterIDs(ctx context.Context, c client.Client) (map[string]string, error) {
+	var list flotillav1.ClusterDetectorList
+	if err := c.List(ctx, &list, client.InNamespace(flotillav1.SystemNamespace)); err != nil {
+		return nil, fmt.Errorf("listing ClusterDetectors: %w", err)
+	}
+	ids := map[string]string{}
+	for i := range list.Items {
+		ids[list.Items[i].Name] = list.Items[i].Status.ClusterID
+	}
+	return ids, nil
+}
+
+// listProxies lists the proxy pods in the primary.
+func listProxies(ctx context.Context, c client.Client) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
+		return nil, fmt.Errorf("listing proxy pods: %w", err)
+	}
+	return pods.Items, nil
+}
+
+// secondaryRead is what doctor read of one secondary: its delegates, or why it could not.
+type secondaryRead struct {
+	delegates []corev1.Pod
+	unread    *finding
+}
+
+// secondaryContextFor picks the user's context for a cluster: the one --secondary-context names,
+// else the context named like the cluster, else the context the cluster's name was derived from
+// at join or add (gke_…, EKS ARNs).
+func secondaryContextFor(cluster string, overrides map[string]string, names []string) (string, bool) {
+	if c, ok := overrides[cluster]; ok {
+		return c, true
+	}
+	if slices.Contains(names, cluster) {
+		return cluster, true
+	}
+	for _, n := range names {
+		if clusters.ClusterName(n) == cluster {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+// readDelegates lists this primary's delegates in a secondary with the user's context for it,
+// every call within sec.timeout. A secondary doctor cannot read, or whose context reaches another
+// cluster than the one registered (whose delegates would all look missing), yields a finding.
+func readDelegates(ctx context.Context, kc kubeContexts, sec secondaryAccess, cluster, registeredID, primaryID string) secondaryRead {
+	contextName, ok := secondaryContextFor(cluster, sec.overrides, kc.names)
+	if !ok {
+		return secondaryRead{unread: &finding{Severity: severityInfo, Check: checkDelegates, Cluster: cluster, Message: fmt.Sprintf(
+			"delegates in %s not checked: your kubeconfig has no context %s; name one with --secondary-context %s=CONTEXT",
+			cluster, cluster, cluster)}}
+	}
+	unread := func(why string) secondaryRead {
+		return secondaryRead{unread: &finding{Severity: severityWarning, Check: checkDelegates, Cluster: cluster,
+			Message: fmt.Sprintf("delegates in %s not checked: context %s: %s", cluster, contextName, why)}}
+	}
+	ctx, cancel := context.WithTimeout(ctx, sec.timeout)
+	defer cancel()
+	failed := func(err error) secondaryRead {
+		why := err.Error()
+		if errors.Is(err, context.DeadlineExceeded) {
+			why += fmt.Sprintf(" (no answer within %s)", sec.timeout)
+		}
+		return unread(why)
+	}
+	c, err := kc.connect(contextName, sec.timeout)
+	if err != nil {
+		return failed(err)
+	}
+	id, err := clusters.ClusterID(ctx, c)
+	if err != nil {
+		return failed(err)
+	}
+	switch {
+	case id == primaryID:
+		return unread(fmt.Sprintf("it reaches the primary, not %s; name its context with --secondary-context %s=CONTEXT", cluster, cluster))
+	case registeredID != "" && id != registeredID:
+		return unread(fmt.Sprintf("it reaches cluster %s, but %s is cluster %s (its ClusterDetector's clusterID); "+
+			"name its context with --secondary-context %s=CONTEXT", id, cluster, registeredID, cluster))
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.MatchingLabels{flotillav1.LabelPrimary: primaryID}); err != nil {
+		return failed(fmt.Errorf("listing delegates: %w", err))
+	}
+	return secondaryRead{delegates: pods.Items}
+}
+
+// delegateFindings compares the delegates read from a cluster with the proxies bound to its
+// virtual node, read before and after them: a proxy lacks its delegate only when it is Running in
+// both reads (one that fails or goes meanwhile is being handled), and a delegate lacks its proxy
+// only when neither read has one (its proxy may be newer than the first read).
+func delegateFindings(cluster, node string, before, after, delegates []corev1.Pod) []finding {
+	proxiesBefore, proxiesAfter := proxiesOn(node, before), proxiesOn(node, after)
+	delegated := map[types.UID]bool{}
+	matched := 0
+	var missing, orphans []finding
+	for i := range delegates {
+		d := &delegates[i]
+		uid := types.UID(d.Annotations[flotillav1.AnnotationProxyUID])
+		if uid == "" {
+			continue // labelled, but no delegate: the manager's sweep leaves it too
+		}
+		delegated[uid] = true
+		if proxiesBefore[uid] != nil || proxiesAfter[uid] != nil {
+			matched++
+			continue
+		}
+		if d.DeletionTimestamp != nil {
+			continue // already going
+		}
+		key := d.Namespace + "/" + d.Name
+		orphans = append(orphans, finding{Severity: severityWarning, Check: checkDelegates, Cluster: cluster, Object: key,
+			Message: fmt.Sprintf("delegate %s in %s has no proxy: the manager's sweep deletes it; if it stays, "+
+				"is the manager running and %s Ready?", key, cluster, node)})
+	}
+	for uid, p := range proxiesBefore {
+		if delegated[uid] || !runningProxy(p) || !runningProxy(proxiesAfter[uid]) {
+			continue
+		}
+		key := p.Namespace + "/" + p.Name
+		missing = append(missing, finding{Severity: severityError, Check: checkDelegates, Cluster: cluster, Object: key,
+			Message: fmt.Sprintf("proxy %s is Running on %s but %s holds no delegate of it: the manager re-elects it "+
+				"once it sees the loss; if this stays, is the manager running?", key, node, cluster)})
+	}
+	byObject := func(fs []finding) { sort.Slice(fs, func(i, j int) bool { return fs[i].Object < fs[j].Object }) }
+	byObject(missing)
+	byObject(orphans)
+	if out := append(missing, orphans...); len(out) > 0 {
+		return out
+	}
+	return []finding{{Severity: severityOK, Check: checkDelegates, Cluster: cluster,
+		Message: fmt.Sprintf("%s: %s, one per proxy", cluster, plural(matched, "delegate"))}}
+}
+
+// proxiesOn indexes by UID the proxies bound to a node.
+func proxiesOn(node string, pods []corev1.Pod) map[types.UID]*corev1.Pod {
+	out := map[types.UID]*corev1.Pod{}
+	for i := range pods {
+		if pods[i].Spec.NodeName == node {
+			out[pods[i].UID] = &pods[i]
+		}
+	}
+	return out
+}
+
+// runningProxy says whether a proxy is Running and not terminating (nil: not there).
+func runningProxy(p *corev1.Pod) bool {
+	return p != nil && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil
 }
 
 // webhookFindings checks that the MutatingWebhookConfiguration exists; the manager writes it at

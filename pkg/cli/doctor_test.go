@@ -5,8 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -14,6 +19,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -149,6 +157,7 @@ func primaryObjects() []client.Object {
 			Status: corev1.PodStatus{Phase: phase, Reason: "Waiting", Message: "no secondary fits"}}
 	}
 	return []client.Object{
+		kubeSystem("primary-id"),
 		virtualNode("a", corev1.ConditionTrue), virtualNode("b", corev1.ConditionFalse),
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "worker-0", Labels: map[string]string{corev1.LabelOSStable: "linux"}}},
 		daemonSet("kube-system", "tolerate-all", func(s *corev1.PodSpec) { s.Tolerations = []corev1.Toleration{tolerateAll} }),
@@ -163,10 +172,20 @@ func primaryObjects() []client.Object {
 	}
 }
 
+// doctorWith runs doctor against a primary, with a kubeconfig that has no context for any secondary.
 func doctorWith(t *testing.T, c client.Client, args ...string) (string, error) {
 	t.Helper()
+	return doctorWithSecondaries(t, c, kubeContexts{}, args...)
+}
+
+func doctorWithSecondaries(t *testing.T, c client.Client, kc kubeContexts, args ...string) (string, error) {
+	t.Helper()
 	var out bytes.Buffer
-	cmd := newDoctorCommand(func() (client.Client, error) { return c, nil })
+	cmd := newDoctorCommand(doctorDeps{
+		primary:          func() (client.Client, error) { return c, nil },
+		contexts:         func() (kubeContexts, error) { return kc, nil },
+		secondaryTimeout: 200 * time.Millisecond,
+	})
 	cmd.SilenceUsage, cmd.SilenceErrors = true, true // as under the root command
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -188,8 +207,10 @@ func TestDoctorReportsEveryCheckAndFailsWithoutTheWebhook(t *testing.T) {
 		"WARN  daemonset monitoring/only-a can run on virtual nodes flotilla-a\n",
 		"WARN  proxy demo/unbound is Pending, not bound to a virtual node: Waiting: no secondary fits\n",
 		"INFO  proxy demo/bound is Pending on flotilla-a, waiting for its delegate: Waiting: no secondary fits\n",
+		"INFO  delegates in a not checked: your kubeconfig has no context a; name one with --secondary-context a=CONTEXT\n",
+		"INFO  delegates in b not checked",
 		"ERROR MutatingWebhookConfiguration flotilla is missing",
-		"\nSummary: 1 error, 4 warnings, 1 info, 1 OK\n",
+		"\nSummary: 1 error, 4 warnings, 3 info, 1 OK\n",
 	}
 	for _, w := range want {
 		if !strings.Contains(out, w) {
@@ -275,13 +296,350 @@ func TestDoctorHelpSaysWhatItChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"daemonsets", "virtual-nodes", "proxies", "MutatingWebhookConfiguration flotilla",
-		"type NotIn [virtual-kubelet]", "non-zero", "--output"} {
+	for _, want := range []string{"daemonsets", "virtual-nodes", "proxies", "delegates", "MutatingWebhookConfiguration flotilla",
+		"type NotIn [virtual-kubelet]", "non-zero", "--output", "--secondary-context", "never the manager's credentials"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor --help lacks %q:\n%s", want, out)
 		}
 	}
 	if out, _ := run(t, "--help"); !strings.Contains(out, "doctor") {
 		t.Errorf("flotillactl --help does not list doctor:\n%s", out)
+	}
+}
+
+// kubeSystem is a cluster's kube-system namespace, whose UID is the cluster's ID.
+func kubeSystem(id string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: metav1.NamespaceSystem, UID: types.UID(id)}}
+}
+
+// proxyPod is a proxy in namespace demo, bound to node ("" for none).
+func proxyPod(name, uid, node string, phase corev1.PodPhase) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, UID: types.UID(uid),
+		Labels: map[string]string{flotillav1.LabelProxy: "true"}},
+		Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+		Status: corev1.PodStatus{Phase: phase}}
+}
+
+// delegatePod is the delegate, in a secondary, of the proxy demo/name with UID proxyUID.
+func delegatePod(primaryID, name, proxyUID string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name,
+		Labels:      map[string]string{flotillav1.LabelPrimary: primaryID},
+		Annotations: map[string]string{flotillav1.AnnotationProxyUID: proxyUID}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+}
+
+func pods(ps ...*corev1.Pod) []corev1.Pod {
+	out := make([]corev1.Pod, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, *p)
+	}
+	return out
+}
+
+func terminating(p *corev1.Pod) *corev1.Pod {
+	p = p.DeepCopy()
+	now := metav1.Now()
+	p.DeletionTimestamp, p.Finalizers = &now, []string{flotillav1.FinalizerDelegate}
+	return p
+}
+
+func TestDelegateFindings(t *testing.T) {
+	const node = "flotilla-a"
+	web := proxyPod("web", "uid-web", node, corev1.PodRunning)
+	api := proxyPod("api", "uid-api", node, corev1.PodRunning)
+	pending := proxyPod("new", "uid-new", node, corev1.PodPending)
+	elsewhere := proxyPod("db", "uid-db", "flotilla-b", corev1.PodRunning)
+	failed := web.DeepCopy()
+	failed.Status.Phase = corev1.PodFailed
+	orphanWarning := "WARN delegate demo/old in a has no proxy: the manager's sweep deletes it; if it stays, is the manager running and flotilla-a Ready?"
+	for name, tc := range map[string]struct {
+		before, after, delegates []corev1.Pod
+		want                     []string
+	}{
+		"one delegate per proxy": {
+			before: pods(web, api, pending, elsewhere), after: pods(web, api, pending, elsewhere),
+			delegates: pods(delegatePod("p", "web", "uid-web"), delegatePod("p", "api", "uid-api"), delegatePod("p", "new", "uid-new")),
+			want:      []string{"OK a: 3 delegates, one per proxy"},
+		},
+		"nothing on either side": {want: []string{"OK a: 0 delegates, one per proxy"}},
+		"Running proxies without delegates, sorted": {
+			before: pods(web, api), after: pods(web, api),
+			want: []string{
+				"ERROR proxy demo/api is Running on flotilla-a but a holds no delegate of it: the manager re-elects it once it sees the loss; if this stays, is the manager running?",
+				"ERROR proxy demo/web is Running on flotilla-a but a holds no delegate of it: the manager re-elects it once it sees the loss; if this stays, is the manager running?",
+			},
+		},
+		"a Pending proxy waits for its delegate": {
+			before: pods(pending), after: pods(pending), want: []string{"OK a: 0 delegates, one per proxy"},
+		},
+		"a terminating proxy may have lost its delegate": {
+			before: pods(terminating(web)), after: pods(terminating(web)), want: []string{"OK a: 0 delegates, one per proxy"},
+		},
+		"a proxy of another node is not this cluster's": {
+			before: pods(elsewhere), after: pods(elsewhere), want: []string{"OK a: 0 delegates, one per proxy"},
+		},
+		"a proxy the manager failed between the reads": {
+			before: pods(web), after: pods(failed), want: []string{"OK a: 0 delegates, one per proxy"},
+		},
+		"a proxy deleted between the reads": {
+			before: pods(web), want: []string{"OK a: 0 delegates, one per proxy"},
+		},
+		"a proxy that started between the reads": {
+			before: pods(proxyPod("web", "uid-web", node, corev1.PodPending)), after: pods(web),
+			want: []string{"OK a: 0 delegates, one per proxy"},
+		},
+		"a delegate without proxy": {
+			before: pods(web), after: pods(web),
+			delegates: pods(delegatePod("p", "web", "uid-web"), delegatePod("p", "old", "uid-gone")),
+			want:      []string{orphanWarning},
+		},
+		"a delegate whose proxy came after the first read": {
+			after: pods(web), delegates: pods(delegatePod("p", "web", "uid-web")), want: []string{"OK a: 1 delegate, one per proxy"},
+		},
+		"a delegate whose proxy is bound to another node": {
+			before: pods(elsewhere), after: pods(elsewhere), delegates: pods(delegatePod("p", "old", "uid-db")),
+			want: []string{orphanWarning},
+		},
+		"a terminating delegate without proxy is already going": {
+			delegates: pods(terminating(delegatePod("p", "old", "uid-gone"))), want: []string{"OK a: 0 delegates, one per proxy"},
+		},
+		"a labelled pod without proxy UID is no delegate": {
+			delegates: pods(delegatePod("p", "old", "")), want: []string{"OK a: 0 delegates, one per proxy"},
+		},
+		"the delegate of a previous incarnation: error first": {
+			before:    pods(proxyPod("old", "uid-new-incarnation", node, corev1.PodRunning)),
+			after:     pods(proxyPod("old", "uid-new-incarnation", node, corev1.PodRunning)),
+			delegates: pods(delegatePod("p", "old", "uid-gone")),
+			want: []string{
+				"ERROR proxy demo/old is Running on flotilla-a but a holds no delegate of it: the manager re-elects it once it sees the loss; if this stays, is the manager running?",
+				orphanWarning,
+			},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, f := range delegateFindings("a", node, tc.before, tc.after, tc.delegates) {
+				if f.Check != checkDelegates || f.Cluster != "a" {
+					t.Errorf("finding %+v: want check %s, cluster a", f, checkDelegates)
+				}
+				got = append(got, string(f.Severity)+" "+f.Message)
+			}
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("findings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestSecondaryContextFor(t *testing.T) {
+	gke := "gke_my-project_europe-west1-b_prod"
+	names := []string{"primary", "eu", gke}
+	for name, tc := range map[string]struct {
+		cluster   string
+		overrides map[string]string
+		want      string
+		ok        bool
+	}{
+		"the context named like the cluster":    {cluster: "eu", want: "eu", ok: true},
+		"the context its name was derived from": {cluster: nameOf(t, gke), want: gke, ok: true},
+		"--secondary-context wins":              {cluster: "eu", overrides: map[string]string{"eu": "primary"}, want: "primary", ok: true},
+		"--secondary-context to any name":       {cluster: "us", overrides: map[string]string{"us": "missing"}, want: "missing", ok: true},
+		"no context":                            {cluster: "us"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got, ok := secondaryContextFor(tc.cluster, tc.overrides, names); got != tc.want || ok != tc.ok {
+				t.Errorf("secondaryContextFor(%s) = %q, %v; want %q, %v", tc.cluster, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestParseSecondaryContexts(t *testing.T) {
+	got, err := parseSecondaryContexts([]string{"eu=gke_p_z_eu", "us=odd=name", "eu=gke_p_z_eu"})
+	if err != nil || len(got) != 2 || got["eu"] != "gke_p_z_eu" || got["us"] != "odd=name" {
+		t.Errorf("got %v, %v", got, err)
+	}
+	for _, bad := range [][]string{{"eu"}, {"=ctx"}, {"eu="}, {"eu=a", "eu=b"}} {
+		if _, err := parseSecondaryContexts(bad); err == nil || !strings.Contains(err.Error(), "--secondary-context") {
+			t.Errorf("%q: err = %v", bad, err)
+		}
+	}
+}
+
+// fleet is a primary (ID primary-id) with virtual nodes for clusters ok, broken, absent, down,
+// wrong and eu, their ClusterDetectors, a proxy on each, and the user's contexts for the
+// secondaries: ok and broken by their names, eu only through --secondary-context, down never
+// answering, wrong reaching another cluster, absent none.
+func fleet(t *testing.T) (client.Client, kubeContexts) {
+	t.Helper()
+	const primaryID = "primary-id"
+	clusterNames := []string{"ok", "broken", "absent", "down", "wrong", "eu"}
+	objs := []client.Object{kubeSystem(primaryID),
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName}}}
+	for _, name := range clusterNames {
+		cd := &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: name},
+			Spec: flotillav1.ClusterDetectorSpec{Context: name}}
+		cd.Status.ClusterID = "id-" + name
+		objs = append(objs, virtualNode(name, corev1.ConditionTrue), cd,
+			proxyPod("web-"+name, "uid-web-"+name, flotillav1.VirtualNodeName(name), corev1.PodRunning))
+	}
+	primary := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(objs...).WithStatusSubresource(&flotillav1.ClusterDetector{}).Build()
+
+	secondary := func(id string, objs ...client.Object) client.Client {
+		return fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(append(objs, kubeSystem(id))...).Build()
+	}
+	hangs := fake.NewClientBuilder().WithScheme(cliScheme).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, _ client.WithWatch, _ client.ObjectKey, _ client.Object, _ ...client.GetOption) error {
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	}).Build()
+	clients := map[string]client.Client{
+		"ok": secondary("id-ok", delegatePod(primaryID, "web-ok", "uid-web-ok"),
+			// Another primary's delegate is none of this one's business.
+			delegatePod("other-primary", "stranger", "uid-stranger")),
+		"broken":  secondary("id-broken", delegatePod(primaryID, "gone", "uid-gone")),
+		"down":    hangs,
+		"wrong":   secondary("id-elsewhere"),
+		"prod-eu": secondary("id-eu", delegatePod(primaryID, "web-eu", "uid-web-eu")),
+	}
+	kc := kubeContexts{names: []string{"primary", "ok", "broken", "down", "wrong", "prod-eu"},
+		connect: func(name string, timeout time.Duration) (client.Client, error) {
+			if timeout != 200*time.Millisecond {
+				t.Errorf("connect %s with timeout %s", name, timeout)
+			}
+			if name == "primary" {
+				return primary, nil
+			}
+			if c, ok := clients[name]; ok {
+				return c, nil
+			}
+			return nil, fmt.Errorf("context %q is not in the kubeconfig", name)
+		}}
+	return primary, kc
+}
+
+func TestDoctorChecksEachSecondarysDelegatesWithTheUsersContexts(t *testing.T) {
+	primary, kc := fleet(t)
+	start := time.Now()
+	out, err := doctorWithSecondaries(t, primary, kc, "--secondary-context", "eu=prod-eu", "--secondary-context", "typo=ok",
+		"--secondary-context", "wrong=primary")
+	if !errors.Is(err, errDoctorFound) {
+		t.Fatalf("err = %v, want errDoctorFound; output:\n%s", err, out)
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("doctor took %s: a secondary that does not answer must not stall it", elapsed)
+	}
+	// In virtual-node order (absent, broken, down, eu, ok, wrong), after the flag that matched no cluster.
+	want := []string{
+		"WARN  --secondary-context typo=ok names no cluster with a virtual node\n",
+		"INFO  delegates in absent not checked: your kubeconfig has no context absent; name one with --secondary-context absent=CONTEXT\n",
+		"ERROR proxy demo/web-broken is Running on flotilla-broken but broken holds no delegate of it: the manager re-elects it once it sees the loss; if this stays, is the manager running?\n",
+		"WARN  delegate demo/gone in broken has no proxy: the manager's sweep deletes it; if it stays, is the manager running and flotilla-broken Ready?\n",
+		"WARN  delegates in down not checked: context down: reading the kube-system namespace (its UID is the cluster's ID): context deadline exceeded (no answer within 200ms)\n",
+		"OK    eu: 1 delegate, one per proxy\n",
+		"OK    ok: 1 delegate, one per proxy\n",
+		"WARN  delegates in wrong not checked: context primary: it reaches the primary, not wrong; name its context with --secondary-context wrong=CONTEXT\n",
+		"Summary: 1 error, 4 warnings, 1 info, 6 OK\n",
+	}
+	last := -1
+	for _, w := range want {
+		i := strings.Index(out, w)
+		if i < 0 {
+			t.Errorf("output lacks %q:\n%s", w, out)
+			continue
+		}
+		if i < last {
+			t.Errorf("%q is out of order:\n%s", w, out)
+		}
+		last = i
+	}
+	if strings.Contains(out, "stranger") {
+		t.Errorf("another primary's delegate is reported:\n%s", out)
+	}
+
+	// Without the flag, wrong's own context reaches a cluster other than the registered one.
+	out, _ = doctorWithSecondaries(t, primary, kc, "-o", "json")
+	var report doctorReport
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	var wrong, missing *finding
+	for i := range report.Findings {
+		switch f := &report.Findings[i]; {
+		case f.Check == checkDelegates && f.Cluster == "wrong":
+			wrong = f
+		case f.Check == checkDelegates && f.Severity == severityError:
+			missing = f
+		}
+	}
+	if wrong == nil || wrong.Severity != severityWarning || wrong.Message != "delegates in wrong not checked: context wrong: it reaches cluster id-elsewhere, "+
+		"but wrong is cluster id-wrong (its ClusterDetector's clusterID); name its context with --secondary-context wrong=CONTEXT" {
+		t.Errorf("wrong cluster finding = %+v", wrong)
+	}
+	if missing == nil || missing.Cluster != "broken" || missing.Object != "demo/web-broken" {
+		t.Errorf("missing delegate finding = %+v", missing)
+	}
+	if report.Summary[severityInfo] != 2 { // absent, and eu without its flag
+		t.Errorf("summary = %v", report.Summary)
+	}
+}
+
+func TestDoctorRefusesAMalformedSecondaryContext(t *testing.T) {
+	primary, kc := fleet(t)
+	if _, err := doctorWithSecondaries(t, primary, kc, "--secondary-context", "eu"); err == nil || !strings.Contains(err.Error(), "want CLUSTER=CONTEXT") {
+		t.Errorf("err = %v", err)
+	}
+}
+
+func TestDoctorReportsADelegatesCheckItCannotRun(t *testing.T) {
+	primary, kc := fleet(t)
+	c := interceptor.NewClient(primary.(client.WithWatch), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if _, ok := list.(*flotillav1.ClusterDetectorList); ok {
+				return apierrors.NewForbidden(schema.GroupResource{Group: flotillav1.GroupVersion.Group, Resource: "clusterdetectors"}, "", errors.New("no"))
+			}
+			return c.List(ctx, list, opts...)
+		},
+	})
+	out, err := doctorWithSecondaries(t, c, kc)
+	if !errors.Is(err, errDoctorFound) || !strings.Contains(out, "ERROR listing ClusterDetectors: clusterdetectors.flotilla.dev is forbidden") ||
+		!strings.Contains(out, "OK    6 virtual nodes") {
+		t.Errorf("err = %v, output:\n%s", err, out)
+	}
+}
+
+func TestUserContextsBoundEveryRequest(t *testing.T) {
+	// A secondary that accepts connections and never answers, reached with a context of no deadline:
+	// the client's own discovery carries no context, so only the request timeout can end it.
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer srv.Close()
+	defer close(release)
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["hung"] = &clientcmdapi.Cluster{Server: srv.URL}
+	cfg.AuthInfos["hung"] = &clientcmdapi.AuthInfo{Token: "t"}
+	cfg.Contexts["hung"] = &clientcmdapi.Context{Cluster: "hung", AuthInfo: "hung"}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	kc, err := (&GlobalOptions{Kubeconfig: path}).userContexts()
+	if err != nil || strings.Join(kc.names, ",") != "hung" {
+		t.Fatalf("contexts %v, %v", kc.names, err)
+	}
+	c, err := kc.connect("hung", 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := c.List(t.Context(), &corev1.PodList{}); err == nil {
+		t.Fatal("a secondary that never answers listed pods")
+	}
+	if elapsed := time.Since(start); elapsed > 5*time.Second {
+		t.Errorf("the list took %s", elapsed)
+	}
+	if _, err := kc.connect("missing", time.Second); err == nil || !strings.Contains(err.Error(), `"missing"`) {
+		t.Errorf("missing context: err = %v", err)
 	}
 }

@@ -56,6 +56,12 @@ type Report struct {
 	Ratio                float64  `json:"ratioElectedToDirect"`
 	AddedP50Millis       float64  `json:"addedP50Millis"`
 	ManagerPeakMiB       float64  `json:"managerPeakMiB"`
+	// A second replica, standing by (not leader) through the elected run: its resident memory
+	// when it was ready and at the end, and its peak, against the delegate events it lived through.
+	StandbyStartMiB float64 `json:"standbyStartMiB"`
+	StandbyEndMiB   float64 `json:"standbyEndMiB"`
+	StandbyPeakMiB  float64 `json:"standbyPeakMiB"`
+	DelegateEvents  int     `json:"delegateEvents"`
 	DelegatesPerCluster  []int    `json:"delegatesPerCluster"`
 	Phases               []string `json:"phases"`
 	TargetRatio          float64  `json:"targetRatio"`
@@ -105,7 +111,7 @@ func run(ctx context.Context, n int, out string, keep bool) (err error) {
 	if _, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.SystemNamespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	mgr, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir)
+	mgr, leaderWebhook, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir, "")
 	if err != nil {
 		return err
 	}
@@ -120,8 +126,18 @@ func run(ctx context.Context, n int, out string, keep bool) (err error) {
 	if err := waitNodesReady(ctx, bed); err != nil {
 		return err
 	}
+	// A standby replica (the first holds the leader Lease), as the chart's second replica is: its
+	// memory must stay flat whatever the number of delegate events. Its webhook URL stays the
+	// leader's, so the configuration both write keeps pointing there.
+	standbyDir := filepath.Join(dir, "standby")
+	standby, _, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, standbyDir, leaderWebhook)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = standby.Stop(20 * time.Second) }()
+	time.Sleep(15 * time.Second) // its informers synced, its registry fed
 
-	rep := Report{Pods: n, TargetRatio: 1.5, TargetAddedP50Millis: 300, TargetManagerMiB: 150}
+	rep := Report{Pods: n, TargetRatio: 1.5, TargetAddedP50Millis: 300, TargetManagerMiB: 150, StandbyStartMiB: procMiB(standby.PID(), "VmRSS:")}
 	fmt.Printf("bench: %d pods directly in %s...\n", n, bed.Secondaries[0].Name)
 	if rep.Direct, err = measure(ctx, "direct", bed.Secondaries[0].Clientset, "bench-direct", n, false, nil); err != nil {
 		return err
@@ -143,7 +159,9 @@ func run(ctx context.Context, n int, out string, keep bool) (err error) {
 	}
 	rep.Ratio = rep.Elected.TotalSeconds / rep.Direct.TotalSeconds
 	rep.AddedP50Millis = rep.Elected.P50Millis - rep.Direct.P50Millis
-	rep.ManagerPeakMiB = peakMiB(mgr.PID())
+	rep.ManagerPeakMiB = procMiB(mgr.PID(), "VmHWM:")
+	rep.StandbyEndMiB, rep.StandbyPeakMiB = procMiB(standby.PID(), "VmRSS:"), procMiB(standby.PID(), "VmHWM:")
+	rep.DelegateEvents = delegates.events()
 	print(rep)
 	if out != "" {
 		raw, _ := json.MarshalIndent(rep, "", "  ")
@@ -164,6 +182,14 @@ type delegateWatch struct {
 	seen, ran        map[string]bool
 	createdAt        map[string]time.Time
 	latencies        []float64 // per delegate, created to Running in its secondary (ms)
+	count            int       // delegate events seen (adds and updates)
+}
+
+// events is how many delegate events the secondaries sent (adds and updates).
+func (w *delegateWatch) events() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.count
 }
 
 func startDelegateWatch(ctx context.Context, bed *testbed.Bed, ns string) *delegateWatch {
@@ -177,6 +203,7 @@ func startDelegateWatch(ctx context.Context, bed *testbed.Bed, ns string) *deleg
 			now := time.Now()
 			w.mu.Lock()
 			defer w.mu.Unlock()
+			w.count++
 			key := c.Name + "/" + p.Name
 			if !w.seen[key] {
 				w.seen[key] = true
@@ -327,14 +354,14 @@ func percentile(sorted []float64, p float64) float64 {
 
 func round(f float64) float64 { return float64(int(f*100+0.5)) / 100 }
 
-// peakMiB reads a process' peak resident memory (VmHWM).
-func peakMiB(pid int) float64 {
+// procMiB reads a memory figure of a process (VmHWM: peak resident, VmRSS: resident now).
+func procMiB(pid int, field string) float64 {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if strings.HasPrefix(line, "VmHWM:") {
+		if strings.HasPrefix(line, field) {
 			f := strings.Fields(line)
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			return round(kb / 1024)
@@ -351,6 +378,8 @@ func print(r Report) {
 	fmt.Printf("\nratio elected/direct: %.2f (target <= %.1f)\n", r.Ratio, r.TargetRatio)
 	fmt.Printf("added p50 latency:    %.0f ms (target <= %.0f)\n", r.AddedP50Millis, r.TargetAddedP50Millis)
 	fmt.Printf("manager peak memory:  %.1f MiB (target <= %.0f at 1000 elected pods)\n", r.ManagerPeakMiB, r.TargetManagerMiB)
+	fmt.Printf("standby replica:      %.1f MiB ready, %.1f MiB after %d delegate events (peak %.1f)\n",
+		r.StandbyStartMiB, r.StandbyEndMiB, r.DelegateEvents, r.StandbyPeakMiB)
 	fmt.Printf("delegates per cluster: %v\n", r.DelegatesPerCluster)
 	for _, p := range r.Phases {
 		fmt.Println("elected:", p)
@@ -411,21 +440,29 @@ func installCRDs(ctx context.Context, c *testbed.Cluster) error {
 	return nil
 }
 
-func startManager(bin, kubeconfig, dir string) (*testbed.Process, error) {
+// startManager starts a manager on free ports; webhookURL is the URL it writes in the webhook
+// configuration ("": its own).
+func startManager(bin, kubeconfig, dir, webhookURL string) (*testbed.Process, string, error) {
 	ports := make([]int, 3)
 	for i := range ports {
 		p, err := testbed.FreePort()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		ports[i] = p
 	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", err
+	}
+	if webhookURL == "" {
+		webhookURL = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
+	}
 	p, err := testbed.StartProcess("flotilla-manager", bin, []string{"--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
-		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", fmt.Sprintf("https://127.0.0.1:%d", ports[2]),
+		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", webhookURL,
 		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs")}, filepath.Join(dir, "manager.log"))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return p, nil
+	return p, webhookURL, nil
 }

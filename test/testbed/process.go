@@ -79,6 +79,20 @@ func (p *Process) Stop(grace time.Duration) error {
 	}
 }
 
+// Kill ends the process with SIGKILL at once (a crash: no shutdown code runs) and waits for it.
+func (p *Process) Kill() error {
+	if p.Exited() {
+		return nil
+	}
+	_ = p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+		return nil
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("%s (pid %d) still running after SIGKILL", p.Name, p.PID())
+	}
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
