@@ -443,7 +443,7 @@ func installCRDs(ctx context.Context, c *testbed.Cluster) error {
 // startManager starts a manager on free ports; webhookURL is the URL it writes in the webhook
 // configuration ("": its own).
 func startManager(bin, kubeconfig, dir, webhookURL string) (*testbed.Process, string, error) {
-	ports := make([]int, 3)
+	ports := make([]int, 4)
 	for i := range ports {
 		p, err := testbed.FreePort()
 		if err != nil {
@@ -460,7 +460,7 @@ func startManager(bin, kubeconfig, dir, webhookURL string) (*testbed.Process, st
 	p, err := testbed.StartProcess("flotilla-manager", bin, []string{"--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", webhookURL,
-		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs")}, filepath.Join(dir, "manager.log"))
+		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs"), "--kubelet-port", strconv.Itoa(ports[3])}, filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return nil, "", err
 	}

@@ -335,11 +335,20 @@ var _ = Describe("pod election", Ordered, func() {
 			Expect(client.IgnoreNotFound(s2.Clientset.CoreV1().Pods(space).Delete(ctx, d.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))).To(Succeed())
 		}
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, space) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeEmpty())
+		// doctor lists both sides with the user's own contexts and names the loss.
+		out, err := flotillactl(ctx, "doctor")
+		Expect(err).To(HaveOccurred(), "doctor exits non-zero on a proxy without a delegate:\n%s", out)
+		Expect(out).To(MatchRegexp(`ERROR\s+proxy %s/kept-\S+ is Running on %s but %s holds no delegate of it`, space, node, s2.Name))
 
 		setRegistration(registered)
 		start := time.Now()
 		Eventually(whole).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
 		AddReportEntry("context back to every proxy with a delegate", time.Since(start).Round(100*time.Millisecond).String())
+		Eventually(func(g Gomega) {
+			out, _ := flotillactl(ctx, "doctor")
+			g.Expect(out).NotTo(ContainSubstring("proxy "+space+"/"), "doctor:\n%s", out)
+			g.Expect(out).NotTo(ContainSubstring("delegates in "+s2.Name+" not checked"), "doctor:\n%s", out)
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 		Expect(bed.Primary.Clientset.AppsV1().Deployments(space).Delete(ctx, "kept", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(3*time.Minute))
 

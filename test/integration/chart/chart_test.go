@@ -10,14 +10,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -131,5 +134,36 @@ var _ = Describe("the chart's admission policy in the primary", func() {
 		Expect(edit(as(manager, "system:serviceaccounts", "system:authenticated"), func(p *corev1.Pod) {
 			p.Annotations[flotillav1.AnnotationDelegateIP] = "10.0.0.2"
 		})).To(Succeed(), "the manager writes its own annotations")
+	})
+})
+
+var _ = Describe("the chart's manager", func() {
+	It("renders with extraArgs, and under its read-only root filesystem writes the webhook certificate to a volume of its own", func(ctx SpecContext) {
+		var deployments, services []*unstructured.Unstructured
+		for _, o := range render("manager.extraArgs={--failover-after=45s,--log-level=debug}") {
+			switch o.GetKind() {
+			case "Deployment":
+				deployments = append(deployments, o)
+			case "Service":
+				services = append(services, o)
+			}
+		}
+		Expect(deployments).To(HaveLen(1))
+		Expect(services).To(HaveLen(1), "one webhook Service, not a copy per extra argument")
+		var d appsv1.Deployment
+		Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(deployments[0].Object, &d)).To(Succeed())
+		c := d.Spec.Template.Spec.Containers[0]
+		Expect(c.Args).To(ContainElements("--failover-after=45s", "--log-level=debug"))
+		Expect(c.SecurityContext.ReadOnlyRootFilesystem).To(HaveValue(BeTrue()))
+		var certDir string
+		for _, a := range c.Args {
+			if dir, ok := strings.CutPrefix(a, "--webhook-cert-dir="); ok {
+				certDir = dir
+			}
+		}
+		Expect(certDir).NotTo(BeEmpty(), "the certificate directory is given, not a temporary one under the read-only root")
+		Expect(c.VolumeMounts).To(ContainElement(And(HaveField("MountPath", certDir), HaveField("ReadOnly", BeFalse()))))
+		// The API server takes it as rendered.
+		Expect(primary.Client.Create(ctx, deployments[0], client.DryRunAll)).To(Succeed())
 	})
 })
