@@ -402,15 +402,24 @@ func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Durati
 		c.state.Status, c.state.Reason, c.state.Message = flotillav1.ClusterUnknown, reason, message
 	}
 	needCapacity := role == RoleSecondary && reason == "" && c.capacity == nil
+	// The delegates' informers feed the leader's reconcilers only: a standby keeps none (its
+	// memory stays flat however many delegates there are). A replica that becomes leader starts
+	// them at its next probe, and their first sync re-checks every proxy bound here.
+	needRemote := role == RoleSecondary && reason == "" && c.remote == nil && reg.isLeader()
 	c.mu.Unlock()
 	if role != RoleSecondary || reason != "" {
 		return
 	}
 	if needCapacity {
 		cw := startCapacityWatch(ctx, c.client, reg.opts.PrimaryID, func() { reg.notify(c.name) })
+		c.mu.Lock()
+		c.capacity = cw
+		c.mu.Unlock()
+	}
+	if needRemote {
 		rw := startRemoteWatch(ctx, c.client, reg.opts.PrimaryID)
 		c.mu.Lock()
-		c.capacity, c.remote = cw, rw
+		c.remote = rw
 		c.mu.Unlock()
 		for _, s := range reg.objectSinks() {
 			rw.attach(s)

@@ -50,18 +50,18 @@ type Result struct {
 
 // Report is what the benchmark prints and writes.
 type Report struct {
-	Pods                 int      `json:"pods"`
-	Direct               Result   `json:"direct"`
-	Elected              Result   `json:"elected"`
-	Ratio                float64  `json:"ratioElectedToDirect"`
-	AddedP50Millis       float64  `json:"addedP50Millis"`
-	ManagerPeakMiB       float64  `json:"managerPeakMiB"`
+	Pods           int     `json:"pods"`
+	Direct         Result  `json:"direct"`
+	Elected        Result  `json:"elected"`
+	Ratio          float64 `json:"ratioElectedToDirect"`
+	AddedP50Millis float64 `json:"addedP50Millis"`
+	ManagerPeakMiB float64 `json:"managerPeakMiB"`
 	// A second replica, standing by (not leader) through the elected run: its resident memory
 	// when it was ready and at the end, and its peak, against the delegate events it lived through.
-	StandbyStartMiB float64 `json:"standbyStartMiB"`
-	StandbyEndMiB   float64 `json:"standbyEndMiB"`
-	StandbyPeakMiB  float64 `json:"standbyPeakMiB"`
-	DelegateEvents  int     `json:"delegateEvents"`
+	StandbyStartMiB      float64  `json:"standbyStartMiB"`
+	StandbyEndMiB        float64  `json:"standbyEndMiB"`
+	StandbyPeakMiB       float64  `json:"standbyPeakMiB"`
+	DelegateEvents       int      `json:"delegateEvents"`
 	DelegatesPerCluster  []int    `json:"delegatesPerCluster"`
 	Phases               []string `json:"phases"`
 	TargetRatio          float64  `json:"targetRatio"`
