@@ -77,6 +77,20 @@ func (w *identityWatch) check() {
 	}
 }
 
+// runningProxies counts the pods of a namespace of the primary matching selector that are Running
+// and not terminating, on node ("": any node).
+func runningProxies(ctx context.Context, g Gomega, namespace, selector, node string) int {
+	pods, err := bed.Primary.Clientset.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	g.Expect(err).NotTo(HaveOccurred())
+	n := 0
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && (node == "" || p.Spec.NodeName == node) {
+			n++
+		}
+	}
+	return n
+}
+
 func (w *identityWatch) result() (violations []string, polls int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -133,17 +147,7 @@ var _ = Describe("a manager that crashes", func() {
 				ObjectMeta: metav1.ObjectMeta{Labels: rollout, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "10"}},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		running := func(g Gomega, selector, node string) int {
-			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-			g.Expect(err).NotTo(HaveOccurred())
-			n := 0
-			for _, p := range pods.Items {
-				if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && (node == "" || p.Spec.NodeName == node) {
-					n++
-				}
-			}
-			return n
-		}
+		running := func(g Gomega, selector, node string) int { return runningProxies(ctx, g, ns, selector, node) }
 		start := time.Now()
 		time.Sleep(2 * time.Second)
 		crash("while the proxies are being created")

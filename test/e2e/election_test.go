@@ -406,17 +406,7 @@ var _ = Describe("pod election", Ordered, func() {
 				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "30"}},
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		runningOn := func(g Gomega, node string) int {
-			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=failover"})
-			g.Expect(err).NotTo(HaveOccurred())
-			n := 0
-			for _, p := range pods.Items {
-				if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && (node == "" || p.Spec.NodeName == node) {
-					n++
-				}
-			}
-			return n
-		}
+		runningOn := func(g Gomega, node string) int { return runningProxies(ctx, g, ns, "app=failover", node) }
 		Eventually(func(g Gomega) {
 			g.Expect(runningOn(g, "")).To(Equal(4))
 			g.Expect(len(delegatesIn(ctx, s2, ns))).To(BeNumerically(">", 0), "no replica landed in %s", s2.Name)

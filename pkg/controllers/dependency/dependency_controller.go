@@ -165,9 +165,6 @@ func (r *Reconciler) sync(ctx context.Context, sec clusters.Secondary, key Key, 
 		rv = full.GetResourceVersion()
 		switch f := full.(type) {
 		case *corev1.ConfigMap:
-			if ReplicatorOwned(ctx, sec.Client, client.ObjectKeyFromObject(f)) {
-				return nil
-			}
 			copied = translate.ConfigMapCopy(f, primaryID, owner)
 		case *corev1.Secret:
 			copied = translate.SecretCopy(f, primaryID, owner)

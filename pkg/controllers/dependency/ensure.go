@@ -3,7 +3,6 @@ package dependency
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,9 +41,7 @@ func (r *Reflector) Ensure(ctx context.Context, sec client.Client, pod *corev1.P
 			}
 			return fmt.Errorf("reading ConfigMap %s/%s: %w", pod.Namespace, ref.Name, err)
 		}
-		if ReplicatorOwned(ctx, sec, client.ObjectKeyFromObject(&src)) {
-			continue // a Replicator applies it there: that satisfies the dependency
-		}
+		// A copy a Replicator holds there satisfies the dependency: apply yields to it.
 		if _, err := apply(ctx, sec, translate.ConfigMapCopy(&src, r.PrimaryID, owner)); err != nil {
 			return err
 		}
@@ -111,16 +108,6 @@ func (r *Reflector) ensureServiceAccount(ctx context.Context, sec client.Client,
 		return nil
 	}
 	return &ForeignServiceAccount{Namespace: pod.Namespace, Name: name}
-}
-
-// ReplicatorOwned says whether a ConfigMap in a secondary is a Replicator's (one owner per copy:
-// reflection neither overwrites nor deletes it).
-func ReplicatorOwned(ctx context.Context, sec client.Reader, key client.ObjectKey) bool {
-	var cm corev1.ConfigMap
-	if err := sec.Get(ctx, key, &cm); err != nil {
-		return false
-	}
-	return strings.HasPrefix(cm.Annotations[flotillav1.AnnotationOwner], flotillav1.OwnerReplicatorPrefix)
 }
 
 // apply writes a copy with server-side apply, as reflection's own field manager (no read first:

@@ -264,10 +264,8 @@ func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator
 		// Service): one owner per copy, the apply yields to reflection's field manager.
 		return "", nil
 	}
-	for _, m := range have.GetManagedFields() {
-		if m.Manager == plumberFieldManager {
-			return "", nil
-		}
+	if ssa.Holds(have, plumberFieldManager) {
+		return "", nil
 	}
 	return fmt.Sprintf("%s %s/%s exists and is not this Replicator's: left alone (rename it, or delete it to let the Replicator create its own)",
 		o.GetKind(), o.GetNamespace(), o.GetName()), nil
