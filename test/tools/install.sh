@@ -58,6 +58,8 @@ run_step "kube-apiserver $KUBE_VERSION" kube-apiserver build_kube kube-apiserver
 run_step "kube-controller-manager $KUBE_VERSION" kube-controller-manager build_kube kube-controller-manager
 run_step "kube-scheduler $KUBE_VERSION" kube-scheduler build_kube kube-scheduler
 run_step "kubectl $KUBE_VERSION" kubectl build_kube kubectl
+run_step "kubelet $KUBE_VERSION" kubelet build_kube kubelet
+run_step "kube-proxy $KUBE_VERSION" kube-proxy build_kube kube-proxy
 run_step "etcd $ETCD_VERSION" etcd build_etcd
 run_step "kwok $KWOK_VERSION" kwok go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 run_step "kwokctl $KWOK_VERSION" kwokctl go_install kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
@@ -75,5 +77,43 @@ cp -f "$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml "$bin/stages/"
 cp -f "$kwok_dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml "$bin/stages/"
 cp -f "$kwok_dir"/kustomize/stage/pod/general/pod-*.yaml "$bin/stages/"
 chmod -R u+w "$bin/stages"
+
+step="real node packages"
+# The bed's optional real node (testbed.Options.RealNode) runs containers with Debian's containerd,
+# runc and CNI plugins, and kube-proxy's iptables rules. They are installed when missing, only as
+# root with apt-get; otherwise the bed works with fake nodes only, so this never fails make tools.
+real_node_packages() {
+  local pkgs=(containerd runc containernetworking-plugins conntrack iptables) missing=() p log
+  if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then
+    echo "tools: real node unavailable: no dpkg/apt-get here to install ${pkgs[*]}"
+    return 0
+  fi
+  for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    echo "tools: real node packages: installed (${pkgs[*]})"
+    return 0
+  fi
+  if [[ $(id -u) -ne 0 ]]; then
+    echo "tools: real node unavailable: not root, so ${missing[*]} cannot be installed (as root: apt-get install ${missing[*]})"
+    return 0
+  fi
+  echo "tools: real node packages: installing ${missing[*]}..."
+  local start=$SECONDS
+  log=$(mktemp)
+  # Package lists may be missing on a fresh machine: fetch them only when the install needs them.
+  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
+    if ! { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${missing[@]}"; } >>"$log" 2>&1; then
+      echo "tools: real node unavailable: apt-get install ${missing[*]} failed:"
+      tail -n 5 "$log" | sed 's/^/tools:   /'
+      rm -f "$log"
+      return 0
+    fi
+  fi
+  rm -f "$log"
+  echo "tools: real node packages: done in $((SECONDS - start))s"
+}
+real_node_packages
 step=""
 echo "tools: all in $bin"
