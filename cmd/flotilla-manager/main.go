@@ -103,7 +103,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader among replicas, so one runs the controllers at a time")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "flotilla-system", "namespace of the leader election Lease (in cluster: the pod's namespace when empty)")
-	fs.StringVar(&o.leaderElectionID, "leader-election-id", "flotilla-manager.flotilla.dev", "name of the leader election Lease")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", flotillav1.ManagerLeaseName, "name of the leader election Lease")
 	fs.Float32Var(&o.qps, "kube-api-qps", 500, "queries per second to the primary's API server (client-go's default of 5 would throttle Flotilla)")
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "burst of queries to the primary's API server")
 	fs.StringVar(&o.primaryName, "primary-name", "primary", "name of the primary's ClusterDetector")
@@ -130,11 +130,14 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "uninstall" {
+		os.Exit(runUninstall(os.Args[2:]))
+	}
 	var opts options
 	fs := pflag.NewFlagSet("flotilla-manager", pflag.ContinueOnError)
 	opts.addFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "flotilla-manager runs Flotilla in the primary cluster.\n\nUsage:\n  flotilla-manager [flags]\n\nFlags:\n%s", fs.FlagUsages())
+		fmt.Fprintf(os.Stderr, "flotilla-manager runs Flotilla in the primary cluster.\n\nUsage:\n  flotilla-manager [flags]\n  flotilla-manager uninstall --help   (what the chart's pre-delete hook runs)\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -308,7 +311,7 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		return fmt.Errorf("building a client: %w", err)
 	}
 	certs := &webhook.Certificates{
-		Client: direct, CertDir: opts.webhookCertDir, SecretName: "flotilla-webhook-ca",
+		Client: direct, CertDir: opts.webhookCertDir, SecretName: flotillav1.WebhookCASecretName,
 		DNSNames: []string{"localhost", opts.webhookService + "." + flotillav1.SystemNamespace + ".svc",
 			opts.webhookService + "." + flotillav1.SystemNamespace + ".svc.cluster.local"},
 		IPs:    []net.IP{net.ParseIP("127.0.0.1")},

@@ -87,36 +87,41 @@ func refuseDuplicate(reg *clientcmdapi.Config, name, server string) error {
 }
 
 func newAddCommand(g *GlobalOptions) *cobra.Command {
-	var contextName, name string
+	var contextName, name, server string
 	cmd := &cobra.Command{
 		Use:   "add --context CONTEXT [--name NAME]",
 		Short: "Register a secondary with the credentials of its kubeconfig context (plumber's way)",
 		Long: `add copies the context's own cluster and user entries into the registration Secret. It refuses
 credentials the manager cannot use in the primary (exec plugins, auth providers): use join for those.
 add also installs the FlotillaPrimary CRD there with the same credentials.`,
-		Example: "  flotillactl cluster add --context secondary1",
+		Example: "  flotillactl cluster add --context secondary1\n  flotillactl cluster add --context kind-eu --server https://eu.internal:6443",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAdd(cmd.Context(), g, contextName, name, cmd.OutOrStdout())
+			return runAdd(cmd.Context(), g, contextName, name, server, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary (required)")
 	cmd.Flags().StringVar(&name, "name", "", "cluster name (DNS-1123; default: derived from the context name)")
+	cmd.Flags().StringVar(&server, "server", "", serverFlagHelp)
 	_ = cmd.MarkFlagRequired("context")
 	return cmd
 }
 
-func runAdd(ctx context.Context, g *GlobalOptions, contextName, name string, out io.Writer) error {
+func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server string, out io.Writer) error {
 	user, kctx, name, err := g.secondaryContext(contextName, name)
 	if err != nil {
 		return err
 	}
-	authInfo, cluster := user.AuthInfos[kctx.AuthInfo], user.Clusters[kctx.Cluster]
-	if authInfo == nil || cluster == nil {
+	authInfo := user.AuthInfos[kctx.AuthInfo]
+	if authInfo == nil || user.Clusters[kctx.Cluster] == nil {
 		return fmt.Errorf("context %q names a missing cluster or user entry", contextName)
 	}
 	if authInfo.Exec != nil || authInfo.AuthProvider != nil {
 		return fmt.Errorf("context %q %w", contextName, errExecCredential)
+	}
+	cluster, err := registeredCluster(user.Clusters[kctx.Cluster], server)
+	if err != nil {
+		return err
 	}
 	primary, _, err := clientFor(user, g.PrimaryContext)
 	if err != nil {
@@ -126,6 +131,9 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name string, out
 	if err != nil {
 		return err
 	}
+	if err := checkServer(ctx, user, contextName, server, secondary, out); err != nil {
+		return err
+	}
 	if err := installCRD(ctx, secondary, "flotillaprimaries"); err != nil {
 		return err
 	}
@@ -133,19 +141,19 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name string, out
 		if err := refuseDuplicate(r.Config, name, cluster.Server); err != nil {
 			return err
 		}
-		putContext(r.Config, name, cluster.DeepCopy(), kctx.Cluster, authInfo.DeepCopy(), kctx.AuthInfo)
+		putContext(r.Config, name, cluster, kctx.Cluster, authInfo.DeepCopy(), kctx.AuthInfo)
 		delete(r.Removed, name) // registered again
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "Registered context %s as cluster %s (virtual node %s).\n", contextName, name, flotillav1.VirtualNodeName(name))
+	_, err = fmt.Fprintf(out, "Registered context %s as cluster %s at %s (virtual node %s).\n", contextName, name, cluster.Server, flotillav1.VirtualNodeName(name))
 	return err
 }
 
 func newJoinCommand(g *GlobalOptions) *cobra.Command {
-	var contextName, name string
+	var contextName, name, server string
 	var duration time.Duration
 	cmd := &cobra.Command{
 		Use:   "join --context CONTEXT [--name NAME]",
@@ -161,28 +169,41 @@ secondary may be unreachable for up to 3.5 days; one that stayed away longer sho
 its ClusterDetector, and running join again (same context, same name) mints a new token. Running
 join again is always safe. This works for contexts whose own credentials the manager cannot use
 (GKE, EKS, AKS exec plugins).`,
-		Example: "  flotillactl cluster join --context secondary1 --name eu-west",
-		Args:    cobra.NoArgs,
+		Example: "  flotillactl cluster join --context secondary1 --name eu-west\n" +
+			"  # a local cluster whose kubeconfig says 127.0.0.1, for a manager running in a pod:\n" +
+			"  flotillactl cluster join --context kind-eu --server https://192.168.1.20:6443",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runJoin(cmd.Context(), g, contextName, name, duration, cmd.OutOrStdout())
+			return runJoin(cmd.Context(), g, joinOptions{contextName: contextName, name: name, server: server, duration: duration}, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
 	cmd.Flags().StringVar(&name, "name", "", "cluster name (DNS-1123; default: derived from the context name)")
+	cmd.Flags().StringVar(&server, "server", "", serverFlagHelp)
 	cmd.Flags().DurationVar(&duration, "token-duration", 7*24*time.Hour,
 		"lifetime of the token minted for Flotilla (the secondary may cap it); renewed at half of it, so the longest outage it survives is half of it")
 	_ = cmd.MarkFlagRequired("context")
 	return cmd
 }
 
-func runJoin(ctx context.Context, g *GlobalOptions, contextName, name string, duration time.Duration, out io.Writer) error {
-	user, kctx, name, err := g.secondaryContext(contextName, name)
+// joinOptions are join's flags.
+type joinOptions struct {
+	contextName, name, server string
+	duration                  time.Duration
+}
+
+func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer) error {
+	contextName := o.contextName
+	user, kctx, name, err := g.secondaryContext(contextName, o.name)
 	if err != nil {
 		return err
 	}
-	cluster := user.Clusters[kctx.Cluster]
-	if cluster == nil {
+	if user.Clusters[kctx.Cluster] == nil {
 		return fmt.Errorf("context %q names a missing cluster entry", contextName)
+	}
+	cluster, err := registeredCluster(user.Clusters[kctx.Cluster], o.server)
+	if err != nil {
+		return err
 	}
 	primary, _, err := clientFor(user, g.PrimaryContext)
 	if err != nil {
@@ -203,6 +224,9 @@ func runJoin(ctx context.Context, g *GlobalOptions, contextName, name string, du
 	if secondaryID == primaryID {
 		return fmt.Errorf("context %q is the primary itself; only secondaries are joined", contextName)
 	}
+	if err := checkServer(ctx, user, contextName, o.server, secondary, out); err != nil {
+		return err
+	}
 	if err := installCRD(ctx, secondary, "flotillaprimaries"); err != nil {
 		return err
 	}
@@ -216,7 +240,7 @@ func runJoin(ctx context.Context, g *GlobalOptions, contextName, name string, du
 	if err != nil {
 		return fmt.Errorf("context %s: %w", contextName, err)
 	}
-	seconds := int64(duration.Seconds())
+	seconds := int64(o.duration.Seconds())
 	tr, err := cs.CoreV1().ServiceAccounts(flotillav1.SystemNamespace).CreateToken(ctx, names.ServiceAccount,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	if err != nil {
@@ -227,15 +251,15 @@ func runJoin(ctx context.Context, g *GlobalOptions, contextName, name string, du
 		if err := refuseDuplicate(r.Config, name, cluster.Server); err != nil {
 			return err
 		}
-		putContext(r.Config, name, cluster.DeepCopy(), kctx.Cluster, identity, names.ServiceAccount+"@"+name)
+		putContext(r.Config, name, cluster, kctx.Cluster, identity, names.ServiceAccount+"@"+name)
 		delete(r.Removed, name) // registered again
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "Joined context %s as cluster %s (virtual node %s) with identity %s; token expires %s.\n",
-		contextName, name, flotillav1.VirtualNodeName(name), names.Username(), tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
+	_, err = fmt.Fprintf(out, "Joined context %s as cluster %s at %s (virtual node %s) with identity %s; token expires %s.\n",
+		contextName, name, cluster.Server, flotillav1.VirtualNodeName(name), names.Username(), tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
 	return err
 }
 

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -32,11 +35,17 @@ Replicator copies a namespace's resources to chosen clusters.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// kubectl runs this binary as the plugin kubectl-flotilla (make plugin): usage then names
+	// the command the user typed.
+	if strings.HasPrefix(filepath.Base(os.Args[0]), "kubectl-") {
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl flotilla"}
+	}
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.PersistentFlags().StringVar(&g.Kubeconfig, "kubeconfig", "", "path of the kubeconfig (default: $KUBECONFIG or ~/.kube/config)")
 	root.PersistentFlags().StringVar(&g.PrimaryContext, "primary-context", "", "kubeconfig context of the primary cluster (default: the current context)")
-	root.AddCommand(newVersionCommand(), newClusterCommand(&g), newDoctorCommand(doctorDeps{primary: g.primaryClient, contexts: g.userContexts}))
+	root.AddCommand(newVersionCommand(), newClusterCommand(&g), newDoctorCommand(doctorDeps{primary: g.primaryClient, contexts: g.userContexts}),
+		newUninstallCommand(&g))
 	return root
 }
 

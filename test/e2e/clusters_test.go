@@ -46,14 +46,26 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 	var s1, s2 *testbed.Cluster
 	BeforeAll(func() { s1, s2 = bed.Secondaries[0], bed.Secondaries[1] })
 
-	It("joins two secondaries: two virtual nodes Ready and three ClusterDetectors Running within 15 s", func(ctx SpecContext) {
+	It("joins two secondaries (one at a --server URL other than its kubeconfig's): two virtual nodes Ready and three ClusterDetectors Running within 15 s", func(ctx SpecContext) {
+		// s2 is registered at the host's own address, as for a manager in a pod that cannot
+		// reach the kubeconfig's 127.0.0.1; a --server that is another cluster is refused.
+		s2Server := serverAtHostIP(s2)
+		out, err := flotillactl(ctx, "cluster", "join", "--context", s2.Name, "--server", serverAtHostIP(s1))
+		Expect(err).To(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("answers as another cluster"))
 		start := time.Now()
 		for _, c := range []*testbed.Cluster{s1, s2} {
-			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m")
+			args := []string{"cluster", "join", "--context", c.Name, "--token-duration", "10m"}
+			if c == s2 {
+				args = append(args, "--server", s2Server)
+			}
+			out, err := flotillactl(ctx, args...)
 			Expect(err).NotTo(HaveOccurred(), out)
 			Expect(out).To(ContainSubstring("Joined context " + c.Name))
 			Expect(out).NotTo(ContainSubstring("eyJ"), "a token was printed")
 		}
+		Expect(registeredServer(ctx, s2.Name)).To(Equal(s2Server))
+		Expect(registeredServer(ctx, s1.Name)).To(Equal(s1.RESTConfig.Host))
 		Eventually(func(g Gomega) {
 			for _, c := range []*testbed.Cluster{s1, s2} {
 				expectRunningAndReady(g, ctx, c.Name)
@@ -81,7 +93,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		Expect(clientOf(s1).Get(ctx, client.ObjectKey{Name: primaryID(ctx)}, &fp)).To(Succeed())
 		Expect(fp.Spec.ClusterName).To(Equal(s1.Name))
 
-		out, err := flotillactl(ctx, "cluster", "list")
+		out, err = flotillactl(ctx, "cluster", "list")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(MatchRegexp(`secondary1\s+secondary1\s+flotilla-\w+@secondary1\s+secondary1\s+secondary\s+Running`))
 		Expect(out).NotTo(ContainSubstring("eyJ"))

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,6 +103,40 @@ func editRegistrationConfig(ctx context.Context, edit func(cfg *clientcmdapi.Con
 		Expect(err).NotTo(HaveOccurred())
 		return out
 	})
+}
+
+// registeredServer is the API server URL the registration kubeconfig holds for a cluster.
+func registeredServer(ctx context.Context, name string) string {
+	var secret corev1.Secret
+	Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.KubeconfigSecretName}, &secret)).To(Succeed())
+	cfg, err := clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey])
+	Expect(err).NotTo(HaveOccurred())
+	kctx := cfg.Contexts[name]
+	Expect(kctx).NotTo(BeNil(), "context %s in the registration", name)
+	return cfg.Clusters[kctx.Cluster].Server
+}
+
+// serverAtHostIP is a bed cluster's API server URL at the host's first non-loopback IPv4 address
+// instead of 127.0.0.1 (kwokctl's serving certificate holds every host address): what a manager in
+// a pod reaches.
+func serverAtHostIP(c *testbed.Cluster) string {
+	u, err := url.Parse(c.RESTConfig.Host)
+	Expect(err).NotTo(HaveOccurred())
+	u.Host = net.JoinHostPort(hostIP(), u.Port())
+	return u.String()
+}
+
+// hostIP is the host's first non-loopback IPv4 address.
+func hostIP() string {
+	addrs, err := net.InterfaceAddrs()
+	Expect(err).NotTo(HaveOccurred())
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
+			return n.IP.String()
+		}
+	}
+	Fail("the host has no non-loopback IPv4 address")
+	return ""
 }
 
 // detector reads a ClusterDetector.

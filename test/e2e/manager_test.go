@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -110,7 +111,7 @@ var _ = Describe("flotilla-manager", func() {
 
 		Eventually(func(g Gomega) {
 			lease, err := bed.Primary.Clientset.CoordinationV1().Leases("flotilla-system").
-				Get(ctx, "flotilla-manager.flotilla.dev", metav1.GetOptions{})
+				Get(ctx, flotillav1.ManagerLeaseName, metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(lease.Spec.HolderIdentity).NotTo(BeNil())
 			g.Expect(*lease.Spec.HolderIdentity).NotTo(BeEmpty())

@@ -14,6 +14,13 @@ const (
 	KubeconfigSecretName = "kubeconfig"
 	// KubeconfigSecretKey is the key of the kubeconfig in that Secret.
 	KubeconfigSecretKey = "config"
+	// WebhookCASecretName is the Secret (in SystemNamespace) holding the CA of the webhook's
+	// self-issued serving certificates.
+	WebhookCASecretName = "flotilla-webhook-ca"
+	// ManagerLeaseName is the manager's leader-election Lease (in its namespace).
+	ManagerLeaseName = "flotilla-manager.flotilla.dev"
+	// ManagerDeploymentName is the chart's Deployment of the manager.
+	ManagerDeploymentName = "flotilla-manager"
 	// AnnotationRemovedClusters, on that Secret, lists (comma-separated) the clusters removed on
 	// purpose by `flotillactl cluster remove`; a context that merely vanished is not in it.
 	AnnotationRemovedClusters = "flotilla.dev/removed-clusters"

@@ -151,7 +151,7 @@ func startManager(ctx context.Context, primaryID string) {
 	recorder := mgr.GetEventRecorder("flotilla")
 	Expect((&registration.Reconciler{Client: mgr.GetClient(), Registry: registry, Recorder: recorder}).SetupWithManager(mgr)).To(Succeed())
 
-	certs := &webhook.Certificates{Client: mgr.GetClient(), CertDir: certDir, SecretName: "flotilla-webhook-ca",
+	certs := &webhook.Certificates{Client: mgr.GetClient(), CertDir: certDir, SecretName: flotillav1.WebhookCASecretName,
 		IPs:    []net.IP{net.ParseIP("127.0.0.1")},
 		Config: webhook.ConfigOptions{URL: fmt.Sprintf("https://127.0.0.1:%d", port)}}
 	// The manager's client reads from a cache that is not started yet: a direct client does the first Ensure.

@@ -131,7 +131,7 @@ var _ = Describe("the Replicator", func() {
 
 	It("cannot touch the manager's own Secrets, whatever it is named", func(ctx SpecContext) {
 		// The webhook's CA: a Replicator named after it once took it as its own CA, and deleted it.
-		webhookCA := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: "flotilla-webhook-ca"},
+		webhookCA := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: flotillav1.WebhookCASecretName},
 			Data: map[string][]byte{"ca.crt": []byte("webhook CA"), "ca.key": []byte("webhook key")}}
 		Expect(primary.Client.Create(ctx, webhookCA)).To(Succeed())
 		rep := plumberSample()

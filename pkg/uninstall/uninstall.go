@@ -1,0 +1,350 @@
+package uninstall
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/webhook"
+)
+
+// ErrInUse says that elected pods or Replicators still exist and Orphan was not given.
+var ErrInUse = errors.New("flotilla is still in use")
+
+// Options say what to remove and how.
+type Options struct {
+	// Namespace is where the manager's Deployment and Lease are (the release's namespace). Default
+	// flotilla-system. Its Secrets are always in flotilla-system.
+	Namespace string
+	// Deployment is the manager's Deployment, scaled to zero first so that no replica recreates
+	// what this removes. Default flotilla-manager. A missing one is fine (out of cluster).
+	Deployment string
+	// Lease is the manager's leader-election Lease: while a manager renews it, nothing is removed.
+	// Default flotilla-manager.flotilla.dev.
+	Lease string
+	// Orphan lets elected pods and Replicators go: Flotilla's finalizers are removed, their
+	// delegates and copies keep running in the secondaries, unmanaged.
+	Orphan bool
+	// DryRun reports what would be removed and removes nothing.
+	DryRun bool
+	// Timeout bounds the wait for the manager to stop. Default 2m.
+	Timeout time.Duration
+	// Out receives one line per step.
+	Out io.Writer
+}
+
+func (o *Options) defaults() {
+	if o.Namespace == "" {
+		o.Namespace = flotillav1.SystemNamespace
+	}
+	if o.Deployment == "" {
+		o.Deployment = flotillav1.ManagerDeploymentName
+	}
+	if o.Lease == "" {
+		o.Lease = flotillav1.ManagerLeaseName
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+}
+
+// InUse is what still depends on Flotilla in the primary.
+type InUse struct {
+	Proxies     []string // namespace/name of proxy pods
+	Replicators []string // namespace/name of Replicators
+}
+
+// Empty says nothing depends on Flotilla.
+func (u InUse) Empty() bool { return len(u.Proxies) == 0 && len(u.Replicators) == 0 }
+
+func (u InUse) String() string {
+	var parts []string
+	if len(u.Proxies) > 0 {
+		parts = append(parts, fmt.Sprintf("%d elected pod(s): %s", len(u.Proxies), abbreviate(u.Proxies)))
+	}
+	if len(u.Replicators) > 0 {
+		parts = append(parts, fmt.Sprintf("%d Replicator(s): %s", len(u.Replicators), abbreviate(u.Replicators)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func abbreviate(names []string) string {
+	const shown = 5
+	if len(names) <= shown {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:shown], ", "), len(names)-shown)
+}
+
+// Survey lists what still depends on Flotilla.
+func Survey(ctx context.Context, c client.Reader) (InUse, error) {
+	var u InUse
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.HasLabels{flotillav1.LabelProxy}); err != nil {
+		return u, fmt.Errorf("listing proxies: %w", err)
+	}
+	for i := range pods.Items {
+		u.Proxies = append(u.Proxies, client.ObjectKeyFromObject(&pods.Items[i]).String())
+	}
+	var reps flotillav1.ReplicatorList
+	if err := c.List(ctx, &reps); err != nil && !isNoCRD(err) {
+		return u, fmt.Errorf("listing Replicators: %w", err)
+	}
+	for i := range reps.Items {
+		u.Replicators = append(u.Replicators, client.ObjectKeyFromObject(&reps.Items[i]).String())
+	}
+	sort.Strings(u.Proxies)
+	sort.Strings(u.Replicators)
+	return u, nil
+}
+
+// Run removes what the manager created. It refuses (ErrInUse), changing nothing, while elected pods
+// or Replicators exist, unless Orphan.
+func Run(ctx context.Context, c client.Client, o Options) error {
+	o.defaults()
+	inUse, err := Survey(ctx, c)
+	if err != nil {
+		return err
+	}
+	if !inUse.Empty() && !o.Orphan {
+		return fmt.Errorf("%w: %s. Delete them (or remove %s from the pods) first, or orphan them: "+
+			"their delegates and copies then keep running in the secondaries, unmanaged", ErrInUse, inUse, flotillav1.AnnotationElect)
+	}
+	if o.DryRun {
+		say(o.Out, "dry run: would stop Deployment %s/%s, then remove the webhook configuration, the virtual nodes, "+
+			"the ClusterDetectors, the manager's Secrets and its Lease; orphaning: %s", o.Namespace, o.Deployment, orNone(inUse))
+		return nil
+	}
+	if err := stopManager(ctx, c, o); err != nil {
+		return err
+	}
+	steps := []func(context.Context, client.Client, Options) error{
+		deleteWebhookConfiguration, // first: from here on no pod creation can fail on Flotilla's webhook
+		releaseProxies,
+		releaseReplicators,
+		deleteVirtualNodes,
+		deleteClusterDetectors,
+		deleteSecrets,
+		deleteLease,
+	}
+	for _, step := range steps {
+		if err := step(ctx, c, o); err != nil {
+			return err
+		}
+	}
+	say(o.Out, "Flotilla's run-time objects are gone from the primary; the CRDs stay (helm's resource policy), see docs/install.md#uninstall")
+	return nil
+}
+
+func orNone(u InUse) string {
+	if u.Empty() {
+		return "nothing"
+	}
+	return u.String()
+}
+
+func say(out io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(out, format+"\n", args...) }
+
+func isNoCRD(err error) bool {
+	return apierrors.IsNotFound(err) || strings.Contains(err.Error(), "no matches for kind")
+}
+
+// stopManager scales the manager's Deployment to zero and waits until no manager holds the Lease,
+// so no replica recreates the webhook configuration or a virtual node behind this.
+func stopManager(ctx context.Context, c client.Client, o Options) error {
+	var d appsv1.Deployment
+	err := c.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Deployment}, &d)
+	switch {
+	case apierrors.IsNotFound(err):
+		say(o.Out, "no Deployment %s/%s (a manager out of cluster must be stopped by you)", o.Namespace, o.Deployment)
+	case err != nil:
+		return fmt.Errorf("reading the manager's Deployment: %w", err)
+	case d.Spec.Replicas == nil || *d.Spec.Replicas != 0:
+		patch := client.MergeFrom(d.DeepCopy())
+		zero := int32(0)
+		d.Spec.Replicas = &zero
+		if err := c.Patch(ctx, &d, patch); err != nil {
+			return fmt.Errorf("scaling the manager's Deployment to zero: %w", err)
+		}
+		say(o.Out, "scaled Deployment %s/%s to zero", o.Namespace, o.Deployment)
+	}
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, o.Timeout, true, func(ctx context.Context) (bool, error) {
+		held, holder, err := leaseHeld(ctx, c, o, time.Now())
+		last = holder
+		return !held, err
+	})
+	if err != nil {
+		return fmt.Errorf("a manager (%s) still holds Lease %s/%s after %s: stop it first: %w", last, o.Namespace, o.Lease, o.Timeout, err)
+	}
+	return nil
+}
+
+// leaseHeld says whether a manager holds the Lease now: a holder and a renewal within its duration.
+func leaseHeld(ctx context.Context, c client.Reader, o Options, now time.Time) (bool, string, error) {
+	var l coordinationv1.Lease
+	err := c.Get(ctx, client.ObjectKey{Namespace: o.Namespace, Name: o.Lease}, &l)
+	if apierrors.IsNotFound(err) {
+		return false, "", nil
+	}
+	if err != nil {
+		return false, "", fmt.Errorf("reading the leader Lease: %w", err)
+	}
+	return Held(&l, now), ptrString(l.Spec.HolderIdentity), nil
+}
+
+// Held says whether a Lease has a holder that renewed it within its duration.
+func Held(l *coordinationv1.Lease, now time.Time) bool {
+	if ptrString(l.Spec.HolderIdentity) == "" || l.Spec.RenewTime == nil {
+		return false
+	}
+	d := 15 * time.Second
+	if l.Spec.LeaseDurationSeconds != nil {
+		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	return now.Before(l.Spec.RenewTime.Add(d))
+}
+
+func ptrString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func deleteWebhookConfiguration(ctx context.Context, c client.Client, o Options) error {
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName}}
+	return deleteOne(ctx, c, cfg, "MutatingWebhookConfiguration "+webhook.ConfigurationName, o.Out)
+}
+
+// releaseProxies removes Flotilla's finalizer from the proxies (Orphan only: otherwise there are none).
+func releaseProxies(ctx context.Context, c client.Client, o Options) error {
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.HasLabels{flotillav1.LabelProxy}); err != nil {
+		return fmt.Errorf("listing proxies: %w", err)
+	}
+	for i := range pods.Items {
+		if err := removeFinalizer(ctx, c, &pods.Items[i], flotillav1.FinalizerDelegate); err != nil {
+			return err
+		}
+	}
+	if len(pods.Items) > 0 {
+		say(o.Out, "orphaned %d elected pod(s): their delegates keep running in the secondaries", len(pods.Items))
+	}
+	return nil
+}
+
+// releaseReplicators removes Flotilla's finalizer from Replicators (Orphan only).
+func releaseReplicators(ctx context.Context, c client.Client, o Options) error {
+	var reps flotillav1.ReplicatorList
+	if err := c.List(ctx, &reps); err != nil {
+		if isNoCRD(err) {
+			return nil
+		}
+		return fmt.Errorf("listing Replicators: %w", err)
+	}
+	for i := range reps.Items {
+		if err := removeFinalizer(ctx, c, &reps.Items[i], flotillav1.FinalizerReplicator); err != nil {
+			return err
+		}
+	}
+	if len(reps.Items) > 0 {
+		say(o.Out, "orphaned %d Replicator(s): their copies stay in the secondaries", len(reps.Items))
+	}
+	return nil
+}
+
+func removeFinalizer(ctx context.Context, c client.Client, obj client.Object, finalizer string) error {
+	if !controllerutil.ContainsFinalizer(obj, finalizer) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(obj.DeepCopyObject().(client.Object), client.MergeFromWithOptimisticLock{})
+	controllerutil.RemoveFinalizer(obj, finalizer)
+	if err := c.Patch(ctx, obj, patch); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing %s from %s: %w", finalizer, client.ObjectKeyFromObject(obj), err)
+	}
+	return nil
+}
+
+// deleteVirtualNodes deletes the nodes Flotilla registered: virtual-kubelet nodes of a cluster,
+// named with Flotilla's prefix. Other virtual-kubelet nodes are someone else's.
+func deleteVirtualNodes(ctx context.Context, c client.Client, o Options) error {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes, client.MatchingLabels{flotillav1.LabelNodeType: flotillav1.NodeTypeVirtualKubelet}, client.HasLabels{flotillav1.LabelCluster}); err != nil {
+		return fmt.Errorf("listing virtual nodes: %w", err)
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if !strings.HasPrefix(n.Name, flotillav1.VirtualNodePrefix) {
+			continue
+		}
+		if err := deleteOne(ctx, c, n, "virtual node "+n.Name, o.Out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func deleteClusterDetectors(ctx context.Context, c client.Client, o Options) error {
+	var cds flotillav1.ClusterDetectorList
+	if err := c.List(ctx, &cds); err != nil {
+		if isNoCRD(err) {
+			return nil
+		}
+		return fmt.Errorf("listing ClusterDetectors: %w", err)
+	}
+	for i := range cds.Items {
+		if err := deleteOne(ctx, c, &cds.Items[i], "ClusterDetector "+cds.Items[i].Name, o.Out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteSecrets deletes the webhook's CA and the registration (the secondaries' credentials: a
+// joined identity stays valid in its secondary until its token expires or `flotillactl cluster
+// remove` deletes it there).
+func deleteSecrets(ctx context.Context, c client.Client, o Options) error {
+	for _, name := range []string{flotillav1.WebhookCASecretName, flotillav1.KubeconfigSecretName} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: name}}
+		if err := deleteOne(ctx, c, s, "Secret "+flotillav1.SystemNamespace+"/"+name, o.Out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func deleteLease(ctx context.Context, c client.Client, o Options) error {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: o.Namespace, Name: o.Lease}}
+	return deleteOne(ctx, c, l, "Lease "+o.Namespace+"/"+o.Lease, o.Out)
+}
+
+func deleteOne(ctx context.Context, c client.Client, obj client.Object, what string, out io.Writer) error {
+	err := c.Delete(ctx, obj)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("deleting %s: %w", what, err)
+	}
+	say(out, "deleted %s", what)
+	return nil
+}
