@@ -122,7 +122,7 @@ func run(o options) error {
 	for _, p := range platforms {
 		fmt.Printf("%s  %s\n", p.SHA256, filepath.Join(o.dir, filepath.Base(p.URI)))
 	}
-	fmt.Printf("wrote %s (%s, %d platforms)\n", out, version, len(platforms))
+	fmt.Printf("wrote %s (%s, platforms: %d)\n", out, version, len(platforms))
 	return nil
 }
 

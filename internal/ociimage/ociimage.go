@@ -189,7 +189,7 @@ func (v *validated) index() (v1.ImageIndex, error) {
 // here, once, rather than by go-containerregistry at each read of the layer.
 func binaryLayer(entrypoint string, content []byte, mtime time.Time) (v1.Layer, error) {
 	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
 	if err != nil {
 		return nil, fmt.Errorf("gzip: %w", err)
 	}
