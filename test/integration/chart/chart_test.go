@@ -1,15 +1,10 @@
-// Package chart_test is the integration suite of what the Helm chart installs in a primary,
-// rendered by helm and applied to a real API server: the admission policy that keeps proxies
-// Flotilla's own.
+// Package chart_test is the integration suite of the Helm chart: what it renders for every value
+// and role (and what its schema refuses), what it installs in a primary, rendered by helm and
+// applied to a real API server (the admission policy that keeps proxies Flotilla's own), and its
+// CRDs installed, upgraded, kept and taken back by helm itself on an API server of their own.
 package chart_test
 
 import (
-	"bytes"
-	"errors"
-	"io"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,30 +30,6 @@ func TestChart(t *testing.T) {
 	RunSpecs(t, "chart integration")
 }
 
-// render runs `helm template` on the chart with the given --set values.
-func render(sets ...string) []*unstructured.Unstructured {
-	args := []string{"template", "flotilla", filepath.Join(clusterenv.RepoRoot(), "charts", "flotilla"), "-n", flotillav1.SystemNamespace}
-	for _, s := range sets {
-		args = append(args, "--set", s)
-	}
-	out, err := exec.Command(filepath.Join(os.Getenv("FLOTILLA_TOOLS_DIR"), "helm"), args...).CombinedOutput()
-	Expect(err).NotTo(HaveOccurred(), "helm template: %s", out)
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return objs
-			}
-			Expect(err).NotTo(HaveOccurred())
-		}
-		if len(u.Object) > 0 {
-			objs = append(objs, u)
-		}
-	}
-}
-
 // as is a client acting as user.
 func as(user string, groups ...string) client.Client {
 	cfg := rest.CopyConfig(primary.Config)
@@ -72,11 +42,13 @@ func as(user string, groups ...string) client.Client {
 const manager = "system:serviceaccount:flotilla-system:flotilla"
 
 var _ = BeforeSuite(func(ctx SpecContext) {
+	helmHome = GinkgoT().TempDir()
 	var err error
 	primary, err = clusterenv.Start("primary")
 	Expect(err).NotTo(HaveOccurred())
 	Expect(primary.Namespace(ctx, flotillav1.SystemNamespace, nil)).To(Succeed())
-	for _, o := range render("manager.enabled=false") {
+	// clusterenv installed the CRDs already.
+	for _, o := range render(ctx, "manager.enabled=false", "crds.install=false") {
 		Expect(primary.Client.Create(ctx, o)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
 	}
 	Expect(primary.Namespace(ctx, "enabled", map[string]string{flotillav1.LabelEnabled: "true"})).To(Succeed())
@@ -140,12 +112,14 @@ var _ = Describe("the chart's admission policy in the primary", func() {
 var _ = Describe("the chart's manager", func() {
 	It("renders with extraArgs, and under its read-only root filesystem writes the webhook certificate to a volume of its own", func(ctx SpecContext) {
 		var deployments, services []*unstructured.Unstructured
-		for _, o := range render("manager.extraArgs={--failover-after=45s,--log-level=debug}") {
+		for _, o := range render(ctx, "manager.extraArgs={--failover-after=45s,--log-level=debug}") {
 			switch o.GetKind() {
 			case "Deployment":
 				deployments = append(deployments, o)
 			case "Service":
-				services = append(services, o)
+				if o.GetName() == "flotilla-webhook" {
+					services = append(services, o)
+				}
 			}
 		}
 		Expect(deployments).To(HaveLen(1))

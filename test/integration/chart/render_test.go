@@ -1,0 +1,368 @@
+package chart_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sort"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// The chart's CRDs, by name.
+var (
+	primaryCRDs   = []string{"clusterdetectors.flotilla.dev", "flotillaprimaries.flotilla.dev", "replicators.flotilla.dev"}
+	secondaryCRDs = []string{"flotillaprimaries.flotilla.dev"}
+)
+
+const keepPolicy = "helm.sh/resource-policy"
+
+// schemaLeaves lists the values values.schema.json documents (dotted keys of the entries without
+// properties of their own): the values README.md lists.
+func schemaLeaves() []string {
+	raw, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	var schema map[string]any
+	ExpectWithOffset(1, json.Unmarshal(raw, &schema)).To(Succeed())
+	var leaves []string
+	var walk func(s map[string]any, prefix string)
+	walk = func(s map[string]any, prefix string) {
+		props, _ := s["properties"].(map[string]any)
+		if len(props) == 0 {
+			leaves = append(leaves, prefix)
+			return
+		}
+		for name, sub := range props {
+			m, _ := sub.(map[string]any)
+			if prefix == "" {
+				walk(m, name)
+			} else {
+				walk(m, prefix+"."+name)
+			}
+		}
+	}
+	walk(schema, "")
+	sort.Strings(leaves)
+	return leaves
+}
+
+func container(objs []*unstructured.Unstructured) corev1.Container {
+	return managerDeployment(objs).Spec.Template.Spec.Containers[0]
+}
+
+// nested is the value at path in o, which must be there.
+func nested(o *unstructured.Unstructured, path ...string) any {
+	ExpectWithOffset(1, o).NotTo(BeNil())
+	v, found, err := unstructured.NestedFieldNoCopy(o.Object, path...)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	ExpectWithOffset(1, found).To(BeTrue(), "%s %s has no %v", o.GetKind(), o.GetName(), path)
+	return v
+}
+
+// valueCase sets one value (helm arguments) and checks it shows up in what the chart renders.
+type valueCase struct {
+	args  []string
+	check func(objs []*unstructured.Unstructured)
+}
+
+func set(s string) []string { return []string{"--set", s} }
+
+// serviceMonitorAPI makes helm render as if the API server served monitoring.coreos.com/v1.
+var serviceMonitorAPI = []string{"--api-versions", "monitoring.coreos.com/v1", "--set", "metrics.serviceMonitor.enabled=true"}
+
+func serviceMonitor(objs []*unstructured.Unstructured) *unstructured.Unstructured {
+	sm := find(objs, "ServiceMonitor", "flotilla-manager")
+	ExpectWithOffset(1, sm).NotTo(BeNil(), "no ServiceMonitor")
+	return sm
+}
+
+func endpoint(objs []*unstructured.Unstructured) map[string]any {
+	eps := nested(serviceMonitor(objs), "spec", "endpoints").([]any)
+	ExpectWithOffset(1, eps).To(HaveLen(1))
+	return eps[0].(map[string]any)
+}
+
+// valueCases has one case per documented value.
+var valueCases = map[string]valueCase{
+	"role": {set("role=secondary"), func(objs []*unstructured.Unstructured) {
+		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(secondaryCRDs))
+	}},
+	"crds.install": {set("crds.install=false"), func(objs []*unstructured.Unstructured) {
+		Expect(ofKind(objs, "CustomResourceDefinition")).To(BeEmpty())
+		Expect(managerDeployment(objs)).NotTo(BeNil(), "the rest is rendered")
+	}},
+	"crds.keep": {set("crds.keep=false"), func(objs []*unstructured.Unstructured) {
+		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs))
+		for _, name := range primaryCRDs {
+			Expect(find(objs, "CustomResourceDefinition", name).GetAnnotations()).NotTo(HaveKey(keepPolicy))
+		}
+	}},
+	"manager.enabled": {set("manager.enabled=false"), func(objs []*unstructured.Unstructured) {
+		for _, kind := range []string{"Deployment", "Service", "PodDisruptionBudget", "Job"} {
+			Expect(ofKind(objs, kind)).To(BeEmpty(), kind)
+		}
+		Expect(find(objs, "ServiceAccount", "flotilla")).NotTo(BeNil(), "the manager's identity stays")
+		Expect(find(objs, "ClusterRole", "flotilla-manager")).NotTo(BeNil(), "and its rights")
+	}},
+	"manager.replicas": {set("manager.replicas=3"), func(objs []*unstructured.Unstructured) {
+		Expect(managerDeployment(objs).Spec.Replicas).To(HaveValue(BeEquivalentTo(3)))
+	}},
+	"manager.image.repository": {set("manager.image.repository=registry.example/flotilla"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Image).To(HavePrefix("registry.example/flotilla:"))
+	}},
+	"manager.image.tag": {set("manager.image.tag=v9.9.9"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Image).To(HaveSuffix(":v9.9.9"))
+	}},
+	"manager.image.pullPolicy": {set("manager.image.pullPolicy=Always"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).ImagePullPolicy).To(Equal(corev1.PullAlways))
+	}},
+	"manager.logLevel": {set("manager.logLevel=debug"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--log-level=debug"))
+	}},
+	"manager.logFormat": {set("manager.logFormat=text"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--log-format=text"))
+	}},
+	"manager.probeInterval": {set("manager.probeInterval=5s"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--probe-interval=5s"))
+	}},
+	"manager.probeTimeout": {set("manager.probeTimeout=1500ms"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--probe-timeout=1500ms"))
+	}},
+	"manager.kubeAPIQPS": {set("manager.kubeAPIQPS=50.5"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--kube-api-qps=50.5"))
+	}},
+	"manager.kubeAPIBurst": {set("manager.kubeAPIBurst=80"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--kube-api-burst=80"))
+	}},
+	"manager.resources.requests": {set("manager.resources.requests.cpu=250m"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Resources.Requests).To(HaveKeyWithValue(corev1.ResourceCPU, resource.MustParse("250m")))
+	}},
+	"manager.resources.limits": {set("manager.resources.limits.memory=1Gi"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Resources.Limits).To(HaveKeyWithValue(corev1.ResourceMemory, resource.MustParse("1Gi")))
+	}},
+	"manager.extraArgs": {set("manager.extraArgs={--proxy-workers=8,--failover-after=45s}"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElements("--proxy-workers=8", "--failover-after=45s"))
+	}},
+	"manager.podAnnotations": {set(`manager.podAnnotations.example\.com/team=fleet`), func(objs []*unstructured.Unstructured) {
+		Expect(managerDeployment(objs).Spec.Template.Annotations).To(HaveKeyWithValue("example.com/team", "fleet"))
+	}},
+	"manager.priorityClassName": {set("manager.priorityClassName=flotilla-high"), func(objs []*unstructured.Unstructured) {
+		Expect(managerDeployment(objs).Spec.Template.Spec.PriorityClassName).To(Equal("flotilla-high"))
+	}},
+	"manager.nodeSelector": {[]string{"--set-string", `manager.nodeSelector.node-role\.example/control=true`}, func(objs []*unstructured.Unstructured) {
+		Expect(managerDeployment(objs).Spec.Template.Spec.NodeSelector).To(HaveKeyWithValue("node-role.example/control", "true"))
+	}},
+	"manager.tolerations": {[]string{"--set-json", `manager.tolerations=[{"key":"dedicated","operator":"Equal","value":"flotilla","effect":"NoSchedule"}]`},
+		func(objs []*unstructured.Unstructured) {
+			Expect(managerDeployment(objs).Spec.Template.Spec.Tolerations).To(ConsistOf(corev1.Toleration{
+				Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "flotilla", Effect: corev1.TaintEffectNoSchedule}))
+		}},
+	"manager.affinity": {[]string{"--set-json", `manager.affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]}]}}}`},
+		func(objs []*unstructured.Unstructured) {
+			a := managerDeployment(objs).Spec.Template.Spec.Affinity
+			Expect(a.PodAntiAffinity).To(BeNil(), "the given affinity replaces the default")
+			Expect(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Key).To(Equal("zone"))
+		}},
+	"manager.podDisruptionBudget.enabled": {set("manager.podDisruptionBudget.enabled=false"), func(objs []*unstructured.Unstructured) {
+		Expect(ofKind(objs, "PodDisruptionBudget")).To(BeEmpty())
+	}},
+	"metrics.serviceMonitor.enabled": {serviceMonitorAPI, func(objs []*unstructured.Unstructured) {
+		matchLabels := map[string]string{}
+		for k, v := range nested(serviceMonitor(objs), "spec", "selector", "matchLabels").(map[string]any) {
+			matchLabels[k] = v.(string)
+		}
+		selector := labels.SelectorFromSet(matchLabels)
+		Expect(selector.Matches(labels.Set(find(objs, "Service", "flotilla-manager-metrics").GetLabels()))).To(BeTrue(), "selects the metrics Service")
+		Expect(selector.Matches(labels.Set(find(objs, "Service", "flotilla-webhook").GetLabels()))).To(BeFalse(), "not the webhook's")
+	}},
+	"metrics.serviceMonitor.force": {set("metrics.serviceMonitor.enabled=true,metrics.serviceMonitor.force=true"), func(objs []*unstructured.Unstructured) {
+		Expect(serviceMonitor(objs)).NotTo(BeNil())
+	}},
+	"metrics.serviceMonitor.interval": {append(set("metrics.serviceMonitor.interval=30s"), serviceMonitorAPI...), func(objs []*unstructured.Unstructured) {
+		Expect(endpoint(objs)).To(HaveKeyWithValue("interval", "30s"))
+	}},
+	"metrics.serviceMonitor.scrapeTimeout": {append(set("metrics.serviceMonitor.scrapeTimeout=10s"), serviceMonitorAPI...), func(objs []*unstructured.Unstructured) {
+		Expect(endpoint(objs)).To(HaveKeyWithValue("scrapeTimeout", "10s"))
+	}},
+	"metrics.serviceMonitor.labels": {append(set("metrics.serviceMonitor.labels.release=kube-prometheus-stack"), serviceMonitorAPI...), func(objs []*unstructured.Unstructured) {
+		Expect(serviceMonitor(objs).GetLabels()).To(HaveKeyWithValue("release", "kube-prometheus-stack"))
+	}},
+	"serviceAccount.name": {set("serviceAccount.name=fleet-manager"), func(objs []*unstructured.Unstructured) {
+		Expect(find(objs, "ServiceAccount", "fleet-manager")).NotTo(BeNil())
+		Expect(managerDeployment(objs).Spec.Template.Spec.ServiceAccountName).To(Equal("fleet-manager"))
+		for _, o := range objs {
+			if (o.GetKind() == "ClusterRoleBinding" || o.GetKind() == "RoleBinding") && o.GetName() == "flotilla-manager" {
+				Expect(nested(o, "subjects")).To(ConsistOf(HaveKeyWithValue("name", "fleet-manager")), "%s in %s", o.GetKind(), o.GetNamespace())
+			}
+		}
+		Expect(matchConditions(objs)).To(ContainSubstring("'system:serviceaccount:flotilla-system:fleet-manager'"))
+	}},
+	"admissionPolicy.extraManagerUsers": {set("admissionPolicy.extraManagerUsers={alice@example.com}"), func(objs []*unstructured.Unstructured) {
+		Expect(matchConditions(objs)).To(ContainSubstring("'alice@example.com'"))
+	}},
+	"uninstall.enabled": {set("uninstall.enabled=false"), func(objs []*unstructured.Unstructured) {
+		Expect(ofKind(objs, "Job")).To(BeEmpty())
+	}},
+	"uninstall.orphan": {set("uninstall.orphan=true"), func(objs []*unstructured.Unstructured) {
+		job := find(objs, "Job", "flotilla-uninstall")
+		Expect(job).NotTo(BeNil())
+		Expect(job.Object).To(HaveKeyWithValue("spec", HaveKeyWithValue("template", HaveKeyWithValue("spec",
+			HaveKeyWithValue("containers", ContainElement(HaveKeyWithValue("args", ContainElement("--orphan=true"))))))))
+	}},
+}
+
+// matchConditions is the admission policy's matchConditions as JSON.
+func matchConditions(objs []*unstructured.Unstructured) string {
+	raw, err := json.Marshal(nested(find(objs, "ValidatingAdmissionPolicy", "flotilla-proxies"), "spec", "matchConditions"))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return string(raw)
+}
+
+var _ = Describe("the chart's rendering", Label("render"), func() {
+	It("renders by default: every CRD kept, the manager spread over nodes with a budget, explicit probes, a writable /tmp, metrics without a ServiceMonitor", func(ctx SpecContext) {
+		objs := render(ctx)
+		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs))
+		for _, name := range primaryCRDs {
+			crd := find(objs, "CustomResourceDefinition", name)
+			Expect(crd.GetAnnotations()).To(HaveKeyWithValue(keepPolicy, "keep"), name)
+			Expect(crd.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "Helm"), name)
+		}
+		d := managerDeployment(objs)
+		Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)))
+		pod := d.Spec.Template.Spec
+		Expect(pod.PriorityClassName).To(BeEmpty())
+		terms := pod.Affinity.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution
+		Expect(terms).To(HaveLen(1))
+		Expect(terms[0].PodAffinityTerm.TopologyKey).To(Equal(corev1.LabelHostname))
+		Expect(terms[0].PodAffinityTerm.LabelSelector.MatchLabels).To(Equal(d.Spec.Selector.MatchLabels))
+		Expect(pod.Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution).To(BeEmpty(), "soft only")
+
+		pdb := find(objs, "PodDisruptionBudget", "flotilla-manager")
+		Expect(nested(pdb, "spec", "maxUnavailable")).To(BeEquivalentTo(1))
+		Expect(nested(pdb, "spec", "selector", "matchLabels")).To(BeEquivalentTo(map[string]any{
+			"app.kubernetes.io/name": "flotilla", "app.kubernetes.io/instance": "flotilla"}))
+
+		c := pod.Containers[0]
+		Expect(c.ReadinessProbe.TimeoutSeconds).To(BeNumerically(">=", 2), "longer than the readyz check may wait")
+		Expect(c.ReadinessProbe.PeriodSeconds).To(And(BeNumerically(">=", 2), BeNumerically("<=", 5)))
+		Expect(c.LivenessProbe.TimeoutSeconds).To(BeNumerically(">=", 2))
+		Expect(c.LivenessProbe.PeriodSeconds*c.LivenessProbe.FailureThreshold).To(BeNumerically(">=", 30), "liveness is generous")
+		Expect(c.StartupProbe).NotTo(BeNil())
+		Expect(c.StartupProbe.PeriodSeconds * c.StartupProbe.FailureThreshold).To(BeNumerically(">=", 60))
+
+		var tmp *corev1.Volume
+		for i, v := range pod.Volumes {
+			if v.Name == "tmp" {
+				tmp = &pod.Volumes[i]
+			}
+		}
+		Expect(tmp).NotTo(BeNil())
+		Expect(tmp.EmptyDir).NotTo(BeNil())
+		Expect(tmp.EmptyDir.SizeLimit).NotTo(BeNil())
+		Expect(tmp.EmptyDir.SizeLimit.Cmp(resource.MustParse("64Mi"))).To(BeNumerically("<=", 0), "small")
+		Expect(c.VolumeMounts).To(ContainElement(And(HaveField("Name", "tmp"), HaveField("MountPath", "/tmp"), HaveField("ReadOnly", BeFalse()))))
+
+		svc := find(objs, "Service", "flotilla-manager-metrics")
+		Expect(nested(svc, "spec", "ports")).To(ConsistOf(And(HaveKeyWithValue("port", BeEquivalentTo(8443)), HaveKeyWithValue("targetPort", "metrics"))))
+		Expect(c.Ports).To(ContainElement(And(HaveField("Name", "metrics"), HaveField("ContainerPort", BeEquivalentTo(8443)))))
+		Expect(ofKind(objs, "ServiceMonitor")).To(BeEmpty(), "off by default")
+
+		reader := find(objs, "ClusterRole", "flotilla-metrics-reader")
+		Expect(nested(reader, "rules")).To(ConsistOf(And(HaveKeyWithValue("nonResourceURLs", ConsistOf("/metrics")), HaveKeyWithValue("verbs", ConsistOf("get")))))
+		Expect(nested(find(objs, "ClusterRole", "flotilla-manager"), "rules")).To(ContainElements(
+			And(HaveKeyWithValue("apiGroups", ConsistOf("authentication.k8s.io")), HaveKeyWithValue("resources", ConsistOf("tokenreviews")), HaveKeyWithValue("verbs", ContainElement("create"))),
+			And(HaveKeyWithValue("apiGroups", ConsistOf("authorization.k8s.io")), HaveKeyWithValue("resources", ConsistOf("subjectaccessreviews")), HaveKeyWithValue("verbs", ContainElement("create")))),
+			"the manager checks its metrics' callers")
+	})
+
+	It("renders every documented value, and each shows up where it should", func(ctx SpecContext) {
+		keys := make([]string, 0, len(valueCases))
+		for k := range valueCases {
+			keys = append(keys, k)
+		}
+		Expect(keys).To(ConsistOf(schemaLeaves()), "one case per value in values.schema.json")
+		defaults := render(ctx)
+		for _, key := range schemaLeaves() {
+			vc := valueCases[key]
+			By(key)
+			Expect(InterceptGomegaFailure(func() { vc.check(defaults) })).To(HaveOccurred(), "%s: the defaults pass its check already", key)
+			objs, out, err := helmTemplate(ctx, vc.args...)
+			Expect(err).NotTo(HaveOccurred(), "%s: %s", key, out)
+			vc.check(objs)
+		}
+	})
+
+	It("renders the ServiceMonitor only where the API server serves monitoring.coreos.com/v1, unless forced", func(ctx SpecContext) {
+		Expect(ofKind(render(ctx, "metrics.serviceMonitor.enabled=true"), "ServiceMonitor")).To(BeEmpty())
+		objs, out, err := helmTemplate(ctx, serviceMonitorAPI...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		ep := endpoint(objs)
+		Expect(ep).To(And(HaveKeyWithValue("port", "https"), HaveKeyWithValue("scheme", "https"), HaveKeyWithValue("path", "/metrics"),
+			HaveKeyWithValue("bearerTokenFile", "/var/run/secrets/kubernetes.io/serviceaccount/token")))
+		Expect(nested(serviceMonitor(objs), "spec", "namespaceSelector", "matchNames")).To(ConsistOf("flotilla-system"))
+		Expect(ofKind(render(ctx, "metrics.serviceMonitor.force=true"), "ServiceMonitor")).To(BeEmpty(), "force alone does not enable it")
+		Expect(ofKind(render(ctx, "metrics.serviceMonitor.enabled=true", "manager.enabled=false"), "ServiceMonitor")).To(BeEmpty(), "nothing to scrape")
+	})
+
+	It("renders no PodDisruptionBudget for a single replica, which it would keep from ever being drained", func(ctx SpecContext) {
+		Expect(ofKind(render(ctx, "manager.replicas=1"), "PodDisruptionBudget")).To(BeEmpty())
+	})
+
+	It("renders only the FlotillaPrimary CRD in a secondary, kept like the primary's, and nothing with crds.install=false", func(ctx SpecContext) {
+		objs := render(ctx, "role=secondary")
+		Expect(objs).To(HaveLen(1))
+		Expect(objs[0].GetKind()).To(Equal("CustomResourceDefinition"))
+		Expect(objs[0].GetName()).To(Equal("flotillaprimaries.flotilla.dev"))
+		Expect(objs[0].GetAnnotations()).To(HaveKeyWithValue(keepPolicy, "keep"))
+		Expect(render(ctx, "role=secondary", "crds.install=false")).To(BeEmpty())
+	})
+
+	DescribeTable("refuses values the schema does not allow, naming the value",
+		func(ctx SpecContext, setting, path string) {
+			_, out, err := helmTemplate(ctx, "--set", setting)
+			Expect(err).To(HaveOccurred(), "%s rendered", setting)
+			Expect(out).To(ContainSubstring("values don't meet the specifications of the schema"))
+			Expect(out).To(ContainSubstring(path))
+		},
+		Entry("a word for a number", "manager.replicas=two", "/manager/replicas"),
+		Entry("no replica", "manager.replicas=0", "/manager/replicas"),
+		Entry("an unknown role", "role=tertiary", "/role"),
+		Entry("an unknown log level", "manager.logLevel=verbose", "/manager/logLevel"),
+		Entry("an unknown log format", "manager.logFormat=xml", "/manager/logFormat"),
+		Entry("an unknown pull policy", "manager.image.pullPolicy=Sometimes", "/manager/image/pullPolicy"),
+		Entry("a duration without a unit", "manager.probeInterval=2", "/manager/probeInterval"),
+		Entry("no queries per second", "manager.kubeAPIQPS=0", "/manager/kubeAPIQPS"),
+		Entry("queries per second that are no number", "manager.kubeAPIQPS=fast", "/manager/kubeAPIQPS"),
+		Entry("an argument that is not a flag", "manager.extraArgs={proxy-workers=8}", "/manager/extraArgs/0"),
+		Entry("a misspelt value", "manager.replica=3", "'replica' not allowed"),
+		Entry("a string for a switch", "crds.install=maybe", "/crds/install"),
+		Entry("a user the admission policy could not quote", "admissionPolicy.extraManagerUsers={it's}", "/admissionPolicy/extraManagerUsers/0"),
+		Entry("a node label value helm reads as a boolean", `manager.nodeSelector.node-role\.example/control=true`, "/manager/nodeSelector/node-role.example~1control"),
+		Entry("a ServiceAccount name that is no DNS name", "serviceAccount.name=Flotilla_SA", "/serviceAccount/name"),
+		Entry("a scrape interval Prometheus cannot read", "metrics.serviceMonitor.interval=soon", "/metrics/serviceMonitor/interval"),
+	)
+
+	It("renders objects the API server takes as they are, with every value set", func(ctx SpecContext) {
+		args := []string{"--set", "manager.replicas=3,manager.priorityClassName=flotilla-high,manager.logFormat=text",
+			"--set", `manager.podAnnotations.example\.com/team=fleet,manager.nodeSelector.kubernetes\.io/os=linux`,
+			"--set-json", `manager.tolerations=[{"key":"dedicated","operator":"Exists","effect":"NoSchedule"}]`,
+			"--set", "manager.extraArgs={--proxy-workers=8},admissionPolicy.extraManagerUsers={alice}"}
+		objs, out, err := helmTemplate(ctx, args...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		strict := client.WithFieldValidation(primary.Client, metav1.FieldValidationStrict)
+		for _, o := range objs {
+			if o.GetKind() == "CustomResourceDefinition" {
+				continue // installed by clusterenv; helm installs and upgrades them in the next container
+			}
+			Expect(strict.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.DryRunAll, client.ForceOwnership,
+				client.FieldOwner("chart-test"))).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
+		}
+	})
+})
