@@ -36,6 +36,55 @@ build: ## Build bin/flotilla-manager and bin/flotillactl
 	go build -ldflags "$(LDFLAGS)" -o bin/flotilla-manager ./cmd/flotilla-manager
 	go build -ldflags "$(LDFLAGS)" -o bin/flotillactl ./cmd/flotillactl
 
+# Release artefacts (docs/release.md), built without Docker. The image's tag is the chart's
+# appVersion, so the image the chart deploys by default is the one make image names.
+IMAGE_REPO ?= ghcr.io/flotilla-dev/flotilla-manager
+IMAGE_TAG ?= $(shell sed -n 's/^appVersion:[[:space:]]*"\{0,1\}\([^"[:space:]]*\)"\{0,1\}[[:space:]]*$$/\1/p' charts/flotilla/Chart.yaml)
+# Numeric, so that the chart's runAsNonRoot holds without a runAsUser.
+IMAGE_USER := 65532:65532
+PLATFORMS ?= linux/amd64
+PUSH_PLATFORMS ?= linux/amd64 linux/arm64
+PLUGIN_PLATFORMS ?= linux/amd64
+PLUGIN_URL ?= https://github.com/flotilla-dev/flotilla/releases/download/$(IMAGE_TAG)
+IMAGE_LABELS = --label org.opencontainers.image.source=https://github.com/flotilla-dev/flotilla \
+	--label org.opencontainers.image.version=$(IMAGE_TAG) --label org.opencontainers.image.revision=$(COMMIT)
+
+# $(call cross-build,PLATFORMS,DIR,NAME,PACKAGE): a static DIR/<os>_<arch>/NAME (.exe on windows) per os/arch.
+define cross-build
+for p in $(1); do \
+	[[ $$p =~ ^[a-z0-9]+/[a-z0-9]+$$ ]] || { echo "platform $$p: want os/arch, such as linux/arm64"; exit 1; }; \
+	os=$${p%/*}; arch=$${p#*/}; ext=; if [[ $$os == windows ]]; then ext=.exe; fi; \
+	echo "go build $(4) for $$p"; \
+	CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(2)/$${os}_$${arch}/$(3)$$ext $(4); \
+done
+endef
+
+.PHONY: image
+image: ## Manager image, no Docker: bin/image/flotilla-manager.tar of the first of PLATFORMS=linux/amd64 (add linux/arm64 to cross-build it too)
+	@test -n "$(IMAGE_TAG)" || { echo "IMAGE_TAG is empty: no appVersion in charts/flotilla/Chart.yaml"; exit 1; }
+	@$(call cross-build,$(PLATFORMS),bin/image,flotilla-manager,./cmd/flotilla-manager)
+	@go run ./hack/image --ref $(IMAGE_REPO):$(IMAGE_TAG) --entrypoint /flotilla-manager --user $(IMAGE_USER) $(IMAGE_LABELS) \
+		$(foreach p,$(PLATFORMS),--binary $(p)=bin/image/$(subst /,_,$(p))/flotilla-manager) \
+		--platform $(firstword $(PLATFORMS)) --out bin/image/flotilla-manager.tar
+	@echo "image $(IMAGE_REPO):$(IMAGE_TAG) ($(firstword $(PLATFORMS))): bin/image/flotilla-manager.tar, $$(du -h bin/image/flotilla-manager.tar | cut -f1)"
+	@echo "load it into a node's containerd: ctr -n k8s.io images import bin/image/flotilla-manager.tar (kind: kind load image-archive bin/image/flotilla-manager.tar)"
+
+.PHONY: image-push
+image-push: ## Push REGISTRY/flotilla-manager:IMAGE_TAG for PUSH_PLATFORMS=linux/amd64 linux/arm64 (make image-push REGISTRY=ghcr.io/you; docker login's credentials)
+	@test -n "$(REGISTRY)" || { echo "image-push needs REGISTRY, e.g. make image-push REGISTRY=ghcr.io/flotilla-dev"; exit 1; }
+	@test -n "$(IMAGE_TAG)" || { echo "IMAGE_TAG is empty: no appVersion in charts/flotilla/Chart.yaml"; exit 1; }
+	@$(call cross-build,$(PUSH_PLATFORMS),bin/image,flotilla-manager,./cmd/flotilla-manager)
+	@go run ./hack/image --ref $(REGISTRY)/flotilla-manager:$(IMAGE_TAG) --entrypoint /flotilla-manager --user $(IMAGE_USER) $(IMAGE_LABELS) \
+		$(foreach p,$(PUSH_PLATFORMS),--binary $(p)=bin/image/$(subst /,_,$(p))/flotilla-manager) --push
+
+.PHONY: plugin
+plugin: ## kubectl plugin archives bin/plugin/kubectl-flotilla_<os>_<arch>.tar.gz for PLUGIN_PLATFORMS=linux/amd64 (add darwin/arm64, windows/amd64, ...) and their Krew manifest bin/plugin/flotilla.yaml
+	@test -n "$(IMAGE_TAG)" || { echo "IMAGE_TAG is empty: no appVersion in charts/flotilla/Chart.yaml"; exit 1; }
+	@$(call cross-build,$(PLUGIN_PLATFORMS),bin/plugin,kubectl-flotilla,./cmd/flotillactl)
+	@go run ./hack/krew --template hack/krew/flotilla.yaml.tmpl --version $(IMAGE_TAG) --url-prefix $(PLUGIN_URL) --dir bin/plugin \
+		$(if $(wildcard LICENSE),--license LICENSE) \
+		$(foreach p,$(PLUGIN_PLATFORMS),--binary $(p)=bin/plugin/$(subst /,_,$(p))/kubectl-flotilla$(if $(filter windows/%,$(p)),.exe))
+
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen
 
 CHART := charts/flotilla
