@@ -53,6 +53,15 @@ go_install() { # binary, package@version
   mv "$tmp/$1" "$bin/$1"
   rmdir "$tmp"
 }
+# cert-manager's controller (test/tools/certmanager): its own main and app packages are not on the
+# module proxy (see main.go there), so the wrapper runs its controllers from the cert-manager module.
+cert_manager_module_version() { (cd "$here/certmanager" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager); }
+build_cert_manager() {
+  local have
+  have=$(cert_manager_module_version)
+  [[ "$have" == "$CERT_MANAGER_VERSION" ]] || { echo "tools: versions.env has CERT_MANAGER_VERSION=$CERT_MANAGER_VERSION but test/tools/certmanager/go.mod requires $have (cd test/tools/certmanager && go get github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION && go mod tidy)" >&2; return 1; }
+  (cd "$here/certmanager" && go build -trimpath -ldflags "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION" -o "$bin/$1" .)
+}
 
 run_step "kube-apiserver $KUBE_VERSION" kube-apiserver build_kube kube-apiserver
 run_step "kube-controller-manager $KUBE_VERSION" kube-controller-manager build_kube kube-controller-manager
@@ -67,6 +76,7 @@ run_step "controller-gen $CONTROLLER_GEN_VERSION" controller-gen go_install cont
 run_step "ginkgo $GINKGO_VERSION" ginkgo go_install ginkgo "github.com/onsi/ginkgo/v2/ginkgo@$GINKGO_VERSION"
 run_step "golangci-lint $GOLANGCI_LINT_VERSION" golangci-lint go_install golangci-lint "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
 run_step "helm $HELM_VERSION" helm go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+run_step "cert-manager controller $CERT_MANAGER_VERSION" "cert-manager-controller-$CERT_MANAGER_VERSION" build_cert_manager "cert-manager-controller-$CERT_MANAGER_VERSION"
 
 step="kwok stages"
 # kwok's own stage manifests (node and pod lifecycles) ship in its module; the test bed loads them.
@@ -77,6 +87,41 @@ cp -f "$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml "$bin/stages/"
 cp -f "$kwok_dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml "$bin/stages/"
 cp -f "$kwok_dir"/kustomize/stage/pod/general/pod-*.yaml "$bin/stages/"
 chmod -R u+w "$bin/stages"
+
+step="cert-manager CRDs $CERT_MANAGER_VERSION"
+# cert-manager's CRDs as its release installs them: the crd templates of the Helm chart in its
+# module, rendered with the helm above (its deploy/crds are, by their README, not for installing).
+# Cached next to the controller, named with the version.
+cert_manager_crds() {
+  local out="$bin/cert-manager-crds-$CERT_MANAGER_VERSION.yaml" dir chart show=() f n
+  if [[ -s "$out" ]]; then
+    echo "tools: cert-manager CRDs: cached ($out)"
+    return 0
+  fi
+  dir=$(go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [[ -d "$dir/deploy/charts/cert-manager/templates" ]] || { echo "tools: cert-manager module has no deploy/charts/cert-manager in $dir" >&2; return 1; }
+  chart=$(mktemp -d)
+  cp -r "$dir/deploy/charts/cert-manager" "$chart/"
+  chmod -R u+w "$chart"
+  # The chart's Chart.yaml is a template its release tool fills in: version and appVersion.
+  if [[ -f "$chart/cert-manager/Chart.template.yaml" ]]; then
+    sed -e "s/^version: .*/version: $CERT_MANAGER_VERSION/" -e "s/^appVersion: .*/appVersion: $CERT_MANAGER_VERSION/" \
+      "$chart/cert-manager/Chart.template.yaml" >"$chart/cert-manager/Chart.yaml"
+    rm "$chart/cert-manager/Chart.template.yaml"
+  fi
+  for f in "$chart"/cert-manager/templates/crd-*.yaml; do
+    [[ -f "$f" ]] && show+=(--show-only "templates/$(basename "$f")")
+  done
+  [[ ${#show[@]} -gt 0 ]] || { rm -rf "$chart"; echo "tools: cert-manager chart has no crd-*.yaml templates" >&2; return 1; }
+  "$bin/helm" template cert-manager "$chart/cert-manager" --namespace cert-manager --kube-version "$KUBE_VERSION" \
+    --set crds.enabled=true "${show[@]}" >"$out.tmp"
+  rm -rf "$chart"
+  n=$(grep -c '^kind: CustomResourceDefinition$' "$out.tmp" || true)
+  [[ "$n" -eq $((${#show[@]} / 2)) ]] || { echo "tools: cert-manager CRDs: $n CRDs rendered from $((${#show[@]} / 2)) templates" >&2; return 1; }
+  mv "$out.tmp" "$out"
+  echo "tools: cert-manager CRDs: $n in $out"
+}
+cert_manager_crds
 
 step="real node packages"
 # The bed's optional real node (testbed.Options.RealNode) runs containers with Debian's containerd,
