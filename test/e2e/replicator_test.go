@@ -3,8 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,7 +28,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -282,72 +283,169 @@ var _ = Describe("Replicator", Ordered, func() {
 	}, SpecTimeout(2*time.Minute))
 
 	It("with tls.issuerRef has cert-manager issue in the primary and maps its Secrets to plumber's key names", func(ctx SpecContext) {
-		raw, err := os.ReadFile(filepath.Join(repoRoot(), "test", "e2e", "testdata", "cert-manager-certificate-crd.yaml"))
+		// cert-manager itself (its controller, on the host, against the primary), for this spec only.
+		start := time.Now()
+		cm, err := testbed.StartCertManager(ctx, bed.Primary, "", filepath.Join(workDir, "cert-manager"))
 		Expect(err).NotTo(HaveOccurred())
-		out, err := kubectlApply(ctx, string(raw))
-		Expect(err).NotTo(HaveOccurred(), out)
+		cmPID := cm.PID()
+		DeferCleanup(func() {
+			Expect(cm.Stop(10 * time.Second)).To(Succeed())
+			Expect(testbed.ProcessAlive(cmPID)).To(BeFalse(), "cert-manager (pid %d) still running", cmPID)
+		})
+		AddReportEntry("cert-manager CRDs applied and controller issuing", time.Since(start).Round(100*time.Millisecond).String())
+
+		// The user's namespace, where the Issuers will live; it exists before the Replicator.
+		const space = "issued-ns"
+		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, testNamespace(space), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{}))).To(Succeed())
+		})
+
 		s1 := bed.Secondaries[0]
 		rep := plumberSample(s1.Name)
-		rep.Name, rep.Spec.ReplicationNamespace = "issued", "issued-ns"
+		rep.Name, rep.Spec.ReplicationNamespace = "issued", space
 		rep.Spec.TLS = &flotillav1.ReplicatorTLS{IssuerRef: &flotillav1.IssuerRef{Name: "ca-issuer"}}
 		Expect(clientOf(bed.Primary).Create(ctx, rep)).To(Succeed())
-		certificate := func(g Gomega, name string) map[string]any {
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(clientOf(bed.Primary).Delete(ctx, rep))).To(Succeed())
+		})
+		certManagerObject := func(g Gomega, kind, name string) *unstructured.Unstructured {
 			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"})
-			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: "issued-ns", Name: name}, u)).To(Succeed())
-			spec, _, _ := unstructured.NestedMap(u.Object, "spec")
-			return spec
+			u.SetGroupVersionKind(schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: kind})
+			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: space, Name: name}, u)).To(Succeed())
+			return u
 		}
+		spec := func(u *unstructured.Unstructured) map[string]any {
+			s, _, _ := unstructured.NestedMap(u.Object, "spec")
+			return s
+		}
+
+		// No Issuer named ca-issuer yet: cert-manager cannot issue, the Replicator waits and applies nothing.
 		Eventually(func(g Gomega) {
-			server := certificate(g, "issued-server")
-			g.Expect(server).To(HaveKeyWithValue("dnsNames", ConsistOf("nginx.example.com")))
-			g.Expect(server).To(HaveKeyWithValue("issuerRef", HaveKeyWithValue("name", "ca-issuer")))
-			g.Expect(server).To(HaveKeyWithValue("secretName", "issued-server-tls"))
-			g.Expect(certificate(g, "issued-client")).To(HaveKeyWithValue("commonName", "issued-client"))
+			server := certManagerObject(g, "Certificate", "issued-server")
+			g.Expect(spec(server)).To(HaveKeyWithValue("dnsNames", ConsistOf("nginx.example.com")))
+			g.Expect(spec(server)).To(HaveKeyWithValue("issuerRef", HaveKeyWithValue("name", "ca-issuer")))
+			g.Expect(spec(server)).To(HaveKeyWithValue("secretName", "issued-server-tls"))
+			g.Expect(spec(certManagerObject(g, "Certificate", "issued-client"))).To(HaveKeyWithValue("commonName", "issued-client"))
+			ready, msg := testbed.CertManagerReady(server)
+			g.Expect(ready).To(BeFalse(), msg)
 			st, err := replicatorStatus(ctx, rep.Name)
 			g.Expect(err).NotTo(HaveOccurred())
 			cond := meta.FindStatusCondition(st.Status.Conditions, "Synced")
 			g.Expect(cond).NotTo(BeNil())
 			g.Expect(cond.Reason).To(Equal("CertificatesPending"))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		_, err = s1.Clientset.CoreV1().Secrets(space).Get(ctx, "ca-secret", metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing applied while pending: %v", err)
 
-		// cert-manager's part: the issued Secrets, in its key names.
-		ca, err := pki.NewCA("test-issuer", time.Now(), time.Hour)
-		Expect(err).NotTo(HaveOccurred())
-		server, err := ca.IssueServer([]string{"nginx.example.com"}, nil, time.Now(), time.Hour)
-		Expect(err).NotTo(HaveOccurred())
-		cli, err := ca.IssueClient("issued-client", time.Now(), time.Hour)
-		Expect(err).NotTo(HaveOccurred())
-		for name, kp := range map[string]*pki.KeyPair{"issued-server-tls": server, "issued-client-tls": cli} {
-			_, err := bed.Primary.Clientset.CoreV1().Secrets("issued-ns").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name},
-				Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": kp.CertPEM, "tls.key": kp.KeyPEM, "ca.crt": ca.CertPEM}}, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-		}
+		// A real CA, as a user sets one up: a SelfSigned Issuer issues the CA certificate, a CA Issuer signs with it.
+		issuedFrom := time.Now()
+		out, err := kubectlApply(ctx, `
+apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: selfsigned, namespace: issued-ns}
+spec: {selfSigned: {}}
+---
+apiVersion: cert-manager.io/v1
+kind: Certificate
+metadata: {name: root-ca, namespace: issued-ns}
+spec:
+  isCA: true
+  commonName: issued-root-ca
+  secretName: root-ca
+  privateKey: {algorithm: ECDSA, size: 256}
+  issuerRef: {name: selfsigned, kind: Issuer}
+---
+apiVersion: cert-manager.io/v1
+kind: Issuer
+metadata: {name: ca-issuer, namespace: issued-ns}
+spec: {ca: {secretName: root-ca}}
+`)
+		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func(g Gomega) {
+			ready, msg := testbed.CertManagerReady(certManagerObject(g, "Issuer", "ca-issuer"))
+			g.Expect(ready).To(BeTrue(), "ca-issuer: %s", msg)
 			st, err := replicatorStatus(ctx, rep.Name)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(st.Status.Synced).To(Equal("synced"), "%+v", st.Status.Conditions)
-			caSecret, err := s1.Clientset.CoreV1().Secrets("issued-ns").Get(ctx, "ca-secret", metav1.GetOptions{})
+			_, err = s1.Clientset.CoreV1().Secrets(space).Get(ctx, "ca-secret", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(caSecret.Data["tls.crt"]).To(Equal(server.CertPEM))
-			g.Expect(caSecret.Data["ca.crt"]).To(Equal(ca.CertPEM))
-			cliSecret, err := bed.Primary.Clientset.CoreV1().Secrets("issued-ns").Get(ctx, "cli-secret", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(cliSecret.Data["client.crt"]).To(Equal(cli.CertPEM))
-			g.Expect(cliSecret.Data["client.key"]).To(Equal(cli.KeyPEM))
-			_, err = s1.Clientset.CoreV1().Secrets("issued-ns").Get(ctx, "cli-secret", metav1.GetOptions{})
-			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no client key outside the primary: %v", err)
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		AddReportEntry("CA Issuer created to Replicator synced with cert-manager's certificates", time.Since(issuedFrom).Round(100*time.Millisecond).String())
 
+		// cert-manager issued them: its annotations on its Secrets, signed by the CA it issued.
+		secretIn := func(c *testbed.Cluster, name string) *corev1.Secret {
+			s, err := c.Clientset.CoreV1().Secrets(space).Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred(), "Secret %s in %s", name, c.Name)
+			return s
+		}
+		rootCA := secretIn(bed.Primary, "root-ca")
+		serverTLS, clientTLS := secretIn(bed.Primary, "issued-server-tls"), secretIn(bed.Primary, "issued-client-tls")
+		for cert, s := range map[string]*corev1.Secret{"issued-server": serverTLS, "issued-client": clientTLS} {
+			Expect(s.Annotations).To(And(HaveKeyWithValue("cert-manager.io/issuer-name", "ca-issuer"),
+				HaveKeyWithValue("cert-manager.io/issuer-kind", "Issuer"), HaveKeyWithValue("cert-manager.io/certificate-name", cert)))
+			Expect(s.Labels).To(HaveKeyWithValue(flotillav1.LabelReplicator, rep.Name), "the Certificate's secretTemplate")
+			Expect(s.Data["ca.crt"]).To(Equal(rootCA.Data["tls.crt"]), "%s: ca.crt is the CA cert-manager issued", s.Name)
+		}
+		pool := x509.NewCertPool()
+		Expect(pool.AppendCertsFromPEM(rootCA.Data["tls.crt"])).To(BeTrue())
+
+		// plumber's key names, in every target: ca-secret holds the server pair and ca.crt, and
+		// only the primary holds cli-secret (client.crt, client.key).
+		for _, c := range []*testbed.Cluster{bed.Primary, s1} {
+			ca := secretIn(c, "ca-secret")
+			Expect(ca.Data).To(HaveLen(3))
+			Expect(ca.Data).To(And(HaveKeyWithValue("tls.crt", serverTLS.Data["tls.crt"]), HaveKeyWithValue("tls.key", serverTLS.Data["tls.key"]),
+				HaveKeyWithValue("ca.crt", rootCA.Data["tls.crt"])), "ca-secret in %s", c.Name)
+			_, err := tls.X509KeyPair(ca.Data["tls.crt"], ca.Data["tls.key"])
+			Expect(err).NotTo(HaveOccurred(), "tls.key belongs to tls.crt in %s", c.Name)
+			_, err = certOf(Default, ca.Data["tls.crt"]).Verify(x509.VerifyOptions{Roots: pool, DNSName: "nginx.example.com",
+				KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+			Expect(err).NotTo(HaveOccurred(), "the server certificate in %s", c.Name)
+		}
+		cli := secretIn(bed.Primary, "cli-secret")
+		Expect(cli.Data).To(HaveLen(2))
+		Expect(cli.Data).To(And(HaveKeyWithValue("client.crt", clientTLS.Data["tls.crt"]), HaveKeyWithValue("client.key", clientTLS.Data["tls.key"])))
+		_, err = tls.X509KeyPair(cli.Data["client.crt"], cli.Data["client.key"])
+		Expect(err).NotTo(HaveOccurred())
+		clientCert := certOf(Default, cli.Data["client.crt"])
+		Expect(clientCert.Subject.CommonName).To(Equal("issued-client"))
+		_, err = clientCert.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = s1.Clientset.CoreV1().Secrets(space).Get(ctx, "cli-secret", metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no client key outside the primary: %v", err)
+		if status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmPID)); err == nil {
+			for line := range strings.SplitSeq(string(status), "\n") {
+				if strings.HasPrefix(line, "VmHWM:") || strings.HasPrefix(line, "VmRSS:") {
+					AddReportEntry("cert-manager controller "+strings.TrimSuffix(strings.Fields(line)[0], ":"), strings.Join(strings.Fields(line)[1:], " "))
+				}
+			}
+		}
+
+		// Deleted: the Certificates and cert-manager's Secrets go with the Replicator; the namespace
+		// existed before it (it holds the user's Issuers), so it is kept in the primary.
 		Expect(clientOf(bed.Primary).Delete(ctx, rep)).To(Succeed())
 		Eventually(func(g Gomega) {
 			_, err := replicatorStatus(ctx, rep.Name)
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
-			for _, c := range []*testbed.Cluster{bed.Primary, s1} {
-				ns, err := c.Clientset.CoreV1().Namespaces().Get(ctx, "issued-ns", metav1.GetOptions{})
-				g.Expect(apierrors.IsNotFound(err) || (err == nil && ns.DeletionTimestamp != nil)).To(BeTrue(), "namespace in %s: %v", c.Name, err)
+			ns, err := s1.Clientset.CoreV1().Namespaces().Get(ctx, space, metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err) || (err == nil && ns.DeletionTimestamp != nil)).To(BeTrue(), "namespace in %s: %v", s1.Name, err)
+			for _, name := range []string{"issued-server-tls", "issued-client-tls", "ca-secret", "cli-secret"} {
+				_, err := bed.Primary.Clientset.CoreV1().Secrets(space).Get(ctx, name, metav1.GetOptions{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Secret %s in the primary: %v", name, err)
+			}
+			for _, name := range []string{"issued-server", "issued-client"} {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"})
+				err := clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: space, Name: name}, u)
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Certificate %s: %v", name, err)
 			}
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		ns, err := bed.Primary.Clientset.CoreV1().Namespaces().Get(ctx, space, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ns.DeletionTimestamp).To(BeNil())
+		secretIn(bed.Primary, "root-ca")
 	}, SpecTimeout(3*time.Minute))
 
 	It("keeps its ca-secret in a secondary when an elected pod there uses the primary's Secret of that name: reflection neither takes it over nor deletes it", func(ctx SpecContext) {
