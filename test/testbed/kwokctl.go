@@ -77,7 +77,8 @@ func (k kwokctl) run(ctx context.Context, args ...string) error {
 // createCluster starts one cluster. The API server gets kwokctl's admin certificate as its kubelet
 // client certificate: kwokctl gives it none, and an authenticated kubelet API (a virtual node's)
 // would refuse anonymous `kubectl logs/exec`.
-func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig string, opts Options, log io.Writer) error {
+// With a real node (rn), the primary also gets the API server settings that node needs.
+func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig string, opts Options, rn *RealNode, log io.Writer) error {
 	pki := filepath.Join(k.clusterDir(c.Name), "pki")
 	extra := []string{
 		"kube-apiserver=kubelet-client-certificate=" + filepath.Join(pki, "admin.crt"),
@@ -107,6 +108,12 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 			"kwok-controller=manage-nodes-with-annotation-selector="+FakeNodeAnnotation+"=fake",
 			"kube-controller-manager=node-monitor-grace-period="+opts.NodeMonitorGracePeriod.String(),
 		)
+		hbArgs, hbExtra := heartbeatArgs(opts.NodeMonitorGracePeriod)
+		args, extra = append(args, hbArgs...), append(extra, hbExtra...)
+		if rn != nil {
+			rnArgs, rnExtra := rn.kwokctlArgs()
+			args, extra = append(args, rnArgs...), append(extra, rnExtra...)
+		}
 	case RoleSecondary:
 		args = append(args, "--enable-crds=Stage,ClusterLogs,ClusterExec,ClusterAttach,ClusterPortForward")
 	}
@@ -122,6 +129,17 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 	}
 	fmt.Fprintf(log, "testbed: cluster %s created in %s\n", c.Name, time.Since(start).Round(100*time.Millisecond))
 	return nil
+}
+
+// heartbeatArgs make kwok renew the primary's fake nodes' Leases every grace/4. kwokctl multiplies
+// its heartbeat settings by --heartbeat-factor, 5 unless given: kwok renewed them every 200 s / 4 =
+// 50 s, longer than the primary's grace period, so its fake node went NotReady and back again and
+// again (issue #12, point 8). The node monitor period stays the 25 s that factor gave it, the one
+// every spec was written against.
+func heartbeatArgs(grace time.Duration) (args, extra []string) {
+	lease := max(4, int(grace/time.Second))
+	return []string{"--heartbeat-factor=1", "--node-lease-duration-seconds=" + strconv.Itoa(lease)},
+		[]string{"kube-controller-manager=node-monitor-period=25s"}
 }
 
 // orderExtraArgs puts the first "component=key=value" of each component before all the others.

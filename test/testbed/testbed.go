@@ -58,6 +58,10 @@ type Options struct {
 	// NodeMonitorGracePeriod is the primary kube-controller-manager's node monitor grace period,
 	// which bounds how fast a virtual node whose lease lapses turns Unknown. Default 20s.
 	NodeMonitorGracePeriod time.Duration
+	// RealNode gives the primary one real node (RealNodeName) besides its fake ones: containerd,
+	// a kubelet and kube-proxy on this host, which must be root (RealNodeAvailable says whether
+	// it can). It is tainted RealNodeKey=true:NoSchedule. Stop or StopDir restore the host.
+	RealNode bool
 	// StartTimeout bounds the start of each cluster, its readiness and its nodes. Default 3m.
 	StartTimeout time.Duration
 	// Log receives progress lines. Default: discarded.
@@ -92,6 +96,8 @@ type Bed struct {
 	Primary *Cluster
 	// Secondaries are the secondary clusters, in order.
 	Secondaries []*Cluster
+	// RealNode is the primary's real node, nil unless Options.RealNode.
+	RealNode *RealNode
 
 	tools kwokctl
 	log   io.Writer
@@ -157,6 +163,14 @@ func Start(ctx context.Context, opts Options) (*Bed, error) {
 	for i := 1; i <= opts.Secondaries; i++ {
 		bed.Secondaries = append(bed.Secondaries, &Cluster{Name: SecondaryName(i), Role: RoleSecondary})
 	}
+	if opts.RealNode {
+		if err := RealNodeAvailableIn(tools.toolsDir); err != nil {
+			return nil, err
+		}
+		if bed.RealNode, err = planRealNode(opts.WorkDir, tools.toolsDir, opts.Log); err != nil {
+			return nil, fmt.Errorf("planning the real node: %w", err)
+		}
+	}
 
 	started := time.Now()
 	if err := bed.startAll(ctx, opts); err != nil {
@@ -172,10 +186,22 @@ func Start(ctx context.Context, opts Options) (*Bed, error) {
 	return bed, nil
 }
 
-// startAll brings the clusters up concurrently: each is an independent set of processes.
+// startAll brings the clusters up concurrently: each is an independent set of processes. The
+// real node's containerd and images come up alongside; its kubelet joins the primary once that runs.
 func (b *Bed) startAll(ctx context.Context, opts Options) error {
 	var wg sync.WaitGroup
-	errs := make([]error, len(b.Clusters()))
+	errs := make([]error, len(b.Clusters())+1)
+	if b.RealNode != nil {
+		// Its kwokctl config must exist before the primary is created; the rest overlaps.
+		if err := b.RealNode.prepareFiles(); err != nil {
+			return err
+		}
+		wg.Go(func() {
+			if err := b.RealNode.prepare(ctx); err != nil {
+				errs[len(errs)-1] = fmt.Errorf("preparing the real node: %w", err)
+			}
+		})
+	}
 	for i, c := range b.Clusters() {
 		wg.Add(1)
 		go func() {
@@ -188,14 +214,27 @@ func (b *Bed) startAll(ctx context.Context, opts Options) error {
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil || b.RealNode == nil {
+		return err
+	}
+	jctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
+	defer cancel()
+	ca := filepath.Join(b.tools.clusterDir(b.Primary.Name), "pki", "ca.crt")
+	if err := b.RealNode.join(jctx, b.Primary, ca); err != nil {
+		return fmt.Errorf("joining the real node to the primary: %w", err)
+	}
+	return nil
 }
 
 func (b *Bed) startCluster(ctx context.Context, c *Cluster, opts Options) error {
 	c.dir = b.tools.clusterDir(c.Name)
 	rawKubeconfig := filepath.Join(b.WorkDir, "kwokctl-"+c.Name+".kubeconfig")
 	b.creating.Lock()
-	err := b.tools.createCluster(ctx, c, rawKubeconfig, opts, b.log)
+	var rn *RealNode
+	if c.Role == RolePrimary {
+		rn = b.RealNode
+	}
+	err := b.tools.createCluster(ctx, c, rawKubeconfig, opts, rn, b.log)
 	b.creating.Unlock()
 	if err != nil {
 		return err
@@ -283,8 +322,12 @@ func (b *Bed) writeKubeconfig() error {
 }
 
 // Stop stops every cluster of the bed and makes sure none of their processes is left running.
+// A real node goes first, while the primary can still delete its pods, and the host is restored.
 func (b *Bed) Stop(ctx context.Context) error {
 	var errs []error
+	if b.RealNode != nil {
+		errs = append(errs, b.RealNode.stop(ctx))
+	}
 	for _, c := range b.Clusters() {
 		if err := b.tools.deleteCluster(ctx, c.Name, b.log); err != nil {
 			errs = append(errs, err)
@@ -298,6 +341,9 @@ func (b *Bed) PIDs() []int {
 	var pids []int
 	for _, c := range b.Clusters() {
 		pids = append(pids, alive(readPIDs(b.tools.clusterDir(c.Name)))...)
+	}
+	if b.RealNode != nil {
+		pids = append(pids, b.RealNode.PIDs()...)
 	}
 	return pids
 }
@@ -313,14 +359,18 @@ func StopDir(ctx context.Context, workDir, toolsDir string, log io.Writer) error
 		return err
 	}
 	tools = tools.withWorkDir(filepath.Join(workDir, "kwok"))
+	// A real node first, while the primary may still delete its pods; then the host is restored.
+	var errs []error
+	if err := stopRealNodeDir(ctx, filepath.Join(workDir, "realnode"), log); err != nil {
+		errs = append(errs, err)
+	}
 	entries, err := os.ReadDir(filepath.Join(workDir, "kwok", "clusters"))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return errors.Join(errs...)
 	}
 	if err != nil {
-		return fmt.Errorf("listing clusters in %s: %w", workDir, err)
+		return errors.Join(append(errs, fmt.Errorf("listing clusters in %s: %w", workDir, err))...)
 	}
-	var errs []error
 	for _, e := range entries {
 		if e.IsDir() {
 			errs = append(errs, tools.deleteCluster(ctx, e.Name(), log))
@@ -442,26 +492,37 @@ func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 }
 
 // SaveLogs copies every cluster's component logs (kube-apiserver, kube-controller-manager,
-// kube-scheduler, kwok, etcd) to dir/<cluster>/, so that they outlive the bed.
+// kube-scheduler, kwok, etcd) to dir/<cluster>/, and the real node's (containerd, kubelet,
+// kube-proxy) to dir/realnode/, so that they outlive the bed.
 func (b *Bed) SaveLogs(dir string) error {
 	for _, c := range b.Clusters() {
-		src := filepath.Join(b.tools.clusterDir(c.Name), "logs")
-		files, err := filepath.Glob(filepath.Join(src, "*.log"))
+		if err := copyLogs(filepath.Join(b.tools.clusterDir(c.Name), "logs"), filepath.Join(dir, c.Name)); err != nil {
+			return fmt.Errorf("saving the logs of %s: %w", c.Name, err)
+		}
+	}
+	if b.RealNode != nil {
+		if err := copyLogs(filepath.Join(b.RealNode.Dir, "logs"), filepath.Join(dir, RealNodeName)); err != nil {
+			return fmt.Errorf("saving the logs of the real node: %w", err)
+		}
+	}
+	return nil
+}
+
+func copyLogs(src, dst string) error {
+	files, err := filepath.Glob(filepath.Join(src, "*.log"))
+	if err != nil {
+		return fmt.Errorf("listing %s: %w", src, err)
+	}
+	if err := os.MkdirAll(dst, 0o750); err != nil {
+		return fmt.Errorf("creating %s: %w", dst, err)
+	}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
 		if err != nil {
-			return fmt.Errorf("listing the logs of %s: %w", c.Name, err)
+			return fmt.Errorf("reading %s: %w", f, err)
 		}
-		dst := filepath.Join(dir, c.Name)
-		if err := os.MkdirAll(dst, 0o750); err != nil {
-			return fmt.Errorf("creating %s: %w", dst, err)
-		}
-		for _, f := range files {
-			raw, err := os.ReadFile(f)
-			if err != nil {
-				return fmt.Errorf("reading %s: %w", f, err)
-			}
-			if err := os.WriteFile(filepath.Join(dst, filepath.Base(f)), raw, 0o600); err != nil {
-				return fmt.Errorf("writing a copy of %s: %w", f, err)
-			}
+		if err := os.WriteFile(filepath.Join(dst, filepath.Base(f)), raw, 0o600); err != nil {
+			return fmt.Errorf("writing a copy of %s: %w", f, err)
 		}
 	}
 	return nil

@@ -19,8 +19,11 @@ import (
 const usage = `Usage: flotilla-testbed up|down|status [flags]
 
   up      start a primary and N secondaries (kwok fake nodes) under --dir, and write
-          <dir>/kubeconfig with contexts primary, secondary1, ...; a bed already running there is kept
-  down    stop every cluster recorded under --dir and remove its state (logs/ is kept)
+          <dir>/kubeconfig with contexts primary, secondary1, ...; a bed already running there is kept;
+          --real-node adds the primary's real node (root only; when this host cannot run it, says why
+          and starts without it)
+  down    stop every cluster recorded under --dir (and its real node, restoring the host) and remove
+          its state (logs/ is kept, the real node's in logs/realnode)
   status  say whether the bed under --dir answers
 
 Flags:
@@ -37,6 +40,7 @@ func main() {
 	secondaries := fs.Int("secondaries", 2, "number of secondary clusters")
 	nodes := fs.Int("nodes", 2, "fake nodes per secondary")
 	tools := fs.String("tools-dir", "", "folder of the binaries `make tools` built (default $FLOTILLA_TOOLS_DIR)")
+	realNode := fs.Bool("real-node", false, "up: give the primary one real node (containerd, kubelet, kube-proxy; needs root)")
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		os.Exit(2)
@@ -47,7 +51,7 @@ func main() {
 	var err error
 	switch cmd {
 	case "up":
-		err = up(ctx, *dir, *tools, *secondaries, *nodes)
+		err = up(ctx, *dir, *tools, *secondaries, *nodes, *realNode)
 	case "down":
 		err = down(ctx, *dir, *tools)
 	case "status":
@@ -62,7 +66,7 @@ func main() {
 	}
 }
 
-func up(ctx context.Context, dir, tools string, secondaries, nodes int) error {
+func up(ctx context.Context, dir, tools string, secondaries, nodes int, realNode bool) error {
 	if status(ctx, dir) == nil {
 		fmt.Printf("testbed: already running; kubeconfig %s\n", filepath.Join(dir, "kubeconfig"))
 		return nil
@@ -71,15 +75,26 @@ func up(ctx context.Context, dir, tools string, secondaries, nodes int) error {
 	if err := down(ctx, dir, tools); err != nil {
 		return err
 	}
+	if realNode {
+		// The demo works without it: say why and go on with fake nodes only.
+		if err := testbed.RealNodeAvailableIn(tools); err != nil {
+			fmt.Printf("testbed: starting without a real node: %v\n", err)
+			realNode = false
+		}
+	}
 	bed, err := testbed.Start(ctx, testbed.Options{
 		WorkDir: dir, ToolsDir: tools, Secondaries: secondaries, NodesPerSecondary: nodes,
-		NoSecondaries: secondaries == 0, Log: os.Stdout,
+		NoSecondaries: secondaries == 0, RealNode: realNode, Log: os.Stdout,
 	})
 	if err != nil {
 		return err
 	}
 	for _, c := range bed.Clusters() {
 		fmt.Printf("testbed: context %-12s %d fake nodes\n", c.Name, len(c.Nodes))
+	}
+	if n := bed.RealNode; n != nil {
+		fmt.Printf("testbed: real node %s (taint %s=true:NoSchedule), host IP %s, pods %s, Services %s (kubernetes %s)\n",
+			n.Name, testbed.RealNodeKey, n.HostIP, n.PodCIDR, n.ServiceCIDR, n.KubernetesServiceIP)
 	}
 	return nil
 }
@@ -88,7 +103,10 @@ func down(ctx context.Context, dir, tools string) error {
 	if err := testbed.StopDir(ctx, dir, tools, os.Stdout); err != nil {
 		return err
 	}
-	// Everything but the logs goes: the next `up` starts from nothing.
+	// Everything but the logs goes: the next `up` starts from nothing. The real node's logs join them.
+	if err := keepRealNodeLogs(dir); err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -103,6 +121,26 @@ func down(ctx context.Context, dir, tools string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// keepRealNodeLogs moves the real node's logs (containerd, kubelet, kube-proxy) to logs/realnode,
+// replacing those of an earlier bed, so that they outlive the state `down` removes.
+func keepRealNodeLogs(dir string) error {
+	src := filepath.Join(dir, "realnode", "logs")
+	if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	dst := filepath.Join(dir, "logs", "realnode")
+	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
+		return fmt.Errorf("keeping the real node's logs: %w", err)
+	}
+	if err := os.RemoveAll(dst); err != nil {
+		return fmt.Errorf("keeping the real node's logs: %w", err)
+	}
+	if err := os.Rename(src, dst); err != nil {
+		return fmt.Errorf("keeping the real node's logs: %w", err)
+	}
+	return nil
 }
 
 // status checks that every context of the bed's kubeconfig answers /readyz.
