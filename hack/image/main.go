@@ -74,7 +74,7 @@ func main() {
 		os.Exit(2)
 	}
 	// Only a main creates the root context; .golangci.yml's forbidigo exclusion names cmd/ alone.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt) //nolint:forbidigo // the process's root context
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, o)
 	stop()
 	if err != nil {
