@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -130,11 +131,19 @@ func (c *Certificates) ensureConfiguration(ctx context.Context, caPEM []byte) er
 	opts := c.Config
 	opts.CABundle = caPEM
 	want := Configuration(opts)
-	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: want.Name}}
-	_, err := controllerutil.CreateOrUpdate(ctx, c.Client, cfg, func() error {
-		cfg.Labels = want.Labels
-		cfg.Webhooks = want.Webhooks
-		return nil
+	// Every replica applies it at start: two starting together (a rollout, a fresh install) race,
+	// and the loser's conflict or AlreadyExists is retried against the winner's version rather
+	// than failing its start (seen as a restart of one of the chart's two pods).
+	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
+		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: want.Name}}
+		_, err := controllerutil.CreateOrUpdate(ctx, c.Client, cfg, func() error {
+			cfg.Labels = want.Labels
+			cfg.Webhooks = want.Webhooks
+			return nil
+		})
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("applying the MutatingWebhookConfiguration: %w", err)

@@ -1,17 +1,22 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-dev/flotilla/internal/ociimage"
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -24,6 +29,8 @@ var (
 	cliBin     string
 	// managerKubeconfig reaches the primary as the chart's ServiceAccount.
 	managerKubeconfig string
+	// realNodeErr says why the bed has no real node (nil: it has one).
+	realNodeErr error
 )
 
 func TestE2E(t *testing.T) {
@@ -45,15 +52,25 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	for bin, pkg := range map[string]string{managerBin: "./cmd/flotilla-manager", cliBin: "./cmd/flotillactl"} {
 		build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 		build.Dir = repoRoot()
+		// Static, as make image builds it: the same binary runs on the host and in the image.
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := build.CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), "building %s: %s", pkg, out)
 	}
 
-	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter})
+	// The real node (containerd, kubelet) runs the chart's manager as a pod where this host allows.
+	realNodeErr = testbed.RealNodeAvailable()
+	if realNodeErr != nil {
+		GinkgoWriter.Printf("no real node in the bed: %v\n", realNodeErr)
+	}
+	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter, RealNode: realNodeErr == nil})
 	Expect(err).NotTo(HaveOccurred())
 	// Registered first, so it runs last: after the manager is stopped, stop the bed and prove that
 	// nothing the suite started is still running.
 	DeferCleanup(func(ctx SpecContext) {
+		// The primary's own nodes (fake and real, not virtual) were never NotReady in the whole run:
+		// its ordinary pods never lost readiness to the bed itself.
+		Expect(notReadyEvents(ctx, bed.Primary)).To(BeEmpty(), "the primary's own nodes went NotReady")
 		pids := bed.PIDs()
 		Expect(pids).NotTo(BeEmpty(), "the bed's processes should be known before stopping it")
 		if manager != nil {
@@ -67,6 +84,13 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			Expect(os.RemoveAll(workDir)).To(Succeed())
 		}
 	}, NodeTimeout(3*time.Minute))
+
+	if bed.RealNode != nil {
+		image := filepath.Join(workDir, "flotilla-manager.tar")
+		Expect(ociimage.WriteTarball(ociimage.Spec{Ref: managerImageRepo + ":" + managerImageTag, Entrypoint: "/flotilla-manager",
+			User: "65532:65532", Binaries: map[string]string{"linux/" + runtime.GOARCH: managerBin}}, "linux/"+runtime.GOARCH, image)).To(Succeed())
+		Expect(bed.RealNode.ImportImage(ctx, image)).To(Succeed())
+	}
 
 	// The chart installs CRDs, ServiceAccount and RBAC; the manager runs here, out of cluster, as
 	// that ServiceAccount, so every spec also proves the chart's RBAC is enough.
@@ -99,6 +123,19 @@ var _ = ReportAfterEach(func(r SpecReport) {
 		GinkgoWriter.Printf("spec failed; work dir kept: %s (clusters' logs in %s)\n", workDir, logs)
 	}
 })
+
+// notReadyEvents lists the NodeNotReady Events of a cluster's nodes other than Flotilla's virtual ones.
+func notReadyEvents(ctx context.Context, c *testbed.Cluster) []string {
+	evs, err := c.Clientset.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "reason=NodeNotReady,involvedObject.kind=Node"})
+	Expect(err).NotTo(HaveOccurred())
+	var found []string
+	for _, e := range evs.Items {
+		if !strings.HasPrefix(e.InvolvedObject.Name, flotillav1.VirtualNodePrefix) {
+			found = append(found, fmt.Sprintf("%s at %s: %s", e.InvolvedObject.Name, e.LastTimestamp.Format(time.RFC3339), e.Message))
+		}
+	}
+	return found
+}
 
 // repoRoot is the module's root, two levels above this file.
 func repoRoot() string {

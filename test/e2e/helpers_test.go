@@ -15,6 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -32,6 +33,7 @@ var e2eScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flotillav1.AddToScheme(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }()
 
@@ -58,8 +60,15 @@ func flotillactl(ctx context.Context, args ...string) (string, error) {
 // idempotent) and waits until they are Running with Ready virtual nodes.
 func joinBothSecondaries(ctx SpecContext) {
 	for _, c := range bed.Secondaries {
-		out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m")
-		Expect(err).NotTo(HaveOccurred(), out)
+		// Retried: right after the suite changed how the manager runs, a join can meet the
+		// primary mid-change; the last error is reported.
+		Eventually(func() error {
+			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m")
+			if err != nil {
+				return fmt.Errorf("%w: %s", err, out)
+			}
+			return nil
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 	}
 	Eventually(func(g Gomega) {
 		for _, c := range bed.Secondaries {

@@ -1,0 +1,413 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+	"github.com/flotilla-dev/flotilla/webhook"
+)
+
+// managerImage is the image the suite builds from managerBin, as make image does, and imports
+// into the real node's containerd.
+const (
+	managerImageRepo = "flotilla.test/flotilla-manager"
+	managerImageTag  = "e2e"
+)
+
+// inClusterValues are the chart values of the in-cluster install: the suite's image, present on the
+// node (nothing can be pulled here), on the real node (kwok would only pretend to run it on the
+// fake one) whose taint it tolerates.
+func inClusterValues(extra ...string) []string {
+	values := fmt.Sprintf(`manager:
+  enabled: true
+  image: {repository: %s, tag: %s, pullPolicy: Never}
+  logLevel: debug
+  nodeSelector: {%q: "true"}
+  tolerations: [{key: %q, operator: Exists, effect: NoSchedule}]
+`, managerImageRepo, managerImageTag, testbed.RealNodeKey, testbed.RealNodeKey)
+	path := filepath.Join(workDir, "in-cluster-values.yaml")
+	Expect(os.WriteFile(path, []byte(values), 0o600)).To(Succeed())
+	return append([]string{"-f", path}, extra...)
+}
+
+// managerPods lists the chart's manager pods.
+func managerPods(ctx context.Context) []corev1.Pod {
+	pods, err := bed.Primary.Clientset.CoreV1().Pods(flotillav1.SystemNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/name=flotilla,app.kubernetes.io/instance=flotilla"})
+	Expect(err).NotTo(HaveOccurred())
+	var live []corev1.Pod
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Labels["app.kubernetes.io/component"] != "uninstall" {
+			live = append(live, p)
+		}
+	}
+	return live
+}
+
+// leaderPod is the manager pod holding the leader Lease ("" while none does).
+func leaderPod(ctx context.Context) string {
+	var l coordinationv1.Lease
+	if err := clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.ManagerLeaseName}, &l); err != nil {
+		return ""
+	}
+	holder := ptr.Deref(l.Spec.HolderIdentity, "")
+	// controller-runtime's identity is <hostname>_<uid>; a pod's hostname is its name.
+	name, _, _ := strings.Cut(holder, "_")
+	return name
+}
+
+// electedProxies counts the Running proxies of a label selector.
+func runningProxiesOf(ctx context.Context, ns, selector string) (int, error) {
+	pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Labels[flotillav1.LabelProxy] == "true" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// failedCreates counts the FailedCreate Events of a namespace's ReplicaSets: each is a pod the
+// API server refused (here: a webhook call that failed or refused).
+func failedCreates(ctx context.Context, ns string) (int, string) {
+	evs, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
+	Expect(err).NotTo(HaveOccurred())
+	n, last := 0, ""
+	for _, e := range evs.Items {
+		n += int(max(e.Count, 1))
+		last = e.Message
+	}
+	return n, last
+}
+
+var _ = Describe("the manager in cluster, installed by the chart", Ordered, func() {
+	const ns = "in-cluster"
+	BeforeAll(func(ctx SpecContext) {
+		if bed.RealNode == nil {
+			if why := os.Getenv("FLOTILLA_E2E_NO_REAL_NODE"); why != "" {
+				Skip("no real node in the bed: " + why)
+			}
+			Fail(fmt.Sprintf("the bed has no real node (%v); set FLOTILLA_E2E_NO_REAL_NODE=<why> to skip these specs knowingly", realNodeErr))
+		}
+		// Out of cluster until now: that manager goes, the chart's takes over what it left.
+		Expect(manager.Stop(20 * time.Second)).To(Succeed())
+		DeferCleanup(backToOutOfCluster, NodeTimeout(4*time.Minute))
+		out, err := helm(ctx, bed.Primary, append([]string{"upgrade", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
+			"--wait", "--timeout", "90s"}, inClusterValues()...)...)
+		Expect(err).NotTo(HaveOccurred(), "helm upgrade to the in-cluster manager: %s", out)
+		// The pods reach the secondaries at the host's address, not the kubeconfigs' 127.0.0.1.
+		for _, c := range bed.Secondaries {
+			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m", "--server", serverAtHostIP(c))
+			Expect(err).NotTo(HaveOccurred(), out)
+		}
+		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}, NodeTimeout(4*time.Minute))
+
+	JustAfterEach(func(ctx SpecContext) {
+		if !CurrentSpecReport().Failed() {
+			return
+		}
+		// The pods' logs go with the real node's teardown: keep them with the work dir.
+		for _, p := range managerPods(ctx) {
+			for _, previous := range []bool{false, true} {
+				out, _ := kubectlIn(ctx, flotillav1.SystemNamespace, nil, "logs", p.Name, fmt.Sprintf("--previous=%t", previous))
+				path := filepath.Join(workDir, fmt.Sprintf("pod-%s-previous-%t.log", p.Name, previous))
+				_ = os.WriteFile(path, []byte(out), 0o600)
+			}
+		}
+	})
+
+	It("runs 2 replicas of the built image, Ready at the first probe, one leader, the webhook through its Service, virtual nodes at the leader pod's IP", func(ctx SpecContext) {
+		pods := managerPods(ctx)
+		Expect(pods).To(HaveLen(2))
+		for _, p := range pods {
+			Expect(p.Spec.NodeName).To(Equal(bed.RealNode.Name))
+			Expect(p.Spec.Containers[0].Image).To(Equal(managerImageRepo + ":" + managerImageTag))
+			Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeZero(), "pod %s restarted", p.Name)
+		}
+		evs, err := bed.Primary.Clientset.CoreV1().Events(flotillav1.SystemNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=Unhealthy"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(evs.Items).To(BeEmpty(), "a probe of the manager failed")
+
+		var cfg admissionregistrationv1.MutatingWebhookConfiguration
+		Eventually(func(g Gomega) {
+			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &cfg)).To(Succeed())
+			g.Expect(cfg.Webhooks[0].ClientConfig.URL).To(BeNil())
+			g.Expect(cfg.Webhooks[0].ClientConfig.Service).NotTo(BeNil())
+			g.Expect(cfg.Webhooks[0].ClientConfig.Service.Name).To(Equal("flotilla-webhook"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		Eventually(func(g Gomega) {
+			leader := leaderPod(ctx)
+			g.Expect(leader).NotTo(BeEmpty())
+			var ip string
+			for _, p := range managerPods(ctx) {
+				if p.Name == leader {
+					ip = p.Status.PodIP
+				}
+			}
+			g.Expect(ip).NotTo(BeEmpty(), "the leader %s is not one of the chart's pods", leader)
+			for _, c := range bed.Secondaries {
+				expectRunningAndReady(g, ctx, c.Name)
+				n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(c.Name), metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(n.Status.Addresses).To(ContainElement(corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}))
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
+	It("runs the 10-replica elected nginx over both secondaries; kubectl logs and exec on a proxy reach the delegate through the manager pod", func(ctx SpecContext) {
+		raw, err := os.ReadFile(filepath.Join(repoRoot(), "config", "samples", "elected-nginx.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		out, err := kubectlIn(ctx, ns, raw, "apply", "-f", "-")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func(g Gomega) {
+			n, err := runningProxiesOf(ctx, ns, "app=nginx")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n).To(Equal(10))
+			for _, c := range bed.Secondaries {
+				g.Expect(podsInPhase(delegatesIn(ctx, c, ns), corev1.PodRunning)).To(BeNumerically(">", 0), "no delegate runs in %s", c.Name)
+			}
+		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+
+		pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=nginx"})
+		Expect(err).NotTo(HaveOccurred())
+		proxy := pods.Items[0]
+		cluster := proxy.Spec.NodeName[len(flotillav1.VirtualNodePrefix):]
+		Eventually(func() (string, error) {
+			return kubectlIn(ctx, ns, nil, "logs", proxy.Name, "--tail", "1")
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(ContainSubstring(testbed.PodLogLine(cluster)))
+		out, err = kubectlIn(ctx, ns, nil, "exec", proxy.Name, "--", "echo", "hello-through-the-manager-pod")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("hello-through-the-manager-pod"))
+	}, SpecTimeout(3*time.Minute))
+
+	It("loses no elected pod when the leader pod is deleted during a 100-pod rollout", func(ctx SpecContext) {
+		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Patch(ctx, "nginx", types.MergePatchType,
+			[]byte(`{"spec":{"replicas":100}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
+		Eventually(func() (int, error) { return runningProxiesOf(ctx, ns, "app=nginx") }).
+			WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(BeNumerically(">=", 25))
+		leader := leaderPod(ctx)
+		Expect(leader).NotTo(BeEmpty())
+		Expect(bed.Primary.Clientset.CoreV1().Pods(flotillav1.SystemNamespace).Delete(ctx, leader, metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func() (int, error) { return runningProxiesOf(ctx, ns, "app=nginx") }).
+			WithContext(ctx).WithTimeout(3 * time.Minute).Should(Equal(100))
+		AddReportEntry("100 elected pods Running with the leader pod deleted during the rollout", time.Since(start).Round(time.Second).String())
+		n, last := failedCreates(ctx, ns)
+		Expect(n).To(BeZero(), "refused creations, the last: %s", last)
+		Eventually(func() string { return leaderPod(ctx) }).WithContext(ctx).WithTimeout(60 * time.Second).
+			ShouldNot(Or(BeEmpty(), Equal(leader)))
+	}, SpecTimeout(5*time.Minute))
+
+	It("takes a flag through extraArgs and a CRD change at helm upgrade", func(ctx SpecContext) {
+		chart := filepath.Join(GinkgoT().TempDir(), "flotilla")
+		Expect(exec.CommandContext(ctx, "cp", "-r", filepath.Join(repoRoot(), "charts", "flotilla"), chart).Run()).To(Succeed())
+		crd := filepath.Join(chart, "templates", "crds", "flotilla.dev_clusterdetectors.yaml")
+		raw, err := os.ReadFile(crd)
+		Expect(err).NotTo(HaveOccurred())
+		// A printer column the installed CRD does not have.
+		const marker = "additionalPrinterColumns:\n"
+		Expect(string(raw)).To(ContainSubstring(marker))
+		raw = []byte(strings.Replace(string(raw), marker, marker+
+			"    - jsonPath: .metadata.uid\n      name: Upgraded\n      type: string\n      priority: 1\n", 1))
+		Expect(os.WriteFile(crd, raw, 0o600)).To(Succeed())
+
+		out, err := helm(ctx, bed.Primary, append([]string{"upgrade", "flotilla", chart, "-n", flotillav1.SystemNamespace,
+			"--wait", "--timeout", "90s"}, inClusterValues("--set", "manager.extraArgs={--proxy-workers=48}")...)...)
+		Expect(err).NotTo(HaveOccurred(), "helm upgrade: %s", out)
+		Eventually(func(g Gomega) {
+			pods := managerPods(ctx)
+			g.Expect(pods).To(HaveLen(2))
+			for _, p := range pods {
+				g.Expect(p.Spec.Containers[0].Args).To(ContainElement("--proxy-workers=48"))
+				g.Expect(podReady(&p)).To(BeTrue(), "pod %s", p.Name)
+			}
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+		var got apiextensionsv1.CustomResourceDefinition
+		Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: "clusterdetectors.flotilla.dev"}, &got)).To(Succeed())
+		Expect(got.Spec.Versions[0].AdditionalPrinterColumns).To(ContainElement(HaveField("Name", "Upgraded")))
+		// Elected pods still run through the new replicas.
+		Eventually(func() (int, error) { return runningProxiesOf(ctx, ns, "app=nginx") }).
+			WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(100))
+	}, SpecTimeout(4*time.Minute))
+
+	It("uninstalls: refused with nothing changed while elected pods exist; after the documented steps no webhook, finalizer or Flotilla object is left, and ordinary pods create", func(ctx SpecContext) {
+		out, err := helm(ctx, bed.Primary, "uninstall", "flotilla", "-n", flotillav1.SystemNamespace, "--wait", "--timeout", "2m")
+		Expect(err).To(HaveOccurred(), "uninstall went ahead with 100 elected pods: %s", out)
+		Expect(out).To(ContainSubstring("job flotilla-uninstall failed"))
+		logs, _ := kubectlIn(ctx, flotillav1.SystemNamespace, nil, "logs", "job/flotilla-uninstall")
+		Expect(logs).To(ContainSubstring("still in use"))
+		Expect(managerPods(ctx)).To(HaveLen(2))
+		Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &admissionregistrationv1.MutatingWebhookConfiguration{})).To(Succeed())
+
+		// The documented steps: delete the elected workloads and the Replicators (this spec's and
+		// whatever other specs left), then uninstall.
+		deleteElectedWorkloads(ctx)
+		Eventually(func(g Gomega) {
+			var pods corev1.PodList
+			g.Expect(clientOf(bed.Primary).List(ctx, &pods, client.HasLabels{flotillav1.LabelProxy})).To(Succeed())
+			g.Expect(pods.Items).To(BeEmpty())
+			var reps flotillav1.ReplicatorList
+			g.Expect(clientOf(bed.Primary).List(ctx, &reps)).To(Succeed())
+			g.Expect(reps.Items).To(BeEmpty(), "Replicators of other specs are left")
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
+		out, err = helm(ctx, bed.Primary, "uninstall", "flotilla", "-n", flotillav1.SystemNamespace, "--wait", "--timeout", "2m")
+		Expect(err).NotTo(HaveOccurred(), "helm uninstall: %s", out)
+
+		cl := clientOf(bed.Primary)
+		Expect(apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &admissionregistrationv1.MutatingWebhookConfiguration{}))).To(BeTrue())
+		var nodes corev1.NodeList
+		Expect(cl.List(ctx, &nodes, client.HasLabels{flotillav1.LabelCluster})).To(Succeed())
+		Expect(nodes.Items).To(BeEmpty())
+		var cds flotillav1.ClusterDetectorList
+		Expect(cl.List(ctx, &cds)).To(Succeed())
+		Expect(cds.Items).To(BeEmpty())
+		for _, name := range []string{flotillav1.WebhookCASecretName, flotillav1.KubeconfigSecretName} {
+			Expect(apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: name}, &corev1.Secret{}))).To(BeTrue(), name)
+		}
+		Expect(apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.ManagerLeaseName}, &coordinationv1.Lease{}))).To(BeTrue())
+		var left corev1.PodList
+		Expect(cl.List(ctx, &left, client.InNamespace(flotillav1.SystemNamespace))).To(Succeed())
+		Expect(left.Items).To(BeEmpty(), "pods of the release or its hook are left")
+		// The CRDs stay (resource policy keep): users' Replicators are not deleted by an uninstall.
+		Expect(cl.Get(ctx, client.ObjectKey{Name: "replicators.flotilla.dev"}, &apiextensionsv1.CustomResourceDefinition{})).To(Succeed())
+
+		// An ordinary pod, and an elected one in an enabled namespace: nothing intercepts them now.
+		for _, p := range []*corev1.Pod{
+			{ObjectMeta: metav1.ObjectMeta{Name: "plain"}},
+			{ObjectMeta: metav1.ObjectMeta{Name: "once-elected", Annotations: map[string]string{flotillav1.AnnotationElect: ""}}},
+		} {
+			p.Spec.Containers = []corev1.Container{{Name: "c", Image: "busybox"}}
+			_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func() bool {
+			_, err := bed.Primary.Clientset.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).WithContext(ctx).WithTimeout(90*time.Second).Should(BeTrue(), "the namespace hangs Terminating")
+	}, SpecTimeout(8*time.Minute))
+})
+
+// backToOutOfCluster restores what the other specs expect: the chart with manager.enabled=false
+// and the manager on the host, both secondaries joined.
+func backToOutOfCluster(ctx SpecContext) {
+	status, err := helm(ctx, bed.Primary, "status", "flotilla", "-n", flotillav1.SystemNamespace)
+	switch {
+	case err == nil && strings.Contains(status, "STATUS: deployed"):
+		// Still installed (a spec failed before the uninstall): the host manager takes over.
+		out, err := helm(ctx, bed.Primary, "upgrade", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
+			"--set", "manager.enabled=false", "--wait")
+		Expect(err).NotTo(HaveOccurred(), "helm upgrade: %s", out)
+	case err == nil:
+		// Stuck after a refused uninstall (a spec failed between the two): no hook this time.
+		out, err := helm(ctx, bed.Primary, "uninstall", "flotilla", "-n", flotillav1.SystemNamespace, "--no-hooks", "--wait")
+		Expect(err).NotTo(HaveOccurred(), "helm uninstall --no-hooks: %s", out)
+		fallthrough
+	default:
+		out, err := helm(ctx, bed.Primary, "install", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
+			"--set", "manager.enabled=false", "--wait")
+		Expect(err).NotTo(HaveOccurred(), "helm install: %s", out)
+	}
+	Expect(serviceAccountKubeconfig(ctx, bed.Primary, flotillav1.SystemNamespace, "flotilla", managerKubeconfig)).To(Succeed())
+	manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager-after-in-cluster.log"))
+	Expect(err).NotTo(HaveOccurred())
+	joinBothSecondaries(ctx)
+}
+
+// deleteElectedWorkloads does what docs/install.md#uninstall asks before helm uninstall: delete
+// what owns each elected pod (a Deployment rather than its ReplicaSet), bare elected pods, and
+// every Replicator.
+func deleteElectedWorkloads(ctx context.Context) {
+	cl := clientOf(bed.Primary)
+	var proxies corev1.PodList
+	Expect(cl.List(ctx, &proxies, client.HasLabels{flotillav1.LabelProxy})).To(Succeed())
+	background := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	for i := range proxies.Items {
+		p := &proxies.Items[i]
+		owner := metav1.GetControllerOf(p)
+		var target client.Object = p
+		switch {
+		case owner == nil:
+		case owner.Kind == "ReplicaSet":
+			var rs appsv1.ReplicaSet
+			err := cl.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: owner.Name}, &rs)
+			if apierrors.IsNotFound(err) {
+				continue // its Deployment was deleted for another of its pods
+			}
+			Expect(err).NotTo(HaveOccurred())
+			target = &rs
+			if d := metav1.GetControllerOf(&rs); d != nil && d.Kind == "Deployment" {
+				target = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: d.Name}}
+			}
+		case owner.Kind == "StatefulSet":
+			target = &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: owner.Name}}
+		case owner.Kind == "Job":
+			target = &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: owner.Name}}
+		default:
+			GinkgoWriter.Printf("deleting elected pod %s/%s itself (owner %s %s)\n", p.Namespace, p.Name, owner.Kind, owner.Name)
+		}
+		Expect(client.IgnoreNotFound(cl.Delete(ctx, target, background))).To(Succeed())
+	}
+	var reps flotillav1.ReplicatorList
+	Expect(cl.List(ctx, &reps)).To(Succeed())
+	for i := range reps.Items {
+		Expect(client.IgnoreNotFound(cl.Delete(ctx, &reps.Items[i]))).To(Succeed())
+	}
+}
+
+// kubectlIn runs the bed's kubectl against the primary in a namespace, with stdin when given.
+func kubectlIn(ctx context.Context, ns string, stdin []byte, args ...string) (string, error) {
+	tools, err := testbed.ToolsDir("")
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(tools, "kubectl"), append([]string{"--kubeconfig", bed.KubeconfigPath,
+		"--context", testbed.PrimaryName, "-n", ns}, args...)...)
+	if stdin != nil {
+		cmd.Stdin = strings.NewReader(string(stdin))
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// podReady says whether a pod's Ready condition is true.
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
