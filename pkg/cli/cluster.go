@@ -131,7 +131,7 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server str
 	if err != nil {
 		return err
 	}
-	if err := checkServer(ctx, user, contextName, server, secondary, out); err != nil {
+	if _, err := checkServer(ctx, user, contextName, server, secondary, out); err != nil {
 		return err
 	}
 	if err := installCRD(ctx, secondary, "flotillaprimaries"); err != nil {
@@ -224,7 +224,8 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	if secondaryID == primaryID {
 		return fmt.Errorf("context %q is the primary itself; only secondaries are joined", contextName)
 	}
-	if err := checkServer(ctx, user, contextName, o.server, secondary, out); err != nil {
+	sameCluster, err := checkServer(ctx, user, contextName, o.server, secondary, out)
+	if err != nil {
 		return err
 	}
 	if err := installCRD(ctx, secondary, "flotillaprimaries"); err != nil {
@@ -248,8 +249,11 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	}
 	identity := &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	err = updateRegistration(ctx, primary, func(r *clusters.Registration) error {
-		if err := refuseDuplicate(r.Config, name, cluster.Server); err != nil {
-			return err
+		// A --server proven to answer as this context's cluster only moves its address.
+		if !sameCluster {
+			if err := refuseDuplicate(r.Config, name, cluster.Server); err != nil {
+				return err
+			}
 		}
 		putContext(r.Config, name, cluster, kctx.Cluster, identity, names.ServiceAccount+"@"+name)
 		delete(r.Removed, name) // registered again

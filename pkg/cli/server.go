@@ -38,23 +38,23 @@ func registeredCluster(own *clientcmdapi.Cluster, server string) (*clientcmdapi.
 	return c, nil
 }
 
-// checkServer proves, where it can, that --server is the same cluster as the context: the same
+// checkServer proves, where it can (true when it did), that --server is the same cluster as the context: the same
 // credentials must reach it and it must answer with the same identity. A URL that only the manager
 // can reach (an in-cluster name, another network) cannot be checked from here; that is reported and
 // registered anyway, and the secondary's ClusterDetector says whether the manager reaches it.
-func checkServer(ctx context.Context, user *clientcmdapi.Config, contextName, server string, own client.Client, out io.Writer) error {
+func checkServer(ctx context.Context, user *clientcmdapi.Config, contextName, server string, own client.Client, out io.Writer) (bool, error) {
 	if server == "" {
-		return nil
+		return false, nil
 	}
 	want, err := clusters.ClusterID(ctx, own)
 	if err != nil {
-		return fmt.Errorf("context %s: %w", contextName, err)
+		return false, fmt.Errorf("context %s: %w", contextName, err)
 	}
 	cfg := user.DeepCopy()
 	cfg.Clusters[cfg.Contexts[contextName].Cluster].Server = server
 	there, _, err := clientFor(cfg, contextName)
 	if err != nil {
-		return err
+		return false, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, serverCheckTimeout)
 	defer cancel()
@@ -62,10 +62,10 @@ func checkServer(ctx context.Context, user *clientcmdapi.Config, contextName, se
 	if err != nil {
 		_, werr := fmt.Fprintf(out, "Warning: --server %s could not be checked from here (%v); registering it anyway. "+
 			"The manager must reach it: its ClusterDetector says whether it does.\n", server, err)
-		return werr
+		return false, werr
 	}
 	if got != want {
-		return fmt.Errorf("--server %s answers as another cluster (kube-system %s) than context %s (kube-system %s)", server, got, contextName, want)
+		return false, fmt.Errorf("--server %s answers as another cluster (kube-system %s) than context %s (kube-system %s)", server, got, contextName, want)
 	}
-	return nil
+	return true, nil
 }

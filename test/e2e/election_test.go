@@ -756,7 +756,11 @@ var _ = Describe("pod election", Ordered, func() {
 			Selector: &metav1.LabelSelector{MatchLabels: sel},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{
 				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-				Containers:  []corev1.Container{{Name: "agent", Image: "busybox", Env: []corev1.EnvVar{{Name: "V", Value: "1"}}}}}}}}
+				// Not on the bed's real node, where busybox cannot be pulled: the fake nodes stand for the primary's own.
+				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+						Key: testbed.RealNodeKey, Operator: corev1.NodeSelectorOpDoesNotExist}}}}}}},
+				Containers: []corev1.Container{{Name: "agent", Image: "busybox", Env: []corev1.EnvVar{{Name: "V", Value: "1"}}}}}}}}
 		_, err := bed.Primary.Clientset.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
