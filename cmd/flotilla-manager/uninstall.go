@@ -22,11 +22,7 @@ func runUninstall(args []string) int {
 	fs := pflag.NewFlagSet("flotilla-manager uninstall", pflag.ContinueOnError)
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig of the primary cluster; empty: in-cluster config")
 	fs.StringVar(&kubecontext, "context", "", "context of --kubeconfig to use")
-	fs.StringVar(&o.Namespace, "namespace", "flotilla-system", "namespace of the manager's Deployment and leader Lease (the release's)")
-	fs.StringVar(&o.Deployment, "deployment", "flotilla-manager", "the manager's Deployment, scaled to zero first")
-	fs.BoolVar(&o.Orphan, "orphan", false, "let elected pods and Replicators go: their delegates and copies keep running in the secondaries, unmanaged")
-	fs.BoolVar(&o.DryRun, "dry-run", false, "say what would be removed, remove nothing")
-	fs.DurationVar(&o.Timeout, "timeout", o.Timeout, "how long to wait for the manager to stop (default 2m)")
+	o.AddFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(os.Stderr, "flotilla-manager uninstall removes what the manager created at run time in the primary "+
 			"(webhook configuration, virtual nodes, ClusterDetectors, its Secrets and Lease). It refuses while elected "+

@@ -73,7 +73,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(2)
 	}
-	// Only a main creates the root context; .golangci.yml's forbidigo exclusion names cmd/ alone.
+	// Only a main creates the root context (.golangci.yml lets cmd/ and hack/*/main.go do it).
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	err := run(ctx, o)
 	stop()

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"time"
-
 	"github.com/spf13/cobra"
 
 	"github.com/flotilla-dev/flotilla/pkg/uninstall"
@@ -34,10 +32,6 @@ What join installed in each secondary stays: run 'flotillactl cluster remove' fo
 			return uninstall.Run(cmd.Context(), c, o)
 		},
 	}
-	cmd.Flags().StringVar(&o.Namespace, "namespace", "flotilla-system", "namespace of the manager's Deployment and leader Lease")
-	cmd.Flags().StringVar(&o.Deployment, "deployment", "flotilla-manager", "the manager's Deployment, scaled to zero first")
-	cmd.Flags().BoolVar(&o.Orphan, "orphan", false, "let elected pods and Replicators go: their delegates and copies keep running in the secondaries, unmanaged")
-	cmd.Flags().BoolVar(&o.DryRun, "dry-run", false, "say what would be removed, remove nothing")
-	cmd.Flags().DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long to wait for the manager to stop")
+	o.AddFlags(cmd.Flags())
 	return cmd
 }

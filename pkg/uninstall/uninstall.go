@@ -14,10 +14,14 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	"github.com/spf13/pflag"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/webhook"
@@ -46,6 +50,16 @@ type Options struct {
 	Timeout time.Duration
 	// Out receives one line per step.
 	Out io.Writer
+}
+
+// AddFlags adds the options' flags: flotillactl uninstall and flotilla-manager uninstall (the
+// chart's hook) take the same ones.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Namespace, "namespace", flotillav1.SystemNamespace, "namespace of the manager's Deployment and leader Lease")
+	fs.StringVar(&o.Deployment, "deployment", flotillav1.ManagerDeploymentName, "the manager's Deployment, scaled to zero first")
+	fs.BoolVar(&o.Orphan, "orphan", false, "let elected pods and Replicators go: their delegates and copies keep running in the secondaries, unmanaged")
+	fs.BoolVar(&o.DryRun, "dry-run", false, "say what would be removed, remove nothing")
+	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long to wait for the manager to stop")
 }
 
 func (o *Options) defaults() {
@@ -163,9 +177,8 @@ func orNone(u InUse) string {
 
 func say(out io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(out, format+"\n", args...) }
 
-func isNoCRD(err error) bool {
-	return apierrors.IsNotFound(err) || strings.Contains(err.Error(), "no matches for kind")
-}
+// isNoCRD says the API has no such kind (its CRD was never installed or is gone): nothing to do.
+func isNoCRD(err error) bool { return apierrors.IsNotFound(err) || meta.IsNoMatchError(err) }
 
 // stopManager scales the manager's Deployment to zero and waits until no manager holds the Lease,
 // so no replica recreates the webhook configuration or a virtual node behind this.
@@ -208,12 +221,12 @@ func leaseHeld(ctx context.Context, c client.Reader, o Options, now time.Time) (
 	if err != nil {
 		return false, "", fmt.Errorf("reading the leader Lease: %w", err)
 	}
-	return Held(&l, now), ptrString(l.Spec.HolderIdentity), nil
+	return Held(&l, now), ptr.Deref(l.Spec.HolderIdentity, ""), nil
 }
 
 // Held says whether a Lease has a holder that renewed it within its duration.
 func Held(l *coordinationv1.Lease, now time.Time) bool {
-	if ptrString(l.Spec.HolderIdentity) == "" || l.Spec.RenewTime == nil {
+	if ptr.Deref(l.Spec.HolderIdentity, "") == "" || l.Spec.RenewTime == nil {
 		return false
 	}
 	d := 15 * time.Second
@@ -221,13 +234,6 @@ func Held(l *coordinationv1.Lease, now time.Time) bool {
 		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	}
 	return now.Before(l.Spec.RenewTime.Add(d))
-}
-
-func ptrString(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }
 
 func deleteWebhookConfiguration(ctx context.Context, c client.Client, o Options) error {

@@ -125,27 +125,16 @@ func registeredServer(ctx context.Context, name string) string {
 	return cfg.Clusters[kctx.Cluster].Server
 }
 
-// serverAtHostIP is a bed cluster's API server URL at the host's first non-loopback IPv4 address
+// serverAtHostIP is a bed cluster's API server URL at the host's address (the real node's IP)
 // instead of 127.0.0.1 (kwokctl's serving certificate holds every host address): what a manager in
 // a pod reaches.
 func serverAtHostIP(c *testbed.Cluster) string {
 	u, err := url.Parse(c.RESTConfig.Host)
 	Expect(err).NotTo(HaveOccurred())
-	u.Host = net.JoinHostPort(hostIP(), u.Port())
-	return u.String()
-}
-
-// hostIP is the host's first non-loopback IPv4 address.
-func hostIP() string {
-	addrs, err := net.InterfaceAddrs()
+	ip, err := testbed.HostIP()
 	Expect(err).NotTo(HaveOccurred())
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && !n.IP.IsLoopback() && n.IP.To4() != nil {
-			return n.IP.String()
-		}
-	}
-	Fail("the host has no non-loopback IPv4 address")
-	return ""
+	u.Host = net.JoinHostPort(ip.String(), u.Port())
+	return u.String()
 }
 
 // detector reads a ClusterDetector.

@@ -30,6 +30,9 @@ import (
 
 // managerImage is the image the suite builds from managerBin, as make image does, and imports
 // into the real node's containerd.
+// nginxProxies selects the proxies of config/samples/elected-nginx.yaml.
+const nginxProxies = "app=nginx," + flotillav1.LabelProxy + "=true"
+
 const (
 	managerImageRepo = "flotilla.test/flotilla-manager"
 	managerImageTag  = "e2e"
@@ -75,21 +78,6 @@ func leaderPod(ctx context.Context) string {
 	// controller-runtime's identity is <hostname>_<uid>; a pod's hostname is its name.
 	name, _, _ := strings.Cut(holder, "_")
 	return name
-}
-
-// electedProxies counts the Running proxies of a label selector.
-func runningProxiesOf(ctx context.Context, ns, selector string) (int, error) {
-	pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, p := range pods.Items {
-		if p.Labels[flotillav1.LabelProxy] == "true" && p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-			n++
-		}
-	}
-	return n, nil
 }
 
 // failedCreates counts the FailedCreate Events of a namespace's ReplicaSets: each is a pod the
@@ -189,9 +177,7 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		out, err := kubectlIn(ctx, ns, raw, "apply", "-f", "-")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func(g Gomega) {
-			n, err := runningProxiesOf(ctx, ns, "app=nginx")
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(n).To(Equal(10))
+			g.Expect(runningProxies(ctx, g, ns, nginxProxies, "")).To(Equal(10))
 			for _, c := range bed.Secondaries {
 				g.Expect(podsInPhase(delegatesIn(ctx, c, ns), corev1.PodRunning)).To(BeNumerically(">", 0), "no delegate runs in %s", c.Name)
 			}
@@ -214,12 +200,12 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 			[]byte(`{"spec":{"replicas":100}}`), metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		start := time.Now()
-		Eventually(func() (int, error) { return runningProxiesOf(ctx, ns, "app=nginx") }).
+		Eventually(func(g Gomega) int { return runningProxies(ctx, g, ns, nginxProxies, "") }).
 			WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(BeNumerically(">=", 25))
 		leader := leaderPod(ctx)
 		Expect(leader).NotTo(BeEmpty())
 		Expect(bed.Primary.Clientset.CoreV1().Pods(flotillav1.SystemNamespace).Delete(ctx, leader, metav1.DeleteOptions{})).To(Succeed())
-		Eventually(func() (int, error) { return runningProxiesOf(ctx, ns, "app=nginx") }).
+		Eventually(func(g Gomega) int { return runningProxies(ctx, g, ns, nginxProxies, "") }).
 			WithContext(ctx).WithTimeout(3 * time.Minute).Should(Equal(100))
 		AddReportEntry("100 elected pods Running with the leader pod deleted during the rollout", time.Since(start).Round(time.Second).String())
 		n, last := failedCreates(ctx, ns)
@@ -256,7 +242,7 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: "clusterdetectors.flotilla.dev"}, &got)).To(Succeed())
 		Expect(got.Spec.Versions[0].AdditionalPrinterColumns).To(ContainElement(HaveField("Name", "Upgraded")))
 		// Elected pods still run through the new replicas.
-		Eventually(func() (int, error) { return runningProxiesOf(ctx, ns, "app=nginx") }).
+		Eventually(func(g Gomega) int { return runningProxies(ctx, g, ns, nginxProxies, "") }).
 			WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(100))
 	}, SpecTimeout(4*time.Minute))
 
@@ -385,7 +371,8 @@ func deleteElectedWorkloads(ctx context.Context) {
 	}
 }
 
-// kubectlIn runs the bed's kubectl against the primary in a namespace, with stdin when given.
+// kubectlIn runs the bed's kubectl against the primary in a namespace ("": the default one), with
+// stdin when given.
 func kubectlIn(ctx context.Context, ns string, stdin []byte, args ...string) (string, error) {
 	tools, err := testbed.ToolsDir("")
 	if err != nil {
@@ -393,8 +380,11 @@ func kubectlIn(ctx context.Context, ns string, stdin []byte, args ...string) (st
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(tools, "kubectl"), append([]string{"--kubeconfig", bed.KubeconfigPath,
-		"--context", testbed.PrimaryName, "-n", ns}, args...)...)
+	full := []string{"--kubeconfig", bed.KubeconfigPath, "--context", testbed.PrimaryName}
+	if ns != "" {
+		full = append(full, "-n", ns)
+	}
+	cmd := exec.CommandContext(ctx, filepath.Join(tools, "kubectl"), append(full, args...)...)
 	if stdin != nil {
 		cmd.Stdin = strings.NewReader(string(stdin))
 	}

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -43,18 +42,7 @@ func plumberSample(targets ...string) *flotillav1.Replicator {
 
 // kubectlApply applies a manifest to the primary with kubectl, as a user would.
 func kubectlApply(ctx context.Context, manifest string) (string, error) {
-	tools, err := testbed.ToolsDir("")
-	if err != nil {
-		return "", err
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(tools, "kubectl"), "--kubeconfig", bed.KubeconfigPath, "--context", testbed.PrimaryName, "apply", "-f", "-")
-	cmd.Stdin = strings.NewReader(manifest)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	return out.String(), err
+	return kubectlIn(ctx, "", []byte(manifest), "apply", "-f", "-")
 }
 
 func replicatorStatus(ctx context.Context, name string) (*flotillav1.Replicator, error) {

@@ -266,7 +266,7 @@ func realNodeOwner() (string, error) {
 
 // planRealNode picks the node's addresses and ranges; it changes nothing on the host.
 func planRealNode(workDir, toolsDir string, log io.Writer) (*RealNode, error) {
-	ip, err := hostIP()
+	ip, err := HostIP()
 	if err != nil {
 		return nil, err
 	}

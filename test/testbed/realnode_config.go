@@ -147,10 +147,10 @@ func hexIPv4(s string) (net.IP, error) {
 	return net.IPv4(byte(v), byte(v>>8), byte(v>>16), byte(v>>24)).To4(), nil
 }
 
-// hostIP is the IPv4 address of the interface the default route leaves by: the kubelet's node IP,
+// HostIP is the IPv4 address of the interface the default route leaves by: the kubelet's node IP,
 // which the API server dials for logs and exec and which kwokctl puts in every serving certificate,
 // so pods reach the bed's API servers there.
-func hostIP() (net.IP, error) {
+func HostIP() (net.IP, error) {
 	routes, err := readRoutes()
 	if err != nil {
 		return nil, err
