@@ -164,8 +164,9 @@ bench: tools ## Benchmark: N pods direct in one secondary vs elected over two (B
 	go run ./test/bench --pods $(BENCH_PODS) --out bench.json
 
 .PHONY: dev-up
-dev-up: tools ## Start a primary and two secondaries; kubeconfig in .testbed/kubeconfig
-	go run ./test/testbed/cmd/flotilla-testbed up --dir $(DEV_DIR)
+# REAL_NODE=1 gives the primary a real node (root, Debian's containerd; make demo asks for it).
+dev-up: tools ## Start a primary and two secondaries (REAL_NODE=1: and a real node in the primary); kubeconfig in .testbed/kubeconfig
+	go run ./test/testbed/cmd/flotilla-testbed up --dir $(DEV_DIR) $(if $(REAL_NODE),--real-node)
 
 .PHONY: dev-down
 dev-down: ## Stop the manager and every cluster dev-up or demo started
@@ -173,8 +174,9 @@ dev-down: ## Stop the manager and every cluster dev-up or demo started
 	go run ./test/testbed/cmd/flotilla-testbed down --dir $(DEV_DIR)
 
 .PHONY: demo
-demo: build dev-up ## Build, start the bed and the manager, and show the clusters
-	@KUBECTL=$(KUBECTL) test/demo/demo.sh $(DEV_DIR)
+demo: REAL_NODE = 1
+demo: build dev-up ## Build, start the bed (with its real node where the host allows), install Flotilla (in cluster there), show the clusters
+	@KUBECTL=$(KUBECTL) HELM=$(TOOLS_DIR)/helm test/demo/demo.sh $(DEV_DIR)
 
 .PHONY: clean
 clean: ## Remove build outputs (not the tools cache, not a running bed)

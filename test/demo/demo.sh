@@ -1,20 +1,46 @@
 #!/usr/bin/env bash
-# The demo: the bed is up (make dev-up). Install Flotilla's CRDs in the primary, start the manager
-# against it, join the two secondaries, show what the primary sees, and elect 10 nginx replicas.
+# The demo: the bed is up (make dev-up). Install Flotilla with its chart in the primary (the manager
+# in cluster on the bed's real node where there is one, else on this host), join the two
+# secondaries, show what the primary sees, and elect 10 nginx replicas.
 set -euo pipefail
 dir=$1
 kubectl=${KUBECTL:-kubectl}
 export KUBECONFIG="$dir/kubeconfig"
 flotillactl() { bin/flotillactl --primary-context primary "$@"; }
 
-"$kubectl" --context primary apply -f config/crd/bases >/dev/null
-"$kubectl" --context primary create namespace flotilla-system --dry-run=client -o yaml | "$kubectl" --context primary apply -f - >/dev/null
-"$(dirname "$0")/manager.sh" start "$dir"
+helm=${HELM:-helm}
+# In cluster where the bed has its real node (root, Debian's containerd): the chart installs the
+# manager as 2 pods from the image make image builds. Elsewhere the manager runs on this host.
+join_args=()
+if "$kubectl" --context primary get node realnode >/dev/null 2>&1; then
+  echo "== manager: in cluster (the bed's primary has a real node): make image, import, helm install (2 replicas)"
+  make --no-print-directory image
+  ctr -a /run/flotilla-realnode/containerd.sock -n k8s.io images import bin/image/flotilla-manager.tar >/dev/null
+  "$helm" --kube-context primary upgrade --install flotilla charts/flotilla -n flotilla-system --create-namespace --wait --timeout 3m \
+    --set manager.image.pullPolicy=Never \
+    --set-string 'manager.nodeSelector.testbed\.flotilla\.dev/real-node=true' \
+    --set 'manager.tolerations[0].key=testbed.flotilla.dev/real-node,manager.tolerations[0].operator=Exists,manager.tolerations[0].effect=NoSchedule'
+  "$kubectl" --context primary -n flotilla-system get pods -o wide
+  # The pods reach the secondaries at the host's address, not the kubeconfig's 127.0.0.1.
+  host_ip=$("$kubectl" --context primary get node realnode -o jsonpath='{.status.addresses[?(@.type=="InternalIP")].address}')
+  join_args=(--server-host "$host_ip")
+else
+  echo "== manager: out of cluster, on this host (no real node in the bed: see the dev-up output above for why)"
+  "$helm" --kube-context primary upgrade --install flotilla charts/flotilla -n flotilla-system --create-namespace --wait \
+    --set manager.enabled=false >/dev/null
+  "$(dirname "$0")/manager.sh" start "$dir"
+fi
 
 echo
 echo "== flotillactl cluster join --context secondary1 / secondary2"
-flotillactl cluster join --context secondary1
-flotillactl cluster join --context secondary2
+for c in secondary1 secondary2; do
+  if [[ ${#join_args[@]} -gt 0 ]]; then
+    server=$("$kubectl" config view --raw --minify --context "$c" -o jsonpath='{.clusters[0].cluster.server}' | sed "s#127.0.0.1#${join_args[1]}#")
+    flotillactl cluster join --context "$c" --server "$server"
+  else
+    flotillactl cluster join --context "$c"
+  fi
+done
 
 echo
 echo "== waiting for the virtual nodes to be Ready"
@@ -74,7 +100,7 @@ cat <<TXT
 
 The bed and the manager keep running.
   kubeconfig:   export KUBECONFIG=$PWD/$dir/kubeconfig   (contexts primary, secondary1, secondary2)
-  manager logs: $dir/logs/manager.log
+  manager logs: kubectl --context primary -n flotilla-system logs deploy/flotilla-manager (in cluster), else $dir/logs/manager.log
   try:          bin/flotillactl --primary-context primary cluster remove secondary2
   stop it all:  make dev-down
 TXT
