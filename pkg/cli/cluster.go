@@ -77,7 +77,17 @@ func nameFor(contextName, name string) (string, error) {
 }
 
 // refuseDuplicate fails when the registration already has a context named name for another cluster.
-func refuseDuplicate(reg *clientcmdapi.Config, name, server string) error {
+// A name whose registered cluster the manager recorded as this very one (same kube-system UID in its
+// ClusterDetector) only moves to the new address: the same cluster reached another way.
+func refuseDuplicate(ctx context.Context, primary client.Client, reg *clientcmdapi.Config, name, server, id string) error {
+	var cd flotillav1.ClusterDetector
+	err := primary.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: name}, &cd)
+	if err == nil && cd.Status.ClusterID != "" && cd.Status.ClusterID == id {
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading ClusterDetector %s: %w", name, err)
+	}
 	if kctx, ok := reg.Contexts[name]; ok {
 		if c := reg.Clusters[kctx.Cluster]; c != nil && c.Server != server {
 			return fmt.Errorf("cluster name %q is already registered for %s; choose another --name or remove it first", name, c.Server)
@@ -131,14 +141,18 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server str
 	if err != nil {
 		return err
 	}
-	if _, err := checkServer(ctx, user, contextName, server, secondary, out); err != nil {
+	if err := checkServer(ctx, user, contextName, server, secondary, out); err != nil {
 		return err
+	}
+	secondaryID, err := clusters.ClusterID(ctx, secondary)
+	if err != nil {
+		return fmt.Errorf("context %s: %w", contextName, err)
 	}
 	if err := installCRD(ctx, secondary, "flotillaprimaries"); err != nil {
 		return err
 	}
 	err = updateRegistration(ctx, primary, func(r *clusters.Registration) error {
-		if err := refuseDuplicate(r.Config, name, cluster.Server); err != nil {
+		if err := refuseDuplicate(ctx, primary, r.Config, name, cluster.Server, secondaryID); err != nil {
 			return err
 		}
 		putContext(r.Config, name, cluster, kctx.Cluster, authInfo.DeepCopy(), kctx.AuthInfo)
@@ -224,8 +238,7 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	if secondaryID == primaryID {
 		return fmt.Errorf("context %q is the primary itself; only secondaries are joined", contextName)
 	}
-	sameCluster, err := checkServer(ctx, user, contextName, o.server, secondary, out)
-	if err != nil {
+	if err := checkServer(ctx, user, contextName, o.server, secondary, out); err != nil {
 		return err
 	}
 	if err := installCRD(ctx, secondary, "flotillaprimaries"); err != nil {
@@ -249,11 +262,8 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	}
 	identity := &clientcmdapi.AuthInfo{Token: tr.Status.Token}
 	err = updateRegistration(ctx, primary, func(r *clusters.Registration) error {
-		// A --server proven to answer as this context's cluster only moves its address.
-		if !sameCluster {
-			if err := refuseDuplicate(r.Config, name, cluster.Server); err != nil {
-				return err
-			}
+		if err := refuseDuplicate(ctx, primary, r.Config, name, cluster.Server, secondaryID); err != nil {
+			return err
 		}
 		putContext(r.Config, name, cluster, kctx.Cluster, identity, names.ServiceAccount+"@"+name)
 		delete(r.Removed, name) // registered again

@@ -6,8 +6,12 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
 func TestAddRefusesExecCredentialsPointingToJoin(t *testing.T) {
@@ -52,11 +56,18 @@ func TestPutAndRemoveContextKeepEntriesDistinct(t *testing.T) {
 	if removeContext(reg, "one") {
 		t.Error("removing twice succeeded")
 	}
-	if err := refuseDuplicate(reg, "two", "https://elsewhere"); err == nil {
+	primary := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(&flotillav1.ClusterDetector{
+		ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: "two"},
+		Status:     flotillav1.ClusterDetectorStatus{ClusterID: "uid-two"}}).Build()
+	if err := refuseDuplicate(t.Context(), primary, reg, "two", "https://elsewhere", "uid-other"); err == nil {
 		t.Error("a second cluster under a taken name must be refused")
 	}
-	if err := refuseDuplicate(reg, "two", "https://two"); err != nil {
+	if err := refuseDuplicate(t.Context(), primary, reg, "two", "https://two", "uid-other"); err != nil {
 		t.Errorf("re-registering the same cluster: %v", err)
+	}
+	// The same cluster (the manager recorded its kube-system UID) reached at another address: a move.
+	if err := refuseDuplicate(t.Context(), primary, reg, "two", "https://10.0.0.2:6443", "uid-two"); err != nil {
+		t.Errorf("moving a cluster to another address: %v", err)
 	}
 }
 

@@ -38,23 +38,23 @@ func registeredCluster(own *clientcmdapi.Cluster, server string) (*clientcmdapi.
 	return c, nil
 }
 
-// checkServer proves, where it can (true when it did), that --server is the same cluster as the context: the same
+// checkServer proves, where it can, that --server is the same cluster as the context: the same
 // credentials must reach it and it must answer with the same identity. A URL that only the manager
 // can reach (an in-cluster name, another network) cannot be checked from here; that is reported and
 // registered anyway, and the secondary's ClusterDetector says whether the manager reaches it.
-func checkServer(ctx context.Context, user *clientcmdapi.Config, contextName, server string, own client.Client, out io.Writer) (bool, error) {
+func checkServer(ctx context.Context, user *clientcmdapi.Config, contextName, server string, own client.Client, out io.Writer) error {
 	if server == "" {
-		return false, nil
+		return nil
 	}
 	want, err := clusters.ClusterID(ctx, own)
 	if err != nil {
-		return false, fmt.Errorf("context %s: %w", contextName, err)
+		return fmt.Errorf("context %s: %w", contextName, err)
 	}
 	cfg := user.DeepCopy()
 	cfg.Clusters[cfg.Contexts[contextName].Cluster].Server = server
 	there, _, err := clientFor(cfg, contextName)
 	if err != nil {
-		return false, err
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, serverCheckTimeout)
 	defer cancel()
@@ -62,10 +62,10 @@ func checkServer(ctx context.Context, user *clientcmdapi.Config, contextName, se
 	if err != nil {
 		_, werr := fmt.Fprintf(out, "Warning: --server %s could not be checked from here (%v); registering it anyway. "+
 			"The manager must reach it: its ClusterDetector says whether it does.\n", server, err)
-		return false, werr
+		return werr
 	}
 	if got != want {
-		return false, fmt.Errorf("--server %s answers as another cluster (kube-system %s) than context %s (kube-system %s)", server, got, contextName, want)
+		return fmt.Errorf("--server %s answers as another cluster (kube-system %s) than context %s (kube-system %s)", server, got, contextName, want)
 	}
-	return true, nil
+	return nil
 }

@@ -188,7 +188,8 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		proxy := pods.Items[0]
 		cluster := proxy.Spec.NodeName[len(flotillav1.VirtualNodePrefix):]
 		Eventually(func() (string, error) {
-			return kubectlIn(ctx, ns, nil, "logs", proxy.Name, "--tail", "1")
+			// The whole log: kwok serves one file per bed, to which other specs (attach) add lines.
+			return kubectlIn(ctx, ns, nil, "logs", proxy.Name)
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(ContainSubstring(testbed.PodLogLine(cluster)))
 		out, err = kubectlIn(ctx, ns, nil, "exec", proxy.Name, "--", "echo", "hello-through-the-manager-pod")
 		Expect(err).NotTo(HaveOccurred(), out)
