@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -59,6 +61,12 @@ func checkServer(ctx context.Context, user *clientcmdapi.Config, contextName, se
 	ctx, cancel := context.WithTimeout(ctx, serverCheckTimeout)
 	defer cancel()
 	got, err := clusters.ClusterID(ctx, there)
+	var invalid *tls.CertificateVerificationError
+	if errors.As(err, &invalid) {
+		// The manager verifies with the same CA data: it would fail just the same.
+		return fmt.Errorf("--server %s does not present a certificate context %s trusts for that address: "+
+			"another cluster, or a certificate that does not cover the address: %w", server, contextName, err)
+	}
 	if err != nil {
 		_, werr := fmt.Fprintf(out, "Warning: --server %s could not be checked from here (%v); registering it anyway. "+
 			"The manager must reach it: its ClusterDetector says whether it does.\n", server, err)
