@@ -79,7 +79,10 @@ func (c *Certificates) Ensure(ctx context.Context) error {
 		return err
 	}
 	certFile := filepath.Join(c.CertDir, "tls.crt")
-	if current, err := os.ReadFile(certFile); err == nil {
+	// Kept only while the CA in the Secret still signs it: a CA replaced meanwhile (the Secret
+	// deleted by an uninstall, then a reinstall) would otherwise be published as the caBundle of a
+	// certificate it never signed, and every elected pod's admission would fail TLS.
+	if current, err := os.ReadFile(certFile); err == nil && pki.SignedBy(current, ca.CertPEM) {
 		if notAfter, err := pki.NotAfter(current); err == nil && !pki.RenewalDue(now, notAfter.Add(-servingValidity), notAfter) {
 			return c.ensureConfiguration(ctx, ca.CertPEM)
 		}
