@@ -33,6 +33,9 @@ type Handler struct {
 	Registry Registry
 	Options  Options
 	Decoder  admission.Decoder
+	// Spread counts a controller's proxies per cluster, so that its replicas spread (nil: no
+	// spreading, placement by free capacity alone).
+	Spread *Spread
 	// Namespaces reads the pod's namespace (its Pod Security labels): the manager's cache, with
 	// LiveNamespaces (the API server) for a namespace the cache has not seen yet.
 	Namespaces, LiveNamespaces client.Reader
@@ -76,7 +79,9 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, err
 	if err != nil {
 		return nil, err
 	}
-	return Admit(pod, labels, ClusterViews(h.Registry.Snapshots()), h.Options)
+	return h.Spread.Place(ctx, pod, ClusterViews(h.Registry.Snapshots()), func(views []ClusterView) (*corev1.Pod, error) {
+		return Admit(pod, labels, views, h.Options)
+	})
 }
 
 func (h *Handler) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {

@@ -28,6 +28,11 @@ type ClusterView struct {
 	Reason string
 	Labels map[string]string
 	Nodes  []NodeView
+	// Siblings counts the proxies of the pod's own controller (its ReplicaSet, StatefulSet, Job)
+	// the cluster already holds or was just given: Mutate places a workload's next replica among
+	// the clusters with the fewest, so replicas spread as the primary's scheduler would spread
+	// them over nodes.
+	Siblings int
 }
 
 // NodeView is one eligible node of a secondary with the resources still free on it.
@@ -42,9 +47,10 @@ type NodeView struct {
 type Options struct {
 	// AcceptAdmiralty makes multicluster.admiralty.io/elect elect too.
 	AcceptAdmiralty bool
-	// Choose, when set, binds the proxy at admission: it gets one index of weights (the feasible
-	// clusters' free CPU) and the proxy's nodeName is that cluster's virtual node. Nil leaves the
-	// choice among the feasible clusters to the primary's scheduler.
+	// Choose, when set, binds the proxy at admission: it gets one index of weights (the free CPU
+	// of the feasible clusters holding the fewest siblings) and the proxy's nodeName is that
+	// cluster's virtual node. Nil leaves the choice among the feasible clusters to the primary's
+	// scheduler.
 	Choose func(weights []int64) int
 }
 
@@ -135,7 +141,8 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 	}}
 	out.Spec.Tolerations = proxyTolerations(failover)
 	if bindable(out) && opts.Choose != nil {
-		out.Spec.NodeName = flotillav1.VirtualNodeName(feasible[opts.Choose(freeCPU(feasible, clusters))])
+		candidates := fewestSiblings(feasible, clusters)
+		out.Spec.NodeName = flotillav1.VirtualNodeName(candidates[opts.Choose(freeCPU(candidates, clusters))])
 	}
 	out.Spec.HostNetwork = false
 	stripHostPorts(out.Spec.InitContainers)
@@ -150,6 +157,29 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 // Pods with scheduling gates are left to the scheduler (a bound pod cannot have any).
 func bindable(pod *corev1.Pod) bool {
 	return pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) == 0
+}
+
+// fewestSiblings keeps the feasible clusters that hold the fewest of the pod's siblings (all of
+// them for a pod without a controller, whose counts are all zero): the spread comes first, free
+// capacity only breaks ties. Why not capacity alone: with weights, a 4-replica Deployment over two
+// equal clusters lands wholly in one of them one time in eight, and a failover then has nowhere
+// left to go but back.
+func fewestSiblings(feasible []string, clusters []ClusterView) []string {
+	siblings := map[string]int{}
+	for _, cl := range clusters {
+		siblings[cl.Name] = cl.Siblings
+	}
+	fewest := -1
+	var out []string
+	for _, name := range feasible {
+		switch n := siblings[name]; {
+		case fewest < 0 || n < fewest:
+			fewest, out = n, []string{name}
+		case n == fewest:
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // freeCPU is each named cluster's free CPU in millicores (at least 1, so every feasible cluster

@@ -63,3 +63,33 @@ func TestWeightedRandomNeverPicksOutsideItsWeights(t *testing.T) {
 		t.Errorf("no weights: %d", got)
 	}
 }
+
+func TestMutatePlacesAmongTheClustersWithFewestSiblings(t *testing.T) {
+	withSiblings := func(eu, us int) []ClusterView {
+		out := []ClusterView{twoClusters[0], twoClusters[1]}
+		out[0].Siblings, out[1].Siblings = eu, us
+		return out
+	}
+	pickFirst := func([]int64) int { return 0 }
+	for _, tc := range []struct {
+		name     string
+		pod      *corev1.Pod
+		clusters []ClusterView
+		wantNode string
+	}{
+		{"fewer siblings beats more free CPU", elected(), withSiblings(2, 1), "us"},
+		{"a tie leaves the choice to capacity", elected(), withSiblings(1, 1), "eu"},
+		{"no siblings anywhere: capacity", elected(), withSiblings(0, 0), "eu"},
+		{"an infeasible cluster is never chosen for its few siblings", elected(cpu("2")), withSiblings(5, 0), "eu"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Mutate(tc.pod, tc.clusters, Options{Choose: pickFirst})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := flotillav1.VirtualNodeName(tc.wantNode); out.Spec.NodeName != want {
+				t.Errorf("nodeName %q, want %q", out.Spec.NodeName, want)
+			}
+		})
+	}
+}

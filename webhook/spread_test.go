@@ -1,0 +1,115 @@
+package webhook
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+func ownedBy(uid types.UID) podOpt {
+	return func(p *corev1.Pod) {
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: uid, Controller: &yes}}
+	}
+}
+
+// equalClusters have the same free capacity: without spreading, every placement is a coin toss.
+var equalClusters = []ClusterView{clusterOf("eu", true, "4", nil), clusterOf("us", true, "4", nil)}
+
+func place(t *testing.T, s *Spread, pod *corev1.Pod) string {
+	t.Helper()
+	pickFirst := func([]int64) int { return 0 }
+	out, err := s.Place(t.Context(), pod, equalClusters, func(views []ClusterView) (*corev1.Pod, error) {
+		return Mutate(pod, views, Options{Choose: pickFirst})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.Spec.NodeName[len(flotillav1.VirtualNodePrefix):]
+}
+
+func proxyCache(t *testing.T, objs ...client.Object) client.Reader {
+	t.Helper()
+	return fake.NewClientBuilder().WithObjects(objs...).WithIndex(&corev1.Pod{}, ControllerIndex, ControllerUIDOf).Build()
+}
+
+func proxyOn(name, cluster string, uid types.UID, created time.Time) *corev1.Pod {
+	p := elected(ownedBy(uid))
+	p.Name, p.Spec.NodeName, p.CreationTimestamp = name, flotillav1.VirtualNodeName(cluster), metav1.NewTime(created)
+	return p
+}
+
+func TestSpreadPlacesABurstOfOneControllersPodsEvenly(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	s := &Spread{Proxies: proxyCache(t), Now: func() time.Time { return now }}
+	count := map[string]int{}
+	for range 10 {
+		count[place(t, s, elected(ownedBy("rs-1")))]++
+	}
+	if count["eu"] != 5 || count["us"] != 5 {
+		t.Errorf("10 pods of one ReplicaSet placed %v, want 5 and 5", count)
+	}
+	// Another controller starts from its own zero.
+	if got := place(t, s, elected(ownedBy("rs-2"))); got != "eu" {
+		t.Errorf("first pod of another ReplicaSet went to %s, want eu (capacity breaks the tie)", got)
+	}
+}
+
+func TestSpreadCountsAnAdmittedPodOnceWhenTheCacheShowsIt(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	// eu already holds 2 older proxies; one more was just admitted there and is now cached.
+	cache := proxyCache(t,
+		proxyOn("old-1", "eu", "rs-1", now.Add(-time.Hour)), proxyOn("old-2", "eu", "rs-1", now.Add(-time.Hour)),
+		proxyOn("old-3", "us", "rs-1", now.Add(-time.Hour)), proxyOn("new-1", "us", "rs-1", now))
+	s := &Spread{Proxies: cache, Now: func() time.Time { return now }}
+	s.admitted = map[types.UID][]placement{"rs-1": {{cluster: "us", at: now}}}
+	got, err := s.siblings(t.Context(), "demo", "rs-1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["eu"] != 2 || got["us"] != 2 {
+		t.Errorf("siblings %v, want eu 2 and us 2 (new-1 counted once)", got)
+	}
+}
+
+func TestSpreadIgnoresTerminatingProxiesAndForgetsOldAdmissions(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	gone := proxyOn("gone", "eu", "rs-1", now.Add(-time.Hour))
+	gone.DeletionTimestamp, gone.Finalizers = &metav1.Time{Time: now}, []string{flotillav1.FinalizerDelegate}
+	s := &Spread{Proxies: proxyCache(t, gone), Now: func() time.Time { return now }}
+	s.admitted = map[types.UID][]placement{"rs-1": {{cluster: "eu", at: now.Add(-time.Minute)}}}
+	got, err := s.siblings(t.Context(), "demo", "rs-1", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Errorf("siblings %v, want none (terminating proxy, admission older than the window)", got)
+	}
+	s.prune(now)
+	if len(s.admitted) != 0 {
+		t.Errorf("pruned ledger still holds %v", s.admitted)
+	}
+}
+
+func TestSpreadLeavesPodsWithoutAControllerToCapacity(t *testing.T) {
+	s := &Spread{Proxies: proxyCache(t)}
+	for i := range 3 {
+		if got := place(t, s, elected()); got != "eu" {
+			t.Fatalf("bare pod %d went to %s, want eu every time (no siblings to spread from)", i, got)
+		}
+	}
+	if len(s.admitted) != 0 {
+		t.Errorf("bare pods were remembered: %v", s.admitted)
+	}
+	var nilSpread *Spread
+	if got := place(t, nilSpread, elected(ownedBy("rs-1"))); got != "eu" {
+		t.Errorf("nil Spread placed on %s", got)
+	}
+}
