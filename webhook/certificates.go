@@ -73,6 +73,14 @@ func (c *Certificates) now() time.Time {
 // Ensure makes the CA, a serving certificate (renewed at two thirds of its life) and the webhook
 // configuration exist. It is called before the webhook server starts and then periodically.
 func (c *Certificates) Ensure(ctx context.Context) error {
+	if c.Config.CAInjectedFrom != "" {
+		// cert-manager's: the serving certificate is its Secret, mounted in CertDir (and reloaded
+		// by the webhook server when cert-manager renews it); the caBundle is its CA injector's.
+		if _, err := os.Stat(filepath.Join(c.CertDir, "tls.crt")); err != nil {
+			return fmt.Errorf("the webhook's serving certificate from %s: %w", c.Config.CAInjectedFrom, err)
+		}
+		return c.ensureConfiguration(ctx, nil)
+	}
 	now := c.now()
 	ca, err := c.ensureCA(ctx, now)
 	if err != nil {
@@ -143,7 +151,8 @@ func (c *Certificates) ensureConfiguration(ctx context.Context, caPEM []byte) er
 		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: want.Name}}
 		_, err := controllerutil.CreateOrUpdate(ctx, c.Client, cfg, func() error {
 			cfg.Labels = want.Labels
-			cfg.Webhooks = want.Webhooks
+			cfg.Annotations = keepInjection(cfg.Annotations, opts.CAInjectedFrom)
+			cfg.Webhooks = withInjectedCA(want.Webhooks, cfg.Webhooks, opts.CAInjectedFrom != "")
 			return nil
 		})
 		return err
@@ -152,4 +161,36 @@ func (c *Certificates) ensureConfiguration(ctx context.Context, caPEM []byte) er
 		return fmt.Errorf("applying the MutatingWebhookConfiguration: %w", err)
 	}
 	return nil
+}
+
+// keepInjection sets or removes cert-manager's inject-ca-from annotation, leaving the others.
+func keepInjection(annotations map[string]string, from string) map[string]string {
+	if from == "" {
+		delete(annotations, AnnotationInjectCAFrom)
+		return annotations
+	}
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[AnnotationInjectCAFrom] = from
+	return annotations
+}
+
+// withInjectedCA keeps, when cert-manager injects the CA, the caBundle it wrote into each webhook:
+// the manager re-applies the configuration at every start and renewal check, and an update without
+// it would break every elected pod's admission until cainjector wrote it again.
+func withInjectedCA(want, current []admissionregistrationv1.MutatingWebhook, injected bool) []admissionregistrationv1.MutatingWebhook {
+	if !injected {
+		return want
+	}
+	bundles := map[string][]byte{}
+	for _, w := range current {
+		bundles[w.Name] = w.ClientConfig.CABundle
+	}
+	out := make([]admissionregistrationv1.MutatingWebhook, len(want))
+	for i, w := range want {
+		w.ClientConfig.CABundle = bundles[w.Name]
+		out[i] = w
+	}
+	return out
 }

@@ -17,9 +17,17 @@ type ConfigOptions struct {
 	Service, Namespace string
 	// CABundle verifies the webhook's serving certificate.
 	CABundle []byte
+	// CAInjectedFrom, when set, is the namespace/name of the cert-manager Certificate that serves
+	// the webhook: the configuration carries cert-manager's inject-ca-from annotation and no
+	// CABundle, cert-manager's CA injector writes it.
+	CAInjectedFrom string
 	// AcceptAdmiralty also sends pods annotated multicluster.admiralty.io/elect.
 	AcceptAdmiralty bool
 }
+
+// AnnotationInjectCAFrom is cert-manager's CA injector annotation: the caBundle of every webhook of
+// the configuration is the CA of the named Certificate's Secret.
+const AnnotationInjectCAFrom = "cert-manager.io/inject-ca-from"
 
 // Configuration is the MutatingWebhookConfiguration Flotilla owns: only elected pods in enabled
 // namespaces reach the webhook (matchConditions), so its outage never blocks other pods.
@@ -35,8 +43,13 @@ func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConf
 		elect = fmt.Sprintf("has(object.metadata.annotations) && ('%s' in object.metadata.annotations || '%s' in object.metadata.annotations)",
 			flotillav1.AnnotationElect, flotillav1.AnnotationAdmiraltyElect)
 	}
+	var annotations map[string]string
+	if o.CAInjectedFrom != "" {
+		annotations = map[string]string{AnnotationInjectCAFrom: o.CAInjectedFrom}
+	}
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName, Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"}},
+		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName, Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"},
+			Annotations: annotations},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:                    "pods.flotilla.dev",
 			ClientConfig:            o.clientConfig(Path),

@@ -33,6 +33,9 @@ type Handler struct {
 	Registry Registry
 	Options  Options
 	Decoder  admission.Decoder
+	// VirtualNodes reads the clusters' virtual nodes (the manager's cache): a cordoned or tainted
+	// one takes no new proxy (nil: not read).
+	VirtualNodes client.Reader
 	// Spread counts a controller's proxies per cluster, so that its replicas spread (nil: no
 	// spreading, placement by free capacity alone).
 	Spread *Spread
@@ -79,7 +82,11 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, err
 	if err != nil {
 		return nil, err
 	}
-	return h.Spread.Place(ctx, pod, ClusterViews(h.Registry.Snapshots()), func(views []ClusterView) (*corev1.Pod, error) {
+	views, err := h.withVirtualNodes(ctx, ClusterViews(h.Registry.Snapshots()))
+	if err != nil {
+		return nil, err
+	}
+	return h.Spread.Place(ctx, pod, views, func(views []ClusterView) (*corev1.Pod, error) {
 		return Admit(pod, labels, views, h.Options)
 	})
 }
@@ -97,6 +104,25 @@ func (h *Handler) namespaceLabels(ctx context.Context, name string) (map[string]
 		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
 	}
 	return ns.Labels, nil
+}
+
+// withVirtualNodes adds to each view its virtual node's cordon and taints.
+func (h *Handler) withVirtualNodes(ctx context.Context, views []ClusterView) ([]ClusterView, error) {
+	if h.VirtualNodes == nil {
+		return views, nil
+	}
+	for i := range views {
+		var n corev1.Node
+		err := h.VirtualNodes.Get(ctx, client.ObjectKey{Name: flotillav1.VirtualNodeName(views[i].Name)}, &n)
+		if apierrors.IsNotFound(err) {
+			continue // not made yet: nothing of the user's to respect
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading virtual node %s: %w", flotillav1.VirtualNodeName(views[i].Name), err)
+		}
+		views[i].Cordoned, views[i].Taints = n.Spec.Unschedulable, n.Spec.Taints
+	}
+	return views, nil
 }
 
 // ClusterViews turns registry snapshots into what Mutate needs.

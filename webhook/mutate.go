@@ -28,6 +28,11 @@ type ClusterView struct {
 	Reason string
 	Labels map[string]string
 	Nodes  []NodeView
+	// Cordoned and Taints are the cluster's virtual node's in the primary: a user's `kubectl
+	// cordon` of it, or a NoSchedule taint a proxy does not tolerate, keeps new pods away as they
+	// keep them from any node.
+	Cordoned bool
+	Taints   []corev1.Taint
 	// Siblings counts the proxies of the pod's own controller (its ReplicaSet, StatefulSet, Job)
 	// the cluster already holds or was just given: Mutate places a workload's next replica among
 	// the clusters with the fewest, so replicas spread as the primary's scheduler would spread
@@ -111,10 +116,11 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 		return nil, err
 	}
 	constraints := constraintsOf(pod)
-	feasible, err := feasibleClusters(pod, constraints, clusters)
+	place, err := placeable(pod, constraints, clusters)
 	if err != nil {
 		return nil, err
 	}
+	feasible := place.feasible
 	raw, err := json.Marshal(constraints)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the delegate constraints: %w", err)
@@ -134,13 +140,22 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 	}
 	out.Spec.NodeSelector = nil
 	out.Spec.TopologySpreadConstraints = nil
+	// Where it may go: the clusters that fit now, else those where it could fit once room appears.
+	// The primary's scheduler holds a proxy no cluster takes yet Pending (Unschedulable) until a
+	// virtual node has room again, as it would hold any pod.
+	delete(out.Annotations, flotillav1.AnnotationNoClusterFits) // only ever the webhook's own
+	values := feasible
+	if len(values) == 0 {
+		values = place.waiting
+		out.Annotations[flotillav1.AnnotationNoClusterFits] = place.why
+	}
 	out.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: flotillav1.LabelCluster, Operator: corev1.NodeSelectorOpIn, Values: feasible}},
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: flotillav1.LabelCluster, Operator: corev1.NodeSelectorOpIn, Values: values}},
 		}}},
 	}}
 	out.Spec.Tolerations = proxyTolerations(failover)
-	if bindable(out) && opts.Choose != nil {
+	if len(feasible) > 0 && bindable(out) && opts.Choose != nil {
 		candidates := fewestSiblings(feasible, clusters)
 		out.Spec.NodeName = flotillav1.VirtualNodeName(candidates[opts.Choose(freeCPU(candidates, clusters))])
 	}
@@ -332,37 +347,60 @@ func proxyTolerations(failover int64) []corev1.Toleration {
 	}
 }
 
-// feasibleClusters returns the sorted names of the clusters the pod may run in, or a rejection
-// saying why each cluster does not fit.
-func feasibleClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView) ([]string, error) {
+// placement is where an elected pod may go: the clusters it fits now (feasible), else the
+// clusters it could fit once room appears (waiting) and why none fits now.
+type placement struct {
+	feasible, waiting []string
+	why               string
+}
+
+// placeable finds the clusters the pod fits now. It refuses only what can never run anywhere: no
+// cluster registered or chosen (an unknown name is refused by chosenClusters). A pod that fits no
+// cluster now waits for the clusters where it fails only for want of room or readiness (full
+// nodes, cordoned nodes, a secondary away, a cordoned virtual node), or, when none fails that way,
+// for every chosen cluster (their nodes may yet be relabelled or untainted).
+func placeable(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView) (placement, error) {
 	chosen, err := chosenClusters(pod, clusters)
 	if err != nil {
-		return nil, err
+		return placement{}, err
 	}
 	delegate := pod.DeepCopy()
 	delegate.Spec.NodeSelector, delegate.Spec.Affinity, delegate.Spec.Tolerations = c.NodeSelector, c.Affinity, c.Tolerations
 	requests := resourcehelper.PodRequests(delegate, resourcehelper.PodResourcesOptions{})
 	required := nodeaffinity.GetRequiredNodeAffinity(delegate)
-	var feasible, why []string
+	var p placement
+	var why, all []string
 	for _, cl := range clusters {
 		if !chosen[cl.Name] {
 			continue
 		}
-		if reason := clusterMisfit(cl, delegate, requests, required); reason != "" {
-			why = append(why, fmt.Sprintf("%s: %s", cl.Name, reason))
+		all = append(all, cl.Name)
+		reason, forNow := clusterMisfit(cl, delegate, requests, required)
+		if reason == "" {
+			p.feasible = append(p.feasible, cl.Name)
 			continue
 		}
-		feasible = append(feasible, cl.Name)
-	}
-	if len(feasible) == 0 {
-		if len(why) == 0 {
-			return nil, reject("flotilla cannot elect this pod: no secondary cluster is registered")
+		why = append(why, fmt.Sprintf("%s: %s", cl.Name, reason))
+		if forNow {
+			p.waiting = append(p.waiting, cl.Name)
 		}
-		sort.Strings(why)
-		return nil, reject("flotilla cannot elect this pod, no cluster fits: %s", strings.Join(why, "; "))
 	}
-	sort.Strings(feasible)
-	return feasible, nil
+	if len(all) == 0 {
+		if len(clusters) == 0 {
+			return placement{}, reject("flotilla cannot elect this pod: no secondary cluster is registered")
+		}
+		return placement{}, reject("flotilla cannot elect this pod: annotation %s matches no registered cluster", flotillav1.AnnotationClusterSelector)
+	}
+	sort.Strings(p.feasible)
+	if len(p.feasible) == 0 {
+		if len(p.waiting) == 0 {
+			p.waiting = all
+		}
+		sort.Strings(p.waiting)
+		sort.Strings(why)
+		p.why = "no cluster fits now: " + strings.Join(why, "; ")
+	}
+	return p, nil
 }
 
 // chosenClusters applies flotilla.dev/clusters and flotilla.dev/cluster-selector.
@@ -411,20 +449,30 @@ func chosenClusters(pod *corev1.Pod, clusters []ClusterView) (map[string]bool, e
 
 var errNoNode = errors.New("no eligible node")
 
-// clusterMisfit says why no node of a cluster can take the delegate ("" when one can).
-func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) string {
+// clusterMisfit says why no node of a cluster can take the delegate ("" when one can), and
+// whether only for now: the cluster is away, cordoned, or full, rather than without any node the
+// delegate's selectors and tolerations allow.
+func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) (string, bool) {
 	if !cl.Ready {
-		return fmt.Sprintf("not ready (%s)", cl.Reason)
+		return fmt.Sprintf("not ready (%s)", cl.Reason), true
+	}
+	if cl.Cordoned {
+		return "its virtual node is cordoned", true
+	}
+	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), cl.Taints, proxyTolerations(0), scheduling, false); untolerated {
+		return fmt.Sprintf("its virtual node has taint %s", t.ToString()), true
 	}
 	if len(cl.Nodes) == 0 {
-		return errNoNode.Error()
+		return errNoNode.Error(), true
 	}
 	var reasons []string
+	forNow := false
 	for _, n := range cl.Nodes {
-		reason := nodeMisfit(n, delegate, requests, required)
+		reason, full := nodeMisfit(n, delegate, requests, required)
 		if reason == "" {
-			return ""
+			return "", false
 		}
+		forNow = forNow || full
 		if len(reasons) < 3 {
 			reasons = append(reasons, fmt.Sprintf("node %s %s", n.Name, reason))
 		}
@@ -432,19 +480,24 @@ func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.Resourc
 	if len(cl.Nodes) > len(reasons) {
 		reasons = append(reasons, fmt.Sprintf("and %d more nodes", len(cl.Nodes)-len(reasons)))
 	}
-	return strings.Join(reasons, ", ")
+	return strings.Join(reasons, ", "), forNow
 }
 
-func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) string {
+// scheduling selects the taints that keep pods from being scheduled.
+func scheduling(t *corev1.Taint) bool {
+	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+}
+
+// nodeMisfit says why a node cannot take the delegate ("" when it can), and whether it is only
+// full (it would take the delegate once pods there finish).
+func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) (string, bool) {
 	node := &corev1.Node{}
 	node.Name, node.Labels, node.Spec.Taints = n.Name, n.Labels, n.Taints
 	if ok, _ := required.Match(node); !ok {
-		return "does not match the pod's node selector or affinity"
+		return "does not match the pod's node selector or affinity", false
 	}
-	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), n.Taints, delegate.Spec.Tolerations, func(t *corev1.Taint) bool {
-		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-	}, false); untolerated {
-		return fmt.Sprintf("has taint %s the pod does not tolerate", t.ToString())
+	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), n.Taints, delegate.Spec.Tolerations, scheduling, false); untolerated {
+		return fmt.Sprintf("has taint %s the pod does not tolerate", t.ToString()), false
 	}
 	var short []string
 	for name, want := range requests {
@@ -458,9 +511,9 @@ func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, 
 	}
 	if len(short) > 0 {
 		sort.Strings(short)
-		return "has only " + strings.Join(short, ", ")
+		return "has only " + strings.Join(short, ", "), true
 	}
-	return ""
+	return "", false
 }
 
 func hasString(list []string, s string) bool {

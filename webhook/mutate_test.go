@@ -62,11 +62,38 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 		clusters   []ClusterView
 		want       []string
 		wantReject string
+		// wantWaiting: no cluster fits now, the proxy waits for these, and wantWhy is in its
+		// no-cluster-fits annotation.
+		wantWaiting bool
+		wantWhy     string
 	}{
-		"every ready cluster with room":   {pod: elected(), clusters: twoClusters, want: []string{"eu", "us"}},
-		"too big for us":                  {pod: elected(cpu("2")), clusters: twoClusters, want: []string{"eu"}},
-		"too big for all":                 {pod: elected(cpu("64")), clusters: twoClusters, wantReject: "eu: node eu-n0 has only cpu 4 free of 64 requested"},
-		"not ready cluster is skipped":    {pod: elected(), clusters: []ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]}, want: []string{"us"}},
+		"every ready cluster with room": {pod: elected(), clusters: twoClusters, want: []string{"eu", "us"}},
+		"too big for us":                {pod: elected(cpu("2")), clusters: twoClusters, want: []string{"eu"}},
+		"too big for all, for now":      {pod: elected(cpu("64")), clusters: twoClusters, want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: node eu-n0 has only cpu 4 free of 64 requested"},
+		"not ready cluster is skipped":  {pod: elected(), clusters: []ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]}, want: []string{"us"}},
+		"waits for the cluster that is away, not the one it can never fit": {pod: elected(cpu("2")), clusters: []ClusterView{clusterOf("eu", false, "4", nil), clusterOf("us", true, "1", nil)},
+			want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: not ready (ProbeFailed)"},
+		"a cordoned virtual node takes nothing new": {pod: elected(), clusters: []ClusterView{func() ClusterView {
+			c := clusterOf("eu", true, "4", nil)
+			c.Cordoned = true
+			return c
+		}(), twoClusters[1]}, want: []string{"us"}},
+		"a virtual node's untolerated taint takes nothing new": {pod: elected(), clusters: []ClusterView{func() ClusterView {
+			c := clusterOf("eu", true, "4", nil)
+			c.Taints = []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule}}
+			return c
+		}(), twoClusters[1]}, want: []string{"us"}},
+		"every virtual node cordoned: waits for all": {pod: elected(), clusters: func() []ClusterView {
+			a, b := clusterOf("eu", true, "4", nil), clusterOf("us", true, "4", nil)
+			a.Cordoned, b.Cordoned = true, true
+			return []ClusterView{a, b}
+		}(), want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: its virtual node is cordoned; us: its virtual node is cordoned"},
+		"every node of every cluster cordoned: waits": {pod: elected(), clusters: func() []ClusterView {
+			a, b := clusterOf("eu", true, "4", nil), clusterOf("us", true, "4", nil)
+			a.Nodes, b.Nodes = nil, nil
+			return []ClusterView{a, b}
+		}(), want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: no eligible node"},
+		"selector matches no cluster":     {pod: elected(annotate(flotillav1.AnnotationClusterSelector, flotillav1.LabelRegion+"=region-mars")), clusters: twoClusters, wantReject: "matches no registered cluster"},
 		"nodeSelector applies to nodes":   {pod: elected(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "hdd"} }), clusters: twoClusters, want: []string{"us"}},
 		"flotilla.dev/clusters restricts": {pod: elected(annotate(flotillav1.AnnotationClusters, "us")), clusters: twoClusters, want: []string{"us"}},
 		"unknown cluster is named":        {pod: elected(annotate(flotillav1.AnnotationClusters, "us,mars")), clusters: twoClusters, wantReject: "unknown cluster(s) mars"},
@@ -77,7 +104,7 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 			c := clusterOf("eu", true, "4", nil)
 			c.Nodes[0].Taints = []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 			return c
-		}()}, wantReject: "gpu=yes:NoSchedule"},
+		}()}, want: []string{"eu"}, wantWaiting: true, wantWhy: "has taint gpu=yes:NoSchedule the pod does not tolerate"},
 		"tolerated taint": {pod: elected(func(p *corev1.Pod) {
 			p.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
 		}), clusters: []ClusterView{func() ClusterView {
@@ -102,6 +129,10 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 			got := feasibleOf(t, out)
 			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("feasible = %v, want %v", got, tc.want)
+			}
+			why, waiting := out.Annotations[flotillav1.AnnotationNoClusterFits]
+			if waiting != tc.wantWaiting || !strings.Contains(why, tc.wantWhy) {
+				t.Errorf("no-cluster-fits annotation %q (set: %t), want set: %t containing %q", why, waiting, tc.wantWaiting, tc.wantWhy)
 			}
 		})
 	}

@@ -41,11 +41,11 @@ type Spread struct {
 	Now func() time.Time
 
 	mu       sync.Mutex
-	admitted map[types.UID][]placement
+	admitted map[types.UID][]recentAdmission
 	pruned   time.Time
 }
 
-type placement struct {
+type recentAdmission struct {
 	cluster string
 	at      time.Time
 }
@@ -90,9 +90,9 @@ func (s *Spread) Place(ctx context.Context, pod *corev1.Pod, views []ClusterView
 		return out, err
 	}
 	if s.admitted == nil {
-		s.admitted = map[types.UID][]placement{}
+		s.admitted = map[types.UID][]recentAdmission{}
 	}
-	s.admitted[ref.UID] = append(s.admitted[ref.UID], placement{cluster: strings.TrimPrefix(out.Spec.NodeName, flotillav1.VirtualNodePrefix), at: now})
+	s.admitted[ref.UID] = append(s.admitted[ref.UID], recentAdmission{cluster: strings.TrimPrefix(out.Spec.NodeName, flotillav1.VirtualNodePrefix), at: now})
 	return out, nil
 }
 

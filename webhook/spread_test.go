@@ -69,7 +69,7 @@ func TestSpreadCountsAnAdmittedPodOnceWhenTheCacheShowsIt(t *testing.T) {
 		proxyOn("old-1", "eu", "rs-1", now.Add(-time.Hour)), proxyOn("old-2", "eu", "rs-1", now.Add(-time.Hour)),
 		proxyOn("old-3", "us", "rs-1", now.Add(-time.Hour)), proxyOn("new-1", "us", "rs-1", now))
 	s := &Spread{Proxies: cache, Now: func() time.Time { return now }}
-	s.admitted = map[types.UID][]placement{"rs-1": {{cluster: "us", at: now}}}
+	s.admitted = map[types.UID][]recentAdmission{"rs-1": {{cluster: "us", at: now}}}
 	got, err := s.siblings(t.Context(), "demo", "rs-1", now)
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestSpreadIgnoresTerminatingProxiesAndForgetsOldAdmissions(t *testing.T) {
 	gone := proxyOn("gone", "eu", "rs-1", now.Add(-time.Hour))
 	gone.DeletionTimestamp, gone.Finalizers = &metav1.Time{Time: now}, []string{flotillav1.FinalizerDelegate}
 	s := &Spread{Proxies: proxyCache(t, gone), Now: func() time.Time { return now }}
-	s.admitted = map[types.UID][]placement{"rs-1": {{cluster: "eu", at: now.Add(-time.Minute)}}}
+	s.admitted = map[types.UID][]recentAdmission{"rs-1": {{cluster: "eu", at: now.Add(-time.Minute)}}}
 	got, err := s.siblings(t.Context(), "demo", "rs-1", now)
 	if err != nil {
 		t.Fatal(err)

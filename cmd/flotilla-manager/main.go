@@ -85,6 +85,7 @@ type options struct {
 	webhookURL              string
 	webhookService          string
 	webhookCertDir          string
+	webhookCAInjectedFrom   string
 	acceptAdmiralty         bool
 	proxyPlacement          string
 	podNetwork              string
@@ -117,7 +118,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.webhookURL, "webhook-url", "", "URL the API server uses to reach the webhook, e.g. https://127.0.0.1:9443 when the manager runs out of cluster (default: the Service --webhook-service)")
 	fs.StringVar(&o.webhookService, "webhook-service", "flotilla-webhook", "Service of the webhook in the manager's namespace (in cluster)")
 	fs.StringVar(&o.webhookCertDir, "webhook-cert-dir", "", "where the webhook's serving certificate is written (default: a new temporary directory)")
-	fs.StringVar(&o.proxyPlacement, "proxy-placement", "webhook", "who binds a proxy to one of its feasible virtual nodes: webhook (at admission, weighted by free CPU; no scheduling cycle or bind call per pod) or scheduler (the primary's kube-scheduler)")
+	fs.StringVar(&o.webhookCAInjectedFrom, "webhook-ca-injected-from", "", "NAMESPACE/NAME of a cert-manager Certificate whose Secret is mounted at --webhook-cert-dir: the manager issues no certificate of its own and leaves the webhook configuration's caBundle to cert-manager's CA injector (the chart's webhook.certManager.enabled)")
+	fs.StringVar(&o.proxyPlacement, "proxy-placement", "webhook", "who binds a proxy to one of its feasible virtual nodes: webhook (at admission: a controller's replicas spread over clusters, ties weighted by free CPU; no scheduling cycle or bind call per pod) or scheduler (the primary's kube-scheduler)")
 	fs.BoolVar(&o.acceptAdmiralty, "accept-admiralty-annotation", true, "elect pods annotated multicluster.admiralty.io/elect too (turn off where Admiralty itself is installed)")
 	fs.StringVar(&o.podNetwork, "pod-network", "isolated", "isolated: a proxy's status.podIP stays empty and the delegate's IP is in the flotilla.dev/delegate-ip annotation; flat: status.podIP is the delegate's (cross-cluster pod network)")
 	fs.IntVar(&o.proxyWorkers, "proxy-workers", 96, "proxies reconciled in parallel")
@@ -197,6 +199,8 @@ func run(ctx context.Context, opts options) error {
 		&flotillav1.ClusterDetector{}: {Namespaces: map[string]cache.Config{flotillav1.SystemNamespace: {}}},
 		// Only proxies: the primary's other pods are none of Flotilla's business.
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{flotillav1.LabelProxy: "true"})},
+		// Only virtual nodes (the webhook reads their cordon and taints).
+		&corev1.Node{}: {Label: labels.SelectorFromSet(labels.Set{flotillav1.LabelNodeType: flotillav1.NodeTypeVirtualKubelet})},
 		// What Replicators applied (drift watches); a Deployment not Flotilla's is read uncached.
 		&appsv1.Deployment{}:    {Label: replicated},
 		&networkingv1.Ingress{}: {Label: replicated},
@@ -314,8 +318,9 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		Client: direct, CertDir: opts.webhookCertDir, SecretName: flotillav1.WebhookCASecretName,
 		DNSNames: []string{"localhost", opts.webhookService + "." + flotillav1.SystemNamespace + ".svc",
 			opts.webhookService + "." + flotillav1.SystemNamespace + ".svc.cluster.local"},
-		IPs:    []net.IP{net.ParseIP("127.0.0.1")},
-		Config: webhook.ConfigOptions{URL: opts.webhookURL, Service: opts.webhookService, Namespace: flotillav1.SystemNamespace, AcceptAdmiralty: opts.acceptAdmiralty},
+		IPs: []net.IP{net.ParseIP("127.0.0.1")},
+		Config: webhook.ConfigOptions{URL: opts.webhookURL, Service: opts.webhookService, Namespace: flotillav1.SystemNamespace,
+			AcceptAdmiralty: opts.acceptAdmiralty, CAInjectedFrom: opts.webhookCAInjectedFrom},
 	}
 	// Before the webhook server starts: it needs the certificate files.
 	if err := certs.Ensure(ctx); err != nil {
@@ -332,9 +337,18 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	default:
 		return fmt.Errorf("--proxy-placement must be webhook or scheduler, not %q", opts.proxyPlacement)
 	}
+	// On every replica (each serves the webhook): the index also starts the proxy informer there.
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, webhook.ControllerIndex, webhook.ControllerUIDOf); err != nil {
+		return fmt.Errorf("indexing proxies by controller: %w", err)
+	}
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}); err != nil {
+		return fmt.Errorf("watching virtual nodes: %w", err)
+	}
 	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: &webhook.Handler{
 		Registry: registry, Options: webhook.Options{AcceptAdmiralty: opts.acceptAdmiralty, Choose: choose},
-		Decoder: admission.NewDecoder(mgr.GetScheme()), Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
+		VirtualNodes: mgr.GetClient(),
+		Spread:       &webhook.Spread{Proxies: mgr.GetClient()},
+		Decoder:      admission.NewDecoder(mgr.GetScheme()), Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
 	}})
 	mgr.GetWebhookServer().Register(webhook.DaemonSetPath, &admission.Webhook{Handler: &webhook.DaemonSetHandler{
 		Decoder: admission.NewDecoder(mgr.GetScheme())}})

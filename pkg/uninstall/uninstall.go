@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -329,7 +330,18 @@ func deleteClusterDetectors(ctx context.Context, c client.Client, o Options) err
 // joined identity stays valid in its secondary until its token expires or `flotillactl cluster
 // remove` deletes it there).
 func deleteSecrets(ctx context.Context, c client.Client, o Options) error {
-	for _, name := range []string{flotillav1.WebhookCASecretName, flotillav1.KubeconfigSecretName} {
+	// The chart's cert-manager Certificate (webhook.certManager.enabled) before its Secret: while it
+	// exists, cert-manager issues a deleted Secret again. Where cert-manager is not installed there
+	// is none.
+	cert := &unstructured.Unstructured{}
+	cert.SetAPIVersion("cert-manager.io/v1")
+	cert.SetKind("Certificate")
+	cert.SetNamespace(flotillav1.SystemNamespace)
+	cert.SetName(flotillav1.WebhookCertificateName)
+	if err := deleteOne(ctx, c, cert, "Certificate "+flotillav1.SystemNamespace+"/"+flotillav1.WebhookCertificateName, o.Out); err != nil && !meta.IsNoMatchError(err) {
+		return err
+	}
+	for _, name := range []string{flotillav1.WebhookCASecretName, flotillav1.WebhookTLSSecretName, flotillav1.KubeconfigSecretName} {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: name}}
 		if err := deleteOne(ctx, c, s, "Secret "+flotillav1.SystemNamespace+"/"+name, o.Out); err != nil {
 			return err

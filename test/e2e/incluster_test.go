@@ -179,7 +179,7 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		Eventually(func(g Gomega) {
 			g.Expect(runningProxies(ctx, g, ns, nginxProxies, "")).To(Equal(10))
 			for _, c := range bed.Secondaries {
-				g.Expect(podsInPhase(delegatesIn(ctx, c, ns), corev1.PodRunning)).To(BeNumerically(">", 0), "no delegate runs in %s", c.Name)
+				g.Expect(podsInPhase(delegatesIn(ctx, c, ns), corev1.PodRunning)).To(Equal(5), "delegates running in %s (spread 5 and 5)", c.Name)
 			}
 		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 
@@ -246,6 +246,73 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		Eventually(func(g Gomega) int { return runningProxies(ctx, g, ns, nginxProxies, "") }).
 			WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(100))
 	}, SpecTimeout(4*time.Minute))
+
+	It("takes the webhook's serving certificate from cert-manager with its CA injector (webhook.certManager.enabled), and elects through it", func(ctx SpecContext) {
+		dir := filepath.Join(workDir, "cert-manager-in-cluster")
+		cm, err := testbed.StartCertManager(ctx, bed.Primary, "", dir)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { Expect(cm.Stop(10 * time.Second)).To(Succeed()) })
+		injector, err := testbed.StartCAInjector(bed.Primary, "", dir)
+		Expect(err).NotTo(HaveOccurred())
+		injectorStopped := false
+		DeferCleanup(func() {
+			if !injectorStopped {
+				Expect(injector.Stop(10 * time.Second)).To(Succeed())
+			}
+		})
+
+		out, err := helm(ctx, bed.Primary, append([]string{"upgrade", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
+			"--wait", "--timeout", "2m"}, inClusterValues("--set", "webhook.certManager.enabled=true")...)...)
+		Expect(err).NotTo(HaveOccurred(), "helm upgrade: %s", out)
+		var tls corev1.Secret
+		Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.WebhookTLSSecretName}, &tls)).To(Succeed())
+		Expect(tls.Data).To(HaveKey("ca.crt"))
+		// The manager annotated the configuration; cert-manager's injector wrote the CA of its
+		// Certificate into every webhook of it.
+		Eventually(func(g Gomega) {
+			var cfg admissionregistrationv1.MutatingWebhookConfiguration
+			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &cfg)).To(Succeed())
+			g.Expect(cfg.Annotations).To(HaveKeyWithValue(webhook.AnnotationInjectCAFrom, flotillav1.SystemNamespace+"/"+flotillav1.WebhookCertificateName))
+			for _, w := range cfg.Webhooks {
+				g.Expect(string(w.ClientConfig.CABundle)).To(Equal(string(tls.Data["ca.crt"])), "webhook %s", w.Name)
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		for _, p := range managerPods(ctx) {
+			Expect(p.Spec.Containers[0].Args).To(ContainElement("--webhook-ca-injected-from=" + flotillav1.SystemNamespace + "/" + flotillav1.WebhookCertificateName))
+		}
+		// An elected pod is admitted through the certificate cert-manager issued.
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "through-cert-manager",
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() (corev1.PodPhase, error) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "through-cert-manager", metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			return p.Status.Phase, nil
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(corev1.PodRunning))
+
+		// And back to the manager's own CA (the injector stopped first: nothing writes the
+		// bundle behind the manager's back).
+		Expect(injector.Stop(10 * time.Second)).To(Succeed())
+		injectorStopped = true
+		out, err = helm(ctx, bed.Primary, append([]string{"upgrade", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
+			"--wait", "--timeout", "2m"}, inClusterValues()...)...)
+		Expect(err).NotTo(HaveOccurred(), "helm upgrade: %s", out)
+		Eventually(func(g Gomega) {
+			var cfg admissionregistrationv1.MutatingWebhookConfiguration
+			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &cfg)).To(Succeed())
+			g.Expect(cfg.Annotations).NotTo(HaveKey(webhook.AnnotationInjectCAFrom))
+			g.Expect(string(cfg.Webhooks[0].ClientConfig.CABundle)).NotTo(Equal(string(tls.Data["ca.crt"])))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "through-cert-manager", metav1.DeleteOptions{})).To(Succeed())
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "through-own-ca",
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "through-own-ca", metav1.DeleteOptions{})).To(Succeed())
+	}, SpecTimeout(6*time.Minute))
 
 	It("uninstalls: refused with nothing changed while elected pods exist; after the documented steps no webhook, finalizer or Flotilla object is left, and ordinary pods create", func(ctx SpecContext) {
 		out, err := helm(ctx, bed.Primary, "uninstall", "flotilla", "-n", flotillav1.SystemNamespace, "--wait", "--timeout", "2m")

@@ -93,6 +93,46 @@ func CertManagerFiles(toolsDir, version string) (bin, crds string) {
 	return filepath.Join(toolsDir, "cert-manager-controller-"+version), filepath.Join(toolsDir, "cert-manager-crds-"+version+".yaml")
 }
 
+// CAInjectorFile is the cainjector binary `make tools` caches for a version.
+func CAInjectorFile(toolsDir, version string) string {
+	return filepath.Join(toolsDir, "cert-manager-cainjector-"+version)
+}
+
+// StartCAInjector runs cert-manager's CA injector (MutatingWebhookConfigurations only) on the host
+// against c, logging to dir/cainjector-<cluster>.log; StartCertManager must have installed the
+// CRDs. The caller stops the Process. toolsDir "" means ToolsDir("").
+func StartCAInjector(c *Cluster, toolsDir, dir string) (*Process, error) {
+	toolsDir, err := ToolsDir(toolsDir)
+	if err != nil {
+		return nil, err
+	}
+	version, err := CertManagerVersion()
+	if err != nil {
+		return nil, err
+	}
+	bin := CAInjectorFile(toolsDir, version)
+	if _, err := os.Stat(bin); err != nil {
+		return nil, fmt.Errorf("testbed: cert-manager cainjector %s missing: run `make tools` first: %w", version, err)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	logPath := filepath.Join(dir, "cainjector-"+c.Name+".log")
+	p, err := StartProcess("cert-manager cainjector ("+c.Name+")", bin, []string{"--kubeconfig", c.KubeconfigPath, "-v=2"}, logPath)
+	if err != nil {
+		return nil, err
+	}
+	// It has nothing to show it works before it injects; one that fails does so at once.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if p.Exited() {
+			return nil, fmt.Errorf("cert-manager cainjector %s in %s exited (log %s):\n%s", version, c.Name, logPath, tail(logPath, 20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return p, nil
+}
+
 // StartCertManager installs cert-manager's CRDs in c and runs its controller on the host against
 // c's kubeconfig (leader election off, only CertManagerControllers), logging to
 // dir/cert-manager-<cluster>.log. It returns once the controller has issued a probe Certificate

@@ -60,7 +60,7 @@ build_cert_manager() {
   local have
   have=$(cert_manager_module_version)
   [[ "$have" == "$CERT_MANAGER_VERSION" ]] || { echo "tools: versions.env has CERT_MANAGER_VERSION=$CERT_MANAGER_VERSION but test/tools/certmanager/go.mod requires $have (cd test/tools/certmanager && go get github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION && go mod tidy)" >&2; return 1; }
-  (cd "$here/certmanager" && go build -trimpath -ldflags "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION" -o "$bin/$1" .)
+  (cd "$here/certmanager" && go build -trimpath -ldflags "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION" -o "$bin/$1" "${2:-.}")
 }
 
 run_step "kube-apiserver $KUBE_VERSION" kube-apiserver build_kube kube-apiserver
@@ -77,6 +77,7 @@ run_step "ginkgo $GINKGO_VERSION" ginkgo go_install ginkgo "github.com/onsi/gink
 run_step "golangci-lint $GOLANGCI_LINT_VERSION" golangci-lint go_install golangci-lint "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
 run_step "helm $HELM_VERSION" helm go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 run_step "cert-manager controller $CERT_MANAGER_VERSION" "cert-manager-controller-$CERT_MANAGER_VERSION" build_cert_manager "cert-manager-controller-$CERT_MANAGER_VERSION"
+run_step "cert-manager cainjector $CERT_MANAGER_VERSION" "cert-manager-cainjector-$CERT_MANAGER_VERSION" build_cert_manager "cert-manager-cainjector-$CERT_MANAGER_VERSION" ./cainjector
 
 step="kwok stages"
 # kwok's own stage manifests (node and pod lifecycles) ship in its module; the test bed loads them.

@@ -118,4 +118,7 @@ const (
 	ReasonTLSFailed = "TLSFailed"
 	// ReasonCertificatesPending: cert-manager has not issued the Certificates yet.
 	ReasonCertificatesPending = "CertificatesPending"
+	// ReasonNoClusterFits (an Event on a proxy): no cluster takes the pod now; it waits Pending for
+	// the primary's scheduler to bind it once a virtual node has room.
+	ReasonNoClusterFits = "NoClusterFits"
 )

@@ -17,6 +17,10 @@ const (
 	// WebhookCASecretName is the Secret (in SystemNamespace) holding the CA of the webhook's
 	// self-issued serving certificates.
 	WebhookCASecretName = "flotilla-webhook-ca"
+	// WebhookCertificateName is the chart's cert-manager Certificate of the webhook (in
+	// SystemNamespace; webhook.certManager.enabled), and WebhookTLSSecretName its Secret.
+	WebhookCertificateName = "flotilla-webhook"
+	WebhookTLSSecretName   = "flotilla-webhook-tls"
 	// ManagerLeaseName is the manager's leader-election Lease (in its namespace).
 	ManagerLeaseName = "flotilla-manager.flotilla.dev"
 	// ManagerDeploymentName is the chart's Deployment of the manager.
@@ -110,6 +114,10 @@ const (
 	AnnotationAdmiraltyElect = "multicluster.admiralty.io/elect"
 	// AnnotationClusters restricts election to a comma-separated list of cluster names.
 	AnnotationClusters = "flotilla.dev/clusters"
+	// AnnotationNoClusterFits is set by the webhook on a proxy no cluster takes at admission: why
+	// none fits, per cluster. The proxy waits Pending for the primary's scheduler to bind it once a
+	// virtual node has room, and Flotilla repeats the message as a NoClusterFits Event.
+	AnnotationNoClusterFits = "flotilla.dev/no-cluster-fits"
 	// AnnotationClusterSelector restricts election to clusters whose virtual node labels (flotilla.dev/*) match.
 	AnnotationClusterSelector = "flotilla.dev/cluster-selector"
 	// AnnotationDelegateConstraints holds, as JSON, the scheduling constraints the delegate gets in its secondary.

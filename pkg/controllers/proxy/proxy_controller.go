@@ -88,7 +88,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	cluster, ok := strings.CutPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix)
 	if !ok {
-		return ctrl.Result{}, nil // not bound to a virtual node (yet)
+		return ctrl.Result{}, r.reconcileUnbound(ctx, proxy)
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("cluster", cluster))
 	base := proxy.DeepCopy()
@@ -298,6 +298,32 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod, sec
 		}
 	}
 	return ctrl.Result{RequeueAfter: transientRetry}, nil // the delegate watch brings us back sooner
+}
+
+// reconcileUnbound handles a proxy no virtual node holds yet (waiting Pending for room, or left
+// to the primary's scheduler). Deleted, it goes at once: a delegate is only ever made for a bound
+// proxy, so there is none to wait for (the API server would delete an unbound pod at once, but
+// for the finalizer). Waiting because no cluster fits, it says why, per cluster, as an Event
+// (the scheduler's own FailedScheduling counts nodes only); the recorder folds repeats into one.
+func (r *Reconciler) reconcileUnbound(ctx context.Context, proxy *corev1.Pod) error {
+	if !proxy.DeletionTimestamp.IsZero() {
+		return r.letGo(ctx, proxy)
+	}
+	if why, ok := proxy.Annotations[flotillav1.AnnotationNoClusterFits]; ok && !scheduled(proxy) {
+		r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonNoClusterFits, "Wait", "Waiting for room: %s", why)
+	}
+	return nil
+}
+
+// scheduled says whether the primary's scheduler has bound the pod (its binding may not have
+// reached the cache yet).
+func scheduled(pod *corev1.Pod) bool {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // letGo removes the finalizer and deletes the proxy at once, as a kubelet does.

@@ -216,6 +216,41 @@ var valueCases = map[string]valueCase{
 		Expect(job.Object).To(HaveKeyWithValue("spec", HaveKeyWithValue("template", HaveKeyWithValue("spec",
 			HaveKeyWithValue("containers", ContainElement(HaveKeyWithValue("args", ContainElement("--orphan=true"))))))))
 	}},
+	"webhook.certManager.enabled": {set("webhook.certManager.enabled=true"), func(objs []*unstructured.Unstructured) {
+		cert := webhookCertificate(objs)
+		Expect(nested(cert, "spec", "secretName")).To(Equal("flotilla-webhook-tls"))
+		Expect(nested(cert, "spec", "dnsNames")).To(ConsistOf("flotilla-webhook.flotilla-system.svc", "flotilla-webhook.flotilla-system.svc.cluster.local"))
+		Expect(nested(cert, "spec", "issuerRef")).To(Equal(map[string]any{"name": "flotilla-webhook-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}))
+		Expect(nested(find(objs, "Issuer", "flotilla-webhook-selfsigned"), "spec", "selfSigned")).NotTo(BeNil())
+		Expect(container(objs).Args).To(ContainElement("--webhook-ca-injected-from=flotilla-system/flotilla-webhook"))
+		pod := managerDeployment(objs).Spec.Template.Spec
+		Expect(pod.Volumes).To(ContainElement(And(HaveField("Name", "webhook-certs"),
+			HaveField("Secret", HaveValue(HaveField("SecretName", "flotilla-webhook-tls"))))))
+		Expect(pod.SecurityContext.FSGroup).To(HaveValue(BeEquivalentTo(65532)), "the image's group reads the 0440 key")
+	}},
+	"webhook.certManager.issuerRef.name": {set("webhook.certManager.enabled=true,webhook.certManager.issuerRef.name=corp-ca"), func(objs []*unstructured.Unstructured) {
+		Expect(nested(webhookCertificate(objs), "spec", "issuerRef")).To(Equal(map[string]any{"name": "corp-ca", "kind": "Issuer", "group": "cert-manager.io"}))
+		Expect(ofKind(objs, "Issuer")).To(BeEmpty(), "no self-signed Issuer beside the user's")
+	}},
+	"webhook.certManager.issuerRef.kind": {set("webhook.certManager.enabled=true,webhook.certManager.issuerRef.name=corp-ca,webhook.certManager.issuerRef.kind=ClusterIssuer"), func(objs []*unstructured.Unstructured) {
+		Expect(nested(webhookCertificate(objs), "spec", "issuerRef", "kind")).To(Equal("ClusterIssuer"))
+	}},
+	"webhook.certManager.issuerRef.group": {set("webhook.certManager.enabled=true,webhook.certManager.issuerRef.name=corp-ca,webhook.certManager.issuerRef.group=issuers.example.com"), func(objs []*unstructured.Unstructured) {
+		Expect(nested(webhookCertificate(objs), "spec", "issuerRef", "group")).To(Equal("issuers.example.com"))
+	}},
+	"webhook.certManager.duration": {set("webhook.certManager.enabled=true,webhook.certManager.duration=720h"), func(objs []*unstructured.Unstructured) {
+		Expect(nested(webhookCertificate(objs), "spec", "duration")).To(Equal("720h"))
+	}},
+	"webhook.certManager.renewBefore": {set("webhook.certManager.enabled=true,webhook.certManager.renewBefore=240h"), func(objs []*unstructured.Unstructured) {
+		Expect(nested(webhookCertificate(objs), "spec", "renewBefore")).To(Equal("240h"))
+	}},
+}
+
+// webhookCertificate is the chart's cert-manager Certificate for the webhook (a failure when absent).
+func webhookCertificate(objs []*unstructured.Unstructured) *unstructured.Unstructured {
+	cert := find(objs, "Certificate", "flotilla-webhook")
+	ExpectWithOffset(1, cert).NotTo(BeNil(), "no Certificate flotilla-webhook")
+	return cert
 }
 
 // matchConditions is the admission policy's matchConditions as JSON.

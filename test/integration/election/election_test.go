@@ -43,10 +43,32 @@ func notFound(ctx SpecContext, c client.Client, obj client.Object, name string) 
 }
 
 var _ = Describe("the webhook", func() {
-	It("refuses at create a pod no cluster can run, or naming an unknown cluster, saying why; leaves other pods alone", func(ctx SpecContext) {
-		err := primary.Client.Create(ctx, electedPod("huge", nil, "1000"))
-		Expect(err).To(MatchError(And(ContainSubstring("no cluster fits"), ContainSubstring(secondary.Name), ContainSubstring("cpu"))))
-		err = primary.Client.Create(ctx, electedPod("lost", map[string]string{flotillav1.AnnotationClusters: "atlantis"}, "100m"))
+	It("admits a pod no cluster fits now as a waiting proxy that says why per cluster and deletes at once; refuses a pod naming an unknown cluster; leaves other pods alone", func(ctx SpecContext) {
+		// Pending, not refused: a ReplicaSet's or Job's pod must exist to wait for room, as it
+		// would for any node. The primary's scheduler binds it once a virtual node has room.
+		huge := electedPod("huge", nil, "1000")
+		Expect(primary.Client.Create(ctx, huge)).To(Succeed())
+		Expect(huge.Spec.NodeName).To(BeEmpty(), "not bound where it does not fit")
+		Expect(huge.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationNoClusterFits, And(ContainSubstring(secondary.Name), ContainSubstring("cpu"))))
+		Expect(huge.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values).
+			To(ConsistOf(secondary.Name), "it waits for the cluster that lacks only room")
+		Eventually(func(g Gomega) {
+			var evs corev1.EventList
+			g.Expect(primary.Client.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+			var msgs []string
+			for _, e := range evs.Items {
+				if e.InvolvedObject.Name == "huge" && e.Reason == flotillav1.ReasonNoClusterFits {
+					msgs = append(msgs, e.Message)
+				}
+			}
+			g.Expect(msgs).To(ContainElement(And(ContainSubstring("Waiting for room"), ContainSubstring(secondary.Name+": "))))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		// Never bound, so never delegated: its deletion waits for nothing (the finalizer once kept
+		// it Terminating for ever).
+		Expect(primary.Client.Delete(ctx, huge)).To(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "huge")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+
+		err := primary.Client.Create(ctx, electedPod("lost", map[string]string{flotillav1.AnnotationClusters: "atlantis"}, "100m"))
 		Expect(err).To(MatchError(ContainSubstring("unknown cluster(s) atlantis")))
 
 		plain := electedPod("plain", nil, "100m")
