@@ -143,7 +143,9 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 	// Where it may go: the clusters that fit now, else those where it could fit once room appears.
 	// The primary's scheduler holds a proxy no cluster takes yet Pending (Unschedulable) until a
 	// virtual node has room again, as it would hold any pod.
-	delete(out.Annotations, flotillav1.AnnotationNoClusterFits) // only ever the webhook's own
+	// Only ever the webhook's own.
+	delete(out.Annotations, flotillav1.AnnotationNoClusterFits)
+	delete(out.Annotations, AnnotationAdmittedBy)
 	values := feasible
 	if len(values) == 0 {
 		values = place.waiting

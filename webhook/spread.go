@@ -27,6 +27,9 @@ func ControllerUIDOf(obj client.Object) []string {
 	return nil
 }
 
+// AnnotationAdmittedBy names, on a proxy, the manager replica whose webhook admitted it.
+const AnnotationAdmittedBy = "flotilla.dev/admitted-by"
+
 // Spread gathers, for an elected pod with a controller, how many of that controller's proxies
 // each cluster holds (ClusterView.Siblings), and serialises the admissions of one controller's pods
 // so that a burst of them (a ReplicaSet creating 100 pods at once) spreads: each admission counts
@@ -39,6 +42,10 @@ type Spread struct {
 	Window time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
+	// Replica names this manager replica in the proxies it admits (AnnotationAdmittedBy), so
+	// that only its own admissions are matched against the cache: with two replicas serving the
+	// webhook, each counts the other's proxies once they are cached.
+	Replica string
 
 	mu       sync.Mutex
 	admitted map[types.UID][]recentAdmission
@@ -89,6 +96,9 @@ func (s *Spread) Place(ctx context.Context, pod *corev1.Pod, views []ClusterView
 	if err != nil || out == nil || !strings.HasPrefix(out.Spec.NodeName, flotillav1.VirtualNodePrefix) {
 		return out, err
 	}
+	if s.Replica != "" {
+		out.Annotations[AnnotationAdmittedBy] = s.Replica
+	}
 	if s.admitted == nil {
 		s.admitted = map[types.UID][]recentAdmission{}
 	}
@@ -96,12 +106,10 @@ func (s *Spread) Place(ctx context.Context, pod *corev1.Pod, views []ClusterView
 	return out, nil
 }
 
-// siblings counts the controller's live proxies per cluster in the cache, plus its admissions of
-// the window the cache does not show yet: per cluster, those admitted in the window less the
-// cached proxies created in it (creation timestamps have whole seconds, hence the second's slack).
-// A proxy another manager replica admitted in the window also cancels one of ours, so a burst
-// split over two webhook replicas spreads a little less evenly, never more than it would by
-// capacity alone.
+// siblings counts the controller's live proxies per cluster in the cache, plus its admissions by
+// this replica in the window the cache does not show yet: per cluster, those admitted in the window
+// less the cached proxies this replica admitted in it (creation timestamps have whole seconds,
+// hence the second's slack). What another replica admits counts once its cache shows it.
 func (s *Spread) siblings(ctx context.Context, namespace string, uid types.UID, now time.Time) (map[string]int, error) {
 	var proxies corev1.PodList
 	if err := s.Proxies.List(ctx, &proxies, client.InNamespace(namespace), client.MatchingFields{ControllerIndex: string(uid)}); err != nil {
@@ -130,7 +138,8 @@ func (s *Spread) siblings(ctx context.Context, namespace string, uid types.UID, 
 			continue
 		}
 		counts[cluster]++
-		if !p.CreationTimestamp.Time.Before(since) && recent[cluster] > 0 {
+		ours := s.Replica == "" || p.Annotations[AnnotationAdmittedBy] == s.Replica
+		if ours && !p.CreationTimestamp.Time.Before(since) && recent[cluster] > 0 {
 			recent[cluster]--
 		}
 	}

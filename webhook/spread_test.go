@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -111,5 +112,42 @@ func TestSpreadLeavesPodsWithoutAControllerToCapacity(t *testing.T) {
 	var nilSpread *Spread
 	if got := place(t, nilSpread, elected(ownedBy("rs-1"))); got != "eu" {
 		t.Errorf("nil Spread placed on %s", got)
+	}
+}
+
+// Two replicas serve the webhook, two admissions each in turn (the API server keeps a connection
+// to one replica for a while), and the shared cache shows each proxy only three
+// admissions later. Matching only its own admissions against the cache, neither replica takes the
+// other's cached proxies for its own pending ones (which it would then count nowhere), and the
+// burst ends even.
+func TestSpreadOverTwoReplicasEndsEven(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	cache := fake.NewClientBuilder().WithIndex(&corev1.Pod{}, ControllerIndex, ControllerUIDOf).Build()
+	replicas := []*Spread{
+		{Proxies: cache, Replica: "a", Now: func() time.Time { return now }},
+		{Proxies: cache, Replica: "b", Now: func() time.Time { return now }},
+	}
+	const lag = 3
+	var inFlight []*corev1.Pod
+	count := map[string]int{}
+	for i := range 12 {
+		pod := elected(ownedBy("rs-1"))
+		out, err := replicas[(i/2)%2].Place(t.Context(), pod, equalClusters, func(views []ClusterView) (*corev1.Pod, error) {
+			return Mutate(pod, views, Options{Choose: func([]int64) int { return 0 }})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Name, out.CreationTimestamp = fmt.Sprintf("web-%d", i), metav1.NewTime(now)
+		count[out.Spec.NodeName[len(flotillav1.VirtualNodePrefix):]]++
+		if inFlight = append(inFlight, out); len(inFlight) > lag {
+			if err := cache.Create(t.Context(), inFlight[0]); err != nil {
+				t.Fatal(err)
+			}
+			inFlight = inFlight[1:]
+		}
+	}
+	if count["eu"] != 6 || count["us"] != 6 {
+		t.Errorf("12 pods over two replicas placed %v, want 6 and 6", count)
 	}
 }

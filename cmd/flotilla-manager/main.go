@@ -347,7 +347,7 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: &webhook.Handler{
 		Registry: registry, Options: webhook.Options{AcceptAdmiralty: opts.acceptAdmiralty, Choose: choose},
 		VirtualNodes: mgr.GetClient(),
-		Spread:       &webhook.Spread{Proxies: mgr.GetClient()},
+		Spread:       &webhook.Spread{Proxies: mgr.GetClient(), Replica: replicaName()},
 		Decoder:      admission.NewDecoder(mgr.GetScheme()), Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
 	}})
 	mgr.GetWebhookServer().Register(webhook.DaemonSetPath, &admission.Webhook{Handler: &webhook.DaemonSetHandler{
@@ -391,4 +391,14 @@ func restConfig(path, context string) (*rest.Config, error) {
 		return nil, fmt.Errorf("loading kubeconfig (--kubeconfig %q, --context %q): %w", path, context, err)
 	}
 	return cfg, nil
+}
+
+// replicaName names this manager replica: its pod (hostname) in cluster, plus the process ID and
+// start time, so that a restarted replica is another one.
+func replicaName() string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "manager"
+	}
+	return fmt.Sprintf("%s-%d-%d", host, os.Getpid(), time.Now().Unix())
 }

@@ -398,9 +398,15 @@ func findContext(reg *clientcmdapi.Config, nameOrContext string) (contextName, n
 	return "", "", fmt.Errorf("no registered cluster or context named %q (see `flotillactl cluster list`)", nameOrContext)
 }
 
+// removeOptions are the flags of `cluster remove`.
+type removeOptions struct {
+	timeout time.Duration
+	orphan  bool
+	context string
+}
+
 func newRemoveCommand(g *GlobalOptions) *cobra.Command {
-	var timeout time.Duration
-	var orphan bool
+	var o removeOptions
 	cmd := &cobra.Command{
 		Use:   "remove CLUSTER|CONTEXT",
 		Short: "Unregister a secondary: cordon its node, remove its credentials, wait until Flotilla let go of it",
@@ -409,21 +415,36 @@ re-elect them elsewhere; --orphan leaves them and their delegates running) and w
 delegates are gone, removes its context from the registration Secret, and waits until the manager
 has deleted the virtual node, the ClusterDetector and (with the registered credentials) the
 FlotillaPrimary in the secondary, which lets the secondary's garbage collector remove everything
-Flotilla created there.`,
+Flotilla created there. Last, with your own credentials for the secondary (the context of the
+same name in your kubeconfig, or --context), it deletes what join made there for this primary
+(ServiceAccount, roles, bindings, admission policy) and, unless --orphan, the namespaces Flotilla
+created that hold nothing else; an object of those names without this primary's label, or a
+namespace that also holds something else, is left and named.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runRemove(cmd.Context(), g, args[0], timeout, orphan, cmd.OutOrStdout())
+			return runRemove(cmd.Context(), g, args[0], o, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long to wait for the proxies to drain, and for the manager to let go")
-	cmd.Flags().BoolVar(&orphan, "orphan", false, "leave the proxies (and their delegates) running")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for the proxies to drain, and for the manager to let go")
+	cmd.Flags().BoolVar(&o.orphan, "orphan", false, "leave the proxies (and their delegates) running")
+	cmd.Flags().StringVar(&o.context, "context", "", "your kubeconfig's context for the secondary, to remove what join made there (default: the registered context's name)")
 	return cmd
 }
 
-func runRemove(ctx context.Context, g *GlobalOptions, target string, timeout time.Duration, orphan bool, out io.Writer) error {
+func runRemove(ctx context.Context, g *GlobalOptions, target string, o removeOptions, out io.Writer) error {
+	timeout, orphan := o.timeout, o.orphan
 	primary, contextName, name, err := resolveTarget(ctx, g, target)
 	if err != nil {
 		return err
+	}
+	// Which cluster this is, for the clean-up with the user's own credentials at the end.
+	var cd flotillav1.ClusterDetector
+	if err := primary.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: name}, &cd); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading ClusterDetector %s: %w", name, err)
+	}
+	primaryID, err := clusters.ClusterID(ctx, primary)
+	if err != nil {
+		return fmt.Errorf("primary: %w", err)
 	}
 	nodeName := flotillav1.VirtualNodeName(name)
 	var n corev1.Node
@@ -462,8 +483,32 @@ func runRemove(ctx context.Context, g *GlobalOptions, target string, timeout tim
 	if err != nil {
 		return fmt.Errorf("the virtual node %s or ClusterDetector %s is still there after %s: is the manager running? %w", nodeName, name, timeout, err)
 	}
-	_, err = fmt.Fprintf(out, "Cluster %s removed.\n", name)
-	return err
+	fmt.Fprintf(out, "Cluster %s removed.\n", name)
+	return cleanUpSecondary(ctx, g, o, contextName, name, primaryID, cd.Status.ClusterID, out)
+}
+
+// cleanUpSecondary removes, with the user's own credentials, what the join left in the secondary
+// (the registered identity cannot remove its own rights) and, unless orphaning, the namespaces
+// Flotilla created there that hold nothing else.
+func cleanUpSecondary(ctx context.Context, g *GlobalOptions, o removeOptions, contextName, name, primaryID, clusterID string, out io.Writer) error {
+	userContext := o.context
+	if userContext == "" {
+		userContext = contextName
+	}
+	c, rc, err := g.secondaryAsUser(ctx, userContext, clusterID)
+	if err != nil {
+		_, werr := fmt.Fprintf(out, "Not cleaned up in %s (%v): this primary's ServiceAccount, roles and admission policy there "+
+			"(label %s=%s) and the namespaces it created; run `flotillactl cluster remove %s --context <yours>` again, "+
+			"or delete them with kubectl.\n", name, err, flotillav1.LabelPrimary, primaryID, name)
+		return werr
+	}
+	if err := removeAccess(ctx, c, name, primaryID, out); err != nil {
+		return err
+	}
+	if o.orphan {
+		return nil // the orphaned delegates keep running in their namespaces
+	}
+	return removeNamespaces(ctx, c, rc, name, primaryID, out)
 }
 
 // OutOfServiceTaint releases the pods of a node known to be dead (Kubernetes' non-graceful node shutdown).

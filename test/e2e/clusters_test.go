@@ -459,6 +459,55 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		Expect(taints()).NotTo(ContainElement(HaveField("Key", corev1.TaintNodeOutOfService)))
 	}, SpecTimeout(time.Minute))
 
+	It("removes a secondary running a 10-replica elected Deployment within 2 minutes: all 10 Running in the other, nothing of this primary's left in the removed one", func(ctx SpecContext) {
+		const space = "removed"
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		ten := int32(10)
+		sel := map[string]string{"app": "moving"}
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(space).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "moving"},
+			Spec: appsv1.DeploymentSpec{Replicas: &ten, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			g.Expect(runningProxies(ctx, g, space, "app=moving", "")).To(Equal(10))
+			g.Expect(podsInPhase(delegatesIn(ctx, s2, space), corev1.PodRunning)).To(BeNumerically(">", 0))
+		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+
+		start := time.Now()
+		out, err := flotillactl(ctx, "cluster", "remove", s2.Name, "--timeout", "2m")
+		Expect(err).NotTo(HaveOccurred(), out)
+		took := time.Since(start)
+		AddReportEntry("cluster remove with 10 elected replicas", took.Round(100*time.Millisecond).String())
+		Expect(took).To(BeNumerically("<", 2*time.Minute))
+		Expect(out).To(ContainSubstring("Removed this primary's access to " + s2.Name))
+		Eventually(func(g Gomega) int { return runningProxies(ctx, g, space, "app=moving", flotillav1.VirtualNodeName(s1.Name)) }).
+			WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(10))
+		// Nothing of this primary's in the removed secondary: the namespace it created, its
+		// identity, its rights, its admission policy.
+		names := access.NamesFor(primaryID(ctx))
+		Eventually(func(g Gomega) {
+			_, err := s2.Clientset.CoreV1().Namespaces().Get(ctx, space, metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace %s: %v", space, err)
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		_, err = s2.Clientset.CoreV1().ServiceAccounts(flotillav1.SystemNamespace).Get(ctx, names.ServiceAccount, metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ServiceAccount: %v", err)
+		_, err = s2.Clientset.RbacV1().ClusterRoles().Get(ctx, names.ClusterRole, metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ClusterRole: %v", err)
+		_, err = s2.Clientset.RbacV1().ClusterRoleBindings().Get(ctx, names.ClusterRole, metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ClusterRoleBinding: %v", err)
+		_, err = s2.Clientset.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, names.Policy, metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ValidatingAdmissionPolicy: %v", err)
+
+		// Back for the specs that follow, at the address it had.
+		out, err = flotillactl(ctx, "cluster", "join", "--context", s2.Name, "--token-duration", "10m", "--server", serverAtHostIP(s2))
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{})).To(Succeed())
+	}, SpecTimeout(5*time.Minute))
+
 	It("removes a secondary with --orphan: its node, ClusterDetector and FlotillaPrimary are gone within 30 s, its delegates keep running", func(ctx SpecContext) {
 		const space = "orphaned"
 		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{

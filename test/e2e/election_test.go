@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -454,6 +455,68 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "failover", metav1.DeleteOptions{})).To(Succeed())
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
 	}, SpecTimeout(8*time.Minute))
+
+	It("keeps an elected Deployment's pods Pending (Unschedulable, a NoClusterFits Event naming each cluster) while every secondary's nodes are cordoned, and runs them within 60 s of the uncordon", func(ctx SpecContext) {
+		cordon := func(ctx context.Context, on bool) {
+			for _, c := range bed.Secondaries {
+				nodes, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				for _, n := range nodes.Items {
+					_, err := c.Clientset.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType,
+						[]byte(fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)), metav1.PatchOptions{})
+					Expect(err).NotTo(HaveOccurred())
+				}
+			}
+		}
+		cordon(ctx, true)
+		DeferCleanup(func(ctx SpecContext) { cordon(ctx, false) })
+		// The cordon reaches the virtual nodes: no eligible node, nothing to offer.
+		Eventually(func(g Gomega) {
+			for _, c := range bed.Secondaries {
+				n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(c.Name), metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(n.Status.Allocatable.Pods().IsZero()).To(BeTrue(), "%s offers %s pods", n.Name, n.Status.Allocatable.Pods())
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		three := int32(3)
+		sel := map[string]string{"app": "cordoned"}
+		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cordoned"},
+			Spec: appsv1.DeploymentSpec{Replicas: &three, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=cordoned"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(HaveLen(3), "the ReplicaSet's pods exist: none was refused")
+			for _, p := range pods.Items {
+				g.Expect(p.Spec.NodeName).To(BeEmpty())
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+				g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.PodScheduled),
+					HaveField("Status", corev1.ConditionFalse), HaveField("Reason", corev1.PodReasonUnschedulable))), "pod %s", p.Name)
+				evs, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+					FieldSelector: "reason=" + flotillav1.ReasonNoClusterFits + ",involvedObject.name=" + p.Name})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(evs.Items).NotTo(BeEmpty(), "no %s Event on %s", flotillav1.ReasonNoClusterFits, p.Name)
+				for _, c := range bed.Secondaries {
+					g.Expect(evs.Items[0].Message).To(ContainSubstring(c.Name + ": no eligible node"))
+				}
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		n, last := failedCreates(ctx, ns)
+		Expect(n).To(BeZero(), "refused creations, the last: %s", last)
+
+		cordon(ctx, false)
+		start := time.Now()
+		Eventually(func(g Gomega) int { return runningProxies(ctx, g, ns, "app=cordoned", "") }).
+			WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(3))
+		AddReportEntry("Running after the uncordon", time.Since(start).Round(100*time.Millisecond).String())
+		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "cordoned", metav1.DeleteOptions{})).To(Succeed())
+		for _, c := range bed.Secondaries {
+			Eventually(func() []corev1.Pod { return delegatesIn(ctx, c, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
+		}
+	}, SpecTimeout(4*time.Minute))
 
 	It("serves kubectl logs, exec, attach and port-forward on a proxy from its delegate, and refuses anonymous and unauthorised callers", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]

@@ -1,0 +1,204 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/pkg/access"
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// removeAccess deletes, with the user's own credentials for the secondary, what `join` made there
+// for this primary: its bindings first (the identity loses its rights at once), then its
+// ServiceAccount, roles, the admission policy's parameters, binding and policy. Each only when it
+// still carries this primary's flotilla.dev/primary label: an object of that name that is not ours
+// is left and named. The namespace flotilla-system stays (the chart's, or other primaries').
+func removeAccess(ctx context.Context, c client.Client, cluster, primaryID string, out io.Writer) error {
+	n := access.NamesFor(primaryID)
+	ns := flotillav1.SystemNamespace
+	objs := []client.Object{
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: n.ClusterRole}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: n.TokenRole, Namespace: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: n.ServiceAccount, Namespace: ns}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: n.ClusterRole}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: n.TokenRole, Namespace: ns}},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n.Policy}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n.Policy}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n.Params, Namespace: ns}},
+	}
+	var removed []string
+	for _, obj := range objs {
+		what := fmt.Sprintf("%T %s", obj, client.ObjectKeyFromObject(obj))
+		what = strings.TrimPrefix(what, "*")
+		switch err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return fmt.Errorf("reading %s in %s: %w", what, cluster, err)
+		}
+		if obj.GetLabels()[flotillav1.LabelPrimary] != primaryID {
+			fmt.Fprintf(out, "Left %s in %s: it does not carry %s=%s.\n", what, cluster, flotillav1.LabelPrimary, primaryID)
+			continue
+		}
+		uid := obj.GetUID()
+		if err := c.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s in %s: %w", what, cluster, err)
+		}
+		removed = append(removed, what)
+	}
+	if len(removed) > 0 {
+		fmt.Fprintf(out, "Removed this primary's access to %s: %s.\n", cluster, strings.Join(removed, ", "))
+	}
+	return nil
+}
+
+// createdByFlotilla says whether a namespace of a secondary was created by this primary (for a
+// delegate or a Replicator), not merely opened to it by an admin's managed-by label.
+func createdByFlotilla(ns *corev1.Namespace, primaryID string) bool {
+	return ns.Labels[flotillav1.LabelManagedBy] == primaryID &&
+		(ns.Labels[flotillav1.LabelPrimary] == primaryID || strings.HasPrefix(ns.Annotations[flotillav1.AnnotationCreatedBy], primaryID+"/"))
+}
+
+// foreign lists the objects of a namespace that are not Flotilla's: neither labelled with this
+// primary's ID nor what every namespace holds (its default ServiceAccount, the root CA ConfigMap),
+// nor owned by another object (whose owner is judged instead). Events are history, not content.
+func foreign(objs []unstructured.Unstructured, primaryID string) []string {
+	var out []string
+	for _, o := range objs {
+		gk := o.GroupVersionKind().GroupKind()
+		switch {
+		case o.GetLabels()[flotillav1.LabelPrimary] == primaryID,
+			len(o.GetOwnerReferences()) > 0,
+			gk.Kind == "Event",
+			gk == schema.GroupKind{Kind: "ServiceAccount"} && o.GetName() == "default",
+			gk == schema.GroupKind{Kind: "ConfigMap"} && o.GetName() == "kube-root-ca.crt":
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s %s", strings.ToLower(gk.String()), o.GetName()))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// removeNamespaces deletes the namespaces this primary created in the secondary that hold nothing
+// not Flotilla's (every namespaced kind the API server lists is read); a namespace that also
+// holds something else is left, and what is named.
+func removeNamespaces(ctx context.Context, c client.Client, rc *rest.Config, cluster, primaryID string, out io.Writer) error {
+	var list corev1.NamespaceList
+	if err := c.List(ctx, &list, client.MatchingLabels{flotillav1.LabelManagedBy: primaryID}); err != nil {
+		return fmt.Errorf("listing namespaces in %s: %w", cluster, err)
+	}
+	var candidates []corev1.Namespace
+	for _, ns := range list.Items {
+		if createdByFlotilla(&ns, primaryID) && ns.DeletionTimestamp.IsZero() {
+			candidates = append(candidates, ns)
+		}
+	}
+	if len(candidates) == 0 {
+		return nil
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("discovery of %s: %w", cluster, err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("dynamic client of %s: %w", cluster, err)
+	}
+	resources, err := namespacedListable(dc)
+	if err != nil {
+		return fmt.Errorf("discovery of %s: %w", cluster, err)
+	}
+	for _, ns := range candidates {
+		var objs []unstructured.Unstructured
+		for _, gvr := range resources {
+			l, err := dyn.Resource(gvr).Namespace(ns.Name).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return fmt.Errorf("listing %s in namespace %s of %s: %w", gvr.Resource, ns.Name, cluster, err)
+			}
+			objs = append(objs, l.Items...)
+		}
+		if others := foreign(objs, primaryID); len(others) > 0 {
+			fmt.Fprintf(out, "Left namespace %s in %s: it also holds %s.\n", ns.Name, cluster, strings.Join(others, ", "))
+			continue
+		}
+		uid := ns.UID
+		if err := c.Delete(ctx, &ns, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting namespace %s in %s: %w", ns.Name, cluster, err)
+		}
+		fmt.Fprintf(out, "Deleted namespace %s in %s (created by Flotilla, nothing else in it).\n", ns.Name, cluster)
+	}
+	return nil
+}
+
+// namespacedListable is every namespaced resource (preferred versions) the API server lists.
+func namespacedListable(dc discovery.DiscoveryInterface) ([]schema.GroupVersionResource, error) {
+	lists, err := dc.ServerPreferredNamespacedResources()
+	if err != nil && len(lists) == 0 {
+		return nil, err
+	}
+	var out []schema.GroupVersionResource
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, r := range l.APIResources {
+			if strings.Contains(r.Name, "/") || !hasVerb(r.Verbs, "list") {
+				continue
+			}
+			out = append(out, gv.WithResource(r.Name))
+		}
+	}
+	return out, nil
+}
+
+func hasVerb(verbs metav1.Verbs, verb string) bool {
+	for _, v := range verbs {
+		if v == verb {
+			return true
+		}
+	}
+	return false
+}
+
+// secondaryAsUser is the user's own client for a registered secondary: the context of the user's
+// kubeconfig of that name (or --context), checked to reach the very cluster registered (its
+// kube-system UID, as the ClusterDetector recorded it).
+func (g *GlobalOptions) secondaryAsUser(ctx context.Context, contextName, wantID string) (client.Client, *rest.Config, error) {
+	user, err := g.userConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, ok := user.Contexts[contextName]; !ok {
+		return nil, nil, fmt.Errorf("context %q is not in your kubeconfig", contextName)
+	}
+	c, rc, err := clientFor(user, contextName)
+	if err != nil {
+		return nil, nil, err
+	}
+	id, err := clusters.ClusterID(ctx, c)
+	if err != nil {
+		return nil, nil, fmt.Errorf("context %s: %w", contextName, err)
+	}
+	if wantID != "" && id != wantID {
+		return nil, nil, fmt.Errorf("context %s reaches cluster %s, not the registered %s", contextName, id, wantID)
+	}
+	return c, rc, nil
+}
