@@ -2,6 +2,8 @@ package access
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,7 +21,7 @@ type Names struct {
 	ServiceAccount string // in flotilla-system
 	ClusterRole    string // and its ClusterRoleBinding
 	TokenRole      string // Role (and RoleBinding) in flotilla-system for the token renewal
-	Params         string // ConfigMap in flotilla-system holding the primary ID for the policy
+	Params         string // ConfigMap in flotilla-system that held the policy's parameters (joins before v0.2; removed by `cluster remove`)
 	Policy         string // ValidatingAdmissionPolicy and its binding
 }
 
@@ -103,17 +105,33 @@ var forbiddenNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSyst
 // attach, port-forward: CONNECT requests) only in such namespaces; and change or delete only
 // objects carrying flotilla.dev/primary=<primary>, so an object of the same name that Flotilla did
 // not create (a user's Secret) is never overwritten.
-const policyExpression = `request.resource.resource == 'flotillaprimaries' ||
+//
+// The primary's ID and the forbidden namespaces are literals of the expression, not parameters:
+// a binding whose parameter object is missing denies every request its policy's resource rules
+// match, before the match conditions narrow them to Flotilla's identity, so a deleted parameter
+// ConfigMap (or a binding the API server still caches after it) stopped every user's writes in
+// the secondary.
+func policyExpression(primaryID string) string {
+	id := celString(primaryID)
+	var forbidden []string
+	for _, f := range forbiddenNamespaces {
+		forbidden = append(forbidden, celString(f))
+	}
+	return `request.resource.resource == 'flotillaprimaries' ||
 (
   !(request.resource.resource == 'namespaces' ? request.name : request.namespace).startsWith('kube-') &&
-  !((request.resource.resource == 'namespaces' ? request.name : request.namespace) in params.data.forbidden.split(',')) &&
+  !((request.resource.resource == 'namespaces' ? request.name : request.namespace) in [` + strings.Join(forbidden, ", ") + `]) &&
   (request.resource.resource == 'namespaces'
-    ? (request.operation == 'CREATE' || oldObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary) &&
-      (request.operation == 'DELETE' || object.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary)
-    : namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == params.data.primary) &&
+    ? (request.operation == 'CREATE' || oldObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == ` + id + `) &&
+      (request.operation == 'DELETE' || object.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == ` + id + `)
+    : namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == ` + id + `) &&
   (request.operation in ['CREATE', 'CONNECT'] || request.resource.resource in ['namespaces', 'events'] || oldObject == null ||
-    oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == params.data.primary)
+    oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == ` + id + `)
 )`
+}
+
+// celString is s as a CEL string literal (a Go quoted string is one: the same escapes).
+func celString(s string) string { return strconv.Quote(s) }
 
 // Objects returns everything `join` applies in a secondary for a primary, in apply order
 // (the FlotillaPrimary CRD is applied before, from config/crd).
@@ -125,14 +143,7 @@ func Objects(n Names, clusterName string) []client.Object {
 	}
 	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: n.ServiceAccount, Namespace: ns}
 	failClosed := admissionregistrationv1.Fail
-	deny := admissionregistrationv1.DenyAction
-	forbidden := ""
-	for i, f := range forbiddenNamespaces {
-		if i > 0 {
-			forbidden += ","
-		}
-		forbidden += f
-	}
+	id := celString(n.PrimaryID)
 	return []client.Object{
 		&corev1.Namespace{ObjectMeta: meta(ns, "")},
 		&corev1.ServiceAccount{ObjectMeta: meta(n.ServiceAccount, ns)},
@@ -145,12 +156,9 @@ func Objects(n Names, clusterName string) []client.Object {
 		&rbacv1.RoleBinding{ObjectMeta: meta(n.TokenRole, ns),
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.TokenRole},
 			Subjects: []rbacv1.Subject{sa}},
-		&corev1.ConfigMap{ObjectMeta: meta(n.Params, ns), Data: map[string]string{
-			"primary": n.PrimaryID, "clusterName": clusterName, "forbidden": forbidden}},
 		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: meta(n.Policy, ""),
 			Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
 				FailurePolicy: &failClosed,
-				ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: "v1", Kind: "ConfigMap"},
 				MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
 						Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update,
@@ -161,19 +169,17 @@ func Objects(n Names, clusterName string) []client.Object {
 				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "flotilla-identity",
 					Expression: fmt.Sprintf("request.userInfo.username == '%s'", n.Username())}},
 				Validations: []admissionregistrationv1.Validation{{
-					Expression: policyExpression,
-					MessageExpression: `'Flotilla (primary ' + params.data.primary + ') may write only in namespaces labelled ` +
-						flotillav1.LabelManagedBy + `=' + params.data.primary + ', never in kube-*, default or flotilla-system, and may change only objects labelled ` +
-						flotillav1.LabelPrimary + `=' + params.data.primary + ': ' + ` +
+					Expression: policyExpression(n.PrimaryID),
+					MessageExpression: `'Flotilla (primary ' + ` + id + ` + ') may write only in namespaces labelled ` +
+						flotillav1.LabelManagedBy + `=' + ` + id + ` + ', never in kube-*, default or flotilla-system, and may change only objects labelled ` +
+						flotillav1.LabelPrimary + `=' + ` + id + ` + ': ' + ` +
 						`request.resource.resource + ' ' + (request.namespace != '' ? request.namespace + '/' : '') + request.name + ' refused'`,
 					Reason: ptrTo(metav1.StatusReasonForbidden),
 				}},
 			}},
 		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: meta(n.Policy, ""),
 			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-				PolicyName: n.Policy,
-				ParamRef: &admissionregistrationv1.ParamRef{Name: n.Params, Namespace: ns,
-					ParameterNotFoundAction: &deny},
+				PolicyName:        n.Policy,
 				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			}},
 		&flotillav1.FlotillaPrimary{ObjectMeta: metav1.ObjectMeta{Name: n.PrimaryID, Labels: labels},

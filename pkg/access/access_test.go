@@ -59,9 +59,15 @@ func TestObjectsNameThePrimaryAndConfineItsIdentity(t *testing.T) {
 	if !strings.Contains(policy.Spec.MatchConditions[0].Expression, n.Username()) {
 		t.Errorf("policy matches %q", policy.Spec.MatchConditions[0].Expression)
 	}
-	if *policy.Spec.FailurePolicy != admissionregistrationv1.Fail || binding.Spec.PolicyName != policy.Name ||
-		binding.Spec.ParamRef.Name != n.Params {
+	if *policy.Spec.FailurePolicy != admissionregistrationv1.Fail || binding.Spec.PolicyName != policy.Name {
 		t.Errorf("policy %+v binding %+v", policy.Spec, binding.Spec)
+	}
+	// No parameter object: a missing one would deny every user's requests, not only Flotilla's.
+	if policy.Spec.ParamKind != nil || binding.Spec.ParamRef != nil {
+		t.Errorf("the policy takes parameters: %+v, %+v", policy.Spec.ParamKind, binding.Spec.ParamRef)
+	}
+	if !strings.Contains(policy.Spec.Validations[0].Expression, `"`+n.PrimaryID+`"`) {
+		t.Errorf("the primary's ID is not a literal of the expression: %s", policy.Spec.Validations[0].Expression)
 	}
 	if fp.Name != n.PrimaryID || fp.Spec.ClusterName != "eu" {
 		t.Errorf("FlotillaPrimary = %+v", fp)

@@ -502,13 +502,14 @@ func cleanUpSecondary(ctx context.Context, g *GlobalOptions, o removeOptions, co
 			"or delete them with kubectl.\n", name, err, flotillav1.LabelPrimary, primaryID, name)
 		return werr
 	}
-	if err := removeAccess(ctx, c, name, primaryID, out); err != nil {
-		return err
+	// Namespaces first, while this primary's admission policy is whole (the orphaned delegates
+	// keep running in theirs).
+	if !o.orphan {
+		if err := removeNamespaces(ctx, c, rc, name, primaryID, out); err != nil {
+			return err
+		}
 	}
-	if o.orphan {
-		return nil // the orphaned delegates keep running in their namespaces
-	}
-	return removeNamespaces(ctx, c, rc, name, primaryID, out)
+	return removeAccess(ctx, c, name, primaryID, out)
 }
 
 // OutOfServiceTaint releases the pods of a node known to be dead (Kubernetes' non-graceful node shutdown).

@@ -6,6 +6,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,10 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
+// policySettle is how long the API server is given to drop a deleted admission policy binding
+// from its admission (its informer sees the deletion within milliseconds).
+const policySettle = 3 * time.Second
+
 // removeAccess deletes, with the user's own credentials for the secondary, what `join` made there
 // for this primary: its bindings first (the identity loses its rights at once), then its
 // ServiceAccount, roles, the admission policy's parameters, binding and policy. Each only when it
@@ -40,10 +45,20 @@ func removeAccess(ctx context.Context, c client.Client, cluster, primaryID strin
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: n.TokenRole, Namespace: ns}},
 		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n.Policy}},
 		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n.Policy}},
+		// The policy's parameters, as joins before v0.2 made them: last, and only once the API
+		// server's admission has had time to drop the binding (a binding it still holds whose
+		// parameters are gone denies every request, every user's).
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n.Params, Namespace: ns}},
 	}
 	var removed []string
 	for _, obj := range objs {
+		if _, legacy := obj.(*corev1.ConfigMap); legacy && len(removed) > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(policySettle):
+			}
+		}
 		what := fmt.Sprintf("%T %s", obj, client.ObjectKeyFromObject(obj))
 		what = strings.TrimPrefix(what, "*")
 		switch err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); {

@@ -433,12 +433,7 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 		}
 		return
 	}
-	labels := map[string]*string{}
-	for k, v := range want.Labels {
-		if got, ok := cur.Labels[k]; !ok || got != v {
-			labels[k] = &v
-		}
-	}
+	labels := labelPatch(cur.Labels, want.Labels)
 	failover := FailoverTaint()
 	unreachable := s.m.isUnreachable(s.name)
 	var taints []corev1.Taint
@@ -481,6 +476,30 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 		return
 	}
 	s.log.Info("Reconciled the virtual node's labels and taints", "labels", len(labels), "taints", taintsChanged, "unreachable", unreachable)
+}
+
+// derivedLabels are the labels a virtual node takes from its secondary's nodes, only while they
+// all agree: one that stops being agreed on goes.
+var derivedLabels = []string{flotillav1.LabelOS, flotillav1.LabelArch, flotillav1.LabelRegion, flotillav1.LabelZone}
+
+// labelPatch is the merge patch of a virtual node's labels: what want sets and cur lacks or has
+// otherwise, and a removal (nil) for each derived label cur has and want no longer does. Labels
+// of others (a user's, a tool's) are left alone.
+func labelPatch(cur, want map[string]string) map[string]*string {
+	patch := map[string]*string{}
+	for k, v := range want {
+		if got, ok := cur[k]; !ok || got != v {
+			patch[k] = &v
+		}
+	}
+	for _, k := range derivedLabels {
+		if _, has := cur[k]; has {
+			if _, wanted := want[k]; !wanted {
+				patch[k] = nil
+			}
+		}
+	}
+	return patch
 }
 
 func hasTaint(list []corev1.Taint, t corev1.Taint) bool {

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -440,6 +442,35 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(5*time.Minute))
 
+	It("follows its secondary's nodes' region on the virtual node: to a new region, and away when the nodes disagree", func(ctx SpecContext) {
+		relabel := func(ctx context.Context, regions ...string) {
+			nodes, err := s1.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(len(nodes.Items)).To(BeNumerically(">=", 2), "the bed gives each secondary 2 nodes")
+			for i, n := range nodes.Items {
+				region := regions[min(i, len(regions)-1)]
+				_, err := s1.Clientset.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType,
+					[]byte(fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, corev1.LabelTopologyRegion, region)), metav1.PatchOptions{})
+				Expect(err).NotTo(HaveOccurred())
+			}
+		}
+		regionOf := func() (string, bool) {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s1.Name), metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			r, ok := n.Labels[flotillav1.LabelRegion]
+			return r, ok
+		}
+		DeferCleanup(func(ctx SpecContext) {
+			relabel(ctx, testbed.Region(s1.Name))
+			Eventually(func() string { r, _ := regionOf(); return r }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(testbed.Region(s1.Name)))
+		})
+		relabel(ctx, "region-moved")
+		Eventually(func() string { r, _ := regionOf(); return r }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal("region-moved"))
+		relabel(ctx, "region-moved", "region-split")
+		Eventually(func() bool { _, ok := regionOf(); return ok }).WithContext(ctx).WithTimeout(30*time.Second).Should(BeFalse(),
+			"the nodes disagree: no region")
+	}, SpecTimeout(2*time.Minute))
+
 	It("fences a secondary with the out-of-service taint, and unfences it", func(ctx SpecContext) {
 		name := flotillav1.VirtualNodeName(s2.Name)
 		taints := func() ([]corev1.Taint, error) {
@@ -483,7 +514,9 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		AddReportEntry("cluster remove with 10 elected replicas", took.Round(100*time.Millisecond).String())
 		Expect(took).To(BeNumerically("<", 2*time.Minute))
 		Expect(out).To(ContainSubstring("Removed this primary's access to " + s2.Name))
-		Eventually(func(g Gomega) int { return runningProxies(ctx, g, space, "app=moving", flotillav1.VirtualNodeName(s1.Name)) }).
+		Eventually(func(g Gomega) int {
+			return runningProxies(ctx, g, space, "app=moving", flotillav1.VirtualNodeName(s1.Name))
+		}).
 			WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(10))
 		// Nothing of this primary's in the removed secondary: the namespace it created, its
 		// identity, its rights, its admission policy.

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"os/exec"
@@ -272,11 +274,12 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		// The manager annotated the configuration; cert-manager's injector wrote the CA of its
 		// Certificate into every webhook of it.
 		Eventually(func(g Gomega) {
+			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.WebhookTLSSecretName}, &tls)).To(Succeed())
 			var cfg admissionregistrationv1.MutatingWebhookConfiguration
 			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &cfg)).To(Succeed())
 			g.Expect(cfg.Annotations).To(HaveKeyWithValue(webhook.AnnotationInjectCAFrom, flotillav1.SystemNamespace+"/"+flotillav1.WebhookCertificateName))
 			for _, w := range cfg.Webhooks {
-				g.Expect(string(w.ClientConfig.CABundle)).To(Equal(string(tls.Data["ca.crt"])), "webhook %s", w.Name)
+				g.Expect(certSummary(w.ClientConfig.CABundle)).To(Equal(certSummary(tls.Data["ca.crt"])), "webhook %s", w.Name)
 			}
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 		for _, p := range managerPods(ctx) {
@@ -306,7 +309,7 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 			var cfg admissionregistrationv1.MutatingWebhookConfiguration
 			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &cfg)).To(Succeed())
 			g.Expect(cfg.Annotations).NotTo(HaveKey(webhook.AnnotationInjectCAFrom))
-			g.Expect(string(cfg.Webhooks[0].ClientConfig.CABundle)).NotTo(Equal(string(tls.Data["ca.crt"])))
+			g.Expect(certSummary(cfg.Webhooks[0].ClientConfig.CABundle)).NotTo(Equal(certSummary(tls.Data["ca.crt"])))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "through-cert-manager", metav1.DeleteOptions{})).To(Succeed())
 		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "through-own-ca",
@@ -470,4 +473,23 @@ func podReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// certSummary names the certificates of a PEM bundle (subject, issuer, DNS names, serial), so
+// that a mismatch says which certificate is where.
+func certSummary(bundle []byte) []string {
+	var out []string
+	for rest := bundle; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return out
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			out = append(out, "unparsable: "+err.Error())
+			continue
+		}
+		out = append(out, fmt.Sprintf("subject=%q issuer=%q dns=%v serial=%s", c.Subject.String(), c.Issuer.String(), c.DNSNames, c.SerialNumber))
+	}
 }
