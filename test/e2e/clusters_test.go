@@ -454,7 +454,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 				Expect(err).NotTo(HaveOccurred())
 			}
 		}
-		regionOf := func() (string, bool) {
+		regionOf := func(ctx context.Context) (string, bool) {
 			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s1.Name), metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			r, ok := n.Labels[flotillav1.LabelRegion]
@@ -462,12 +462,12 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		}
 		DeferCleanup(func(ctx SpecContext) {
 			relabel(ctx, testbed.Region(s1.Name))
-			Eventually(func() string { r, _ := regionOf(); return r }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(testbed.Region(s1.Name)))
+			Eventually(func() string { r, _ := regionOf(ctx); return r }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(testbed.Region(s1.Name)))
 		})
 		relabel(ctx, "region-moved")
-		Eventually(func() string { r, _ := regionOf(); return r }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal("region-moved"))
+		Eventually(func() string { r, _ := regionOf(ctx); return r }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal("region-moved"))
 		relabel(ctx, "region-moved", "region-split")
-		Eventually(func() bool { _, ok := regionOf(); return ok }).WithContext(ctx).WithTimeout(30*time.Second).Should(BeFalse(),
+		Eventually(func() bool { _, ok := regionOf(ctx); return ok }).WithContext(ctx).WithTimeout(30*time.Second).Should(BeFalse(),
 			"the nodes disagree: no region")
 	}, SpecTimeout(2*time.Minute))
 
