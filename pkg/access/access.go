@@ -66,6 +66,7 @@ func Grants(primaryID string) []Grant {
 	return []Grant{
 		{core(watched, "nodes"), "capacity of the virtual node (informer on nodes)"},
 		{core(informed, "pods"), "capacity (informer on all pods: requests of pods that are not delegates), delegates (create, delete, informer), a Replicator's namespace check (list)"},
+		{core([]string{"list"}, "events"), "a delegate that does not start or stay up: its Events, listed by its UID, shown on its proxy"},
 		{core([]string{"get"}, "pods/log"), "kubectl logs on a proxy; the kubelet API reads only the proxy's own delegate (label and proxy UID checked)"},
 		{core([]string{"create"}, "pods/exec", "pods/attach", "pods/portforward"), "kubectl exec, attach and port-forward on a proxy; admitted by the policy only in managed namespaces"},
 		{core([]string{"get", "create", "update", "patch", "delete"}, "namespaces"), "namespaces of delegates and Replicators (created labelled managed-by, Pod Security labels kept in step), a Replicator's namespace deleted with it"},

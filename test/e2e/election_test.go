@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
@@ -517,6 +518,24 @@ var _ = Describe("pod election", Ordered, func() {
 			Eventually(func() []corev1.Pod { return delegatesIn(ctx, c, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
 		}
 	}, SpecTimeout(4*time.Minute))
+
+	It("shows the secondary's FailedScheduling Event of a delegate that fits no node there on its proxy (kubectl describe), naming the cluster", func(ctx SpecContext) {
+		// 40 CPUs: more than any one node of a secondary (32), less than a virtual node offers
+		// (2 x 32): the primary's scheduler binds it, the secondary's cannot place its delegate.
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "too-wide",
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("40")}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "too-wide", metav1.DeleteOptions{}))).To(Succeed())
+		})
+		Eventually(func(g Gomega) {
+			out, err := kubectlIn(ctx, ns, nil, "describe", "pod", "too-wide")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(MatchRegexp(`FailedScheduling\s+.*In cluster secondary[12]: 0/\d+ nodes are available: .*Insufficient cpu`))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
 
 	It("serves kubectl logs, exec, attach and port-forward on a proxy from its delegate, and refuses anonymous and unauthorised callers", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]

@@ -74,6 +74,9 @@ type Reconciler struct {
 	// default ServiceAccount: checked once, not for every pod (forgotten when a create says the
 	// namespace is gone).
 	readyNamespaces sync.Map
+
+	// events remembers what of each delegate's Events its proxy already shows.
+	events eventForwarding
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch;delete
@@ -152,7 +155,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 		return r.createDelegate(ctx, proxy, sec)
 	}
 	r.mirrorStatus(proxy, delegate)
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: r.forwardEvents(ctx, sec, proxy, delegate)}, nil
 }
 
 // createDelegate creates the namespace (managed-by label) and the delegate; what fails for now
@@ -328,6 +331,7 @@ func scheduled(pod *corev1.Pod) bool {
 
 // letGo removes the finalizer and deletes the proxy at once, as a kubelet does.
 func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) error {
+	r.events.forget(proxy.UID)
 	if controllerutil.ContainsFinalizer(proxy, flotillav1.FinalizerDelegate) {
 		base := proxy.DeepCopy()
 		controllerutil.RemoveFinalizer(proxy, flotillav1.FinalizerDelegate)

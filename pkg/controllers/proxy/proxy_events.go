@@ -1,0 +1,151 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+const (
+	// eventsPerMinute bounds the Events forwarded to one proxy: a crash-looping delegate's
+	// BackOff Events must not flood the primary's Event store.
+	eventsPerMinute = 10
+	// eventLooks is how many times a delegate's Events are listed for one state of it: the
+	// scheduler and the kubelet record an Event just after the status change that brought the
+	// reconcile, so the first list can come too early.
+	eventLooks = 3
+	// eventLookAgain is the pause between those lists.
+	eventLookAgain = 3 * time.Second
+)
+
+// eventForwarding remembers, per proxy, what of its delegate's Events was already shown on it.
+type eventForwarding struct {
+	mu      sync.Mutex
+	proxies map[types.UID]*forwarded
+}
+
+type forwarded struct {
+	// delegateVersion is the delegate's resourceVersion last seen, since when it was seen, and how
+	// many times its Events were listed for it.
+	delegateVersion string
+	since           time.Time
+	looks           int
+	// counts are the Events shown, by their UID, with the count shown (an Event repeated in the
+	// secondary comes again when its count grew).
+	counts map[types.UID]int32
+	// window and sent rate-limit.
+	window time.Time
+	sent   int
+}
+
+// forget drops what is remembered of a proxy (it is gone).
+func (f *eventForwarding) forget(uid types.UID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.proxies, uid)
+}
+
+// next says what to do for this state of the delegate: wait (the returned time) before a look,
+// look now, or nothing (0, false). The first look waits eventLookAgain after the state appeared:
+// a pod that starts at once costs no read at all.
+func (f *eventForwarding) next(proxy, delegate *corev1.Pod, now time.Time) (wait time.Duration, look bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.proxies == nil {
+		f.proxies = map[types.UID]*forwarded{}
+	}
+	st, ok := f.proxies[proxy.UID]
+	if !ok {
+		st = &forwarded{counts: map[types.UID]int32{}}
+		f.proxies[proxy.UID] = st
+	}
+	if st.delegateVersion != delegate.ResourceVersion {
+		st.delegateVersion, st.since, st.looks = delegate.ResourceVersion, now, 0
+	}
+	if st.looks >= eventLooks {
+		return 0, false
+	}
+	if due := st.since.Add(time.Duration(st.looks+1) * eventLookAgain); now.Before(due) {
+		return due.Sub(now), false
+	}
+	st.looks++
+	return 0, true
+}
+
+// fresh returns the Events not shown yet (or repeated since), within the proxy's rate limit, and
+// records them as shown.
+func (f *eventForwarding) fresh(proxy *corev1.Pod, evs []corev1.Event, now time.Time) []corev1.Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.proxies[proxy.UID]
+	if st == nil {
+		return nil
+	}
+	if now.Sub(st.window) >= time.Minute {
+		st.window, st.sent = now, 0
+	}
+	var out []corev1.Event
+	for _, e := range evs {
+		count := max(e.Count, 1)
+		if e.Series != nil {
+			count = max(count, e.Series.Count)
+		}
+		if st.counts[e.UID] >= count {
+			continue
+		}
+		if st.sent >= eventsPerMinute {
+			break
+		}
+		st.counts[e.UID] = count
+		st.sent++
+		out = append(out, e)
+	}
+	return out
+}
+
+// healthy says whether a delegate has nothing to tell: running with every container ready, or
+// done.
+func healthy(pod *corev1.Pod) bool {
+	switch pod.Status.Phase {
+	case corev1.PodSucceeded:
+		return true
+	case corev1.PodRunning:
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				return c.Status == corev1.ConditionTrue
+			}
+		}
+	}
+	return false
+}
+
+// forwardEvents shows the delegate's Events in its secondary on the proxy (kubectl describe,
+// kubectl events), each with the cluster's name, while the delegate is not healthy: why it does
+// not schedule, pull, start or stay up. It reads the secondary only for a delegate still unhealthy
+// eventLookAgain after it changed, and at most eventLooks times per change, with one list by the
+// delegate's UID. It returns when to look again (0: not for this state).
+func (r *Reconciler) forwardEvents(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) time.Duration {
+	if r.Recorder == nil || healthy(delegate) {
+		return 0
+	}
+	wait, look := r.events.next(proxy, delegate, r.now())
+	if !look {
+		return wait
+	}
+	var evs corev1.EventList
+	if err := sec.Client.List(ctx, &evs, client.InNamespace(delegate.Namespace),
+		client.MatchingFields{"involvedObject.uid": string(delegate.UID)}); err == nil {
+		for _, e := range r.events.fresh(proxy, evs.Items, r.now()) {
+			r.event(proxy, e.Type, e.Reason, "Delegate", "In cluster %s: %s", sec.Name, e.Message)
+		}
+	}
+	// Events are best effort: a failed list is tried again at the next look.
+	wait, _ = r.events.next(proxy, delegate, r.now())
+	return wait
+}
