@@ -18,7 +18,6 @@ import (
 	vklogrus "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -41,6 +40,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterdetector"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/namespace"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/proxy"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
@@ -202,9 +202,9 @@ func run(ctx context.Context, opts options) error {
 		// Only virtual nodes (the webhook reads their cordon and taints).
 		&corev1.Node{}: {Label: labels.SelectorFromSet(labels.Set{flotillav1.LabelNodeType: flotillav1.NodeTypeVirtualKubelet})},
 		// What Replicators applied (drift watches); a Deployment not Flotilla's is read uncached.
-		&appsv1.Deployment{}:    {Label: replicated},
-		&networkingv1.Ingress{}: {Label: replicated},
-		&corev1.ConfigMap{}:     {Label: replicated},
+		// Every Ingress is cached: one whose backends select elected pods follows them.
+		&appsv1.Deployment{}: {Label: replicated},
+		&corev1.ConfigMap{}:  {Label: replicated},
 	}}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
@@ -354,6 +354,14 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		Decoder: admission.NewDecoder(mgr.GetScheme())}})
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("adding the webhook readiness check: %w", err)
+	}
+	nsInformer, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{})
+	if err != nil {
+		return fmt.Errorf("watching the primary's namespaces: %w", err)
+	}
+	if err := mgr.Add(&namespace.Cleanup{Primary: mgr.GetClient(), Informer: nsInformer, Registry: registry,
+		Interval: 5 * time.Minute, Log: ctrl.Log.WithName("namespace-cleanup")}); err != nil {
+		return fmt.Errorf("adding the namespace cleanup: %w", err)
 	}
 	sweeper := &proxy.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: opts.sweepInterval, Log: ctrl.Log.WithName("sweep")}
 	if err := mgr.Add(sweeper); err != nil {

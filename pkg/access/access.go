@@ -69,7 +69,7 @@ func Grants(primaryID string) []Grant {
 		{core([]string{"list"}, "events"), "a delegate that does not start or stay up: its Events, listed by its UID, shown on its proxy"},
 		{core([]string{"get"}, "pods/log"), "kubectl logs on a proxy; the kubelet API reads only the proxy's own delegate (label and proxy UID checked)"},
 		{core([]string{"create"}, "pods/exec", "pods/attach", "pods/portforward"), "kubectl exec, attach and port-forward on a proxy; admitted by the policy only in managed namespaces"},
-		{core([]string{"get", "create", "update", "patch", "delete"}, "namespaces"), "namespaces of delegates and Replicators (created labelled managed-by, Pod Security labels kept in step), a Replicator's namespace deleted with it"},
+		{core([]string{"get", "list", "create", "update", "patch", "delete"}, "namespaces"), "namespaces of delegates and Replicators (created labelled managed-by, Pod Security labels kept in step), a Replicator's namespace deleted with it, those created for delegates listed (label-selected) and deleted once the primary's is gone"},
 		{core(informed, "configmaps", "services"), "dependency copies and Replicator objects (applied, deleted), drift watch of what Replicators applied (informer, label-selected), a Replicator's namespace check (list)"},
 		{core([]string{"create", "update", "patch", "delete"}, "secrets"), "dependency copies and a Replicator's TLS Secrets: written, never read"},
 		{core(append([]string{"list"}, written...), "serviceaccounts"), "the ServiceAccount a delegate runs as (created; an existing one is read to tell whether it is Flotilla's); listed before a Replicator deletes a namespace it created"},

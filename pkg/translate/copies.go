@@ -1,6 +1,8 @@
 package translate
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,6 +54,42 @@ func ServiceCopy(src *corev1.Service, primaryID string, owner metav1.OwnerRefere
 	}
 	return &corev1.Service{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: CopyMeta(src.Name, src.Namespace, primaryID, owner), Spec: spec}
+}
+
+// IngressCopy is the secondary's copy of an Ingress whose backends are Services of elected pods:
+// its spec and annotations (an ingress controller's settings), never its status (the addresses
+// are each cluster's own load balancer's).
+func IngressCopy(src *networkingv1.Ingress, primaryID string, owner metav1.OwnerReference) *networkingv1.Ingress {
+	meta := CopyMeta(src.Name, src.Namespace, primaryID, owner)
+	for k, v := range src.Annotations {
+		if _, ours := meta.Annotations[k]; !ours && !strings.HasPrefix(k, "kubectl.kubernetes.io/") {
+			meta.Annotations[k] = v
+		}
+	}
+	return &networkingv1.Ingress{TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
+		ObjectMeta: meta, Spec: *src.Spec.DeepCopy()}
+}
+
+// IngressServices are the Services an Ingress sends to (its default backend and every path's).
+func IngressServices(ing *networkingv1.Ingress) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(b *networkingv1.IngressBackend) {
+		if b != nil && b.Service != nil && !seen[b.Service.Name] {
+			seen[b.Service.Name] = true
+			out = append(out, b.Service.Name)
+		}
+	}
+	add(ing.Spec.DefaultBackend)
+	for _, rule := range ing.Spec.Rules {
+		if rule.HTTP == nil {
+			continue
+		}
+		for i := range rule.HTTP.Paths {
+			add(&rule.HTTP.Paths[i].Backend)
+		}
+	}
+	return out
 }
 
 // NetworkPolicyCopy is the secondary's copy of a NetworkPolicy that selects elected pods. Its pod

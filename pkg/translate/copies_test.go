@@ -106,3 +106,39 @@ func TestUsesMatchesReferencesAndSelectors(t *testing.T) {
 		})
 	}
 }
+
+func TestIngressCopyKeepsSpecAndAnnotationsNotStatus(t *testing.T) {
+	pathType := networkingv1.PathTypePrefix
+	backend := func(svc string) networkingv1.IngressBackend {
+		return networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: svc, Port: networkingv1.ServiceBackendPort{Number: 80}}}
+	}
+	src := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shop", UID: "u1", ResourceVersion: "7",
+			Annotations: map[string]string{"nginx.ingress.kubernetes.io/rewrite-target": "/", "kubectl.kubernetes.io/last-applied-configuration": "{}"},
+			Labels:      map[string]string{"app": "web"}},
+		Spec: networkingv1.IngressSpec{DefaultBackend: func() *networkingv1.IngressBackend { b := backend("front"); return &b }(), Rules: []networkingv1.IngressRule{{Host: "shop.example",
+			IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{
+				{Path: "/api", PathType: &pathType, Backend: backend("api")}, {Path: "/", PathType: &pathType, Backend: backend("front")}}}}}}},
+		Status: networkingv1.IngressStatus{LoadBalancer: networkingv1.IngressLoadBalancerStatus{Ingress: []networkingv1.IngressLoadBalancerIngress{{IP: "203.0.113.7"}}}},
+	}
+	owner := Owner("p1", "fp-uid")
+	c := IngressCopy(src, "p1", owner)
+	if c.Annotations["nginx.ingress.kubernetes.io/rewrite-target"] != "/" || c.Annotations[flotillav1.AnnotationOwner] != flotillav1.OwnerReflect {
+		t.Errorf("annotations %v", c.Annotations)
+	}
+	if _, ok := c.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok {
+		t.Error("kubectl's own annotation copied")
+	}
+	if c.Labels[flotillav1.LabelPrimary] != "p1" || len(c.OwnerReferences) != 1 || c.UID != "" || c.ResourceVersion != "" {
+		t.Errorf("metadata %+v", c.ObjectMeta)
+	}
+	if len(c.Status.LoadBalancer.Ingress) != 0 {
+		t.Error("the primary's load balancer address copied")
+	}
+	if c.Spec.Rules[0].Host != "shop.example" || len(c.Spec.Rules[0].HTTP.Paths) != 2 {
+		t.Errorf("spec %+v", c.Spec)
+	}
+	if got := IngressServices(src); len(got) != 2 || got[0] != "front" || got[1] != "api" {
+		t.Errorf("IngressServices = %v, want [front api]", got)
+	}
+}

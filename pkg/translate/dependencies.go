@@ -15,6 +15,7 @@ const (
 	KindSecret        = "Secret"
 	KindService       = "Service"
 	KindNetworkPolicy = "NetworkPolicy"
+	KindIngress       = "Ingress"
 )
 
 // Ref is a referenced ConfigMap or Secret.

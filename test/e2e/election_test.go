@@ -22,6 +22,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -536,6 +537,102 @@ var _ = Describe("pod election", Ordered, func() {
 			g.Expect(out).To(MatchRegexp(`FailedScheduling\s+.*In cluster secondary[12]: 0/\d+ nodes are available: .*Insufficient cpu`))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 	}, SpecTimeout(2*time.Minute))
+
+	It("removes a secondary's namespace Flotilla created once the primary's is deleted, within 2 minutes, and keeps one that also holds a foreign object", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		for _, space := range []string{"goes-away", "holds-more"} {
+			_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+				Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			_, err = bed.Primary.Clientset.CoreV1().Pods(space).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web",
+				Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(s1.Clientset.CoreV1().Namespaces().Delete(ctx, "holds-more", metav1.DeleteOptions{}))).To(Succeed())
+		})
+		Eventually(func(g Gomega) {
+			for _, space := range []string{"goes-away", "holds-more"} {
+				g.Expect(podsInPhase(delegatesIn(ctx, s1, space), corev1.PodRunning)).To(Equal(1), "delegate in %s", space)
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		// Someone else's ConfigMap beside Flotilla's delegate.
+		_, err := s1.Clientset.CoreV1().ConfigMaps("holds-more").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "team-settings"}},
+			metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		start := time.Now()
+		for _, space := range []string{"goes-away", "holds-more"} {
+			Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{})).To(Succeed())
+		}
+		Eventually(func() bool {
+			_, err := s1.Clientset.CoreV1().Namespaces().Get(ctx, "goes-away", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(BeTrue())
+		AddReportEntry("secondary's namespace gone after the primary's deletion", time.Since(start).Round(100*time.Millisecond).String())
+		Consistently(func(g Gomega) {
+			n, err := s1.Clientset.CoreV1().Namespaces().Get(ctx, "holds-more", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.DeletionTimestamp).To(BeNil())
+			_, err = s1.Clientset.CoreV1().ConfigMaps("holds-more").Get(ctx, "team-settings", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+	}, SpecTimeout(4*time.Minute))
+
+	It("copies an Ingress whose backend selects elected pods to the secondaries running them, with its annotations, and removes it there with the last delegate; one that selects none stays home", func(ctx SpecContext) {
+		two := int32(2)
+		sel := map[string]string{"app": "shop"}
+		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "shop"},
+			Spec: appsv1.DeploymentSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		for name, selector := range map[string]map[string]string{"shop": sel, "plain": {"app": "not-elected"}} {
+			_, err := bed.Primary.Clientset.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: corev1.ServiceSpec{Selector: selector, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			prefix := networkingv1.PathTypePrefix
+			_, err = bed.Primary.Clientset.NetworkingV1().Ingresses(ns).Create(ctx, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: name,
+				Annotations: map[string]string{"example.com/rewrite-target": "/"}},
+				Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: name + ".example",
+					IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+						Path: "/", PathType: &prefix, Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+							Name: name, Port: networkingv1.ServiceBackendPort{Number: 80}}}}}}}}}}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		DeferCleanup(func(ctx SpecContext) {
+			for _, name := range []string{"shop", "plain"} {
+				_ = bed.Primary.Clientset.NetworkingV1().Ingresses(ns).Delete(ctx, name, metav1.DeleteOptions{})
+				_ = bed.Primary.Clientset.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{})
+			}
+			_ = bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "shop", metav1.DeleteOptions{})
+		})
+		// Spread: one replica in each secondary, so the Ingress is in both.
+		Eventually(func(g Gomega) {
+			for _, c := range bed.Secondaries {
+				g.Expect(podsInPhase(delegatesIn(ctx, c, ns), corev1.PodRunning)).To(BeNumerically(">=", 1), "a delegate in %s", c.Name)
+				ing, err := c.Clientset.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred(), "Ingress shop in %s", c.Name)
+				g.Expect(ing.Annotations).To(HaveKeyWithValue("example.com/rewrite-target", "/"))
+				g.Expect(ing.Labels).To(HaveKeyWithValue(flotillav1.LabelPrimary, primaryID(ctx)))
+				g.Expect(ing.Spec.Rules[0].Host).To(Equal("shop.example"))
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		for _, c := range bed.Secondaries {
+			_, err := c.Clientset.NetworkingV1().Ingresses(ns).Get(ctx, "plain", metav1.GetOptions{})
+			Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Ingress plain, whose backend selects no elected pod, in %s: %v", c.Name, err)
+		}
+
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Patch(ctx, "shop", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			for _, c := range bed.Secondaries {
+				_, err := c.Clientset.NetworkingV1().Ingresses(ns).Get(ctx, "shop", metav1.GetOptions{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Ingress shop still in %s: %v", c.Name, err)
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
 
 	It("serves kubectl logs, exec, attach and port-forward on a proxy from its delegate, and refuses anonymous and unauthorised callers", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]

@@ -93,6 +93,15 @@ func CertManagerFiles(toolsDir, version string) (bin, crds string) {
 	return filepath.Join(toolsDir, "cert-manager-controller-"+version), filepath.Join(toolsDir, "cert-manager-crds-"+version+".yaml")
 }
 
+// certManagerTools is the tools directory ("" for the default) and cert-manager's version.
+func certManagerTools(toolsDir string) (dir, version string, err error) {
+	if dir, err = ToolsDir(toolsDir); err != nil {
+		return "", "", err
+	}
+	version, err = CertManagerVersion()
+	return dir, version, err
+}
+
 // CAInjectorFile is the cainjector binary `make tools` caches for a version.
 func CAInjectorFile(toolsDir, version string) string {
 	return filepath.Join(toolsDir, "cert-manager-cainjector-"+version)
@@ -102,11 +111,7 @@ func CAInjectorFile(toolsDir, version string) string {
 // against c, logging to dir/cainjector-<cluster>.log; StartCertManager must have installed the
 // CRDs. The caller stops the Process. toolsDir "" means ToolsDir("").
 func StartCAInjector(c *Cluster, toolsDir, dir string) (*Process, error) {
-	toolsDir, err := ToolsDir(toolsDir)
-	if err != nil {
-		return nil, err
-	}
-	version, err := CertManagerVersion()
+	toolsDir, version, err := certManagerTools(toolsDir)
 	if err != nil {
 		return nil, err
 	}
@@ -138,11 +143,7 @@ func StartCAInjector(c *Cluster, toolsDir, dir string) (*Process, error) {
 // dir/cert-manager-<cluster>.log. It returns once the controller has issued a probe Certificate
 // from a SelfSigned Issuer; the caller stops the Process. toolsDir "" means ToolsDir("").
 func StartCertManager(ctx context.Context, c *Cluster, toolsDir, dir string) (*Process, error) {
-	toolsDir, err := ToolsDir(toolsDir)
-	if err != nil {
-		return nil, err
-	}
-	version, err := CertManagerVersion()
+	toolsDir, version, err := certManagerTools(toolsDir)
 	if err != nil {
 		return nil, err
 	}

@@ -112,6 +112,8 @@ func (r *Reconciler) source(ctx context.Context, key Key) (client.Object, error)
 		obj = &corev1.Service{}
 	case translate.KindNetworkPolicy:
 		obj = &networkingv1.NetworkPolicy{}
+	case translate.KindIngress:
+		obj = &networkingv1.Ingress{}
 	default:
 		return nil, fmt.Errorf("unknown kind %q", key.Kind)
 	}
@@ -131,13 +133,46 @@ func (r *Reconciler) inUse(ctx context.Context, key Key, src client.Object) (boo
 		return false, fmt.Errorf("listing proxies in %s: %w", key.Namespace, err)
 	}
 	node := flotillav1.VirtualNodeName(key.Cluster)
+	uses := func(p *corev1.Pod) bool { return translate.Uses(p, key.Kind, src) }
+	if ing, ok := src.(*networkingv1.Ingress); ok {
+		// An Ingress follows the delegates its backend Services select.
+		backends, err := r.backends(ctx, ing)
+		if err != nil {
+			return false, err
+		}
+		uses = func(p *corev1.Pod) bool {
+			for _, svc := range backends {
+				if translate.Uses(p, translate.KindService, svc) {
+					return true
+				}
+			}
+			return false
+		}
+	}
 	for i := range proxies.Items {
 		p := &proxies.Items[i]
-		if p.Spec.NodeName == node && !translate.Terminal(p) && translate.Uses(p, key.Kind, src) {
+		if p.Spec.NodeName == node && !translate.Terminal(p) && uses(p) {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// backends reads the Services of the primary an Ingress sends to (those that exist).
+func (r *Reconciler) backends(ctx context.Context, ing *networkingv1.Ingress) ([]*corev1.Service, error) {
+	var out []*corev1.Service
+	for _, name := range translate.IngressServices(ing) {
+		svc := &corev1.Service{}
+		err := r.Cache.Get(ctx, client.ObjectKey{Namespace: ing.Namespace, Name: name}, svc)
+		switch {
+		case apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading Service %s/%s of Ingress %s: %w", ing.Namespace, name, ing.Name, err)
+		}
+		out = append(out, svc)
+	}
+	return out, nil
 }
 
 // sync applies the copy when the primary's object changed since it was last copied.
@@ -157,6 +192,8 @@ func (r *Reconciler) sync(ctx context.Context, sec clusters.Secondary, key Key, 
 		copied = translate.ServiceCopy(o, primaryID, owner)
 	case *networkingv1.NetworkPolicy:
 		copied = translate.NetworkPolicyCopy(o, primaryID, owner)
+	case *networkingv1.Ingress:
+		copied = translate.IngressCopy(o, primaryID, owner)
 	default:
 		full, err := r.read(ctx, key)
 		if err != nil || full == nil {
@@ -242,6 +279,8 @@ func (r *Reconciler) deleteCopy(ctx context.Context, sec clusters.Secondary, key
 		obj = &corev1.Service{}
 	case translate.KindNetworkPolicy:
 		obj = &networkingv1.NetworkPolicy{}
+	case translate.KindIngress:
+		obj = &networkingv1.Ingress{}
 	}
 	obj.SetNamespace(key.Namespace)
 	obj.SetName(key.Name)

@@ -4,7 +4,7 @@
 // Secrets it references (volumes, projected sources, env, envFrom, image pull secrets) and its
 // ServiceAccount. The Reconciler (one key per copy: cluster, kind, namespace, name) then keeps
 // them in sync with the primary, copies the Services and NetworkPolicies that select elected
-// pods, and removes a copy no delegate in that secondary has used for its grace period. What a
+// pods and the Ingresses whose backends are such Services (annotations kept, status not), and removes a copy no delegate in that secondary has used for its grace period. What a
 // copy looks like is pkg/translate's (pure); this package does the reads and writes.
 //
 // Copies carry flotilla.dev/primary, flotilla.dev/owner=reflect and the FlotillaPrimary owner

@@ -142,6 +142,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, w *MetadataWatch) error 
 			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, n *networkingv1.NetworkPolicy) []Key {
 				return r.keysForObject(ctx, translate.KindNetworkPolicy, n.Namespace, n.Name)
 			}))).
+		WatchesRawSource(source.TypedKind(mgr.GetCache(), &networkingv1.Ingress{},
+			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, i *networkingv1.Ingress) []Key {
+				return r.keysForObject(ctx, translate.KindIngress, i.Namespace, i.Name)
+			}))).
 		WatchesRawSource(w.source(translate.KindConfigMap, r.keysForObject)).
 		WatchesRawSource(w.source(translate.KindSecret, r.keysForObject)).
 		WithOptions(controller.TypedOptions[Key]{MaxConcurrentReconciles: 4,
@@ -161,6 +165,16 @@ func proxyChanged() predicate.TypedPredicate[*corev1.Pod] {
 				!o.DeletionTimestamp.Equal(n.DeletionTimestamp) || !maps.Equal(o.Labels, n.Labels))
 		},
 	}
+}
+
+// selectedByAny says whether one of the Services selects the proxy.
+func selectedByAny(p *corev1.Pod, services []*corev1.Service) bool {
+	for _, svc := range services {
+		if translate.Uses(p, translate.KindService, svc) {
+			return true
+		}
+	}
+	return false
 }
 
 func isProxy(p *corev1.Pod) bool { return p.Labels[flotillav1.LabelProxy] == "true" }
@@ -185,6 +199,14 @@ func (r *Reconciler) keysForProxy(ctx context.Context, p *corev1.Pod) []Key {
 		for i := range services.Items {
 			if translate.Uses(p, translate.KindService, &services.Items[i]) {
 				keys = append(keys, Key{Cluster: cluster, Kind: translate.KindService, Namespace: p.Namespace, Name: services.Items[i].Name})
+			}
+		}
+	}
+	var ingresses networkingv1.IngressList
+	if err := r.Cache.List(ctx, &ingresses, client.InNamespace(p.Namespace)); err == nil {
+		for i := range ingresses.Items {
+			if backends, err := r.backends(ctx, &ingresses.Items[i]); err == nil && selectedByAny(p, backends) {
+				keys = append(keys, Key{Cluster: cluster, Kind: translate.KindIngress, Namespace: p.Namespace, Name: ingresses.Items[i].Name})
 			}
 		}
 	}

@@ -7,9 +7,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
 // reconcileDelete removes what the Replicator applied in every cluster it knows of, then its
@@ -135,55 +134,17 @@ func (r *Reconciler) deleteNamespace(ctx context.Context, acc access, rep *floti
 // <deployment>-<hash>) are its. Only then is the namespace deleted with it. Secrets of a secondary
 // cannot be listed (Flotilla never reads Secrets there): a known limit, said in docs/replicator.md.
 func holdsForeign(ctx context.Context, read client.Reader, rep *flotillav1.Replicator, primary bool) (string, error) {
-	ns := rep.Spec.ReplicationNamespace
-	var pods corev1.PodList
-	if err := read.List(ctx, &pods, client.InNamespace(ns)); err != nil {
-		return "", fmt.Errorf("listing pods in %s: %w", ns, err)
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.DeletionTimestamp == nil && p.Labels[flotillav1.LabelPrimary] == "" && !ofDeployment(p, rep.Spec.DeploymentName) &&
-			p.Labels[flotillav1.LabelReplicator] != LabelValue(rep.Name) {
-			return "Pod " + p.Name, nil
-		}
-	}
-	lists := []client.ObjectList{&corev1.ConfigMapList{}, &corev1.ServiceList{}, &corev1.ServiceAccountList{},
-		&corev1.PersistentVolumeClaimList{}, &appsv1.DeploymentList{}, &appsv1.StatefulSetList{}, &appsv1.DaemonSetList{},
-		&batchv1.JobList{}, &batchv1.CronJobList{}, &networkingv1.IngressList{}}
+	kinds := clusters.ReadableKinds()
 	if primary {
-		lists = append(lists, &corev1.SecretList{})
+		kinds = append(kinds, &corev1.SecretList{})
 	}
-	for _, l := range lists {
-		if err := read.List(ctx, l, client.InNamespace(ns)); err != nil {
-			return "", fmt.Errorf("listing in %s: %w", ns, err)
+	return clusters.HoldsForeign(ctx, read, rep.Spec.ReplicationNamespace, kinds, func(o client.Object) bool {
+		if p, ok := o.(*corev1.Pod); ok {
+			return p.Labels[flotillav1.LabelPrimary] != "" || ofDeployment(p, rep.Spec.DeploymentName) ||
+				p.Labels[flotillav1.LabelReplicator] == LabelValue(rep.Name)
 		}
-		items, err := meta.ExtractList(l)
-		if err != nil {
-			return "", fmt.Errorf("reading a list in %s: %w", ns, err)
-		}
-		for _, it := range items {
-			m, ok := it.(client.Object)
-			if !ok || m.GetDeletionTimestamp() != nil || m.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name) || clusterOwn(m) ||
-				(primary && isIssued(m, rep)) {
-				continue
-			}
-			return fmt.Sprintf("%T %s", m, m.GetName()), nil
-		}
-	}
-	return "", nil
-}
-
-// clusterOwn says whether an object is one every namespace gets from the cluster itself.
-func clusterOwn(o client.Object) bool {
-	switch v := o.(type) {
-	case *corev1.ConfigMap:
-		return v.Name == "kube-root-ca.crt"
-	case *corev1.ServiceAccount:
-		return v.Name == "default"
-	case *corev1.Secret:
-		return v.Type == corev1.SecretTypeServiceAccountToken && v.Annotations[corev1.ServiceAccountNameKey] == "default"
-	}
-	return false
+		return o.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name) || (primary && isIssued(o, rep))
+	})
 }
 
 // ofDeployment says whether a pod belongs to the named Deployment: its ReplicaSet is
