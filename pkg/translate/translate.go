@@ -28,8 +28,10 @@ func Owner(primaryID string, uid string) metav1.OwnerReference {
 // primary's service account token volume), restart policy, grace periods, DNS, security context,
 // image pull secrets, service account, host aliases, runtime class, labels, annotations (but
 // flotilla.dev/*), and the user's scheduling constraints and host networking kept by the webhook.
-// Not copied: owner references, finalizers, node name, priority, overhead, scheduling gates,
-// status. Added: the FlotillaPrimary owner, flotilla.dev/primary and flotilla.dev/proxy-uid.
+// The priority class by name (the secondary resolves it; a class it lacks leaves the delegate
+// uncreated and the proxy Pending with the reason, PriorityClassMissing).
+// Not copied: owner references, finalizers, node name, the resolved priority, overhead,
+// scheduling gates, status. Added: the FlotillaPrimary owner, flotilla.dev/primary and flotilla.dev/proxy-uid.
 // Env values are never resolved: secret and config map references stay references.
 func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) (*corev1.Pod, error) {
 	var c Constraints
@@ -89,6 +91,7 @@ func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) 
 		HostIPC:                       s.HostIPC,
 		ShareProcessNamespace:         s.ShareProcessNamespace,
 		RuntimeClassName:              s.RuntimeClassName,
+		PriorityClassName:             s.PriorityClassName,
 		EnableServiceLinks:            s.EnableServiceLinks,
 		SetHostnameAsFQDN:             s.SetHostnameAsFQDN,
 		OS:                            s.OS.DeepCopy(),
@@ -123,6 +126,28 @@ func containers(in []corev1.Container, dropMounts map[string]bool, hostPorts map
 			}
 		}
 		out = append(out, c)
+	}
+	return out
+}
+
+// ImageUpdates are the container images of the proxy that differ from its delegate's, by
+// container name (Kubernetes lets a running pod's images change, nothing else of its
+// containers): what to patch into the delegate. Nil when they agree.
+func ImageUpdates(proxy, delegate *corev1.Pod) map[string]string {
+	var out map[string]string
+	for _, list := range [][2][]corev1.Container{{proxy.Spec.InitContainers, delegate.Spec.InitContainers}, {proxy.Spec.Containers, delegate.Spec.Containers}} {
+		want := map[string]string{}
+		for _, c := range list[0] {
+			want[c.Name] = c.Image
+		}
+		for _, c := range list[1] {
+			if img, ok := want[c.Name]; ok && img != c.Image {
+				if out == nil {
+					out = map[string]string{}
+				}
+				out[c.Name] = img
+			}
+		}
 	}
 	return out
 }

@@ -127,3 +127,31 @@ func TestDelegateOfAnAtMostOncePodSaysSo(t *testing.T) {
 		t.Error("a ReplicaSet pod's delegate is marked at-most-once")
 	}
 }
+
+func TestImageUpdatesAreTheProxysChangedImagesByContainer(t *testing.T) {
+	pod := func(init, app string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "setup", Image: init}},
+			Containers:     []corev1.Container{{Name: "web", Image: app}, {Name: "side", Image: "envoy:1"}}}}
+	}
+	if got := ImageUpdates(pod("busybox:1", "nginx:1"), pod("busybox:1", "nginx:1")); got != nil {
+		t.Errorf("no change: %v", got)
+	}
+	got := ImageUpdates(pod("busybox:2", "nginx:2"), pod("busybox:1", "nginx:1"))
+	if len(got) != 2 || got["setup"] != "busybox:2" || got["web"] != "nginx:2" {
+		t.Errorf("updates %v, want setup busybox:2 and web nginx:2", got)
+	}
+}
+
+func TestDelegateCarriesThePriorityClassByNameOnly(t *testing.T) {
+	prio := int32(1000)
+	proxy := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "n"},
+		Spec: corev1.PodSpec{PriorityClassName: "batch-high", Priority: &prio, Containers: []corev1.Container{{Name: "c", Image: "i"}}}}
+	d, err := Delegate(proxy, "p1", Owner("p1", "u"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.PriorityClassName != "batch-high" || d.Spec.Priority != nil {
+		t.Errorf("priorityClassName %q, priority %v: want the class by name, the value resolved in the secondary", d.Spec.PriorityClassName, d.Spec.Priority)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -635,6 +636,57 @@ var _ = Describe("pod election", Ordered, func() {
 				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Ingress shop still in %s: %v", c.Name, err)
 			}
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
+	It("carries priorityClassName to the delegate (Pending, PriorityClassMissing, until the secondary has the class) and a bare pod's image update", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		const class = "flotilla-e2e-high"
+		for _, c := range []*testbed.Cluster{bed.Primary, s1} {
+			DeferCleanup(func(ctx SpecContext) {
+				_ = c.Clientset.SchedulingV1().PriorityClasses().Delete(ctx, class, metav1.DeleteOptions{})
+			})
+		}
+		_, err := bed.Primary.Clientset.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: class}, Value: 1000}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "prio",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+			Spec: corev1.PodSpec{PriorityClassName: class, Containers: []corev1.Container{{Name: "c", Image: "nginx:1.26"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "prio", metav1.DeleteOptions{})
+		})
+		proxy := func(g Gomega) *corev1.Pod {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "prio", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			return p
+		}
+		Eventually(func(g Gomega) {
+			p := proxy(g)
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+			g.Expect(p.Status.Reason).To(Equal(flotillav1.ReasonPriorityClassMissing))
+			g.Expect(p.Status.Message).To(ContainSubstring(class))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		_, err = s1.Clientset.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
+			ObjectMeta: metav1.ObjectMeta{Name: class}, Value: 500}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			g.Expect(proxy(g).Status.Phase).To(Equal(corev1.PodRunning))
+			d, err := s1.Clientset.CoreV1().Pods(ns).Get(ctx, "prio", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Spec.PriorityClassName).To(Equal(class))
+			g.Expect(d.Spec.Priority).To(HaveValue(BeEquivalentTo(500)), "the secondary's value of the class")
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		// kubectl set image on the proxy: the delegate follows.
+		out, err := kubectlIn(ctx, ns, nil, "set", "image", "pod/prio", "c=nginx:1.27")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func(g Gomega) {
+			d, err := s1.Clientset.CoreV1().Pods(ns).Get(ctx, "prio", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Spec.Containers[0].Image).To(Equal("nginx:1.27"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
 	It("serves kubectl logs, exec, attach and port-forward on a proxy from its delegate, and refuses anonymous and unauthorised callers", func(ctx SpecContext) {

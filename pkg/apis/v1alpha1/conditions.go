@@ -121,4 +121,8 @@ const (
 	// ReasonNoClusterFits (an Event on a proxy): no cluster takes the pod now; it waits Pending for
 	// the primary's scheduler to bind it once a virtual node has room.
 	ReasonNoClusterFits = "NoClusterFits"
+	// ReasonPriorityClassMissing: the proxy's priority class does not exist in its secondary.
+	ReasonPriorityClassMissing = "PriorityClassMissing"
+	// ReasonDelegateUpdated (an Event on a proxy): a change of the proxy reached its delegate.
+	ReasonDelegateUpdated = "DelegateUpdated"
 )

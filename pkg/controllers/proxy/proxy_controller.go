@@ -154,8 +154,38 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 		}
 		return r.createDelegate(ctx, proxy, sec)
 	}
+	if err := r.updateImages(ctx, sec, proxy, delegate); err != nil {
+		return ctrl.Result{}, err
+	}
 	r.mirrorStatus(proxy, delegate)
 	return ctrl.Result{RequeueAfter: r.forwardEvents(ctx, sec, proxy, delegate)}, nil
+}
+
+// updateImages carries a changed container image of the proxy (`kubectl set image` on a bare
+// pod: the one change Kubernetes allows to a running pod's containers) to its delegate.
+func (r *Reconciler) updateImages(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) error {
+	updates := translate.ImageUpdates(proxy, delegate)
+	if len(updates) == 0 || !delegate.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	patched := delegate.DeepCopy()
+	for _, list := range [][]corev1.Container{patched.Spec.InitContainers, patched.Spec.Containers} {
+		for i := range list {
+			if img, ok := updates[list[i].Name]; ok {
+				list[i].Image = img
+			}
+		}
+	}
+	if err := sec.Client.Patch(ctx, patched, client.StrategicMergeFrom(delegate, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("updating the delegate's images in %s: %w", sec.Name, err)
+	}
+	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateUpdated, "Update", "Delegate's images updated in cluster %s", sec.Name)
+	return nil
+}
+
+// missingPriorityClass says whether a secondary refused a delegate for a priority class it lacks.
+func missingPriorityClass(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "no PriorityClass with name")
 }
 
 // createDelegate creates the namespace (managed-by label) and the delegate; what fails for now
@@ -217,6 +247,9 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 		return ctrl.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
 		return r.alreadyThere(ctx, proxy, sec, delegate)
+	case missingPriorityClass(err):
+		return r.pending(proxy, flotillav1.ReasonPriorityClassMissing, fmt.Sprintf(
+			"Cluster %s has no PriorityClass %s: an admin of %s may create it (the delegate is created then)", sec.Name, delegate.Spec.PriorityClassName, sec.Name))
 	case permanent(err):
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, fmt.Sprintf("Cluster %s refused the delegate: %v", sec.Name, err))
 	default:
