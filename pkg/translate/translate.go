@@ -152,6 +152,22 @@ func ImageUpdates(proxy, delegate *corev1.Pod) map[string]string {
 	return out
 }
 
+// NewEphemeralContainers are the proxy's ephemeral containers (`kubectl debug`) its delegate does
+// not have yet, by name: they can only be added, never changed or removed.
+func NewEphemeralContainers(proxy, delegate *corev1.Pod) []corev1.EphemeralContainer {
+	have := map[string]bool{}
+	for _, c := range delegate.Spec.EphemeralContainers {
+		have[c.Name] = true
+	}
+	var out []corev1.EphemeralContainer
+	for _, c := range proxy.Spec.EphemeralContainers {
+		if !have[c.Name] {
+			out = append(out, *c.DeepCopy())
+		}
+	}
+	return out
+}
+
 // AtMostOnce says whether a pod must never run twice: a StatefulSet's, or one annotated
 // flotilla.dev/at-most-once. Its proxy stays Terminating until its delegate is proven gone or its
 // secondary is fenced, and its delegate is never force-deleted.
@@ -183,7 +199,7 @@ func ProxyStatus(proxy, delegate *corev1.Pod, flatNetwork bool) corev1.PodStatus
 	st.StartTime = ds.StartTime.DeepCopy()
 	st.InitContainerStatuses = deepCopyStatuses(ds.InitContainerStatuses)
 	st.ContainerStatuses = deepCopyStatuses(ds.ContainerStatuses)
-	st.EphemeralContainerStatuses = nil
+	st.EphemeralContainerStatuses = deepCopyStatuses(ds.EphemeralContainerStatuses)
 	var conditions []corev1.PodCondition
 	for _, c := range proxy.Status.Conditions {
 		if !kubeletConditions[c.Type] {

@@ -155,3 +155,22 @@ func TestDelegateCarriesThePriorityClassByNameOnly(t *testing.T) {
 		t.Errorf("priorityClassName %q, priority %v: want the class by name, the value resolved in the secondary", d.Spec.PriorityClassName, d.Spec.Priority)
 	}
 }
+
+func TestNewEphemeralContainersAreTheProxysTheDelegateLacks(t *testing.T) {
+	ec := func(names ...string) []corev1.EphemeralContainer {
+		var out []corev1.EphemeralContainer
+		for _, n := range names {
+			out = append(out, corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: n, Image: "busybox"}})
+		}
+		return out
+	}
+	proxy := &corev1.Pod{Spec: corev1.PodSpec{EphemeralContainers: ec("debugger", "debugger-2")}}
+	delegate := &corev1.Pod{Spec: corev1.PodSpec{EphemeralContainers: ec("debugger")}}
+	got := NewEphemeralContainers(proxy, delegate)
+	if len(got) != 1 || got[0].Name != "debugger-2" {
+		t.Errorf("new = %v, want debugger-2 only", got)
+	}
+	if got := NewEphemeralContainers(delegate, delegate); got != nil {
+		t.Errorf("nothing new: %v", got)
+	}
+}

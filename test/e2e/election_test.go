@@ -689,6 +689,29 @@ var _ = Describe("pod election", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
+	It("carries kubectl debug on a proxy to its delegate: the ephemeral container is added there", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debugme",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "debugme", metav1.DeleteOptions{})
+		})
+		Eventually(func(g Gomega) corev1.PodPhase {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "debugme", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			return p.Status.Phase
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(corev1.PodRunning))
+		out, err := kubectlIn(ctx, ns, nil, "debug", "pod/debugme", "--image=busybox", "--container=debugger", "--", "sleep", "30")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func(g Gomega) {
+			d, err := s1.Clientset.CoreV1().Pods(ns).Get(ctx, "debugme", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Spec.EphemeralContainers).To(ContainElement(HaveField("Name", "debugger")))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
 	It("serves kubectl logs, exec, attach and port-forward on a proxy from its delegate, and refuses anonymous and unauthorised callers", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]
 		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "talk",

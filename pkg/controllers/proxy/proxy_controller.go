@@ -157,6 +157,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 	if err := r.updateImages(ctx, sec, proxy, delegate); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.addEphemeralContainers(ctx, sec, proxy, delegate); err != nil {
+		return ctrl.Result{}, err
+	}
 	r.mirrorStatus(proxy, delegate)
 	return ctrl.Result{RequeueAfter: r.forwardEvents(ctx, sec, proxy, delegate)}, nil
 }
@@ -180,6 +183,23 @@ func (r *Reconciler) updateImages(ctx context.Context, sec clusters.Secondary, p
 		return fmt.Errorf("updating the delegate's images in %s: %w", sec.Name, err)
 	}
 	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateUpdated, "Update", "Delegate's images updated in cluster %s", sec.Name)
+	return nil
+}
+
+// addEphemeralContainers carries `kubectl debug` on a proxy to its delegate: the ephemeral
+// containers the delegate lacks, through its ephemeralcontainers subresource. Their statuses come
+// back with the delegate's, so `kubectl debug -it` attaches to the one in the secondary.
+func (r *Reconciler) addEphemeralContainers(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) error {
+	added := translate.NewEphemeralContainers(proxy, delegate)
+	if len(added) == 0 || !delegate.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	patched := delegate.DeepCopy()
+	patched.Spec.EphemeralContainers = append(patched.Spec.EphemeralContainers, added...)
+	if err := sec.Client.SubResource("ephemeralcontainers").Update(ctx, patched); err != nil {
+		return fmt.Errorf("adding ephemeral containers to the delegate in %s: %w", sec.Name, err)
+	}
+	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateUpdated, "Update", "Ephemeral container(s) added to the delegate in cluster %s", sec.Name)
 	return nil
 }
 
