@@ -464,7 +464,7 @@ func runRemove(ctx context.Context, g *GlobalOptions, target string, o removeOpt
 			return err
 		}
 	}
-	if err := deleteOwner(ctx, primary, contextName, name, orphan, out); err != nil {
+	if err := deleteOwner(ctx, primary, primaryID, contextName, name, orphan, out); err != nil {
 		return err
 	}
 	if err := updateRegistration(ctx, primary, func(r *clusters.Registration) error {
@@ -570,17 +570,13 @@ var errUnknownKind = errors.New("unsupported kind")
 // credentials: the secondary's garbage collector then removes everything of this primary there,
 // or, with orphan, only their owner references, so delegates and copies keep running. Only an
 // explicit remove does this; the manager never deletes a FlotillaPrimary.
-func deleteOwner(ctx context.Context, primary client.Client, contextName, name string, orphan bool, out io.Writer) error {
+func deleteOwner(ctx context.Context, primary client.Client, primaryID, contextName, name string, orphan bool, out io.Writer) error {
 	reg, err := clusters.ReadRegistration(ctx, primary)
 	if err != nil {
 		return err
 	}
 	if _, ok := reg.Contexts[contextName]; !ok {
 		return nil // not registered: nothing to reach it with
-	}
-	primaryID, err := clusters.ClusterID(ctx, primary)
-	if err != nil {
-		return err
 	}
 	secondary, _, err := clientFor(reg, contextName)
 	if err != nil {

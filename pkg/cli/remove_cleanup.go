@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -83,13 +84,6 @@ func removeAccess(ctx context.Context, c client.Client, cluster, primaryID strin
 	return nil
 }
 
-// createdByFlotilla says whether a namespace of a secondary was created by this primary (for a
-// delegate or a Replicator), not merely opened to it by an admin's managed-by label.
-func createdByFlotilla(ns *corev1.Namespace, primaryID string) bool {
-	return ns.Labels[flotillav1.LabelManagedBy] == primaryID &&
-		(ns.Labels[flotillav1.LabelPrimary] == primaryID || strings.HasPrefix(ns.Annotations[flotillav1.AnnotationCreatedBy], primaryID+"/"))
-}
-
 // foreign lists the objects of a namespace that are not Flotilla's: neither labelled with this
 // primary's ID nor what every namespace holds (its default ServiceAccount, the root CA ConfigMap),
 // nor owned by another object (whose owner is judged instead). Events are history, not content.
@@ -121,7 +115,7 @@ func removeNamespaces(ctx context.Context, c client.Client, rc *rest.Config, clu
 	}
 	var candidates []corev1.Namespace
 	for _, ns := range list.Items {
-		if createdByFlotilla(&ns, primaryID) && ns.DeletionTimestamp.IsZero() {
+		if clusters.CreatedByFlotilla(&ns, primaryID) && ns.DeletionTimestamp.IsZero() {
 			candidates = append(candidates, ns)
 		}
 	}
@@ -175,22 +169,13 @@ func namespacedListable(dc discovery.DiscoveryInterface) ([]schema.GroupVersionR
 			continue
 		}
 		for _, r := range l.APIResources {
-			if strings.Contains(r.Name, "/") || !hasVerb(r.Verbs, "list") {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
 				continue
 			}
 			out = append(out, gv.WithResource(r.Name))
 		}
 	}
 	return out, nil
-}
-
-func hasVerb(verbs metav1.Verbs, verb string) bool {
-	for _, v := range verbs {
-		if v == verb {
-			return true
-		}
-	}
-	return false
 }
 
 // secondaryAsUser is the user's own client for a registered secondary: the context of the user's

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
 func object(apiVersion, kind, name string, labels map[string]string, owned bool) unstructured.Unstructured {
@@ -65,14 +66,15 @@ func TestCreatedByFlotillaIsNotMerelyOpenedToIt(t *testing.T) {
 		want bool
 	}{
 		{"created for a delegate", ns(map[string]string{flotillav1.LabelManagedBy: "p1", flotillav1.LabelPrimary: "p1"}, nil), true},
-		{"created by a Replicator", ns(managed, map[string]string{flotillav1.AnnotationCreatedBy: "p1/uid"}), true},
+		{"created by a Replicator", ns(map[string]string{flotillav1.LabelManagedBy: "p1", flotillav1.LabelPrimary: "p1"},
+			map[string]string{flotillav1.AnnotationCreatedBy: "p1/uid"}), true},
 		{"opened by an admin's label", ns(managed, nil), false},
 		{"another primary's", ns(map[string]string{flotillav1.LabelManagedBy: "p2", flotillav1.LabelPrimary: "p2"}, nil), false},
 		{"another primary's Replicator", ns(managed, map[string]string{flotillav1.AnnotationCreatedBy: "p2/uid"}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := createdByFlotilla(tc.ns, "p1"); got != tc.want {
-				t.Errorf("createdByFlotilla = %t, want %t", got, tc.want)
+			if got := clusters.CreatedByFlotilla(tc.ns, "p1"); got != tc.want {
+				t.Errorf("CreatedByFlotilla = %t, want %t", got, tc.want)
 			}
 		})
 	}

@@ -61,3 +61,10 @@ func EnsureManagedNamespace(ctx context.Context, c client.Client, cluster, name,
 	}
 	return false, nil
 }
+
+// CreatedByFlotilla says whether a namespace of a secondary was created by this primary (for a
+// delegate or a Replicator: EnsureManagedNamespace sets both labels), not merely opened to it by an
+// admin's managed-by label.
+func CreatedByFlotilla(ns *corev1.Namespace, primaryID string) bool {
+	return ns.Labels[flotillav1.LabelManagedBy] == primaryID && ns.Labels[flotillav1.LabelPrimary] == primaryID
+}

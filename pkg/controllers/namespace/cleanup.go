@@ -123,6 +123,5 @@ func (c *Cleanup) cleanSecondary(ctx context.Context, sec clusters.Secondary) er
 // only opens a namespace), not a Replicator's (it removes its own), not already going.
 func CreatedForDelegates(ns *corev1.Namespace, primaryID string) bool {
 	_, replicator := ns.Annotations[flotillav1.AnnotationCreatedBy]
-	return ns.Labels[flotillav1.LabelManagedBy] == primaryID && ns.Labels[flotillav1.LabelPrimary] == primaryID &&
-		!replicator && ns.DeletionTimestamp.IsZero()
+	return clusters.CreatedByFlotilla(ns, primaryID) && !replicator && ns.DeletionTimestamp.IsZero()
 }

@@ -68,14 +68,35 @@ func (f *eventForwarding) next(proxy, delegate *corev1.Pod, now time.Time) (wait
 	if st.delegateVersion != delegate.ResourceVersion {
 		st.delegateVersion, st.since, st.looks = delegate.ResourceVersion, now, 0
 	}
-	if st.looks >= eventLooks {
-		return 0, false
-	}
-	if due := st.since.Add(time.Duration(st.looks+1) * eventLookAgain); now.Before(due) {
-		return due.Sub(now), false
+	if wait, more := st.untilLook(now); !more || wait > 0 {
+		return wait, false
 	}
 	st.looks++
 	return 0, true
+}
+
+// untilLook is how long until the next look for the delegate's state (0: now), and whether one
+// is left.
+func (st *forwarded) untilLook(now time.Time) (time.Duration, bool) {
+	if st.looks >= eventLooks {
+		return 0, false
+	}
+	return max(0, st.since.Add(time.Duration(st.looks+1)*eventLookAgain).Sub(now)), true
+}
+
+// wait is how long until the proxy's next look (0: none left for this state).
+func (f *eventForwarding) wait(proxy *corev1.Pod, now time.Time) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st, ok := f.proxies[proxy.UID]
+	if !ok {
+		return 0
+	}
+	wait, more := st.untilLook(now)
+	if !more {
+		return 0
+	}
+	return max(wait, time.Millisecond)
 }
 
 // fresh returns the Events not shown yet (or repeated since), within the proxy's rate limit, and
@@ -146,6 +167,5 @@ func (r *Reconciler) forwardEvents(ctx context.Context, sec clusters.Secondary, 
 		}
 	}
 	// Events are best effort: a failed list is tried again at the next look.
-	wait, _ = r.events.next(proxy, delegate, r.now())
-	return wait
+	return r.events.wait(proxy, r.now())
 }
