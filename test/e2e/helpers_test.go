@@ -73,8 +73,41 @@ func joinBothSecondaries(ctx SpecContext) {
 	Eventually(func(g Gomega) {
 		for _, c := range bed.Secondaries {
 			expectRunningAndReady(g, ctx, c.Name)
+			expectPlaceableIn(g, ctx, c.Name)
 		}
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// probeNamespace is where expectPlaceableIn asks the webhook, by dry run, where it would place a pod.
+const probeNamespace = "e2e-placement-probe"
+
+// expectPlaceableIn asserts that the webhook itself would place an elected pod in the cluster now.
+// A virtual node Ready in the API server is not enough: the webhook decides from the manager's
+// registry and caches, which see a cluster that has just joined a moment later (a CI run once
+// created a Deployment in that moment and all its replicas went to the other secondary). A dry-run
+// create runs the webhook and stores nothing.
+func expectPlaceableIn(g Gomega, ctx SpecContext, cluster string) {
+	_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: probeNamespace, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	// Not left to the controller-manager: without it, the primary's ServiceAccount admission
+	// refuses the probe.
+	_, err = bed.Primary.Clientset.CoreV1().ServiceAccounts(probeNamespace).Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe-" + cluster, Annotations: map[string]string{
+			flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: cluster}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	placed, err := bed.Primary.Clientset.CoreV1().Pods(probeNamespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(placed.Spec.NodeName).To(Equal(flotillav1.VirtualNodeName(cluster)),
+		"the webhook would not place a pod in %s yet: %s", cluster, placed.Annotations[flotillav1.AnnotationNoClusterFits])
 }
 
 // prepareNamespace makes a namespace Flotilla may write to exist in a secondary with its default
