@@ -77,6 +77,7 @@ func Grants(primaryID string) []Grant {
 		{core([]string{"list"}, "persistentvolumeclaims"), "listed before a Replicator deletes a namespace it created: a user's claim keeps it"},
 		{group("networking.k8s.io", written, "networkpolicies"), "NetworkPolicies copied with the delegates they select"},
 		{group("networking.k8s.io", informed, "ingresses"), "a Replicator's Ingress (applied, drift watch)"},
+		{group("metrics.k8s.io", []string{"list"}, "pods"), "kubectl top and HPAs in the primary: the delegates' usage (listed selected by this primary's label) behind the virtual nodes' resource metrics"},
 		{group("apps", informed, "deployments"), "a Replicator's Deployment (applied, drift watch)"},
 		{group("apps", append([]string{"list"}, written...), "statefulsets", "daemonsets"), "a Replicator's extra resources (allow-list); listed before it deletes a namespace it created"},
 		{group("batch", append([]string{"list"}, written...), "jobs", "cronjobs"), "a Replicator's extra resources (allow-list); listed before it deletes a namespace it created"},

@@ -53,6 +53,9 @@ type Server struct {
 	ServingHosts []string
 	ServingIPs   []net.IP
 	Log          logr.Logger
+
+	// usage keeps the CPU counters of the virtual nodes' resource metrics between scrapes.
+	usage *usageMeter
 }
 
 // NeedLeaderElection says no: every replica serves the kubelet API.
@@ -78,6 +81,7 @@ func (k *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("loading the kubelet serving certificate: %w", err)
 	}
+	k.usage = newUsageMeter()
 	r := http.NewServeMux()
 	// virtual-kubelet hands port-forward these two timeouts swapped (idle 30 s); forwards still
 	// stay open because kubectl pings its connection every 5-10 s.
@@ -146,6 +150,13 @@ func (k *Server) authenticated(next http.Handler) http.Handler {
 			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
+		if t, ok := parseNodeTarget(r.URL.Path); ok {
+			attrs := authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: t.subresource, Name: t.node}
+			if k.authorize(w, r, who, attrs) {
+				k.serveNode(w, r, t)
+			}
+			return
+		}
 		target, err := parseTarget(r.URL.Path)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusNotFound)
@@ -156,24 +167,32 @@ func (k *Server) authenticated(next http.Handler) http.Handler {
 			http.Error(w, err.Error(), http.StatusNotFound)
 			return
 		}
-		attrs := target.attributes(proxy.Spec.NodeName, who.apiServer)
-		sar, err := k.Primary.AuthorizationV1().SubjectAccessReviews().Create(r.Context(), &authorizationv1.SubjectAccessReview{
-			Spec: authorizationv1.SubjectAccessReviewSpec{User: who.user, UID: who.uid, Groups: who.groups, Extra: who.extra,
-				ResourceAttributes: &attrs},
-		}, metav1.CreateOptions{})
-		if err != nil {
-			http.Error(w, "authorization failed", http.StatusInternalServerError)
-			return
-		}
-		if !sar.Status.Allowed {
-			what := attrs.Resource + "/" + attrs.Subresource
-			http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s %s", who.user, attrs.Verb, what, attrs.Name), http.StatusForbidden)
+		if !k.authorize(w, r, who, target.attributes(proxy.Spec.NodeName, who.apiServer)) {
 			return
 		}
 		// The handlers find the proxy here (but port-forward, whose context virtual-kubelet does
 		// not derive from the request's: it reads it again).
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), proxyKey{}, proxy)))
 	})
+}
+
+// authorize asks the primary whether the caller may do what attrs say; when not, it answers the
+// request and returns false.
+func (k *Server) authorize(w http.ResponseWriter, r *http.Request, who caller, attrs authorizationv1.ResourceAttributes) bool {
+	sar, err := k.Primary.AuthorizationV1().SubjectAccessReviews().Create(r.Context(), &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: who.user, UID: who.uid, Groups: who.groups, Extra: who.extra,
+			ResourceAttributes: &attrs},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		http.Error(w, "authorization failed", http.StatusInternalServerError)
+		return false
+	}
+	if !sar.Status.Allowed {
+		what := attrs.Resource + "/" + attrs.Subresource
+		http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s %s", who.user, attrs.Verb, what, attrs.Name), http.StatusForbidden)
+		return false
+	}
+	return true
 }
 
 // proxyKey carries the proxy read by authenticated to the handlers.

@@ -434,34 +434,23 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 		return
 	}
 	labels := labelPatch(cur.Labels, want.Labels)
-	failover := FailoverTaint()
+	annotations := map[string]string{}
+	for k, v := range want.Annotations {
+		if cur.Annotations[k] != v {
+			annotations[k] = v
+		}
+	}
 	unreachable := s.m.isUnreachable(s.name)
-	var taints []corev1.Taint
-	taintsChanged := false
-	unregistered := UnregisteredTaint()
-	for _, t := range cur.Spec.Taints {
-		if (t.Key == failover.Key && !unreachable) || (t.Key == unregistered.Key && !hasTaint(want.Spec.Taints, unregistered)) {
-			taintsChanged = true
-			continue
-		}
-		taints = append(taints, t)
-	}
-	wantTaints := want.Spec.Taints
-	if unreachable {
-		wantTaints = append(append([]corev1.Taint(nil), wantTaints...), failover)
-	}
-	for _, t := range wantTaints {
-		if !hasTaint(taints, t) {
-			taints = append(taints, t)
-			taintsChanged = true
-		}
-	}
-	if len(labels) == 0 && !taintsChanged {
+	taints, taintsChanged := taintsFor(cur.Spec.Taints, want.Spec.Taints, unreachable)
+	if len(labels) == 0 && len(annotations) == 0 && !taintsChanged {
 		return
 	}
 	patch := map[string]any{"metadata": map[string]any{"resourceVersion": cur.ResourceVersion}}
 	if len(labels) > 0 {
 		patch["metadata"].(map[string]any)["labels"] = labels
+	}
+	if len(annotations) > 0 {
+		patch["metadata"].(map[string]any)["annotations"] = annotations
 	}
 	if taintsChanged {
 		patch["spec"] = map[string]any{"taints": taints}
@@ -475,7 +464,33 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 		s.log.Error(err, "Restoring the virtual node's labels and taints failed")
 		return
 	}
-	s.log.Info("Reconciled the virtual node's labels and taints", "labels", len(labels), "taints", taintsChanged, "unreachable", unreachable)
+	s.log.Info("Reconciled the virtual node's labels, annotations and taints", "labels", len(labels), "annotations", len(annotations),
+		"taints", taintsChanged, "unreachable", unreachable)
+}
+
+// taintsFor is a virtual node's taints: others' kept, Flotilla's as wanted, the failover taint
+// while its secondary is unreachable; and whether that differs from what it has.
+func taintsFor(cur, want []corev1.Taint, unreachable bool) ([]corev1.Taint, bool) {
+	failover, unregistered := FailoverTaint(), UnregisteredTaint()
+	var taints []corev1.Taint
+	changed := false
+	for _, t := range cur {
+		if (t.Key == failover.Key && !unreachable) || (t.Key == unregistered.Key && !hasTaint(want, unregistered)) {
+			changed = true
+			continue
+		}
+		taints = append(taints, t)
+	}
+	if unreachable {
+		want = append(append([]corev1.Taint(nil), want...), failover)
+	}
+	for _, t := range want {
+		if !hasTaint(taints, t) {
+			taints = append(taints, t)
+			changed = true
+		}
+	}
+	return taints, changed
 }
 
 // derivedLabels are the labels a virtual node takes from its secondary's nodes, only while they

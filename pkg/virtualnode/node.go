@@ -12,6 +12,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/kubeletapi"
 )
 
 // NodeOptions are the parts of a virtual node that do not come from the secondary.
@@ -24,6 +25,10 @@ type NodeOptions struct {
 	// exceeds its minor.
 	PrimaryVersion string
 }
+
+// AnnotationResourceMetricsPath tells metrics-server where a node's kubelet serves its resource
+// metrics (metrics-server's own annotation, also set by kwok on its fake nodes).
+const AnnotationResourceMetricsPath = "metrics.k8s.io/resource-metrics-path"
 
 // Taints returns the taints a virtual node must carry.
 func Taints() []corev1.Taint {
@@ -39,8 +44,11 @@ func UnregisteredTaint() corev1.Taint {
 func Desired(s clusters.Snapshot, opts NodeOptions) *corev1.Node {
 	name := flotillav1.VirtualNodeName(s.Name)
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.VirtualNodeLabels()},
-		Spec:       corev1.NodeSpec{Taints: Taints()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.VirtualNodeLabels(),
+			// metrics-server (v0.7 and later) scrapes a node at this path instead of
+			// /metrics/resource: every virtual node is served at one address, so the path names it.
+			Annotations: map[string]string{AnnotationResourceMetricsPath: kubeletapi.ResourceMetricsPath(name)}},
+		Spec: corev1.NodeSpec{Taints: Taints()},
 	}
 	if s.Reason == flotillav1.ReasonNotRegistered {
 		// Cordoned by Flotilla's own taint (a user's cordon stays the user's): no new proxy goes

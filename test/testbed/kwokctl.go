@@ -87,6 +87,10 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 		// their API server is frozen longer than the lease (outage tests do that), and nothing restarts them.
 		"kube-controller-manager=leader-elect=false",
 		"kube-scheduler=leader-elect=false",
+		// Aggregated APIs (metrics.k8s.io, from the bed's metrics-server) reached at their
+		// endpoints: no cluster has kube-proxy for their Service IPs (the primary's real node has,
+		// but its host's API server does not route through it).
+		"kube-apiserver=enable-aggregator-routing=true",
 	}
 	args := []string{
 		"create", "cluster", "--name", c.Name, "--runtime", "binary",
@@ -115,7 +119,7 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 			args, extra = append(args, rnArgs...), append(extra, rnExtra...)
 		}
 	case RoleSecondary:
-		args = append(args, "--enable-crds=Stage,ClusterLogs,ClusterExec,ClusterAttach,ClusterPortForward")
+		args = append(args, "--enable-crds=Stage,ClusterLogs,ClusterExec,ClusterAttach,ClusterPortForward,Metric,ClusterResourceUsage")
 	}
 	for _, e := range orderExtraArgs(extra) {
 		args = append(args, "--extra-args", e)

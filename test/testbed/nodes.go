@@ -53,8 +53,9 @@ func fakeNode(cluster string, i int, size corev1.ResourceList) *corev1.Node {
 	zone := fmt.Sprintf("%s-%c", Region(cluster), 'a'+rune(i%26))
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:        name,
-			Annotations: map[string]string{FakeNodeAnnotation: "fake"},
+			Name: name,
+			// kwok serves its emulated resource metrics at a path per node (metrics.go).
+			Annotations: map[string]string{FakeNodeAnnotation: "fake", resourceMetricsPath: "/metrics/nodes/" + name + "/metrics/resource"},
 			Labels: map[string]string{
 				"type":                             "kwok",
 				"kubernetes.io/hostname":           name,

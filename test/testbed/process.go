@@ -45,6 +45,25 @@ func StartProcess(name, bin string, args []string, logPath string) (*Process, er
 	return p, nil
 }
 
+// StartDaemon starts bin with args in a session of its own, its output appended to logPath, and
+// returns its PID. Unlike StartProcess's, it outlives the process that started it (a bed that
+// `make dev-up` leaves running): whoever stops it does so by the PID recorded in the bed's files.
+func StartDaemon(name, bin string, args []string, logPath string) (int, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("opening the log of %s: %w", name, err)
+	}
+	defer logFile.Close()
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("starting %s: %w", name, err)
+	}
+	go func() { _ = cmd.Wait() }() // reaped here while this process lives, by init after
+	return cmd.Process.Pid, nil
+}
+
 // PID is the process' ID.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 

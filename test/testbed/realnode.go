@@ -298,12 +298,12 @@ func planRealNode(workDir, toolsDir string, log io.Writer) (*RealNode, error) {
 // kwokctlArgs are the primary's kwokctl flags for the real node: the certificate SAN of the
 // `kubernetes` Service IP (G2), the Service range, the address type the API server dials the
 // kubelet at (its Hostname does not resolve, G4; the virtual nodes' InternalIP stays first as
-// before) and webhooks and aggregated APIs reached at their endpoints (G5).
+// before). Webhooks and aggregated APIs are reached at their endpoints (G5) in every cluster of the
+// bed (createCluster).
 func (n *RealNode) kwokctlArgs() (args, extra []string) {
 	return []string{"--config", filepath.Join(n.Dir, "kwokctl.yaml")}, []string{
 		"kube-apiserver=service-cluster-ip-range=" + n.ServiceCIDR,
 		"kube-apiserver=kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP",
-		"kube-apiserver=enable-aggregator-routing=true",
 	}
 }
 
@@ -487,23 +487,15 @@ func procsOf(dir string) map[string]hostProc {
 // signal), so that the bed outlives `flotilla-testbed up` as kwokctl's processes do, and records
 // its PID.
 func (n *RealNode) startProc(name, bin string, args ...string) error {
-	logFile, err := os.OpenFile(filepath.Join(n.Dir, "logs", name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	pid, err := StartDaemon(name, bin, args, filepath.Join(n.Dir, "logs", name+".log"))
 	if err != nil {
-		return fmt.Errorf("opening the log of %s: %w", name, err)
+		return err
 	}
-	defer logFile.Close()
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting %s: %w", name, err)
-	}
-	go func() { _ = cmd.Wait() }() // reaped here while this process lives, by init after
-	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid))
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if err != nil {
 		exe = bin
 	}
-	n.state.Procs[name] = hostProc{PID: cmd.Process.Pid, Exe: exe}
+	n.state.Procs[name] = hostProc{PID: pid, Exe: exe}
 	return n.state.save()
 }
 

@@ -28,7 +28,8 @@ var kwokGroupVersion = schema.GroupVersion{Group: "kwok.x-k8s.io", Version: "v1a
 
 // kwokResources maps the kinds the bed creates to their (cluster-scoped) resources.
 var kwokResources = map[string]string{"Stage": "stages", "ClusterLogs": "clusterlogs", "ClusterExec": "clusterexecs",
-	"ClusterAttach": "clusterattaches", "ClusterPortForward": "clusterportforwards"}
+	"ClusterAttach": "clusterattaches", "ClusterPortForward": "clusterportforwards",
+	"Metric": "metrics", "ClusterResourceUsage": "clusterresourceusages"}
 
 // jobOwnerRule is the selector term of kwok's pod-complete stage that limits it to Job pods.
 const jobOwnerRule = `    - key: '.metadata.ownerReferences.[].kind'
@@ -47,7 +48,8 @@ const restartPolicyRule = `    - key: '.spec.restartPolicy'
 `
 
 // setUpSecondary loads kwok's stages (the cluster runs with the Stage CRD, which replaces the
-// built-in ones), and the ClusterLogs/ClusterExec that make `kubectl logs/exec` work on its pods.
+// built-in ones), the ClusterLogs/ClusterExec that make `kubectl logs/exec` work on its pods, and
+// the Metric and ClusterResourceUsage its metrics-server scrapes (metrics.go).
 // It must run before any node or pod exists: a pod bound earlier stays Pending.
 func setUpSecondary(ctx context.Context, c *Cluster, tools kwokctl, workDir string) error {
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
@@ -100,6 +102,11 @@ func setUpSecondary(ctx context.Context, c *Cluster, tools kwokctl, workDir stri
 			"attaches": []any{map[string]any{"containers": []any{}, "logsFile": logFile}},
 		}),
 	)
+	usage, err := metricsObjects(tools.toolsDir)
+	if err != nil {
+		return err
+	}
+	objs = append(objs, usage...)
 	for _, o := range objs {
 		if err := createKwokObject(ctx, dyn, o); err != nil {
 			return fmt.Errorf("cluster %s: %w", c.Name, err)

@@ -258,7 +258,10 @@ func (b *Bed) startCluster(ctx context.Context, c *Cluster, opts Options) error 
 	if err := waitNodesReady(ctx, c); err != nil {
 		return err
 	}
-	fmt.Fprintf(b.log, "testbed: cluster %s ready with %d fake nodes\n", c.Name, len(c.Nodes))
+	if err := b.startMetricsServer(ctx, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.log, "testbed: cluster %s ready with %d fake nodes and metrics.k8s.io\n", c.Name, len(c.Nodes))
 	return nil
 }
 
@@ -488,7 +491,11 @@ func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
-	return WaitWorking(wctx, c)
+	if err := WaitWorking(wctx, c); err != nil {
+		return err
+	}
+	// kwokctl starts only its own components again.
+	return b.startMetricsServer(wctx, c)
 }
 
 // SaveLogs copies every cluster's component logs (kube-apiserver, kube-controller-manager,

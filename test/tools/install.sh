@@ -78,6 +78,14 @@ run_step "golangci-lint $GOLANGCI_LINT_VERSION" golangci-lint go_install golangc
 run_step "helm $HELM_VERSION" helm go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
 run_step "cert-manager controller $CERT_MANAGER_VERSION" "cert-manager-controller-$CERT_MANAGER_VERSION" build_cert_manager "cert-manager-controller-$CERT_MANAGER_VERSION"
 run_step "cert-manager cainjector $CERT_MANAGER_VERSION" "cert-manager-cainjector-$CERT_MANAGER_VERSION" build_cert_manager "cert-manager-cainjector-$CERT_MANAGER_VERSION" ./cainjector
+# metrics-server (the bed's metrics.k8s.io in every cluster: kubectl top and HPAs). Named with its
+# version so that a version change rebuilds it.
+go_install_as() { # binary, package@version, installed name
+  go_install "$1" "$2"
+  mv "$bin/$1" "$bin/$3"
+}
+run_step "metrics-server $METRICS_SERVER_VERSION" "metrics-server-$METRICS_SERVER_VERSION" go_install_as metrics-server \
+  "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION" "metrics-server-$METRICS_SERVER_VERSION"
 
 step="kwok stages"
 # kwok's own stage manifests (node and pod lifecycles) ship in its module; the test bed loads them.
@@ -88,6 +96,11 @@ cp -f "$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml "$bin/stages/"
 cp -f "$kwok_dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml "$bin/stages/"
 cp -f "$kwok_dir"/kustomize/stage/pod/general/pod-*.yaml "$bin/stages/"
 chmod -R u+w "$bin/stages"
+# kwok's emulation of the kubelet's /metrics/resource (a Metric object, also in its module): the
+# secondaries' metrics-server scrapes the fake nodes through it.
+mkdir -p "$bin/metrics"
+cp -f "$kwok_dir"/kustomize/metrics/resource/metrics-resource.yaml "$bin/metrics/"
+chmod -R u+w "$bin/metrics"
 
 step="cert-manager CRDs $CERT_MANAGER_VERSION"
 # cert-manager's CRDs as its release installs them: the crd templates of the Helm chart in its
