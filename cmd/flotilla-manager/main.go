@@ -62,38 +62,39 @@ func init() {
 }
 
 type options struct {
-	kubeconfig              string
-	kubecontext             string
-	metricsAddr             string
-	metricsSecure           bool
-	probeAddr               string
-	leaderElect             bool
-	leaderElectionNamespace string
-	leaderElectionID        string
-	qps                     float32
-	burst                   int
-	showVersion             bool
-	logging                 logging.Options
-	primaryName             string
-	probeInterval           time.Duration
-	probeTimeout            time.Duration
-	nodeAddress             string
-	kubeletPort             int32
-	renewalFraction         float64
-	webhookPort             int
-	webhookHost             string
-	webhookURL              string
-	webhookService          string
-	webhookCertDir          string
-	webhookCAInjectedFrom   string
-	acceptAdmiralty         bool
-	proxyPlacement          string
-	podNetwork              string
-	proxyWorkers            int
-	failoverAfter           time.Duration
-	sweepInterval           time.Duration
-	dependencyGrace         time.Duration
-	replicationTimeout      time.Duration
+	kubeconfig               string
+	kubecontext              string
+	metricsAddr              string
+	metricsSecure            bool
+	probeAddr                string
+	leaderElect              bool
+	leaderElectionNamespace  string
+	leaderElectionID         string
+	qps                      float32
+	burst                    int
+	showVersion              bool
+	logging                  logging.Options
+	primaryName              string
+	probeInterval            time.Duration
+	probeTimeout             time.Duration
+	nodeAddress              string
+	kubeletPort              int32
+	renewalFraction          float64
+	webhookPort              int
+	webhookHost              string
+	webhookURL               string
+	webhookService           string
+	webhookCertDir           string
+	webhookCAInjectedFrom    string
+	acceptAdmiralty          bool
+	proxyPlacement           string
+	podNetwork               string
+	proxyWorkers             int
+	failoverAfter            time.Duration
+	sweepInterval            time.Duration
+	namespaceCleanupInterval time.Duration
+	dependencyGrace          time.Duration
+	replicationTimeout       time.Duration
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -125,6 +126,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.proxyWorkers, "proxy-workers", 96, "proxies reconciled in parallel")
 	fs.DurationVar(&o.replicationTimeout, "replication-timeout", 10*time.Second, "how long a Replicator's work in one cluster may take: a dead or slow cluster is reported, the others go on")
 	fs.DurationVar(&o.dependencyGrace, "dependency-grace", time.Minute, "how long a copied ConfigMap, Secret, Service or NetworkPolicy stays in a secondary after the last delegate there stopped using it")
+	fs.DurationVar(&o.namespaceCleanupInterval, "namespace-cleanup-interval", 5*time.Minute, "how often the namespaces Flotilla created in secondaries are looked at: one whose primary namespace is gone, or empty for --dependency-grace, is deleted (a primary namespace's deletion starts a pass at once)")
 	fs.DurationVar(&o.sweepInterval, "sweep-interval", 30*time.Second, "how often delegates whose proxy is gone are swept (only in secondaries Running for that long)")
 	fs.DurationVar(&o.failoverAfter, "failover-after", 30*time.Second, "how long a secondary stays Unknown before its virtual node is tainted flotilla.dev/unreachable:NoExecute (its proxies are then evicted after their flotilla.dev/failover-seconds)")
 	fs.BoolVar(&o.showVersion, "version", false, "print the version and exit")
@@ -360,7 +362,7 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		return fmt.Errorf("watching the primary's namespaces: %w", err)
 	}
 	if err := mgr.Add(&namespace.Cleanup{Primary: mgr.GetClient(), Informer: nsInformer, Registry: registry,
-		Interval: 5 * time.Minute, Log: ctrl.Log.WithName("namespace-cleanup")}); err != nil {
+		Interval: opts.namespaceCleanupInterval, Grace: opts.dependencyGrace, Log: ctrl.Log.WithName("namespace-cleanup")}); err != nil {
 		return fmt.Errorf("adding the namespace cleanup: %w", err)
 	}
 	sweeper := &proxy.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: opts.sweepInterval, Log: ctrl.Log.WithName("sweep")}

@@ -25,23 +25,34 @@ func ReadableKinds() []client.ObjectList {
 // neither on its way out, nor one every namespace gets from the cluster itself (ClusterOwn), nor
 // one ours accepts. "" when there is none.
 func HoldsForeign(ctx context.Context, read client.Reader, namespace string, kinds []client.ObjectList, ours func(client.Object) bool) (string, error) {
+	foreign, _, err := Contents(ctx, read, namespace, kinds, ours)
+	return foreign, err
+}
+
+// Contents says what a namespace holds of the kinds listed, objects on their way out and the
+// cluster's own (ClusterOwn) aside: the first object that is not ours ("" when there is none; the
+// listing stops there) and whether any of ours is there.
+func Contents(ctx context.Context, read client.Reader, namespace string, kinds []client.ObjectList, ours func(client.Object) bool) (foreign string, holdsOurs bool, err error) {
 	for _, l := range kinds {
 		if err := read.List(ctx, l, client.InNamespace(namespace)); err != nil {
-			return "", fmt.Errorf("listing in %s: %w", namespace, err)
+			return "", false, fmt.Errorf("listing in %s: %w", namespace, err)
 		}
 		items, err := meta.ExtractList(l)
 		if err != nil {
-			return "", fmt.Errorf("reading a list in %s: %w", namespace, err)
+			return "", false, fmt.Errorf("reading a list in %s: %w", namespace, err)
 		}
 		for _, it := range items {
 			m, ok := it.(client.Object)
-			if !ok || m.GetDeletionTimestamp() != nil || ClusterOwn(m) || ours(m) {
-				continue
+			switch {
+			case !ok || m.GetDeletionTimestamp() != nil || ClusterOwn(m):
+			case ours(m):
+				holdsOurs = true
+			default:
+				return fmt.Sprintf("%T %s", m, m.GetName()), holdsOurs, nil
 			}
-			return fmt.Sprintf("%T %s", m, m.GetName()), nil
 		}
 	}
-	return "", nil
+	return "", holdsOurs, nil
 }
 
 // ClusterOwn says whether an object is one every namespace gets from the cluster itself.

@@ -584,6 +584,41 @@ var _ = Describe("pod election", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
 
+	It("removes a secondary's namespace Flotilla created once nothing has been in it for the dependency grace, and creates it again for the next delegate", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		const space = "idle-ns"
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{})
+		})
+		elect := func() {
+			_, err := bed.Primary.Clientset.CoreV1().Pods(space).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web",
+				Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(func() int { return podsInPhase(delegatesIn(ctx, s1, space), corev1.PodRunning) }).
+				WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(1))
+		}
+		elect()
+		Expect(bed.Primary.Clientset.CoreV1().Pods(space).Delete(ctx, "web", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func() error {
+			_, err := bed.Primary.Clientset.CoreV1().Pods(space).Get(ctx, "web", metav1.GetOptions{})
+			return err
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Satisfy(apierrors.IsNotFound))
+		// The manager here looks every 30 s and needs two looks at least the grace (2 s) apart.
+		start := time.Now()
+		Eventually(func() bool {
+			_, err := s1.Clientset.CoreV1().Namespaces().Get(ctx, space, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(BeTrue())
+		AddReportEntry("idle secondary namespace gone after", time.Since(start).Round(time.Second).String())
+		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Get(ctx, space, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the primary's namespace stays")
+		elect()
+	}, SpecTimeout(5*time.Minute))
+
 	It("copies an Ingress whose backend selects elected pods to the secondaries running them, with its annotations, and removes it there with the last delegate; one that selects none stays home", func(ctx SpecContext) {
 		two := int32(2)
 		sel := map[string]string{"app": "shop"}

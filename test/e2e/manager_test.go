@@ -77,7 +77,7 @@ func startManagerOnce(bin, kubeconfig, logPath string) (*managerProcess, error) 
 		// suite runs with renewals happening, and a spec proves them.
 		"--token-renewal-fraction", "0.02",
 		"--failover-after", "5s",
-		"--sweep-interval", "5s", "--dependency-grace", "2s",
+		"--sweep-interval", "5s", "--dependency-grace", "2s", "--namespace-cleanup-interval", "30s",
 		"--kubelet-port", fmt.Sprint(kubeletPort),
 	}, logPath)
 	if err != nil {

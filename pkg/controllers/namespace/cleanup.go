@@ -23,17 +23,24 @@ type Registry interface {
 	PrimaryID() string
 }
 
-// Cleanup deletes, in every Running secondary, the namespaces Flotilla created for delegates whose
-// primary namespace is gone and that hold nothing not Flotilla's.
+// Cleanup deletes, in every Running secondary, the namespaces Flotilla created for delegates that
+// hold nothing not Flotilla's, once the primary's namespace is gone, or once nothing at all has
+// been in them (no delegate, no copy) for Grace.
 type Cleanup struct {
-	// Primary reads the primary's namespaces (the manager's cache).
+	// Primary reads the primary's namespaces and proxies (the manager's cache).
 	Primary client.Reader
 	// Informer is the primary's namespace informer: a deletion there starts a pass at once.
 	Informer cache.Informer
 	Registry Registry
-	// Interval is the slow pass (deletions missed while the manager was down).
+	// Interval paces the passes (deletions missed while the manager was down, idle namespaces).
 	Interval time.Duration
-	Log      logr.Logger
+	// Grace is how long a namespace stays empty before it goes while the primary's exists: the
+	// dependency grace, after which the last copies have gone too.
+	Grace time.Duration
+	Log   logr.Logger
+
+	// emptySince is when each namespace (cluster/name) was first seen empty, until it is not.
+	emptySince map[string]time.Time
 }
 
 // NeedLeaderElection says yes: one replica deletes.
@@ -54,6 +61,7 @@ func (c *Cleanup) Start(ctx context.Context) error {
 		}
 		defer func() { _ = c.Informer.RemoveEventHandler(reg) }()
 	}
+	c.emptySince = map[string]time.Time{}
 	ticker := time.NewTicker(c.Interval)
 	defer ticker.Stop()
 	for {
@@ -94,28 +102,125 @@ func (c *Cleanup) cleanSecondary(ctx context.Context, sec clusters.Secondary) er
 		if !CreatedForDelegates(ns, id) {
 			continue
 		}
-		switch err := c.Primary.Get(ctx, client.ObjectKey{Name: ns.Name}, &corev1.Namespace{}); {
-		case err == nil:
-			continue // still in the primary
-		case !apierrors.IsNotFound(err):
-			return fmt.Errorf("reading namespace %s in the primary: %w", ns.Name, err)
-		}
-		foreign, err := clusters.HoldsForeign(ctx, sec.Client, ns.Name, clusters.ReadableKinds(), func(o client.Object) bool {
-			return o.GetLabels()[flotillav1.LabelPrimary] == id
-		})
+		key := sec.Name + "/" + ns.Name
+		state, err := c.gather(ctx, sec, ns.Name)
 		if err != nil {
 			return err
 		}
-		if foreign != "" {
-			c.Log.V(1).Info("Namespace kept: it holds what is not Flotilla's", "cluster", sec.Name, "namespace", ns.Name, "object", foreign)
+		v := Decide(state, c.emptySince[key], time.Now(), c.Grace)
+		if v.EmptySince.IsZero() {
+			delete(c.emptySince, key)
+		} else {
+			c.emptySince[key] = v.EmptySince
+		}
+		if !v.Delete {
+			if state.Foreign != "" {
+				c.Log.V(1).Info("Namespace kept: it holds what is not Flotilla's", "cluster", sec.Name, "namespace", ns.Name, "object", state.Foreign)
+			}
 			continue
 		}
 		if err := sec.Client.Delete(ctx, ns, client.Preconditions{UID: &ns.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting namespace %s: %w", ns.Name, err)
 		}
-		c.Log.Info("Namespace deleted: Flotilla created it, the primary's is gone, nothing else is in it", "cluster", sec.Name, "namespace", ns.Name)
+		delete(c.emptySince, key)
+		c.Log.Info("Namespace deleted: "+v.Why, "cluster", sec.Name, "namespace", ns.Name)
 	}
 	return nil
+}
+
+// gather reads what Decide needs about one namespace Flotilla created in a secondary. The cheap
+// facts first: a namespace with a delegate in the cache, or a proxy bound to this secondary, is in
+// use and its contents are not listed.
+func (c *Cleanup) gather(ctx context.Context, sec clusters.Secondary, name string) (NamespaceState, error) {
+	id := c.Registry.PrimaryID()
+	var s NamespaceState
+	switch err := c.Primary.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{}); {
+	case err == nil:
+		s.InPrimary = true
+	case !apierrors.IsNotFound(err):
+		return s, fmt.Errorf("reading namespace %s in the primary: %w", name, err)
+	}
+	if s.InPrimary {
+		var err error
+		if s.InUse, err = c.inUse(ctx, sec, name); err != nil || s.InUse {
+			return s, err
+		}
+	}
+	foreign, ours, err := clusters.Contents(ctx, sec.Client, name, clusters.ReadableKinds(), func(o client.Object) bool {
+		return o.GetLabels()[flotillav1.LabelPrimary] == id
+	})
+	s.Foreign, s.HoldsOurs = foreign, ours
+	return s, err
+}
+
+// inUse says whether a delegate of the namespace is in the secondary's cache or a proxy of the
+// namespace is bound to the secondary's virtual node (its delegate may be on its way).
+func (c *Cleanup) inUse(ctx context.Context, sec clusters.Secondary, name string) (bool, error) {
+	delegates, synced := sec.Delegates()
+	if !synced {
+		return true, nil // nothing proven yet
+	}
+	for _, d := range delegates {
+		if d.Namespace == name {
+			return true, nil
+		}
+	}
+	var proxies corev1.PodList
+	if err := c.Primary.List(ctx, &proxies, client.InNamespace(name), client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
+		return false, fmt.Errorf("listing proxies in %s: %w", name, err)
+	}
+	node := flotillav1.VirtualNodeName(sec.Name)
+	for _, p := range proxies.Items {
+		if p.Spec.NodeName == node {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// NamespaceState is what the cleanup knows of a namespace Flotilla created in a secondary.
+type NamespaceState struct {
+	// InPrimary says the primary's namespace of that name exists.
+	InPrimary bool
+	// InUse says a delegate is there or a proxy is bound to that secondary (read only while
+	// InPrimary; the contents are then not listed).
+	InUse bool
+	// Foreign names the first object there that is not Flotilla's ("" when none).
+	Foreign string
+	// HoldsOurs says something of Flotilla's is there (a delegate, a copy).
+	HoldsOurs bool
+}
+
+// Verdict is what to do with the namespace.
+type Verdict struct {
+	Delete bool
+	// EmptySince is when it was first seen empty (zero: it is not).
+	EmptySince time.Time
+	// Why is the reason of a deletion, for the log.
+	Why string
+}
+
+// Decide is the cleanup's whole rule for one namespace, given when it was first seen empty:
+//   - something not Flotilla's is there: kept, whatever else holds;
+//   - the primary's namespace is gone: deleted, with whatever of Flotilla's is left;
+//   - in use, or holding anything of Flotilla's (a copy lives out its grace): kept;
+//   - empty: kept while it has been so for less than grace, then deleted. A namespace seen empty
+//     for the first time is never deleted in that pass.
+func Decide(s NamespaceState, emptySince, now time.Time, grace time.Duration) Verdict {
+	switch {
+	case s.Foreign != "":
+		return Verdict{}
+	case !s.InPrimary:
+		return Verdict{Delete: true, Why: "Flotilla created it, the primary's is gone, nothing else is in it"}
+	case s.InUse || s.HoldsOurs:
+		return Verdict{}
+	case emptySince.IsZero():
+		return Verdict{EmptySince: now}
+	case now.Sub(emptySince) >= grace:
+		return Verdict{Delete: true, EmptySince: emptySince, Why: "Flotilla created it and nothing has been in it for the dependency grace"}
+	default:
+		return Verdict{EmptySince: emptySince}
+	}
 }
 
 // CreatedForDelegates says whether a namespace of a secondary is one Flotilla created for

@@ -2,6 +2,7 @@ package namespace
 
 import (
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,35 @@ func TestCreatedForDelegatesOnlyThisPrimarysOwnNamespaces(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := CreatedForDelegates(&tc.ns, "p1"); got != tc.want {
 				t.Errorf("CreatedForDelegates = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
+	grace := time.Minute
+	for _, tc := range []struct {
+		name       string
+		state      NamespaceState
+		emptySince time.Time
+		now        time.Time
+		want       Verdict
+	}{
+		{"foreign object, primary's gone: kept", NamespaceState{Foreign: "ConfigMap team"}, time.Time{}, t0, Verdict{}},
+		{"foreign object, long empty of ours: kept, clock reset", NamespaceState{InPrimary: true, Foreign: "ConfigMap team"}, t0, t0.Add(time.Hour), Verdict{}},
+		{"primary's gone: deleted with ours", NamespaceState{HoldsOurs: true}, time.Time{}, t0, Verdict{Delete: true}},
+		{"in use: kept, clock reset", NamespaceState{InPrimary: true, InUse: true}, t0, t0.Add(time.Hour), Verdict{}},
+		{"a copy lives out its grace: kept", NamespaceState{InPrimary: true, HoldsOurs: true}, t0, t0.Add(time.Hour), Verdict{}},
+		{"first seen empty: the clock starts, never deleted now", NamespaceState{InPrimary: true}, time.Time{}, t0, Verdict{EmptySince: t0}},
+		{"empty for less than the grace: kept", NamespaceState{InPrimary: true}, t0, t0.Add(59 * time.Second), Verdict{EmptySince: t0}},
+		{"empty for the grace: deleted", NamespaceState{InPrimary: true}, t0, t0.Add(grace), Verdict{Delete: true, EmptySince: t0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Decide(tc.state, tc.emptySince, tc.now, grace)
+			got.Why = ""
+			if got != tc.want {
+				t.Errorf("Decide = %+v, want %+v", got, tc.want)
 			}
 		})
 	}
