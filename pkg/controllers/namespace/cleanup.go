@@ -131,9 +131,9 @@ func (c *Cleanup) cleanSecondary(ctx context.Context, sec clusters.Secondary) er
 // gather reads what Decide needs about one namespace Flotilla created in a secondary. The cheap
 // facts first: a namespace with a delegate in the cache, or a proxy bound to this secondary, is in
 // use and its contents are not listed.
-func (c *Cleanup) gather(ctx context.Context, sec clusters.Secondary, name string) (NamespaceState, error) {
+func (c *Cleanup) gather(ctx context.Context, sec clusters.Secondary, name string) (State, error) {
 	id := c.Registry.PrimaryID()
-	var s NamespaceState
+	var s State
 	switch err := c.Primary.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{}); {
 	case err == nil:
 		s.InPrimary = true
@@ -178,8 +178,8 @@ func (c *Cleanup) inUse(ctx context.Context, sec clusters.Secondary, name string
 	return false, nil
 }
 
-// NamespaceState is what the cleanup knows of a namespace Flotilla created in a secondary.
-type NamespaceState struct {
+// State is what the cleanup knows of a namespace Flotilla created in a secondary.
+type State struct {
 	// InPrimary says the primary's namespace of that name exists.
 	InPrimary bool
 	// InUse says a delegate is there or a proxy is bound to that secondary (read only while
@@ -206,7 +206,7 @@ type Verdict struct {
 //   - in use, or holding anything of Flotilla's (a copy lives out its grace): kept;
 //   - empty: kept while it has been so for less than grace, then deleted. A namespace seen empty
 //     for the first time is never deleted in that pass.
-func Decide(s NamespaceState, emptySince, now time.Time, grace time.Duration) Verdict {
+func Decide(s State, emptySince, now time.Time, grace time.Duration) Verdict {
 	switch {
 	case s.Foreign != "":
 		return Verdict{}

@@ -38,19 +38,19 @@ func TestDecide(t *testing.T) {
 	grace := time.Minute
 	for _, tc := range []struct {
 		name       string
-		state      NamespaceState
+		state      State
 		emptySince time.Time
 		now        time.Time
 		want       Verdict
 	}{
-		{"foreign object, primary's gone: kept", NamespaceState{Foreign: "ConfigMap team"}, time.Time{}, t0, Verdict{}},
-		{"foreign object, long empty of ours: kept, clock reset", NamespaceState{InPrimary: true, Foreign: "ConfigMap team"}, t0, t0.Add(time.Hour), Verdict{}},
-		{"primary's gone: deleted with ours", NamespaceState{HoldsOurs: true}, time.Time{}, t0, Verdict{Delete: true}},
-		{"in use: kept, clock reset", NamespaceState{InPrimary: true, InUse: true}, t0, t0.Add(time.Hour), Verdict{}},
-		{"a copy lives out its grace: kept", NamespaceState{InPrimary: true, HoldsOurs: true}, t0, t0.Add(time.Hour), Verdict{}},
-		{"first seen empty: the clock starts, never deleted now", NamespaceState{InPrimary: true}, time.Time{}, t0, Verdict{EmptySince: t0}},
-		{"empty for less than the grace: kept", NamespaceState{InPrimary: true}, t0, t0.Add(59 * time.Second), Verdict{EmptySince: t0}},
-		{"empty for the grace: deleted", NamespaceState{InPrimary: true}, t0, t0.Add(grace), Verdict{Delete: true, EmptySince: t0}},
+		{"foreign object, primary's gone: kept", State{Foreign: "ConfigMap team"}, time.Time{}, t0, Verdict{}},
+		{"foreign object, long empty of ours: kept, clock reset", State{InPrimary: true, Foreign: "ConfigMap team"}, t0, t0.Add(time.Hour), Verdict{}},
+		{"primary's gone: deleted with ours", State{HoldsOurs: true}, time.Time{}, t0, Verdict{Delete: true}},
+		{"in use: kept, clock reset", State{InPrimary: true, InUse: true}, t0, t0.Add(time.Hour), Verdict{}},
+		{"a copy lives out its grace: kept", State{InPrimary: true, HoldsOurs: true}, t0, t0.Add(time.Hour), Verdict{}},
+		{"first seen empty: the clock starts, never deleted now", State{InPrimary: true}, time.Time{}, t0, Verdict{EmptySince: t0}},
+		{"empty for less than the grace: kept", State{InPrimary: true}, t0, t0.Add(59 * time.Second), Verdict{EmptySince: t0}},
+		{"empty for the grace: deleted", State{InPrimary: true}, t0, t0.Add(grace), Verdict{Delete: true, EmptySince: t0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Decide(tc.state, tc.emptySince, tc.now, grace)
