@@ -152,6 +152,28 @@ func ImageUpdates(proxy, delegate *corev1.Pod) map[string]string {
 	return out
 }
 
+// ResourceUpdates are the requests and limits of the proxy's containers that differ from its
+// delegate's, by container name: an in-place resize of the proxy (its resize subresource), to be
+// made on the delegate the same way. Only regular containers are resized in place.
+func ResourceUpdates(proxy, delegate *corev1.Pod) map[string]corev1.ResourceRequirements {
+	want := map[string]corev1.ResourceRequirements{}
+	for _, c := range proxy.Spec.Containers {
+		want[c.Name] = c.Resources
+	}
+	var out map[string]corev1.ResourceRequirements
+	for _, c := range delegate.Spec.Containers {
+		r, ok := want[c.Name]
+		if !ok || (equality.Semantic.DeepEqual(r.Requests, c.Resources.Requests) && equality.Semantic.DeepEqual(r.Limits, c.Resources.Limits)) {
+			continue
+		}
+		if out == nil {
+			out = map[string]corev1.ResourceRequirements{}
+		}
+		out[c.Name] = corev1.ResourceRequirements{Requests: r.Requests.DeepCopy(), Limits: r.Limits.DeepCopy()}
+	}
+	return out
+}
+
 // NewEphemeralContainers are the proxy's ephemeral containers (`kubectl debug`) its delegate does
 // not have yet, by name: they can only be added, never changed or removed.
 func NewEphemeralContainers(proxy, delegate *corev1.Pod) []corev1.EphemeralContainer {

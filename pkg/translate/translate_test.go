@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -172,5 +173,26 @@ func TestNewEphemeralContainersAreTheProxysTheDelegateLacks(t *testing.T) {
 	}
 	if got := NewEphemeralContainers(delegate, delegate); got != nil {
 		t.Errorf("nothing new: %v", got)
+	}
+}
+
+func TestResourceUpdatesAreTheProxysResizedContainers(t *testing.T) {
+	res := func(cpu string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu)}}
+	}
+	pod := func(app, side string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "init", Resources: res("1")}},
+			Containers:     []corev1.Container{{Name: "app", Resources: res(app)}, {Name: "side", Resources: res(side)}}}}
+	}
+	if got := ResourceUpdates(pod("100m", "50m"), pod("0.1", "50m")); got != nil {
+		t.Errorf("same quantities written differently: %v", got)
+	}
+	resized := pod("200m", "50m")
+	resized.Spec.InitContainers[0].Resources = res("2") // not resized in place
+	got := ResourceUpdates(resized, pod("100m", "50m"))
+	cpu := got["app"].Requests[corev1.ResourceCPU]
+	if len(got) != 1 || cpu.String() != "200m" {
+		t.Errorf("updates %v, want app's cpu request 200m only", got)
 	}
 }

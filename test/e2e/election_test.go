@@ -724,6 +724,38 @@ var _ = Describe("pod election", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
+	It("carries an in-place resize of a proxy (kubectl patch --subresource resize) to its delegate", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		cpu := func(request, limit string) corev1.ResourceRequirements {
+			return corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(request)},
+				Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(limit)}}
+		}
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "resizeme",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx", Resources: cpu("100m", "200m")}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "resizeme", metav1.DeleteOptions{})
+		})
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "resizeme", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+			g.Expect(p.Status.ContainerStatuses[0].Resources).NotTo(BeNil(), "the delegate's container reports its resources")
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		out, err := kubectlIn(ctx, ns, nil, "patch", "pod", "resizeme", "--subresource", "resize", "--type", "merge", "-p",
+			`{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"150m"},"limits":{"cpu":"300m"}}}]}}`)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Eventually(func(g Gomega) {
+			d, err := s1.Clientset.CoreV1().Pods(ns).Get(ctx, "resizeme", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			res := d.Spec.Containers[0].Resources
+			g.Expect(res.Requests.Cpu().MilliValue()).To(BeEquivalentTo(150))
+			g.Expect(res.Limits.Cpu().MilliValue()).To(BeEquivalentTo(300))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
 	It("carries kubectl debug on a proxy to its delegate: the ephemeral container is added there", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]
 		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debugme",

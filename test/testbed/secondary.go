@@ -47,6 +47,14 @@ const restartPolicyRule = `    - key: '.spec.restartPolicy'
       - 'OnFailure'
 `
 
+// readyRestartCount is a line of the container statuses kwok's pod-ready stage writes;
+// readyResources follows it: each running container reports its resources, as a kubelet with
+// in-place resize does (the API server resizes only pods whose running containers report them).
+const (
+	readyRestartCount = "        restartCount: 0\n"
+	readyResources    = "        resources: {{ YAML $item.resources 5 }}\n"
+)
+
 // setUpSecondary loads kwok's stages (the cluster runs with the Stage CRD, which replaces the
 // built-in ones), the ClusterLogs/ClusterExec that make `kubectl logs/exec` work on its pods, and
 // the Metric and ClusterResourceUsage its metrics-server scrapes (metrics.go).
@@ -65,6 +73,12 @@ func setUpSecondary(ctx context.Context, c *Cluster, tools kwokctl, workDir stri
 		raw, err := os.ReadFile(f)
 		if err != nil {
 			return fmt.Errorf("reading stage %s: %w", f, err)
+		}
+		if filepath.Base(f) == "pod-ready.yaml" {
+			if !bytes.Contains(raw, []byte(readyRestartCount)) {
+				return fmt.Errorf("stage %s no longer has the container status this bed extends", f)
+			}
+			raw = bytes.Replace(raw, []byte(readyRestartCount), []byte(readyRestartCount+readyResources), 1)
 		}
 		if filepath.Base(f) == "pod-complete.yaml" {
 			if !bytes.Contains(raw, []byte(jobOwnerRule)) {

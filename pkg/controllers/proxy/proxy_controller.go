@@ -160,6 +160,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 	if err := r.addEphemeralContainers(ctx, sec, proxy, delegate); err != nil {
 		return ctrl.Result{}, err
 	}
+	if err := r.resize(ctx, sec, proxy, delegate); err != nil {
+		return ctrl.Result{}, err
+	}
 	r.mirrorStatus(proxy, delegate)
 	return ctrl.Result{RequeueAfter: r.forwardEvents(ctx, sec, proxy, delegate)}, nil
 }
@@ -200,6 +203,32 @@ func (r *Reconciler) addEphemeralContainers(ctx context.Context, sec clusters.Se
 		return fmt.Errorf("adding ephemeral containers to the delegate in %s: %w", sec.Name, err)
 	}
 	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateUpdated, "Update", "Ephemeral container(s) added to the delegate in cluster %s", sec.Name)
+	return nil
+}
+
+// resize carries an in-place resize of the proxy to its delegate, through the delegate's resize
+// subresource: the secondary's kubelet resizes the container, and its progress (the pod's resize
+// conditions, the containers' resources in their statuses) comes back with the delegate's status.
+func (r *Reconciler) resize(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) error {
+	updates := translate.ResourceUpdates(proxy, delegate)
+	if len(updates) == 0 || !delegate.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	patched := delegate.DeepCopy()
+	for i := range patched.Spec.Containers {
+		if res, ok := updates[patched.Spec.Containers[i].Name]; ok {
+			patched.Spec.Containers[i].Resources.Requests, patched.Spec.Containers[i].Resources.Limits = res.Requests, res.Limits
+		}
+	}
+	if err := sec.Client.SubResource("resize").Patch(ctx, patched, client.StrategicMergeFrom(delegate, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
+			// Refused there (say, a QoS class change its policy forbids): said on the proxy, not retried.
+			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonDelegateUpdated, "Resize", "Cluster %s refused the delegate's resize: %v", sec.Name, err)
+			return nil
+		}
+		return fmt.Errorf("resizing the delegate in %s: %w", sec.Name, err)
+	}
+	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateUpdated, "Resize", "Delegate's resources resized in cluster %s", sec.Name)
 	return nil
 }
 
