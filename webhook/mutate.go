@@ -115,6 +115,10 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 	if err != nil {
 		return nil, err
 	}
+	weights, err := clusterWeights(pod, clusters)
+	if err != nil {
+		return nil, err
+	}
 	constraints := constraintsOf(pod)
 	place, err := placeable(pod, constraints, clusters)
 	if err != nil {
@@ -139,7 +143,8 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 		out.Finalizers = append(out.Finalizers, flotillav1.FinalizerDelegate)
 	}
 	out.Spec.NodeSelector = nil
-	out.Spec.TopologySpreadConstraints = nil
+	// Spreads across clusters stay on the proxy, for the primary's scheduler (below).
+	out.Spec.TopologySpreadConstraints = clusterSpread(pod.Spec.TopologySpreadConstraints)
 	// Where it may go: the clusters that fit now, else those where it could fit once room appears.
 	// The primary's scheduler holds a proxy no cluster takes yet Pending (Unschedulable) until a
 	// virtual node has room again, as it would hold any pod.
@@ -157,8 +162,13 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 		}}},
 	}}
 	out.Spec.Tolerations = proxyTolerations(failover)
-	if len(feasible) > 0 && bindable(out) && opts.Choose != nil {
+	// A spread across clusters is left to the primary's scheduler, which counts the proxies on
+	// the virtual nodes by the constraint's own selector, as Kubernetes does for any pod.
+	if len(feasible) > 0 && bindable(out) && opts.Choose != nil && len(out.Spec.TopologySpreadConstraints) == 0 {
 		candidates := fewestSiblings(feasible, clusters)
+		if weights != nil {
+			candidates = weightedNext(feasible, clusters, weights)
+		}
 		out.Spec.NodeName = flotillav1.VirtualNodeName(candidates[opts.Choose(freeCPU(candidates, clusters))])
 	}
 	out.Spec.HostNetwork = false
@@ -301,9 +311,11 @@ func failoverSeconds(pod *corev1.Pod) (int64, error) {
 }
 
 func constraintsOf(pod *corev1.Pod) translate.Constraints {
-	c := translate.Constraints{
-		NodeSelector: pod.Spec.NodeSelector, Affinity: pod.Spec.Affinity,
-		TopologySpreadConstraints: pod.Spec.TopologySpreadConstraints, HostNetwork: pod.Spec.HostNetwork,
+	c := translate.Constraints{NodeSelector: pod.Spec.NodeSelector, Affinity: pod.Spec.Affinity, HostNetwork: pod.Spec.HostNetwork}
+	for _, t := range pod.Spec.TopologySpreadConstraints {
+		if !acrossClusters(t) {
+			c.TopologySpreadConstraints = append(c.TopologySpreadConstraints, t)
+		}
 	}
 	// Tolerations the DefaultTolerationSeconds plugin (or the user) put there for the primary's own
 	// not-ready/unreachable taints are the proxy's business, not the delegate's.
@@ -434,6 +446,17 @@ func chosenClusters(pod *corev1.Pod, clusters []ClusterView) (map[string]bool, e
 				strings.Join(unknown, ", "), strings.Join(known, ", "))
 		}
 		chosen = named
+	}
+	if _, ok := pod.Annotations[flotillav1.AnnotationClusterWeights]; ok {
+		weights, err := clusterWeights(pod, clusters)
+		if err != nil {
+			return nil, err
+		}
+		for name := range chosen {
+			if weights[name] == 0 {
+				delete(chosen, name)
+			}
+		}
 	}
 	if expr, ok := pod.Annotations[flotillav1.AnnotationClusterSelector]; ok {
 		sel, err := labels.Parse(expr)

@@ -100,6 +100,15 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 		"cluster selector":                {pod: elected(annotate(flotillav1.AnnotationClusterSelector, flotillav1.LabelRegion+"=region-eu")), clusters: twoClusters, want: []string{"eu"}},
 		"bad cluster selector":            {pod: elected(annotate(flotillav1.AnnotationClusterSelector, "a in (")), clusters: twoClusters, wantReject: "not a label selector"},
 		"no clusters":                     {pod: elected(), clusters: nil, wantReject: "no secondary cluster is registered"},
+		"weights restrict to the clusters they name": {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "us=1")), clusters: twoClusters, want: []string{"us"}},
+		"weight 0 takes none":                        {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=3, us=0")), clusters: twoClusters, want: []string{"eu"}},
+		"weights name an unknown cluster":            {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=1,mars=2")), clusters: twoClusters, wantReject: "unknown cluster mars"},
+		"malformed weight":                           {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=seventy")), clusters: twoClusters, wantReject: `"eu=seventy" is not <cluster>=<weight`},
+		"weight out of range":                        {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=1001")), clusters: twoClusters, wantReject: "is not <cluster>=<weight 0-1000>"},
+		"no positive weight":                         {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=0")), clusters: twoClusters, wantReject: "no cluster a positive weight"},
+		"weights beside a spread over clusters": {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=1"), func(p *corev1.Pod) {
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule}}
+		}), clusters: twoClusters, wantReject: "cannot be combined with a topologySpreadConstraint"},
 		"untolerated taint": {pod: elected(), clusters: []ClusterView{func() ClusterView {
 			c := clusterOf("eu", true, "4", nil)
 			c.Nodes[0].Taints = []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}

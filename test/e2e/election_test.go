@@ -724,6 +724,51 @@ var _ = Describe("pod election", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
+	It("steers a controller's replicas: a topologySpreadConstraint on flotilla.dev/cluster (maxSkew 1) ends 5/5, a 70/30 weighted split ends within one replica of 7/3", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		deploy := func(name string, mutate func(*corev1.PodTemplateSpec)) {
+			labels := map[string]string{"app": name}
+			d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+				Spec: appsv1.DeploymentSpec{Replicas: ptrTo(int32(10)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+						Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}
+			mutate(&d.Spec.Template)
+			_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) {
+				_ = bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{})
+			})
+		}
+		split := func(g Gomega, name string) (int, int) {
+			count := func(c *testbed.Cluster) int {
+				pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: flotillav1.LabelPrimary + ",app=" + name})
+				g.Expect(err).NotTo(HaveOccurred())
+				return podsInPhase(pods.Items, corev1.PodRunning)
+			}
+			a, b := count(s1), count(s2)
+			g.Expect(a+b).To(Equal(10), "%s: %d in %s, %d in %s", name, a, s1.Name, b, s2.Name)
+			return a, b
+		}
+
+		deploy("spread", func(t *corev1.PodTemplateSpec) {
+			t.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster,
+				WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}
+		})
+		deploy("weighted", func(t *corev1.PodTemplateSpec) {
+			t.Annotations[flotillav1.AnnotationClusterWeights] = s1.Name + "=70," + s2.Name + "=30"
+		})
+		Eventually(func(g Gomega) {
+			a, b := split(g, "spread")
+			g.Expect([]int{a, b}).To(Equal([]int{5, 5}))
+			a, b = split(g, "weighted")
+			g.Expect(a).To(BeNumerically("~", 7, 1), "weighted: %d in %s, %d in %s", a, s1.Name, b, s2.Name)
+		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+		// The spread is the primary's scheduler's: the proxies keep the constraint.
+		proxies, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=spread"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(proxies.Items[0].Spec.TopologySpreadConstraints).To(HaveLen(1))
+	}, SpecTimeout(3*time.Minute))
+
 	It("carries an in-place resize of a proxy (kubectl patch --subresource resize) to its delegate", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]
 		cpu := func(request, limit string) corev1.ResourceRequirements {

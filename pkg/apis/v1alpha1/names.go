@@ -118,6 +118,9 @@ const (
 	// none fits, per cluster. The proxy waits Pending for the primary's scheduler to bind it once a
 	// virtual node has room, and Flotilla repeats the message as a NoClusterFits Event.
 	AnnotationNoClusterFits = "flotilla.dev/no-cluster-fits"
+	// AnnotationClusterWeights splits a controller's pods over clusters by weight, e.g.
+	// "east=70,west=30"; clusters it does not name take none.
+	AnnotationClusterWeights = "flotilla.dev/cluster-weights"
 	// AnnotationClusterSelector restricts election to clusters whose virtual node labels (flotilla.dev/*) match.
 	AnnotationClusterSelector = "flotilla.dev/cluster-selector"
 	// AnnotationDelegateConstraints holds, as JSON, the scheduling constraints the delegate gets in its secondary.
