@@ -54,7 +54,9 @@ func TestSpreadConstraintsGoWhereTheirKeyIs(t *testing.T) {
 	overZones := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.ScheduleAnyway}
 	choose := Options{Choose: func([]int64) int { return 0 }}
 
-	pod := elected(func(p *corev1.Pod) { p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overClusters, overZones} })
+	pod := elected(func(p *corev1.Pod) {
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overClusters, overZones}
+	})
 	out, err := Mutate(pod, twoClusters, choose)
 	if err != nil {
 		t.Fatal(err)
