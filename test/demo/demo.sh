@@ -28,7 +28,23 @@ else
   echo "== manager: out of cluster, on this host (no real node in the bed: see the dev-up output above for why)"
   "$helm" --kube-context primary upgrade --install flotilla charts/flotilla -n flotilla-system --create-namespace --wait \
     --set manager.enabled=false >/dev/null
-  "$(dirname "$0")/manager.sh" start "$dir"
+  # The manager runs as the chart's ServiceAccount, as it would in cluster: the primary's admission
+  # policy lets only that identity write what only Flotilla writes on pods (with the admin's
+  # credentials every proxy would stay Pending). A 24 h token: run `make demo` again after that.
+  mk="$dir/manager.kubeconfig"
+  server=$("$kubectl" config view --raw --minify --context primary -o jsonpath='{.clusters[0].cluster.server}')
+  ca=$("$kubectl" config view --raw --minify --context primary -o jsonpath='{.clusters[0].cluster.certificate-authority-data}')
+  token=$("$kubectl" --context primary -n flotilla-system create token flotilla --duration 24h)
+  (umask 077 && cat >"$mk" <<KUBECONFIG
+apiVersion: v1
+kind: Config
+clusters: [{name: primary, cluster: {server: "$server", certificate-authority-data: "$ca"}}]
+users: [{name: flotilla, user: {token: "$token"}}]
+contexts: [{name: primary, context: {cluster: primary, user: flotilla}}]
+current-context: primary
+KUBECONFIG
+  )
+  MANAGER_KUBECONFIG="$mk" "$(dirname "$0")/manager.sh" start "$dir"
 fi
 
 echo

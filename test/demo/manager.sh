@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Starts or stops flotilla-manager in the background against the dev bed's primary.
 # Usage: manager.sh start|stop DIR     (logs in DIR/logs/manager.log, PID in DIR/manager.pid)
+# MANAGER_ARGS adds flags, e.g. MANAGER_ARGS=--metrics-secure=false to read its metrics with curl;
+# MANAGER_KUBECONFIG is the identity it runs as (default: DIR/kubeconfig, the bed's admin).
 set -euo pipefail
 action=$1 dir=$2
 pidfile="$dir/manager.pid"
@@ -15,10 +17,10 @@ start)
   fi
   mkdir -p "$dir/logs"
   # setsid: the manager outlives `make demo`; dev-down stops it by its PID.
-  setsid bin/flotilla-manager --kubeconfig "$dir/kubeconfig" --context primary \
+  setsid bin/flotilla-manager --kubeconfig "${MANAGER_KUBECONFIG:-$dir/kubeconfig}" --context primary \
     --health-probe-bind-address 127.0.0.1:18081 --metrics-bind-address 127.0.0.1:18443 \
     --webhook-port 19443 --webhook-bind-host 127.0.0.1 --webhook-url https://127.0.0.1:19443 \
-    --webhook-cert-dir "$dir/webhook-certs" \
+    --webhook-cert-dir "$dir/webhook-certs" ${MANAGER_ARGS:-} \
     >>"$dir/logs/manager.log" 2>&1 </dev/null &
   echo $! >"$pidfile"
   for _ in $(seq 1 120); do
