@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -14,6 +15,8 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -182,6 +185,31 @@ var _ = Describe("Replicator", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		AddReportEntry("configMapData change in every cluster", time.Since(start).Round(100*time.Millisecond).String())
 	}, SpecTimeout(time.Minute))
+
+	It("writes nothing into its secondaries while nothing changes: their API servers count no apply, patch, create, update or delete of its kinds over a resync (65 s) once settled", func(ctx SpecContext) {
+		s1 := bed.Secondaries[0]
+		Eventually(func(g Gomega) {
+			rep, err := replicatorStatus(ctx, "replicator-sample")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(rep.Status.Synced).To(Equal(flotillav1.SyncedTrue))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		// A resync re-applies what changed since its last apply: right after one, a Deployment
+		// whose status the secondary then updated (a new resourceVersion) is applied once more,
+		// unchanged. Then, idle, nothing: one resync period (65 s) of the next three must see no
+		// write. Before the ledger, every resync applied all 5 objects.
+		kinds := []string{"configmaps", "services", "deployments", "ingresses", "secrets"}
+		var windows []int
+		for range 3 {
+			before := writesTo(ctx, s1, kinds...)
+			time.Sleep(65 * time.Second) // the Replicator resyncs every minute
+			windows = append(windows, writesTo(ctx, s1, kinds...)-before)
+			if windows[len(windows)-1] == 0 {
+				break
+			}
+		}
+		AddReportEntry("writes into the idle secondary per resync window", fmt.Sprint(windows))
+		Expect(windows).To(ContainElement(0), "writes into an idle secondary, per 65 s window")
+	}, SpecTimeout(4*time.Minute))
 
 	It("reports a stopped secondary while the others keep syncing, and syncs it within 60 s of its return", func(ctx SpecContext) {
 		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
@@ -548,3 +576,34 @@ spec: {ca: {secretName: root-ca}}
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 })
+
+// writesTo is how many writes (apply, patch, create, update, delete; status aside) of these
+// resources a cluster's API server has served, from its own request counter: in the bed's
+// secondaries only Flotilla writes them, but for the controllers' status updates.
+func writesTo(ctx SpecContext, c *testbed.Cluster, resources ...string) int {
+	raw, err := c.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	wanted := map[string]bool{}
+	for _, r := range resources {
+		wanted[r] = true
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	Expect(err).NotTo(HaveOccurred())
+	total := 0
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		switch l["verb"] {
+		case "APPLY", "PATCH", "POST", "PUT", "DELETE":
+		default:
+			continue
+		}
+		if wanted[l["resource"]] && l["subresource"] == "" {
+			total += int(m.GetCounter().GetValue())
+		}
+	}
+	return total
+}

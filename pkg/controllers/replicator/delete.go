@@ -85,6 +85,7 @@ func (r *Reconciler) cleanCluster(ctx context.Context, acc access, rep *flotilla
 			errs = append(errs, deleteApplied(ctx, acc, rep, a))
 		}
 	}
+	r.applied.ForgetPrefix(appliedPrefix(rep, cluster))
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}

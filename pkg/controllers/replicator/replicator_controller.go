@@ -54,7 +54,15 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Timeout bounds the work in one cluster, so that a dead or slow one never delays the others.
 	Timeout time.Duration
+
+	// applied lets a resync skip objects that are still as last applied: an idle cluster gets no
+	// writes (drift shows as a new resourceVersion, and the drift watch brings the Replicator back).
+	applied ssa.Ledger
 }
+
+// blindReapply is how often an object Flotilla may not read (a Secret in a secondary, whose
+// drift it cannot see) is applied again while nothing else changes.
+const blindReapply = time.Hour
 
 // placeResult is what happened in one cluster.
 type placeResult struct {
@@ -190,7 +198,8 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 	var failures []string
 	for _, o := range objs {
 		ar := flotillav1.AppliedResource{Cluster: cluster, Kind: o.GetKind(), Name: o.GetName(), ApplyStatus: flotillav1.ApplyStatusOK}
-		if foreign, err := notOurs(ctx, live, rep, in.PrimaryID, o, place); err != nil || foreign != "" {
+		foreign, liveRV, err := notOurs(ctx, live, rep, in.PrimaryID, o, place)
+		if err != nil || foreign != "" {
 			if err == nil {
 				err = errors.New(foreign)
 				r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonObjectNotOurs, "Apply", "In %s, %s", cluster, foreign)
@@ -200,7 +209,19 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 			pr.applied = append(pr.applied, ar)
 			continue
 		}
+		key := appliedKey(rep, cluster, o.GetKind(), o.GetName())
+		hash, err := ssa.Hash(o.Object)
+		readable := primary || o.GetKind() != "Secret"
+		if err == nil && r.applied.Unchanged(key, hash, liveRV, readable, time.Now(), blindReapply) {
+			pr.applied = append(pr.applied, ar)
+			continue
+		}
 		holder, err := ssa.Apply(ctx, w, o, flotillav1.FieldManagerReplicator, flotillav1.FieldManagerReflection)
+		if err == nil && holder == "" && hash != "" {
+			r.applied.Record(key, hash, o.GetResourceVersion(), time.Now())
+		} else {
+			r.applied.Forget(key)
+		}
 		switch {
 		case err != nil:
 			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
@@ -233,17 +254,16 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 // overwritten, so never deleted with the Replicator either. Secrets are never read in a
 // secondary; there the admission policy installed by join refuses overwriting what is not
 // Flotilla's.
-func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, place Place) (string, error) {
+func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, place Place) (foreign, liveRV string, err error) {
 	primary := place.Primary
 	if o.GetKind() == "Secret" && !primary {
-		return "", nil
+		return "", "", nil
 	}
 	var have metav1.Object
-	var err error
 	if o.GetKind() == "Deployment" && o.GetName() == rep.Spec.DeploymentName {
 		// readLive has just read it.
 		if place.LiveDeployment == nil {
-			return "", nil
+			return "", "", nil
 		}
 		have = place.LiveDeployment
 	} else {
@@ -254,21 +274,21 @@ func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator
 	}
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", nil
+		return "", "", nil
 	case err != nil:
-		return "", fmt.Errorf("reading %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+		return "", "", fmt.Errorf("reading %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 	case have.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name):
-		return "", nil
+		return "", have.GetResourceVersion(), nil
 	case !primary && have.GetAnnotations()[flotillav1.AnnotationOwner] == flotillav1.OwnerReflect && have.GetLabels()[flotillav1.LabelPrimary] == primaryID:
 		// A dependency copy of this primary's (placement Elect: the delegates' ConfigMap and
 		// Service): one owner per copy, the apply yields to reflection's field manager.
-		return "", nil
+		return "", have.GetResourceVersion(), nil
 	}
 	if ssa.Holds(have, plumberFieldManager) {
-		return "", nil
+		return "", have.GetResourceVersion(), nil
 	}
 	return fmt.Sprintf("%s %s/%s exists and is not this Replicator's: left alone (rename it, or delete it to let the Replicator create its own)",
-		o.GetKind(), o.GetNamespace(), o.GetName()), nil
+		o.GetKind(), o.GetNamespace(), o.GetName()), "", nil
 }
 
 // plumberFieldManager is the field manager of what plumber applied.
@@ -349,10 +369,14 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, cluster str
 	created := map[string]string{flotillav1.AnnotationCreatedBy: createdBy(in)}
 	if !primary {
 		var notManaged *clusters.NamespaceNotManagedError
-		if _, err := clusters.EnsureManagedNamespace(ctx, w, cluster, name, in.PrimaryID, nil, created); errors.As(err, &notManaged) {
+		made, err := clusters.EnsureManagedNamespace(ctx, w, cluster, name, in.PrimaryID, nil, created)
+		if errors.As(err, &notManaged) {
 			return flotillav1.ReasonNamespaceNotManaged, err
 		} else if err != nil {
 			return "", err
+		}
+		if made {
+			r.applied.ForgetPrefix(appliedPrefix(rep, cluster)) // what was in it went with it
 		}
 		return "", nil
 	}
@@ -366,6 +390,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, cluster str
 		if err := w.Create(ctx, &ns); err != nil && !apierrors.IsAlreadyExists(err) {
 			return "", fmt.Errorf("creating namespace %s: %w", name, err)
 		}
+		r.applied.ForgetPrefix(appliedPrefix(rep, cluster))
 		return "", nil
 	}
 	if err != nil {
@@ -375,6 +400,15 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, cluster str
 		return flotillav1.ReasonNamespaceNotEnabled, fmt.Errorf("namespace %s is not labelled %s=true: its pods cannot be elected", name, flotillav1.LabelEnabled)
 	}
 	return "", nil
+}
+
+// appliedKey names an object of a Replicator in a cluster in the ledger of what was applied.
+func appliedKey(rep *flotillav1.Replicator, cluster, kind, name string) string {
+	return appliedPrefix(rep, cluster) + kind + "/" + rep.Spec.ReplicationNamespace + "/" + name
+}
+
+func appliedPrefix(rep *flotillav1.Replicator, cluster string) string {
+	return string(rep.UID) + "/" + cluster + "/"
 }
 
 func createdBy(in Inputs) string { return in.PrimaryID + "/" + string(in.Replicator.UID) }
@@ -408,6 +442,7 @@ func (r *Reconciler) prune(ctx context.Context, rep *flotillav1.Replicator, resu
 			cctx, cancel := context.WithTimeout(ctx, r.Timeout)
 			_ = deleteApplied(cctx, acc, rep, a)
 			cancel()
+			r.applied.Forget(appliedKey(rep, a.Cluster, a.Kind, a.Name))
 		}
 	}
 	var leftovers []placeResult
