@@ -158,10 +158,11 @@ e2e: tools ## End-to-end suites on a fresh local test bed (one bed per run)
 test: verify verify-generated lint unit fuzz chart integration e2e ## Every test: verify, generated files, lint, unit, fuzz, chart, integration, e2e
 
 BENCH_PODS ?= 200
+BENCH_CLUSTERS ?= 2
 
 .PHONY: bench
-bench: tools ## Benchmark: N pods direct in one secondary vs elected over two (BENCH_PODS=200); JSON in bench.json
-	go run ./test/bench --pods $(BENCH_PODS) --out bench.json
+bench: tools ## Benchmark: N pods direct in one secondary, split over the secondaries, and elected (BENCH_PODS=200, BENCH_CLUSTERS=2); JSON in bench.json
+	go run ./test/bench --pods $(BENCH_PODS) --clusters $(BENCH_CLUSTERS) --out bench.json
 
 .PHONY: dev-up
 # REAL_NODE=1 gives the primary a real node (root, Debian's containerd; make demo asks for it).

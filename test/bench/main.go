@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -50,10 +51,16 @@ type Result struct {
 
 // Report is what the benchmark prints and writes.
 type Report struct {
-	Pods           int     `json:"pods"`
+	Pods     int `json:"pods"`
+	Clusters int `json:"clusters"`
+	// Direct is the N pods created in one secondary; SplitDirect the same N split evenly over
+	// every secondary, created in parallel: what a user could reach by hand with the same
+	// clusters, the floor Flotilla steers by (RatioToSplit).
 	Direct         Result  `json:"direct"`
+	SplitDirect    Result  `json:"splitDirect"`
 	Elected        Result  `json:"elected"`
 	Ratio          float64 `json:"ratioElectedToDirect"`
+	RatioToSplit   float64 `json:"ratioElectedToSplitDirect"`
 	AddedP50Millis float64 `json:"addedP50Millis"`
 	ManagerPeakMiB float64 `json:"managerPeakMiB"`
 	// A second replica, standing by (not leader) through the elected run: its resident memory
@@ -65,24 +72,30 @@ type Report struct {
 	DelegatesPerCluster  []int    `json:"delegatesPerCluster"`
 	Phases               []string `json:"phases"`
 	TargetRatio          float64  `json:"targetRatio"`
+	TargetRatioToSplit   float64  `json:"targetRatioToSplitDirect"`
 	TargetAddedP50Millis float64  `json:"targetAddedP50Millis"`
 	TargetManagerMiB     float64  `json:"targetManagerMiB"`
 }
 
 func main() {
 	pods := flag.Int("pods", 200, "pods in each run")
+	clusters := flag.Int("clusters", 2, "secondaries (more than 2: one fake node each, to keep the bed small)")
 	out := flag.String("out", "", "write the report as JSON to this file")
 	keep := flag.Bool("keep", false, "keep the bed's work dir")
 	flag.Parse()
+	if *clusters < 1 || *pods < *clusters {
+		fmt.Fprintln(os.Stderr, "bench: --clusters must be at least 1 and at most --pods")
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *pods, *out, *keep); err != nil {
+	if err := run(ctx, *pods, *clusters, *out, *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, n int, out string, keep bool) (err error) {
+func run(ctx context.Context, n, clusters int, out string, keep bool) (err error) {
 	dir, err := os.MkdirTemp("", "flotilla-bench-")
 	if err != nil {
 		return err
@@ -94,8 +107,13 @@ func run(ctx context.Context, n int, out string, keep bool) (err error) {
 	if err := build(ctx, bin); err != nil {
 		return err
 	}
-	fmt.Println("bench: starting a primary and two secondaries...")
+	fmt.Printf("bench: starting a primary and %d secondaries...\n", clusters)
+	nodes := 2
+	if clusters > 2 {
+		nodes = 1
+	}
 	bed, err := testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(dir, "bed"), Log: os.Stdout,
+		Secondaries: clusters, NodesPerSecondary: nodes,
 		Node: testbed.NodeSize{CPU: "1000", Memory: "4Ti", Pods: strconv.Itoa(n + 50)}})
 	if err != nil {
 		return err
@@ -137,15 +155,20 @@ func run(ctx context.Context, n int, out string, keep bool) (err error) {
 	defer func() { _ = standby.Stop(20 * time.Second) }()
 	time.Sleep(15 * time.Second) // its informers synced, its registry fed
 
-	rep := Report{Pods: n, TargetRatio: 1.5, TargetAddedP50Millis: 300, TargetManagerMiB: 150, StandbyStartMiB: procMiB(standby.PID(), "VmRSS:")}
+	rep := Report{Pods: n, Clusters: clusters, TargetRatio: 1.5, TargetRatioToSplit: 1.2, TargetAddedP50Millis: 300, TargetManagerMiB: 150,
+		StandbyStartMiB: procMiB(standby.PID(), "VmRSS:")}
 	fmt.Printf("bench: %d pods directly in %s...\n", n, bed.Secondaries[0].Name)
-	if rep.Direct, err = measure(ctx, "direct", bed.Secondaries[0].Clientset, "bench-direct", n, false, nil); err != nil {
+	if rep.Direct, err = measure(ctx, "direct", []target{{bed.Secondaries[0].Clientset, n}}, "bench-direct", false, nil); err != nil {
 		return err
 	}
-	fmt.Printf("bench: %d pods elected from the primary over two secondaries...\n", n)
+	fmt.Printf("bench: %d pods directly, split over the %d secondaries in parallel...\n", n, clusters)
+	if rep.SplitDirect, err = measure(ctx, "split", splitOver(bed.Secondaries, n), "bench-split", false, nil); err != nil {
+		return err
+	}
+	fmt.Printf("bench: %d pods elected from the primary over %d secondaries...\n", n, clusters)
 	var phases []string
 	delegates := startDelegateWatch(ctx, bed, "bench-elected")
-	if rep.Elected, err = measure(ctx, "elected", bed.Primary.Clientset, "bench-elected", n, true, &phases); err != nil {
+	if rep.Elected, err = measure(ctx, "elected", []target{{bed.Primary.Clientset, n}}, "bench-elected", true, &phases); err != nil {
 		return err
 	}
 	phases = append(phases, delegates.phases(n)...)
@@ -158,6 +181,7 @@ func run(ctx context.Context, n int, out string, keep bool) (err error) {
 		rep.DelegatesPerCluster = append(rep.DelegatesPerCluster, len(pods.Items))
 	}
 	rep.Ratio = rep.Elected.TotalSeconds / rep.Direct.TotalSeconds
+	rep.RatioToSplit = round(rep.Elected.TotalSeconds / rep.SplitDirect.TotalSeconds)
 	rep.AddedP50Millis = rep.Elected.P50Millis - rep.Direct.P50Millis
 	rep.ManagerPeakMiB = procMiB(mgr.PID(), "VmHWM:")
 	rep.StandbyEndMiB, rep.StandbyPeakMiB = procMiB(standby.PID(), "VmRSS:"), procMiB(standby.PID(), "VmHWM:")
@@ -253,66 +277,94 @@ func build(ctx context.Context, bin string) error {
 
 // measure creates a Deployment of n pods and records, per pod, when it was added and when it was
 // first seen Running, with an informer on the namespace (watch events, no polling).
-func measure(ctx context.Context, mode string, cs kubernetes.Interface, ns string, n int, elect bool, phases *[]string) (Result, error) {
-	labels := map[string]string{}
-	if elect {
-		labels[flotillav1.LabelEnabled] = "true"
+// target is one cluster a run creates pods in, and how many.
+type target struct {
+	cs   kubernetes.Interface
+	pods int
+}
+
+// splitOver splits n pods evenly over the clusters (the first ones take the remainder).
+func splitOver(clusters []*testbed.Cluster, n int) []target {
+	out := make([]target, len(clusters))
+	for i, c := range clusters {
+		out[i] = target{c.Clientset, n / len(clusters)}
+		if i < n%len(clusters) {
+			out[i].pods++
+		}
 	}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
-		return Result{}, err
-	}
-	// Wait for the namespace's default ServiceAccount, as a user applying into a ready namespace would.
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	}); err != nil {
-		return Result{}, err
+	return out
+}
+
+// measure creates a Deployment of each target's pods in its cluster, all at once, and times them
+// until every pod of every target is Running (each pod from its creation to Running).
+func measure(ctx context.Context, mode string, targets []target, ns string, elect bool, phases *[]string) (Result, error) {
+	n := 0
+	for _, t := range targets {
+		n += t.pods
+		if err := prepare(ctx, t.cs, ns, elect); err != nil {
+			return Result{}, err
+		}
 	}
 	var mu sync.Mutex
-	added, running := map[string]time.Time{}, map[string]time.Time{}
+	added, running := map[string]time.Time{}, map[string]time.Time{} // by cluster index and pod name
 	done := make(chan struct{})
 	var once sync.Once
-	record := func(obj any) {
-		p, ok := obj.(*corev1.Pod)
-		if !ok {
-			return
-		}
-		now := time.Now()
-		mu.Lock()
-		defer mu.Unlock()
-		if _, ok := added[p.Name]; !ok {
-			added[p.Name] = now
-		}
-		if _, ok := running[p.Name]; !ok && p.Status.Phase == corev1.PodRunning {
-			running[p.Name] = now
-			if len(running) == n {
-				once.Do(func() { close(done) })
+	recorder := func(cluster int) func(obj any) {
+		return func(obj any) {
+			p, ok := obj.(*corev1.Pod)
+			if !ok {
+				return
+			}
+			key := strconv.Itoa(cluster) + "/" + p.Name
+			now := time.Now()
+			mu.Lock()
+			defer mu.Unlock()
+			if _, ok := added[key]; !ok {
+				added[key] = now
+			}
+			if _, ok := running[key]; !ok && p.Status.Phase == corev1.PodRunning {
+				running[key] = now
+				if len(running) == n {
+					once.Do(func() { close(done) })
+				}
 			}
 		}
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
-	inf := factory.Core().V1().Pods().Informer()
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	factory.Start(ictx.Done())
-	cache.WaitForCacheSync(ictx.Done(), inf.HasSynced)
+	for i, t := range targets {
+		factory := informers.NewSharedInformerFactoryWithOptions(t.cs, 0, informers.WithNamespace(ns))
+		inf := factory.Core().V1().Pods().Informer()
+		record := recorder(i)
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})
+		factory.Start(ictx.Done())
+		cache.WaitForCacheSync(ictx.Done(), inf.HasSynced)
+	}
 
 	annotations := map[string]string{}
 	if elect {
 		annotations[flotillav1.AnnotationElect] = ""
 	}
-	replicas := int32(n)
 	sel := map[string]string{"app": "bench"}
-	deploy := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: appsv1.DeploymentSpec{
-		Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: sel},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: annotations},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-					corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}}}}},
-	}}
+	deployment := func(replicas int32) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: annotations},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}}}}},
+		}}
+	}
 	start := time.Now()
-	if _, err := cs.AppsV1().Deployments(ns).Create(ctx, deploy, metav1.CreateOptions{}); err != nil {
+	errs := make([]error, len(targets))
+	var wg sync.WaitGroup
+	for i, t := range targets {
+		wg.Go(func() {
+			_, errs[i] = t.cs.AppsV1().Deployments(ns).Create(ctx, deployment(int32(t.pods)), metav1.CreateOptions{})
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
 		return Result{}, err
 	}
 	select {
@@ -329,10 +381,10 @@ func measure(ctx context.Context, mode string, cs kubernetes.Interface, ns strin
 	defer mu.Unlock()
 	var lat []float64
 	var lastAdded time.Time
-	for name, r := range running {
-		lat = append(lat, float64(r.Sub(added[name]).Milliseconds()))
-		if added[name].After(lastAdded) {
-			lastAdded = added[name]
+	for key, r := range running {
+		lat = append(lat, float64(r.Sub(added[key]).Milliseconds()))
+		if added[key].After(lastAdded) {
+			lastAdded = added[key]
 		}
 	}
 	sort.Float64s(lat)
@@ -342,6 +394,22 @@ func measure(ctx context.Context, mode string, cs kubernetes.Interface, ns strin
 	}
 	return Result{Mode: mode, Pods: n, TotalSeconds: round(total.Seconds()), P50Millis: percentile(lat, 0.5),
 		P99Millis: percentile(lat, 0.99), PodsPerSecond: round(float64(n) / total.Seconds())}, nil
+}
+
+// prepare makes the run's namespace in a cluster and waits for its default ServiceAccount, as a
+// user applying into a ready namespace would.
+func prepare(ctx context.Context, cs kubernetes.Interface, ns string, elect bool) error {
+	labels := map[string]string{}
+	if elect {
+		labels[flotillav1.LabelEnabled] = "true"
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
 }
 
 func percentile(sorted []float64, p float64) float64 {
@@ -372,10 +440,11 @@ func procMiB(pid int, field string) float64 {
 
 func print(r Report) {
 	fmt.Printf("\n%-8s %6s %10s %10s %10s %8s\n", "MODE", "PODS", "TOTAL(s)", "P50(ms)", "P99(ms)", "PODS/s")
-	for _, x := range []Result{r.Direct, r.Elected} {
+	for _, x := range []Result{r.Direct, r.SplitDirect, r.Elected} {
 		fmt.Printf("%-8s %6d %10.2f %10.0f %10.0f %8.1f\n", x.Mode, x.Pods, x.TotalSeconds, x.P50Millis, x.P99Millis, x.PodsPerSecond)
 	}
-	fmt.Printf("\nratio elected/direct: %.2f (target <= %.1f)\n", r.Ratio, r.TargetRatio)
+	fmt.Printf("\nratio elected/split-direct: %.2f (target <= %.1f; %d secondaries)\n", r.RatioToSplit, r.TargetRatioToSplit, r.Clusters)
+	fmt.Printf("ratio elected/direct: %.2f (target <= %.1f)\n", r.Ratio, r.TargetRatio)
 	fmt.Printf("added p50 latency:    %.0f ms (target <= %.0f)\n", r.AddedP50Millis, r.TargetAddedP50Millis)
 	fmt.Printf("manager peak memory:  %.1f MiB (target <= %.0f at 1000 elected pods)\n", r.ManagerPeakMiB, r.TargetManagerMiB)
 	fmt.Printf("standby replica:      %.1f MiB ready, %.1f MiB after %d delegate events (peak %.1f)\n",
