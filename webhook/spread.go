@@ -112,7 +112,10 @@ func (s *Spread) Place(ctx context.Context, pod *corev1.Pod, views []ClusterView
 // hence the second's slack). What another replica admits counts once its cache shows it.
 func (s *Spread) siblings(ctx context.Context, namespace string, uid types.UID, now time.Time) (map[string]int, error) {
 	var proxies corev1.PodList
-	if err := s.Proxies.List(ctx, &proxies, client.InNamespace(namespace), client.MatchingFields{ControllerIndex: string(uid)}); err != nil {
+	// Read only, under the lock every admission of the controller takes: deep copies of each of its
+	// proxies at each admission made a 1000-pod burst quadratic (bench: 48 s against 34 s).
+	if err := s.Proxies.List(ctx, &proxies, client.InNamespace(namespace), client.MatchingFields{ControllerIndex: string(uid)},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing the proxies of controller %s: %w", uid, err)
 	}
 	recent := map[string]int{}

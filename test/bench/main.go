@@ -173,12 +173,8 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 	}
 	phases = append(phases, delegates.phases(n)...)
 	rep.Phases = phases
-	for _, c := range bed.Secondaries {
-		pods, err := c.Clientset.CoreV1().Pods("bench-elected").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		rep.DelegatesPerCluster = append(rep.DelegatesPerCluster, len(pods.Items))
+	if rep.DelegatesPerCluster, err = delegatesPerCluster(ctx, bed); err != nil {
+		return err
 	}
 	rep.Ratio = rep.Elected.TotalSeconds / rep.Direct.TotalSeconds
 	rep.RatioToSplit = round(rep.Elected.TotalSeconds / rep.SplitDirect.TotalSeconds)
@@ -187,13 +183,32 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 	rep.StandbyEndMiB, rep.StandbyPeakMiB = procMiB(standby.PID(), "VmRSS:"), procMiB(standby.PID(), "VmHWM:")
 	rep.DelegateEvents = delegates.events()
 	print(rep)
-	if out != "" {
-		raw, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(out, append(raw, '\n'), 0o600); err != nil {
-			return err
+	return writeReport(rep, out)
+}
+
+// delegatesPerCluster counts the elected run's delegates in each secondary.
+func delegatesPerCluster(ctx context.Context, bed *testbed.Bed) ([]int, error) {
+	var out []int
+	for _, c := range bed.Secondaries {
+		pods, err := c.Clientset.CoreV1().Pods("bench-elected").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
 		}
-		fmt.Println("bench: report written to", out)
+		out = append(out, len(pods.Items))
 	}
+	return out, nil
+}
+
+// writeReport writes the report as JSON to out ("": nowhere).
+func writeReport(rep Report, out string) error {
+	if out == "" {
+		return nil
+	}
+	raw, _ := json.MarshalIndent(rep, "", "  ")
+	if err := os.WriteFile(out, append(raw, '\n'), 0o600); err != nil {
+		return err
+	}
+	fmt.Println("bench: report written to", out)
 	return nil
 }
 

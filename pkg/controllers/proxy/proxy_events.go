@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,12 +24,45 @@ const (
 	eventLooks = 3
 	// eventLookAgain is the pause between those lists.
 	eventLookAgain = 3 * time.Second
+	// eventListsPerSecond (burst eventListBurst) bounds the Event lists into one secondary: a
+	// burst of 1000 delegates all Pending a few seconds would otherwise list Events 1000 times
+	// and more, a field-selector scan each, on an API server busy starting them (bench: the
+	// last delegate of 1000 was created 8 s after the last proxy). A look over the budget is
+	// deferred, not lost.
+	eventListsPerSecond = 5
+	eventListBurst      = 10
 )
 
 // eventForwarding remembers, per proxy, what of its delegate's Events was already shown on it.
 type eventForwarding struct {
 	mu      sync.Mutex
 	proxies map[types.UID]*forwarded
+	budgets map[string]*rate.Limiter // per secondary
+}
+
+// allow takes one Event list from a secondary's budget.
+func (f *eventForwarding) allow(cluster string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.budgets == nil {
+		f.budgets = map[string]*rate.Limiter{}
+	}
+	b, ok := f.budgets[cluster]
+	if !ok {
+		b = rate.NewLimiter(eventListsPerSecond, eventListBurst)
+		f.budgets[cluster] = b
+	}
+	return b.Allow()
+}
+
+// deferLook gives back a look the budget did not allow: it is tried again a second later.
+func (f *eventForwarding) deferLook(proxy *corev1.Pod) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if st, ok := f.proxies[proxy.UID]; ok && st.looks > 0 {
+		st.looks--
+	}
+	return time.Second
 }
 
 type forwarded struct {
@@ -158,6 +193,9 @@ func (r *Reconciler) forwardEvents(ctx context.Context, sec clusters.Secondary, 
 	wait, look := r.events.next(proxy, delegate, r.now())
 	if !look {
 		return wait
+	}
+	if !r.events.allow(sec.Name) {
+		return r.events.deferLook(proxy)
 	}
 	var evs corev1.EventList
 	if err := sec.Client.List(ctx, &evs, client.InNamespace(delegate.Namespace),
