@@ -120,7 +120,7 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 		return nil, err
 	}
 	constraints := constraintsOf(pod)
-	place, err := placeable(pod, constraints, clusters)
+	place, err := placeable(pod, constraints, clusters, weights)
 	if err != nil {
 		return nil, err
 	}
@@ -373,8 +373,8 @@ type placement struct {
 // cluster now waits for the clusters where it fails only for want of room or readiness (full
 // nodes, cordoned nodes, a secondary away, a cordoned virtual node), or, when none fails that way,
 // for every chosen cluster (their nodes may yet be relabelled or untainted).
-func placeable(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView) (placement, error) {
-	chosen, err := chosenClusters(pod, clusters)
+func placeable(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView, weights map[string]int64) (placement, error) {
+	chosen, err := chosenClusters(pod, clusters, weights)
 	if err != nil {
 		return placement{}, err
 	}
@@ -417,8 +417,9 @@ func placeable(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView)
 	return p, nil
 }
 
-// chosenClusters applies flotilla.dev/clusters and flotilla.dev/cluster-selector.
-func chosenClusters(pod *corev1.Pod, clusters []ClusterView) (map[string]bool, error) {
+// chosenClusters applies flotilla.dev/clusters, flotilla.dev/cluster-weights (parsed by
+// clusterWeights: a cluster of weight 0 takes none) and flotilla.dev/cluster-selector.
+func chosenClusters(pod *corev1.Pod, clusters []ClusterView, weights map[string]int64) (map[string]bool, error) {
 	chosen := map[string]bool{}
 	for _, c := range clusters {
 		chosen[c.Name] = true
@@ -447,11 +448,7 @@ func chosenClusters(pod *corev1.Pod, clusters []ClusterView) (map[string]bool, e
 		}
 		chosen = named
 	}
-	if _, ok := pod.Annotations[flotillav1.AnnotationClusterWeights]; ok {
-		weights, err := clusterWeights(pod, clusters)
-		if err != nil {
-			return nil, err
-		}
+	if weights != nil {
 		for name := range chosen {
 			if weights[name] == 0 {
 				delete(chosen, name)

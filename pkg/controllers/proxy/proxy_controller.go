@@ -171,22 +171,15 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 // pod: the one change Kubernetes allows to a running pod's containers) to its delegate.
 func (r *Reconciler) updateImages(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) error {
 	updates := translate.ImageUpdates(proxy, delegate)
-	if len(updates) == 0 || !delegate.DeletionTimestamp.IsZero() {
-		return nil
-	}
-	patched := delegate.DeepCopy()
-	for _, list := range [][]corev1.Container{patched.Spec.InitContainers, patched.Spec.Containers} {
-		for i := range list {
-			if img, ok := updates[list[i].Name]; ok {
-				list[i].Image = img
+	return r.changeDelegate(ctx, sec, proxy, delegate, len(updates) > 0, "", "Update", "images updated", func(d *corev1.Pod) {
+		for _, list := range [][]corev1.Container{d.Spec.InitContainers, d.Spec.Containers} {
+			for i := range list {
+				if img, ok := updates[list[i].Name]; ok {
+					list[i].Image = img
+				}
 			}
 		}
-	}
-	if err := sec.Client.Patch(ctx, patched, client.StrategicMergeFrom(delegate, client.MergeFromWithOptimisticLock{})); err != nil {
-		return fmt.Errorf("updating the delegate's images in %s: %w", sec.Name, err)
-	}
-	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateUpdated, "Update", "Delegate's images updated in cluster %s", sec.Name)
-	return nil
+	})
 }
 
 // addEphemeralContainers carries `kubectl debug` on a proxy to its delegate: the ephemeral
@@ -194,16 +187,9 @@ func (r *Reconciler) updateImages(ctx context.Context, sec clusters.Secondary, p
 // back with the delegate's, so `kubectl debug -it` attaches to the one in the secondary.
 func (r *Reconciler) addEphemeralContainers(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) error {
 	added := translate.NewEphemeralContainers(proxy, delegate)
-	if len(added) == 0 || !delegate.DeletionTimestamp.IsZero() {
-		return nil
-	}
-	patched := delegate.DeepCopy()
-	patched.Spec.EphemeralContainers = append(patched.Spec.EphemeralContainers, added...)
-	if err := sec.Client.SubResource("ephemeralcontainers").Update(ctx, patched); err != nil {
-		return fmt.Errorf("adding ephemeral containers to the delegate in %s: %w", sec.Name, err)
-	}
-	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateUpdated, "Update", "Ephemeral container(s) added to the delegate in cluster %s", sec.Name)
-	return nil
+	return r.changeDelegate(ctx, sec, proxy, delegate, len(added) > 0, "ephemeralcontainers", "Update", "ephemeral container(s) added", func(d *corev1.Pod) {
+		d.Spec.EphemeralContainers = append(d.Spec.EphemeralContainers, added...)
+	})
 }
 
 // resize carries an in-place resize of the proxy to its delegate, through the delegate's resize
@@ -211,24 +197,41 @@ func (r *Reconciler) addEphemeralContainers(ctx context.Context, sec clusters.Se
 // conditions, the containers' resources in their statuses) comes back with the delegate's status.
 func (r *Reconciler) resize(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) error {
 	updates := translate.ResourceUpdates(proxy, delegate)
-	if len(updates) == 0 || !delegate.DeletionTimestamp.IsZero() {
+	return r.changeDelegate(ctx, sec, proxy, delegate, len(updates) > 0, "resize", "Resize", "resources resized", func(d *corev1.Pod) {
+		for i := range d.Spec.Containers {
+			if res, ok := updates[d.Spec.Containers[i].Name]; ok {
+				d.Spec.Containers[i].Resources.Requests, d.Spec.Containers[i].Resources.Limits = res.Requests, res.Limits
+			}
+		}
+	})
+}
+
+// changeDelegate makes on a live delegate a change Kubernetes allows on a running pod, when there
+// is one: a strategic-merge patch under optimistic lock, of the pod or of one of its subresources,
+// and an Event on the proxy. A change the secondary refuses (invalid, forbidden: say, a resize
+// that would change the QoS class) is a Warning Event, not an error retried in a loop.
+func (r *Reconciler) changeDelegate(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod, due bool,
+	subresource, action, done string, change func(*corev1.Pod)) error {
+	if !due || !delegate.DeletionTimestamp.IsZero() {
 		return nil
 	}
 	patched := delegate.DeepCopy()
-	for i := range patched.Spec.Containers {
-		if res, ok := updates[patched.Spec.Containers[i].Name]; ok {
-			patched.Spec.Containers[i].Resources.Requests, patched.Spec.Containers[i].Resources.Limits = res.Requests, res.Limits
-		}
+	change(patched)
+	patch := client.StrategicMergeFrom(delegate, client.MergeFromWithOptimisticLock{})
+	var err error
+	if subresource == "" {
+		err = sec.Client.Patch(ctx, patched, patch)
+	} else {
+		err = sec.Client.SubResource(subresource).Patch(ctx, patched, patch)
 	}
-	if err := sec.Client.SubResource("resize").Patch(ctx, patched, client.StrategicMergeFrom(delegate, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) {
-			// Refused there (say, a QoS class change its policy forbids): said on the proxy, not retried.
-			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonDelegateUpdated, "Resize", "Cluster %s refused the delegate's resize: %v", sec.Name, err)
-			return nil
-		}
-		return fmt.Errorf("resizing the delegate in %s: %w", sec.Name, err)
+	switch {
+	case apierrors.IsInvalid(err) || apierrors.IsForbidden(err):
+		r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonDelegateUpdated, action, "Cluster %s refused the delegate's change (%s): %v", sec.Name, done, err)
+		return nil
+	case err != nil:
+		return fmt.Errorf("changing the delegate in %s (%s): %w", sec.Name, done, err)
 	}
-	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateUpdated, "Resize", "Delegate's resources resized in cluster %s", sec.Name)
+	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateUpdated, action, "Delegate's %s in cluster %s", done, sec.Name)
 	return nil
 }
 
