@@ -95,6 +95,11 @@ type options struct {
 	namespaceCleanupInterval time.Duration
 	dependencyGrace          time.Duration
 	replicationTimeout       time.Duration
+	replicatorResync         time.Duration
+	replicatorRetry          time.Duration
+	leaseDuration            time.Duration
+	renewDeadline            time.Duration
+	retryPeriod              time.Duration
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -106,6 +111,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader among replicas, so one runs the controllers at a time")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "flotilla-system", "namespace of the leader election Lease (in cluster: the pod's namespace when empty)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", flotillav1.ManagerLeaseName, "name of the leader election Lease")
+	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a standby waits, after the leader's last renewal, before it takes the lead: the time without a leader after the leader dies without releasing its Lease")
+	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew its Lease before it gives up the lead and exits (less than --leader-elect-lease-duration)")
+	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", 2*time.Second, "time between two tries to take or renew the Lease")
 	fs.Float32Var(&o.qps, "kube-api-qps", 500, "queries per second to the primary's API server (client-go's default of 5 would throttle Flotilla)")
 	fs.IntVar(&o.burst, "kube-api-burst", 1000, "burst of queries to the primary's API server")
 	fs.StringVar(&o.primaryName, "primary-name", "primary", "name of the primary's ClusterDetector")
@@ -124,6 +132,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.acceptAdmiralty, "accept-admiralty-annotation", true, "elect pods annotated multicluster.admiralty.io/elect too (turn off where Admiralty itself is installed)")
 	fs.StringVar(&o.podNetwork, "pod-network", "isolated", "isolated: a proxy's status.podIP stays empty and the delegate's IP is in the flotilla.dev/delegate-ip annotation; flat: status.podIP is the delegate's (cross-cluster pod network)")
 	fs.IntVar(&o.proxyWorkers, "proxy-workers", 96, "proxies reconciled in parallel")
+	fs.DurationVar(&o.replicatorResync, "replicator-resync-interval", replicator.DefaultResync, "how often a synced Replicator is applied again where something changed (drift is seen at once through watches; an unchanged object costs no write)")
+	fs.DurationVar(&o.replicatorRetry, "replicator-retry-interval", replicator.DefaultRetry, "how soon a Replicator not synced in every cluster is tried again")
 	fs.DurationVar(&o.replicationTimeout, "replication-timeout", 10*time.Second, "how long a Replicator's work in one cluster may take: a dead or slow cluster is reported, the others go on")
 	fs.DurationVar(&o.dependencyGrace, "dependency-grace", time.Minute, "how long a copied ConfigMap, Secret, Service or NetworkPolicy stays in a secondary after the last delegate there stopped using it")
 	fs.DurationVar(&o.namespaceCleanupInterval, "namespace-cleanup-interval", 5*time.Minute, "how often the namespaces Flotilla created in secondaries are looked at: one whose primary namespace is gone, or empty for --dependency-grace, is deleted (a primary namespace's deletion starts a pass at once)")
@@ -219,6 +229,9 @@ func run(ctx context.Context, opts options) error {
 		LeaderElectionID:              opts.leaderElectionID,
 		LeaderElectionNamespace:       opts.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.leaseDuration,
+		RenewDeadline:                 &opts.renewDeadline,
+		RetryPeriod:                   &opts.retryPeriod,
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -286,7 +299,7 @@ func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts
 		return nil, fmt.Errorf("setting up the ClusterDetector controller: %w", err)
 	}
 	if err := (&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry,
-		Recorder: recorder, Timeout: opts.replicationTimeout}).SetupWithManager(mgr); err != nil {
+		Recorder: recorder, Timeout: opts.replicationTimeout, Resync: opts.replicatorResync, Retry: opts.replicatorRetry}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("setting up the Replicator controller: %w", err)
 	}
 	address := opts.nodeAddress

@@ -49,21 +49,28 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 	managerBin = filepath.Join(workDir, "bin", "flotilla-manager")
 	cliBin = filepath.Join(workDir, "bin", "flotillactl")
-	for bin, pkg := range map[string]string{managerBin: "./cmd/flotilla-manager", cliBin: "./cmd/flotillactl"} {
-		build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
-		build.Dir = repoRoot()
+	// Built while the bed starts (kwokctl mostly waits on its clusters).
+	built := make(chan error, 1)
+	go func() {
 		// Static, as make image builds it: the same binary runs on the host and in the image.
+		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Dir(managerBin)+"/", "./cmd/flotilla-manager", "./cmd/flotillactl")
+		build.Dir = repoRoot()
 		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		out, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), "building %s: %s", pkg, out)
-	}
+		if err != nil {
+			err = fmt.Errorf("building the manager and flotillactl: %w: %s", err, out)
+		}
+		built <- err
+	}()
 
 	// The real node (containerd, kubelet) runs the chart's manager as a pod where this host allows.
 	realNodeErr = testbed.RealNodeAvailable()
 	if realNodeErr != nil {
 		GinkgoWriter.Printf("no real node in the bed: %v\n", realNodeErr)
 	}
-	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter, RealNode: realNodeErr == nil})
+	// Pods in secondaries start within 2-4 s, not 2-12 s: specs wait on many.
+	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter, RealNode: realNodeErr == nil,
+		PodStartJitter: time.Second})
 	Expect(err).NotTo(HaveOccurred())
 	// Registered first, so it runs last: after the manager is stopped, stop the bed and prove that
 	// nothing the suite started is still running.
@@ -84,6 +91,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 			Expect(os.RemoveAll(workDir)).To(Succeed())
 		}
 	}, NodeTimeout(3*time.Minute))
+
+	Expect(<-built).To(Succeed())
 
 	if bed.RealNode != nil {
 		image := filepath.Join(workDir, "flotilla-manager.tar")

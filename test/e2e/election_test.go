@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -407,8 +408,9 @@ var _ = Describe("pod election", Ordered, func() {
 		sel := map[string]string{"app": "failover"}
 		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "failover"},
 			Spec: appsv1.DeploymentSpec{Replicas: &four, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "30"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "10"}},
+				// A grace period of its own: the evicted proxies are released once it is over.
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](5), Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		runningOn := func(g Gomega, node string) int { return runningProxies(ctx, g, ns, "app=failover", node) }
 		// Spread as the scheduler spreads over nodes: 2 and 2, whatever the coin says (placement by
@@ -550,7 +552,9 @@ var _ = Describe("pod election", Ordered, func() {
 			Expect(err).NotTo(HaveOccurred())
 			_, err = bed.Primary.Clientset.CoreV1().Pods(space).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web",
 				Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}, metav1.CreateOptions{})
+				// 1 s of grace: the primary's namespace controller waits half a pod's grace period
+				// between its looks, which would be most of this spec's time.
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](1), Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
 		DeferCleanup(func(ctx SpecContext) {
@@ -575,13 +579,18 @@ var _ = Describe("pod election", Ordered, func() {
 			return apierrors.IsNotFound(err)
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(BeTrue())
 		AddReportEntry("secondary's namespace gone after the primary's deletion", time.Since(start).Round(100*time.Millisecond).String())
+		// The primary's holds-more is gone too, so the manager has looked at its secondary's.
+		Eventually(func() bool {
+			_, err := bed.Primary.Clientset.CoreV1().Namespaces().Get(ctx, "holds-more", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(BeTrue())
 		Consistently(func(g Gomega) {
 			n, err := s1.Clientset.CoreV1().Namespaces().Get(ctx, "holds-more", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(n.DeletionTimestamp).To(BeNil())
 			_, err = s1.Clientset.CoreV1().ConfigMaps("holds-more").Get(ctx, "team-settings", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
-		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(6 * time.Second).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
 
 	It("removes a secondary's namespace Flotilla created once nothing has been in it for the dependency grace, and creates it again for the next delegate", func(ctx SpecContext) {
@@ -607,7 +616,7 @@ var _ = Describe("pod election", Ordered, func() {
 			_, err := bed.Primary.Clientset.CoreV1().Pods(space).Get(ctx, "web", metav1.GetOptions{})
 			return err
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Satisfy(apierrors.IsNotFound))
-		// The manager here looks every 30 s and needs two looks at least the grace (2 s) apart.
+		// The manager here looks every 10 s and needs two looks at least the grace (2 s) apart.
 		start := time.Now()
 		Eventually(func() bool {
 			_, err := s1.Clientset.CoreV1().Namespaces().Get(ctx, space, metav1.GetOptions{})
@@ -1071,7 +1080,6 @@ var _ = Describe("pod election", Ordered, func() {
 		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		prepareNamespace(ctx, s1, space)
 		prepareNamespace(ctx, s2, space)
 		many := int32(120)
 		sel := map[string]string{"app": "many"}
@@ -1100,6 +1108,8 @@ var _ = Describe("pod election", Ordered, func() {
 			g.Expect(terminating).To(Equal(int(many)))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
+		// Prepared only now: an empty namespace of Flotilla's goes at the next cleanup pass.
+		prepareNamespace(ctx, s1, space)
 		start := time.Now()
 		_, err = bed.Primary.Clientset.CoreV1().Pods(space).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "elsewhere",
 			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},

@@ -369,7 +369,8 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 			{ObjectMeta: metav1.ObjectMeta{Name: "plain"}},
 			{ObjectMeta: metav1.ObjectMeta{Name: "once-elected", Annotations: map[string]string{flotillav1.AnnotationElect: ""}}},
 		} {
-			p.Spec.Containers = []corev1.Container{{Name: "c", Image: "busybox"}}
+			// No grace: only a finalizer left behind could hold them, and the namespace, now.
+			p.Spec.Containers, p.Spec.TerminationGracePeriodSeconds = []corev1.Container{{Name: "c", Image: "busybox"}}, ptr.To[int64](0)
 			_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}

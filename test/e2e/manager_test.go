@@ -35,8 +35,7 @@ func startManager(bin, kubeconfig, logPath string) (*managerProcess, error) {
 		if err != nil {
 			return nil, err
 		}
-		time.Sleep(3 * time.Second)
-		if !m.Exited() {
+		if m.startedWithin(3 * time.Second) {
 			return m, nil
 		}
 		raw, _ := os.ReadFile(logPath)
@@ -46,6 +45,21 @@ func startManager(bin, kubeconfig, logPath string) (*managerProcess, error) {
 		}
 	}
 	return nil, lastErr
+}
+
+// startedWithin says whether the manager is still running after d, or ready before then (every
+// port it binds is bound once it is ready).
+func (m *managerProcess) startedWithin(d time.Duration) bool {
+	client := &http.Client{Timeout: 200 * time.Millisecond}
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if m.Exited() {
+			return false
+		}
+		if code, err := httpStatus(client, m.probeURL+"/readyz"); err == nil && code == http.StatusOK {
+			return true
+		}
+	}
+	return !m.Exited()
 }
 
 func startManagerOnce(bin, kubeconfig, logPath string) (*managerProcess, error) {
@@ -77,7 +91,11 @@ func startManagerOnce(bin, kubeconfig, logPath string) (*managerProcess, error) 
 		// suite runs with renewals happening, and a spec proves them.
 		"--token-renewal-fraction", "0.02",
 		"--failover-after", "5s",
-		"--sweep-interval", "5s", "--dependency-grace", "2s", "--namespace-cleanup-interval", "30s",
+		"--sweep-interval", "5s", "--dependency-grace", "2s", "--namespace-cleanup-interval", "10s",
+		// A SIGKILLed leader's Lease is taken over after 10 s, not 15 s.
+		"--leader-elect-lease-duration", "10s", "--leader-elect-renew-deadline", "8s", "--leader-elect-retry-period", "1s",
+		// A resync every 30 s: the idle-writes spec watches whole resyncs.
+		"--replicator-resync-interval", "30s", "--replicator-retry-interval", "3s",
 		"--kubelet-port", fmt.Sprint(kubeletPort),
 	}, logPath)
 	if err != nil {

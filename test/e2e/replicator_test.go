@@ -149,7 +149,7 @@ var _ = Describe("Replicator", Ordered, func() {
 		}
 	}, SpecTimeout(2*time.Minute))
 
-	It("reverts an edit in a secondary within 10 s, and brings back a Deployment deleted there", func(ctx SpecContext) {
+	It("reverts an edit in a secondary within 5 s, and brings back a Deployment deleted there within 5 s (the drift watch: a resync comes every 30 s)", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]
 		_, err := s1.Clientset.CoreV1().ConfigMaps("test-ns").Patch(ctx, "nginx", types.MergePatchType,
 			[]byte(`{"data":{"default.conf":"tampered"}}`), metav1.PatchOptions{FieldManager: "intruder"})
@@ -159,7 +159,7 @@ var _ = Describe("Replicator", Ordered, func() {
 			cm, err := s1.Clientset.CoreV1().ConfigMaps("test-ns").Get(ctx, "nginx", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(cm.Data["default.conf"]).To(ContainSubstring("listen 80"))
-		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(5 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		AddReportEntry("edit reverted", time.Since(start).Round(100*time.Millisecond).String())
 
 		Expect(s1.Clientset.AppsV1().Deployments("test-ns").Delete(ctx, "nginx", metav1.DeleteOptions{})).To(Succeed())
@@ -167,7 +167,7 @@ var _ = Describe("Replicator", Ordered, func() {
 		Eventually(func() error {
 			_, err := s1.Clientset.AppsV1().Deployments("test-ns").Get(ctx, "nginx", metav1.GetOptions{})
 			return err
-		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		}).WithContext(ctx).WithTimeout(5 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		AddReportEntry("deleted Deployment back", time.Since(start).Round(100*time.Millisecond).String())
 	}, SpecTimeout(time.Minute))
 
@@ -186,7 +186,7 @@ var _ = Describe("Replicator", Ordered, func() {
 		AddReportEntry("configMapData change in every cluster", time.Since(start).Round(100*time.Millisecond).String())
 	}, SpecTimeout(time.Minute))
 
-	It("writes nothing into its secondaries while nothing changes: their API servers count no apply, patch, create, update or delete of its kinds over a resync (65 s) once settled", func(ctx SpecContext) {
+	It("writes nothing into its secondaries while nothing changes: their API servers count no apply, patch, create, update or delete of its kinds over a resync once settled", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]
 		Eventually(func(g Gomega) {
 			rep, err := replicatorStatus(ctx, "replicator-sample")
@@ -195,21 +195,28 @@ var _ = Describe("Replicator", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		// A resync re-applies what changed since its last apply: right after one, a Deployment
 		// whose status the secondary then updated (a new resourceVersion) is applied once more,
-		// unchanged. Then, idle, nothing: one resync period (65 s) of the next three must see no
-		// write. Before the ledger, every resync applied all 5 objects.
+		// unchanged. Then, idle, nothing: one of the next three windows, each holding a whole
+		// resync pass in s1 (the e2e manager resyncs every 30 s), must see no write. Before the
+		// ledger, every resync applied all 5 objects.
 		kinds := []string{"configmaps", "services", "deployments", "ingresses", "secrets"}
 		var windows []int
 		for range 3 {
-			before := writesTo(ctx, s1, kinds...)
-			time.Sleep(65 * time.Second) // the Replicator resyncs every minute
+			before, start := writesTo(ctx, s1, kinds...), time.Now().Truncate(time.Second)
+			// lastSyncTime is written at the end of a pass, after its applies.
+			Eventually(func(g Gomega) {
+				rep, err := replicatorStatus(ctx, "replicator-sample")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(rep.Status.Clusters).To(ContainElement(And(HaveField("Name", s1.Name),
+					HaveField("LastSyncTime.Time", BeTemporally(">", start)))))
+			}).WithContext(ctx).WithTimeout(45 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 			windows = append(windows, writesTo(ctx, s1, kinds...)-before)
 			if windows[len(windows)-1] == 0 {
 				break
 			}
 		}
 		AddReportEntry("writes into the idle secondary per resync window", fmt.Sprint(windows))
-		Expect(windows).To(ContainElement(0), "writes into an idle secondary, per 65 s window")
-	}, SpecTimeout(4*time.Minute))
+		Expect(windows).To(ContainElement(0), "writes into an idle secondary, per window holding a resync")
+	}, SpecTimeout(3*time.Minute))
 
 	It("reports a stopped secondary while the others keep syncing, and syncs it within 60 s of its return", func(ctx SpecContext) {
 		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
@@ -511,7 +518,7 @@ spec: {ca: {secretName: root-ca}}
 		// Unused past the dependency grace period (2 s here): reflection must not remove it.
 		Expect(bed.Primary.Clientset.CoreV1().Pods(space).Delete(ctx, pod.Name, metav1.DeleteOptions{})).To(Succeed())
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, space) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeEmpty())
-		Consistently(replicators).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		Consistently(replicators).WithContext(ctx).WithTimeout(6 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 
 		Expect(clientOf(bed.Primary).Delete(ctx, rep)).To(Succeed())
 		Eventually(func(g Gomega) {

@@ -31,6 +31,39 @@ var kwokResources = map[string]string{"Stage": "stages", "ClusterLogs": "cluster
 	"ClusterAttach": "clusterattaches", "ClusterPortForward": "clusterportforwards",
 	"Metric": "metrics", "ClusterResourceUsage": "clusterresourceusages"}
 
+// stageEdit is one change the bed makes to a kwok stage as `make tools` copied it: old must be
+// there (a newer kwok that moved it fails the bed loudly rather than silently behaving otherwise).
+type stageEdit struct {
+	file, old, new string
+}
+
+// stageEdits returns the bed's changes to kwok's stages.
+//   - pod-ready: each running container reports its resources, as a kubelet with in-place resize
+//     does (the API server resizes only pods whose running containers report them).
+//   - pod-complete: every pod that is not restarted forever completes, not only a Job's: a
+//     delegate of a Job pod is owned by Flotilla in the secondary, not by a Job.
+//   - pod-delete: a deleted pod goes after kwok's 1 s, as a container that exits on SIGTERM does.
+//     kwok's own stage waits a random time up to the end of the grace period, as for a container
+//     that ignores SIGTERM: with the default 30 s, deleting N pods took nearly 30 s, a cost every
+//     spec and benchmark then measured instead of Flotilla. A pod annotated
+//     pod-delete.stage.kwok.x-k8s.io/delay still waits that long.
+//   - pod-create and pod-ready: their random part is startJitter (kwok's own is 5 s each).
+func stageEdits(startJitter time.Duration) []stageEdit {
+	jitter := func(d time.Duration) string {
+		return fmt.Sprintf("    jitterDurationMilliseconds: %d\n", d.Milliseconds())
+	}
+	return []stageEdit{
+		{"pod-ready.yaml", readyRestartCount, readyRestartCount + readyResources},
+		{"pod-complete.yaml", jobOwnerRule, restartPolicyRule},
+		{"pod-delete.yaml", deleteJitterToDeadline, ""},
+		{"pod-create.yaml", jitter(kwokStartJitter), jitter(startJitter)},
+		{"pod-ready.yaml", jitter(kwokStartJitter), jitter(startJitter)},
+	}
+}
+
+// kwokStartJitter is the random part of kwok's pod-create and pod-ready delays.
+const kwokStartJitter = 5 * time.Second
+
 // jobOwnerRule is the selector term of kwok's pod-complete stage that limits it to Job pods.
 const jobOwnerRule = `    - key: '.metadata.ownerReferences.[].kind'
       operator: 'In'
@@ -38,8 +71,7 @@ const jobOwnerRule = `    - key: '.metadata.ownerReferences.[].kind'
       - 'Job'
 `
 
-// restartPolicyRule completes every pod that is not restarted forever: a delegate of a Job pod is
-// owned by Flotilla in the secondary, not by a Job.
+// restartPolicyRule replaces jobOwnerRule.
 const restartPolicyRule = `    - key: '.spec.restartPolicy'
       operator: 'In'
       values:
@@ -47,9 +79,13 @@ const restartPolicyRule = `    - key: '.spec.restartPolicy'
       - 'OnFailure'
 `
 
+// deleteJitterToDeadline is the part of kwok's pod-delete stage that waits up to the deadline.
+const deleteJitterToDeadline = `    jitterDurationFrom:
+      expressionFrom: '.metadata.deletionTimestamp'
+`
+
 // readyRestartCount is a line of the container statuses kwok's pod-ready stage writes;
-// readyResources follows it: each running container reports its resources, as a kubelet with
-// in-place resize does (the API server resizes only pods whose running containers report them).
+// readyResources follows it.
 const (
 	readyRestartCount = "        restartCount: 0\n"
 	readyResources    = "        resources: {{ YAML $item.resources 5 }}\n"
@@ -59,7 +95,7 @@ const (
 // built-in ones), the ClusterLogs/ClusterExec that make `kubectl logs/exec` work on its pods, and
 // the Metric and ClusterResourceUsage its metrics-server scrapes (metrics.go).
 // It must run before any node or pod exists: a pod bound earlier stays Pending.
-func setUpSecondary(ctx context.Context, c *Cluster, tools kwokctl, workDir string) error {
+func setUpSecondary(ctx context.Context, c *Cluster, tools kwokctl, workDir string, startJitter time.Duration) error {
 	dyn, err := dynamic.NewForConfig(c.RESTConfig)
 	if err != nil {
 		return fmt.Errorf("building dynamic client for %s: %w", c.Name, err)
@@ -74,17 +110,14 @@ func setUpSecondary(ctx context.Context, c *Cluster, tools kwokctl, workDir stri
 		if err != nil {
 			return fmt.Errorf("reading stage %s: %w", f, err)
 		}
-		if filepath.Base(f) == "pod-ready.yaml" {
-			if !bytes.Contains(raw, []byte(readyRestartCount)) {
-				return fmt.Errorf("stage %s no longer has the container status this bed extends", f)
+		for _, e := range stageEdits(startJitter) {
+			if e.file != filepath.Base(f) {
+				continue
 			}
-			raw = bytes.Replace(raw, []byte(readyRestartCount), []byte(readyRestartCount+readyResources), 1)
-		}
-		if filepath.Base(f) == "pod-complete.yaml" {
-			if !bytes.Contains(raw, []byte(jobOwnerRule)) {
-				return fmt.Errorf("stage %s no longer has the Job owner rule this bed replaces", f)
+			if !bytes.Contains(raw, []byte(e.old)) {
+				return fmt.Errorf("stage %s no longer has %q, which this bed changes", f, e.old)
 			}
-			raw = bytes.Replace(raw, []byte(jobOwnerRule), []byte(restartPolicyRule), 1)
+			raw = bytes.Replace(raw, []byte(e.old), []byte(e.new), 1)
 		}
 		docs, err := decodeYAML(raw)
 		if err != nil {

@@ -58,6 +58,9 @@ type Options struct {
 	// NodeMonitorGracePeriod is the primary kube-controller-manager's node monitor grace period,
 	// which bounds how fast a virtual node whose lease lapses turns Unknown. Default 20s.
 	NodeMonitorGracePeriod time.Duration
+	// PodStartJitter is the random part of each of kwok's two delays before a pod in a secondary
+	// runs (pod-create, then pod-ready, each 1 s plus up to this). Default 5s, kwok's own.
+	PodStartJitter time.Duration
 	// RealNode gives the primary one real node (RealNodeName) besides its fake ones: containerd,
 	// a kubelet and kube-proxy on this host, which must be root (RealNodeAvailable says whether
 	// it can). It is tainted RealNodeKey=true:NoSchedule. Stop or StopDir restore the host.
@@ -130,6 +133,9 @@ func (o *Options) defaults() error {
 	o.Node.defaults()
 	if o.NodeMonitorGracePeriod == 0 {
 		o.NodeMonitorGracePeriod = 20 * time.Second
+	}
+	if o.PodStartJitter == 0 {
+		o.PodStartJitter = kwokStartJitter
 	}
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 3 * time.Minute
@@ -247,7 +253,7 @@ func (b *Bed) startCluster(ctx context.Context, c *Cluster, opts Options) error 
 	}
 	nodes := opts.PrimaryNodes
 	if c.Role == RoleSecondary {
-		if err := setUpSecondary(ctx, c, b.tools, b.WorkDir); err != nil {
+		if err := setUpSecondary(ctx, c, b.tools, b.WorkDir, opts.PodStartJitter); err != nil {
 			return err
 		}
 		nodes = opts.NodesPerSecondary

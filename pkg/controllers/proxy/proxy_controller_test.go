@@ -29,6 +29,29 @@ func TestRemainingGrace(t *testing.T) {
 	}
 }
 
+func TestPendingRetryComesBackWhenTheGracePeriodEnds(t *testing.T) {
+	now := time.Unix(1000, 0)
+	at := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(d)); return &t }
+	tests := map[string]struct {
+		created, deleted *metav1.Time
+		want             time.Duration
+	}{
+		"young proxy: the floor":                        {created: at(-100 * time.Millisecond), want: pendingRetryFloor},
+		"a minute old: a quarter of its age":            {created: at(-time.Minute), want: 15 * time.Second},
+		"an hour old: the ceiling":                      {created: at(-time.Hour), want: pendingRetryCeiling},
+		"terminating, 4 s of grace left: then":          {created: at(-time.Minute), deleted: at(4 * time.Second), want: 4 * time.Second},
+		"terminating, grace past: the floor":            {created: at(-time.Minute), deleted: at(-time.Second), want: pendingRetryFloor},
+		"terminating, grace longer than the backoff":    {created: at(-time.Minute), deleted: at(time.Minute), want: 15 * time.Second},
+		"young and terminating: the earlier of the two": {created: at(-time.Second), deleted: at(10 * time.Second), want: pendingRetryFloor},
+	}
+	for name, tc := range tests {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: *tc.created, DeletionTimestamp: tc.deleted}}
+		if got := pendingRetry(pod, now); got != tc.want {
+			t.Errorf("%s: %s, want %s", name, got, tc.want)
+		}
+	}
+}
+
 func TestReleaseReasonKeepsAtMostOncePodsUntilProofOrFence(t *testing.T) {
 	now := time.Unix(1000, 0)
 	past := metav1.NewTime(now.Add(-time.Minute))

@@ -116,7 +116,20 @@ func (r *Reconciler) pending(proxy *corev1.Pod, reason, message string) (ctrl.Re
 	if !translate.Terminal(proxy) && proxy.Status.Phase != corev1.PodRunning {
 		proxy.Status.Phase, proxy.Status.Reason, proxy.Status.Message = corev1.PodPending, reason, message
 	}
-	return ctrl.Result{RequeueAfter: pendingBackoff(r.now().Sub(proxy.CreationTimestamp.Time))}, nil
+	return ctrl.Result{RequeueAfter: pendingRetry(proxy, r.now())}, nil
+}
+
+// pendingRetry is pendingBackoff, except that a terminating proxy is looked at again when its
+// grace period ends: a proxy of a secondary that is away is released then (releaseReason), not up
+// to a backoff later.
+func pendingRetry(proxy *corev1.Pod, now time.Time) time.Duration {
+	d := pendingBackoff(now.Sub(proxy.CreationTimestamp.Time))
+	if proxy.DeletionTimestamp != nil {
+		if until := proxy.DeletionTimestamp.Sub(now); until < d {
+			return max(until, pendingRetryFloor)
+		}
+	}
+	return d
 }
 
 // pendingBackoff is the wait before a Pending proxy is tried again: a quarter of its age, from

@@ -54,7 +54,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, rep *flotillav1.Replic
 		meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: flotillav1.ConditionSynced, Status: metav1.ConditionFalse,
 			Reason: flotillav1.ReasonCleanupPending, Message: fmt.Sprintf("Removing what was applied; waiting for %v", pending)})
 		_ = r.Client.Status().Patch(ctx, rep, client.MergeFrom(base))
-		return ctrl.Result{RequeueAfter: resyncNotSynced}, nil
+		return ctrl.Result{RequeueAfter: r.retry()}, nil
 	}
 	if err := r.deleteCA(ctx, rep); err != nil {
 		return ctrl.Result{}, err

@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,9 +31,10 @@ import (
 // PrimaryName names the primary in a Replicator's status.
 const PrimaryName = "primary"
 
+// Defaults of Reconciler.Resync and Reconciler.Retry.
 const (
-	resyncSynced    = time.Minute
-	resyncNotSynced = 10 * time.Second
+	DefaultResync = time.Minute
+	DefaultRetry  = 10 * time.Second
 )
 
 // Registry is what the Replicator controller needs of the cluster registry.
@@ -54,11 +56,20 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Timeout bounds the work in one cluster, so that a dead or slow one never delays the others.
 	Timeout time.Duration
+	// Resync is how often a synced Replicator is looked at again (DefaultResync when zero). Drift
+	// is seen at once through the watches; a resync catches what a watch cannot show.
+	Resync time.Duration
+	// Retry is how soon a Replicator not synced everywhere is tried again (DefaultRetry when zero).
+	Retry time.Duration
 
 	// applied lets a resync skip objects that are still as last applied: an idle cluster gets no
 	// writes (drift shows as a new resourceVersion, and the drift watch brings the Replicator back).
 	applied ssa.Ledger
 }
+
+func (r *Reconciler) resync() time.Duration { return cmp.Or(r.Resync, DefaultResync) }
+
+func (r *Reconciler) retry() time.Duration { return cmp.Or(r.Retry, DefaultRetry) }
 
 // blindReapply is how often an object Flotilla may not read (a Secret in a secondary, whose
 // drift it cannot see) is applied again while nothing else changes.
@@ -118,7 +129,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replic
 				return ctrl.Result{RequeueAfter: time.Second}, nil
 			}
 			r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonTLSFailed, "Issue", "%v", err)
-			return ctrl.Result{RequeueAfter: resyncNotSynced}, nil
+			return ctrl.Result{RequeueAfter: r.retry()}, nil
 		}
 		in.ServerTLS, in.ClientTLS = server, cli
 	}
@@ -133,9 +144,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replic
 		}
 	}
 	if rep.Status.Synced != flotillav1.SyncedTrue || meta.IsStatusConditionFalse(rep.Status.Conditions, flotillav1.ConditionReady) {
-		return ctrl.Result{RequeueAfter: resyncNotSynced}, nil
+		return ctrl.Result{RequeueAfter: r.retry()}, nil
 	}
-	return ctrl.Result{RequeueAfter: resyncSynced}, nil
+	return ctrl.Result{RequeueAfter: r.resync()}, nil
 }
 
 func (r *Reconciler) applyPrimary(ctx context.Context, in Inputs) placeResult {
