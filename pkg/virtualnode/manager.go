@@ -221,7 +221,7 @@ func (m *Manager) evaluateFailover(now time.Time) {
 	m.mu.Unlock()
 	for _, sup := range changed {
 		m.log.Info("Failover taint changes", "cluster", sup.name, "tainted", want[sup.name])
-		sup.poke()
+		sup.respec()
 	}
 }
 
@@ -291,22 +291,29 @@ func (m *Manager) stopAll() {
 // supervisor runs virtual-kubelet's node controller for one secondary and restarts it with
 // backoff when it exits.
 type supervisor struct {
-	m      *Manager
-	name   string
-	log    logr.Logger
-	pokeCh chan struct{}
-	cancel context.CancelFunc
-	done   chan struct{}
+	m    *Manager
+	name string
+	log  logr.Logger
+	// pokeCh says the registry's view of the secondary changed (its status may follow);
+	// respecCh that the failover taint changed (the node's spec follows).
+	pokeCh, respecCh chan struct{}
+	cancel           context.CancelFunc
+	done             chan struct{}
 }
 
 func newSupervisor(m *Manager, name string) *supervisor {
 	return &supervisor{m: m, name: name, log: m.log.WithValues("cluster", name, "node", flotillav1.VirtualNodeName(name)),
-		pokeCh: make(chan struct{}, 1), done: make(chan struct{})}
+		pokeCh: make(chan struct{}, 1), respecCh: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
-func (s *supervisor) poke() {
+func (s *supervisor) poke() { notify(s.pokeCh) }
+
+func (s *supervisor) respec() { notify(s.respecCh) }
+
+// notify signals a channel of one slot without blocking: one pending signal stands for many.
+func notify(ch chan struct{}) {
 	select {
-	case s.pokeCh <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -361,7 +368,9 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 
 // pushStatus sends the node's status to the node controller when the registry's view changes:
 // at once for readiness and labels, at most every StatusInterval for capacity. It also puts back
-// labels and taints others removed.
+// labels and taints others removed: it reads the node for that (one GET) every StatusInterval,
+// when the failover taint or its labels change, never per change of capacity (a burst of pods
+// changes it with each of them).
 func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p *nodeProvider, initial clusters.Snapshot) {
 	select {
 	case <-ctx.Done():
@@ -374,15 +383,20 @@ func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p 
 	ticker := time.NewTicker(s.m.opts.StatusInterval)
 	defer ticker.Stop()
 	s.reconcileSpec(ctx, last)
+	// deferred fires when a capacity change held back by StatusInterval may be written.
+	var deferred <-chan time.Time
 	for {
-		periodic := false
+		spec := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.pokeCh:
-			periodic = true // a poke may change the failover taint: look at the spec too
+		case <-deferred:
+			deferred = nil
+		case <-s.respecCh:
+			spec = true
 		case <-ticker.C:
-			periodic = true
+			spec = true
 		}
 		snap, ok := s.m.registry.Snapshot(s.name)
 		if !ok {
@@ -393,8 +407,11 @@ func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p 
 			last.Status.NodeInfo != want.Status.NodeInfo
 		capacityChanged := clusters.ChangedMoreThan(last.Status.Capacity, want.Status.Capacity, 0.01) ||
 			clusters.ChangedMoreThan(last.Status.Allocatable, want.Status.Allocatable, 0.01)
-		if capacityChanged && !readyChanged && time.Since(lastCapacityPush) < s.m.opts.StatusInterval {
-			s.poke() // not yet: look again at the next tick
+		if hold := s.m.opts.StatusInterval - time.Since(lastCapacityPush); capacityChanged && !readyChanged && hold > 0 {
+			// Not yet. (This once poked itself, and so spun, reading the node, until then.)
+			if deferred == nil {
+				deferred = time.After(hold)
+			}
 			capacityChanged = false
 		}
 		if readyChanged || capacityChanged {
@@ -406,7 +423,7 @@ func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p 
 				lastCapacityPush = time.Now()
 			}
 		}
-		if periodic || readyChanged {
+		if spec || readyChanged {
 			s.reconcileSpec(ctx, want)
 		}
 	}

@@ -1,7 +1,9 @@
-// Command bench measures pod election against the floor: the same N pods created directly in one
-// secondary, then elected from the primary over two secondaries, on a fresh local test bed. It
-// prints, for both, the time until all are Running, p50/p99 per-pod latency (create to Running as
-// the primary sees it), pods per second, and the manager's peak memory; also as JSON (--out).
+// Command bench measures pod election against its floors, on a fresh local test bed: the same N
+// pods created directly in one secondary, split evenly over the secondaries, then elected from the
+// primary over them. It prints, for each, the time until all are Running, p50/p99 per-pod latency
+// (create to Running as the creating cluster sees it), pods per second and the time to delete
+// them all; for the elected run the manager's peak memory, CPU time and API calls per pod; also
+// as JSON (--out, documented in docs/benchmarks.md).
 package main
 
 import (
@@ -11,6 +13,8 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -22,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -47,6 +53,18 @@ type Result struct {
 	P50Millis     float64 `json:"p50Millis"`
 	P99Millis     float64 `json:"p99Millis"`
 	PodsPerSecond float64 `json:"podsPerSecond"`
+	// DeleteSeconds is from the Deployments' deletion (background propagation, as kubectl
+	// deletes) until no pod of the run is left: for elected pods, no proxy, so no delegate.
+	DeleteSeconds float64 `json:"deleteSeconds"`
+}
+
+// APICalls is the manager's own requests (its client-go metrics, rest_client_requests_total)
+// during one phase of the elected run, per elected pod.
+type APICalls struct {
+	Primary     float64 `json:"primaryPerPod"`
+	Secondaries float64 `json:"secondariesPerPod"`
+	// ByMethod splits them by HTTP method: "primary GET", "secondaries PATCH"...
+	ByMethod map[string]float64 `json:"byMethod"`
 }
 
 // Report is what the benchmark prints and writes.
@@ -63,6 +81,18 @@ type Report struct {
 	RatioToSplit   float64 `json:"ratioElectedToSplitDirect"`
 	AddedP50Millis float64 `json:"addedP50Millis"`
 	ManagerPeakMiB float64 `json:"managerPeakMiB"`
+	// BedMiB is the resident memory of all the bed's processes (API servers, etcds, controller
+	// managers, schedulers, kwoks, metrics-servers) once it is up, before any run.
+	BedMiB float64 `json:"bedMiB"`
+	// RatioDeleteToSplit is the elected run's DeleteSeconds over the split-direct run's.
+	RatioDeleteToSplit float64 `json:"ratioDeleteElectedToSplitDirect"`
+	// The leader's CPU time over the elected run (creation and deletion), per 1000 pods, and as
+	// an average of cores over that run's wall time.
+	ManagerCPUSecondsPer1000 float64 `json:"managerCPUSecondsPer1000Pods"`
+	ManagerAvgCores          float64 `json:"managerAverageCores"`
+	// The leader's API calls per elected pod, while they were created and while they were deleted.
+	CreateCalls APICalls `json:"apiCallsCreate"`
+	DeleteCalls APICalls `json:"apiCallsDelete"`
 	// A second replica, standing by (not leader) through the elected run: its resident memory
 	// when it was ready and at the end, and its peak, against the delegate events it lived through.
 	StandbyStartMiB      float64  `json:"standbyStartMiB"`
@@ -75,6 +105,7 @@ type Report struct {
 	TargetRatioToSplit   float64  `json:"targetRatioToSplitDirect"`
 	TargetAddedP50Millis float64  `json:"targetAddedP50Millis"`
 	TargetManagerMiB     float64  `json:"targetManagerMiB"`
+	TargetRatioDelete    float64  `json:"targetRatioDelete"`
 }
 
 func main() {
@@ -108,12 +139,13 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 		return err
 	}
 	fmt.Printf("bench: starting a primary and %d secondaries...\n", clusters)
-	nodes := 2
-	if clusters > 2 {
+	// Past 2 secondaries the bed is lean: one fake node each and no metrics-server.
+	nodes, lean := 2, clusters > 2
+	if lean {
 		nodes = 1
 	}
 	bed, err := testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(dir, "bed"), Log: os.Stdout,
-		Secondaries: clusters, NodesPerSecondary: nodes,
+		Secondaries: clusters, NodesPerSecondary: nodes, NoMetricsServer: lean,
 		Node: testbed.NodeSize{CPU: "1000", Memory: "4Ti", Pods: strconv.Itoa(n + 50)}})
 	if err != nil {
 		return err
@@ -123,6 +155,10 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 			err = serr
 		}
 	}()
+	bedMiB := 0.0
+	for _, pid := range bed.PIDs() {
+		bedMiB += procMiB(pid, "VmRSS:")
+	}
 	if err := installCRDs(ctx, bed.Primary); err != nil {
 		return err
 	}
@@ -155,35 +191,58 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 	defer func() { _ = standby.Stop(20 * time.Second) }()
 	time.Sleep(15 * time.Second) // its informers synced, its registry fed
 
-	rep := Report{Pods: n, Clusters: clusters, TargetRatio: 1.5, TargetRatioToSplit: 1.2, TargetAddedP50Millis: 300, TargetManagerMiB: 150,
-		StandbyStartMiB: procMiB(standby.PID(), "VmRSS:")}
+	rep := Report{Pods: n, Clusters: clusters, TargetRatio: 1.5, TargetRatioToSplit: 1.2, TargetAddedP50Millis: 300, TargetManagerMiB: 150, TargetRatioDelete: 1.2,
+		StandbyStartMiB: procMiB(standby.PID(), "VmRSS:"), BedMiB: round(bedMiB)}
 	fmt.Printf("bench: %d pods directly in %s...\n", n, bed.Secondaries[0].Name)
-	if rep.Direct, err = measure(ctx, "direct", []target{{bed.Secondaries[0].Clientset, n}}, "bench-direct", false, nil); err != nil {
+	if rep.Direct, err = measure(ctx, "direct", []target{{bed.Secondaries[0].Clientset, n}}, "bench-direct", false, nil, nil); err != nil {
 		return err
 	}
 	fmt.Printf("bench: %d pods directly, split over the %d secondaries in parallel...\n", n, clusters)
-	if rep.SplitDirect, err = measure(ctx, "split", splitOver(bed.Secondaries, n), "bench-split", false, nil); err != nil {
+	if rep.SplitDirect, err = measure(ctx, "split", splitOver(bed.Secondaries, n), "bench-split", false, nil, nil); err != nil {
 		return err
 	}
 	fmt.Printf("bench: %d pods elected from the primary over %d secondaries...\n", n, clusters)
-	var phases []string
-	delegates := startDelegateWatch(ctx, bed, "bench-elected")
-	if rep.Elected, err = measure(ctx, "elected", []target{{bed.Primary.Clientset, n}}, "bench-elected", true, &phases); err != nil {
-		return err
-	}
-	phases = append(phases, delegates.phases(n)...)
-	rep.Phases = phases
-	if rep.DelegatesPerCluster, err = delegatesPerCluster(ctx, bed); err != nil {
+	if err := measureElected(ctx, bed, mgr, &rep); err != nil {
 		return err
 	}
 	rep.Ratio = rep.Elected.TotalSeconds / rep.Direct.TotalSeconds
 	rep.RatioToSplit = round(rep.Elected.TotalSeconds / rep.SplitDirect.TotalSeconds)
 	rep.AddedP50Millis = rep.Elected.P50Millis - rep.Direct.P50Millis
+	rep.RatioDeleteToSplit = round(rep.Elected.DeleteSeconds / rep.SplitDirect.DeleteSeconds)
 	rep.ManagerPeakMiB = procMiB(mgr.PID(), "VmHWM:")
 	rep.StandbyEndMiB, rep.StandbyPeakMiB = procMiB(standby.PID(), "VmRSS:"), procMiB(standby.PID(), "VmHWM:")
-	rep.DelegateEvents = delegates.events()
 	print(rep)
 	return writeReport(rep, out)
+}
+
+// measureElected runs the elected measure with the leader's CPU time and API calls around it.
+func measureElected(ctx context.Context, bed *testbed.Bed, mgr *benchManager, rep *Report) (err error) {
+	n := rep.Pods
+	var phases []string
+	delegates := startDelegateWatch(ctx, bed, "bench-elected")
+	calls := &callMeter{url: mgr.metricsURL, primaryHost: hostOf(bed.Primary.RESTConfig.Host), pods: n}
+	cpuBefore, wallBefore := procCPUSeconds(mgr.PID()), time.Now()
+	calls.mark()
+	created := func() {
+		calls.mark()
+		if rep.DelegatesPerCluster, err = delegatesPerCluster(ctx, bed); err != nil {
+			calls.err = err
+		}
+	}
+	if rep.Elected, err = measure(ctx, "elected", []target{{bed.Primary.Clientset, n}}, "bench-elected", true, &phases, created); err != nil {
+		return err
+	}
+	calls.mark()
+	cpu := procCPUSeconds(mgr.PID()) - cpuBefore
+	rep.ManagerCPUSecondsPer1000 = round(cpu * 1000 / float64(n))
+	rep.ManagerAvgCores = round(cpu / time.Since(wallBefore).Seconds())
+	if err := calls.err; err != nil {
+		return err
+	}
+	rep.CreateCalls, rep.DeleteCalls = calls.phase(0), calls.phase(1)
+	rep.Phases = append(phases, delegates.phases(n)...)
+	rep.DelegateEvents = delegates.events()
+	return nil
 }
 
 // delegatesPerCluster counts the elected run's delegates in each secondary.
@@ -311,8 +370,9 @@ func splitOver(clusters []*testbed.Cluster, n int) []target {
 }
 
 // measure creates a Deployment of each target's pods in its cluster, all at once, and times them
-// until every pod of every target is Running (each pod from its creation to Running).
-func measure(ctx context.Context, mode string, targets []target, ns string, elect bool, phases *[]string) (Result, error) {
+// until every pod of every target is Running (each pod from its creation to Running); then deletes
+// the Deployments and times them until no pod is left. created, when given, is called between.
+func measure(ctx context.Context, mode string, targets []target, ns string, elect bool, phases *[]string, created func()) (Result, error) {
 	n := 0
 	for _, t := range targets {
 		n += t.pods
@@ -347,9 +407,11 @@ func measure(ctx context.Context, mode string, targets []target, ns string, elec
 	}
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stores := make([]cache.Store, len(targets))
 	for i, t := range targets {
 		factory := informers.NewSharedInformerFactoryWithOptions(t.cs, 0, informers.WithNamespace(ns))
 		inf := factory.Core().V1().Pods().Informer()
+		stores[i] = inf.GetStore()
 		record := recorder(i)
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})
 		factory.Start(ictx.Done())
@@ -393,9 +455,30 @@ func measure(ctx context.Context, mode string, targets []target, ns string, elec
 	}
 	total := time.Since(start)
 	mu.Lock()
-	defer mu.Unlock()
-	var lat []float64
-	var lastAdded time.Time
+	lat, lastAdded := latencies(added, running)
+	if phases != nil {
+		*phases = append(*phases, fmt.Sprintf("last pod created by its ReplicaSet after %.1fs", lastAdded.Sub(start).Seconds()),
+			fmt.Sprintf("all %d Running after %.1fs", n, total.Seconds()))
+	}
+	res := Result{Mode: mode, Pods: n, TotalSeconds: round(total.Seconds()), P50Millis: percentile(lat, 0.5),
+		P99Millis: percentile(lat, 0.99), PodsPerSecond: round(float64(n) / total.Seconds())}
+	mu.Unlock()
+	if created != nil {
+		created()
+	}
+	deleted, err := deleteAll(ctx, targets, ns, stores)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s: %w", mode, err)
+	}
+	res.DeleteSeconds = round(deleted.Seconds())
+	if phases != nil {
+		*phases = append(*phases, fmt.Sprintf("all %d deleted after %.1fs", n, deleted.Seconds()))
+	}
+	return res, nil
+}
+
+// latencies are each pod's milliseconds from added to running, sorted, and the last pod's add.
+func latencies(added, running map[string]time.Time) (lat []float64, lastAdded time.Time) {
 	for key, r := range running {
 		lat = append(lat, float64(r.Sub(added[key]).Milliseconds()))
 		if added[key].After(lastAdded) {
@@ -403,12 +486,31 @@ func measure(ctx context.Context, mode string, targets []target, ns string, elec
 		}
 	}
 	sort.Float64s(lat)
-	if phases != nil {
-		*phases = append(*phases, fmt.Sprintf("last pod created by its ReplicaSet after %.1fs", lastAdded.Sub(start).Seconds()),
-			fmt.Sprintf("all %d Running after %.1fs", n, total.Seconds()))
+	return lat, lastAdded
+}
+
+// deleteAll deletes each target's Deployment, as kubectl delete does (background propagation),
+// and waits until the pod informers hold no pod.
+func deleteAll(ctx context.Context, targets []target, ns string, stores []cache.Store) (time.Duration, error) {
+	start := time.Now()
+	background := metav1.DeletePropagationBackground
+	for _, t := range targets {
+		if err := t.cs.AppsV1().Deployments(ns).Delete(ctx, "bench", metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
+			return 0, fmt.Errorf("deleting the Deployment: %w", err)
+		}
 	}
-	return Result{Mode: mode, Pods: n, TotalSeconds: round(total.Seconds()), P50Millis: percentile(lat, 0.5),
-		P99Millis: percentile(lat, 0.99), PodsPerSecond: round(float64(n) / total.Seconds())}, nil
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+		for _, s := range stores {
+			if len(s.ListKeys()) > 0 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pods left 10 minutes after the deletion: %w", err)
+	}
+	return time.Since(start), nil
 }
 
 // prepare makes the run's namespace in a cluster and waits for its default ServiceAccount, as a
@@ -454,17 +556,22 @@ func procMiB(pid int, field string) float64 {
 }
 
 func print(r Report) {
-	fmt.Printf("\n%-8s %6s %10s %10s %10s %8s\n", "MODE", "PODS", "TOTAL(s)", "P50(ms)", "P99(ms)", "PODS/s")
+	fmt.Printf("\n%-8s %6s %10s %10s %10s %8s %10s\n", "MODE", "PODS", "TOTAL(s)", "P50(ms)", "P99(ms)", "PODS/s", "DELETE(s)")
 	for _, x := range []Result{r.Direct, r.SplitDirect, r.Elected} {
-		fmt.Printf("%-8s %6d %10.2f %10.0f %10.0f %8.1f\n", x.Mode, x.Pods, x.TotalSeconds, x.P50Millis, x.P99Millis, x.PodsPerSecond)
+		fmt.Printf("%-8s %6d %10.2f %10.0f %10.0f %8.1f %10.2f\n", x.Mode, x.Pods, x.TotalSeconds, x.P50Millis, x.P99Millis, x.PodsPerSecond, x.DeleteSeconds)
 	}
 	fmt.Printf("\nratio elected/split-direct: %.2f (target <= %.1f; %d secondaries)\n", r.RatioToSplit, r.TargetRatioToSplit, r.Clusters)
 	fmt.Printf("ratio elected/direct: %.2f (target <= %.1f)\n", r.Ratio, r.TargetRatio)
 	fmt.Printf("added p50 latency:    %.0f ms (target <= %.0f)\n", r.AddedP50Millis, r.TargetAddedP50Millis)
+	fmt.Printf("delete elected/split: %.2f (target <= %.1f)\n", r.RatioDeleteToSplit, r.TargetRatioDelete)
 	fmt.Printf("manager peak memory:  %.1f MiB (target <= %.0f at 1000 elected pods)\n", r.ManagerPeakMiB, r.TargetManagerMiB)
+	fmt.Printf("manager CPU:          %.1f s per 1000 pods, %.2f cores on average over the elected run\n", r.ManagerCPUSecondsPer1000, r.ManagerAvgCores)
+	fmt.Printf("manager API calls per pod: creating %.2f to the primary, %.2f to secondaries %v; deleting %.2f and %.2f %v\n",
+		r.CreateCalls.Primary, r.CreateCalls.Secondaries, r.CreateCalls.ByMethod, r.DeleteCalls.Primary, r.DeleteCalls.Secondaries, r.DeleteCalls.ByMethod)
 	fmt.Printf("standby replica:      %.1f MiB ready, %.1f MiB after %d delegate events (peak %.1f)\n",
 		r.StandbyStartMiB, r.StandbyEndMiB, r.DelegateEvents, r.StandbyPeakMiB)
 	fmt.Printf("delegates per cluster: %v\n", r.DelegatesPerCluster)
+	fmt.Printf("bed:                  %d secondaries, %.0f MiB resident before the runs\n", r.Clusters, r.BedMiB)
 	for _, p := range r.Phases {
 		fmt.Println("elected:", p)
 	}
@@ -524,9 +631,15 @@ func installCRDs(ctx context.Context, c *testbed.Cluster) error {
 	return nil
 }
 
+// benchManager is a manager process and where its metrics are served (plain HTTP on loopback).
+type benchManager struct {
+	*testbed.Process
+	metricsURL string
+}
+
 // startManager starts a manager on free ports; webhookURL is the URL it writes in the webhook
 // configuration ("": its own).
-func startManager(bin, kubeconfig, dir, webhookURL string) (*testbed.Process, string, error) {
+func startManager(bin, kubeconfig, dir, webhookURL string) (*benchManager, string, error) {
 	ports := make([]int, 4)
 	for i := range ports {
 		p, err := testbed.FreePort()
@@ -542,11 +655,124 @@ func startManager(bin, kubeconfig, dir, webhookURL string) (*testbed.Process, st
 		webhookURL = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
 	}
 	p, err := testbed.StartProcess("flotilla-manager", bin, []string{"--kubeconfig", kubeconfig,
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--metrics-secure=false",
 		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", webhookURL,
 		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs"), "--kubelet-port", strconv.Itoa(ports[3])}, filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return nil, "", err
 	}
-	return p, webhookURL, nil
+	return &benchManager{Process: p, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])}, webhookURL, nil
 }
+
+// callMeter takes snapshots of the manager's requests by API server (client-go's
+// rest_client_requests_total, host label) at each mark; phase i is between marks i and i+1.
+type callMeter struct {
+	url, primaryHost string
+	pods             int
+	marks            []map[string]float64
+	err              error
+}
+
+func (m *callMeter) mark() {
+	if m.err != nil {
+		return
+	}
+	byHost, err := requestsByHost(m.url)
+	if err != nil {
+		m.err = fmt.Errorf("reading the manager's client metrics: %w", err)
+		return
+	}
+	m.marks = append(m.marks, byHost)
+}
+
+// phase is the calls between marks i and i+1 per pod, to the primary and to all secondaries.
+func (m *callMeter) phase(i int) APICalls {
+	if i+1 >= len(m.marks) {
+		return APICalls{}
+	}
+	perPod := func(f float64) float64 { return round(f / float64(m.pods)) }
+	out := APICalls{ByMethod: map[string]float64{}}
+	for key, after := range m.marks[i+1] {
+		host, method, _ := strings.Cut(key, " ")
+		d := after - m.marks[i][key]
+		where := "secondaries"
+		if host == m.primaryHost {
+			where = "primary"
+			out.Primary += d
+		} else {
+			out.Secondaries += d
+		}
+		out.ByMethod[where+" "+method] += d
+	}
+	for k, v := range out.ByMethod {
+		if out.ByMethod[k] = perPod(v); out.ByMethod[k] == 0 {
+			delete(out.ByMethod, k)
+		}
+	}
+	out.Primary, out.Secondaries = perPod(out.Primary), perPod(out.Secondaries)
+	return out
+}
+
+// requestsByHost sums rest_client_requests_total by "host method".
+func requestsByHost(url string) (map[string]float64, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, m := range families["rest_client_requests_total"].GetMetric() {
+		var host, method string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "host":
+				host = l.GetValue()
+			case "method":
+				method = l.GetValue()
+			}
+		}
+		out[host+" "+method] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+// hostOf is the host:port of a REST config's Host, as client-go's metrics label it.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return raw
+	}
+	return u.Host
+}
+
+// procCPUSeconds is a process's user and system CPU time so far.
+func procCPUSeconds(pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command (which may hold spaces) start at state, field 3; utime and stime
+	// are fields 14 and 15, in clock ticks (USER_HZ, 100 on Linux).
+	rest := string(raw)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
+}
+

@@ -107,6 +107,8 @@ var _ = Describe("resource metrics of elected pods", Ordered, func() {
 			got, err := bed.Primary.Clientset.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "busy", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(got.Status.CurrentMetrics).NotTo(BeEmpty(), "conditions: %v", got.Status.Conditions)
+			// Before its first metrics an HPA reports an entry with no resource.
+			g.Expect(got.Status.CurrentMetrics[0].Resource).NotTo(BeNil(), "current metrics: %+v", got.Status.CurrentMetrics)
 			g.Expect(got.Status.CurrentMetrics[0].Resource.Current.AverageUtilization).To(HaveValue(BeNumerically("~", 200, 15)))
 			d, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Get(ctx, "busy", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())

@@ -65,7 +65,10 @@ var CertManagerControllers = []string{
 }
 
 // CertManagerVersion is the cert-manager release the bed uses (test/tools/versions.env).
-func CertManagerVersion() (string, error) {
+func CertManagerVersion() (string, error) { return toolVersion(certManagerVersionKey) }
+
+// toolVersion reads one version from test/tools/versions.env, the one place they live.
+func toolVersion(key string) (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return "", errors.New("testbed: cannot locate test/tools/versions.env")
@@ -73,19 +76,19 @@ func CertManagerVersion() (string, error) {
 	path := filepath.Join(filepath.Dir(file), "..", "tools", "versions.env")
 	f, err := os.Open(path)
 	if err != nil {
-		return "", fmt.Errorf("reading cert-manager's version: %w", err)
+		return "", fmt.Errorf("reading %s: %w", key, err)
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), certManagerVersionKey+"="); ok && v != "" {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), key+"="); ok && v != "" {
 			return v, nil
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return "", fmt.Errorf("reading %s: %w", path, err)
 	}
-	return "", fmt.Errorf("%s names no %s", path, certManagerVersionKey)
+	return "", fmt.Errorf("%s names no %s", path, key)
 }
 
 // CertManagerFiles are the controller binary and the CRDs `make tools` caches for a version.

@@ -190,15 +190,23 @@ func readPIDs(clusterDir string) []int {
 	files, _ := filepath.Glob(filepath.Join(clusterDir, "pids", "*.pid"))
 	var pids []int
 	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+		if pid := readPIDFile(f); pid != 0 {
 			pids = append(pids, pid)
 		}
 	}
 	return pids
+}
+
+// readPIDFile is the PID a file records, 0 when it has none.
+func readPIDFile(path string) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 1 {
+		return pid
+	}
+	return 0
 }
 
 // alive keeps the PIDs whose process exists and is not a zombie.

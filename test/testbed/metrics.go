@@ -41,8 +41,8 @@ const (
 // MetricsResolution is how often each cluster's metrics-server scrapes its nodes (its minimum).
 const MetricsResolution = 10 * time.Second
 
-// metricsServerVersion is the version `make tools` builds (test/tools/versions.env).
-const metricsServerVersion = "v0.9.0"
+// metricsServerVersionKey names the version `make tools` builds in test/tools/versions.env.
+const metricsServerVersionKey = "METRICS_SERVER_VERSION"
 
 const (
 	metricsServerName   = "metrics-server"
@@ -94,7 +94,11 @@ func (b *Bed) startMetricsServer(ctx context.Context, c *Cluster) error {
 	if err != nil {
 		return err
 	}
-	bin := filepath.Join(b.tools.toolsDir, metricsServerName+"-"+metricsServerVersion)
+	version, err := toolVersion(metricsServerVersionKey)
+	if err != nil {
+		return err
+	}
+	bin := filepath.Join(b.tools.toolsDir, metricsServerName+"-"+version)
 	certDir := filepath.Join(c.dir, metricsServerName)
 	args := []string{
 		"--kubeconfig=" + c.KubeconfigPath,

@@ -61,6 +61,9 @@ type Options struct {
 	// PodStartJitter is the random part of each of kwok's two delays before a pod in a secondary
 	// runs (pod-create, then pod-ready, each 1 s plus up to this). Default 5s, kwok's own.
 	PodStartJitter time.Duration
+	// NoMetricsServer leaves out each cluster's metrics-server (metrics.k8s.io): about 30 MiB and
+	// a scrape every 10 s per cluster that a bed of many secondaries for `make bench` does not use.
+	NoMetricsServer bool
 	// RealNode gives the primary one real node (RealNodeName) besides its fake ones: containerd,
 	// a kubelet and kube-proxy on this host, which must be root (RealNodeAvailable says whether
 	// it can). It is tainted RealNodeKey=true:NoSchedule. Stop or StopDir restore the host.
@@ -104,6 +107,8 @@ type Bed struct {
 
 	tools kwokctl
 	log   io.Writer
+	// noMetrics: Options.NoMetricsServer.
+	noMetrics bool
 	// creating serialises kwokctl create: concurrent ones pick the same "free" ports and their
 	// components then answer each other's clients (seen as x509 errors against another kwok-ca).
 	creating sync.Mutex
@@ -164,6 +169,7 @@ func Start(ctx context.Context, opts Options) (*Bed, error) {
 		KubeconfigPath: filepath.Join(opts.WorkDir, "kubeconfig"),
 		tools:          tools.withWorkDir(filepath.Join(opts.WorkDir, "kwok")),
 		log:            opts.Log,
+		noMetrics:      opts.NoMetricsServer,
 	}
 	bed.Primary = &Cluster{Name: PrimaryName, Role: RolePrimary}
 	for i := 1; i <= opts.Secondaries; i++ {
@@ -263,6 +269,10 @@ func (b *Bed) startCluster(ctx context.Context, c *Cluster, opts Options) error 
 	}
 	if err := waitNodesReady(ctx, c); err != nil {
 		return err
+	}
+	if opts.NoMetricsServer {
+		fmt.Fprintf(b.log, "testbed: cluster %s ready with %d fake nodes\n", c.Name, len(c.Nodes))
+		return nil
 	}
 	if err := b.startMetricsServer(ctx, c); err != nil {
 		return err
@@ -469,11 +479,36 @@ func (b *Bed) signal(c *Cluster, component string, sig syscall.Signal) error {
 // refused. StartCluster starts it again and waits until it is ready.
 func (b *Bed) StopCluster(ctx context.Context, c *Cluster) error {
 	pids := readPIDs(b.tools.clusterDir(c.Name))
+	if err := b.forgetNodeLeases(ctx, c); err != nil {
+		return err
+	}
 	if err := b.tools.run(ctx, "stop", "cluster", "--name", c.Name); err != nil {
 		return err
 	}
 	if left := killAndWait(pids, 10*time.Second); len(left) > 0 {
 		return fmt.Errorf("cluster %s: processes %v still running", c.Name, left)
+	}
+	return nil
+}
+
+// forgetNodeLeases stops a cluster's kwok, then deletes its nodes' Leases while the API server
+// still answers. A kwok that starts while they exist fails to create them ("already exists") and
+// leaves the nodes and their pods alone until it tries again, up to a minute later; deleted after
+// its start, they raced its own creation of them. kwokctl stop then skips the stopped kwok, and
+// kwokctl start starts it again with no Lease to trip on.
+func (b *Bed) forgetNodeLeases(ctx context.Context, c *Cluster) error {
+	kwok := readPIDFile(filepath.Join(b.tools.clusterDir(c.Name), "pids", "kwok-controller.pid"))
+	if kwok == 0 {
+		return fmt.Errorf("cluster %s: no kwok PID file", c.Name)
+	}
+	if left := killAndWait([]int{kwok}, 10*time.Second); len(left) > 0 {
+		return fmt.Errorf("cluster %s: kwok (pid %d) still running", c.Name, kwok)
+	}
+	for _, n := range c.Nodes {
+		err := c.Clientset.CoordinationV1().Leases("kube-node-lease").Delete(ctx, n, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the Lease of node %s in %s: %w", n, c.Name, err)
+		}
 	}
 	return nil
 }
@@ -487,18 +522,13 @@ func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 	if err := waitReady(ctx, c); err != nil {
 		return err
 	}
-	// kwok, restarted, refuses to take over its nodes' Leases ("already exists") and leaves their
-	// pods alone for minutes; without them it creates fresh ones a few seconds after its start.
-	for _, n := range c.Nodes {
-		err := c.Clientset.CoordinationV1().Leases("kube-node-lease").Delete(ctx, n, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting the Lease of node %s in %s: %w", n, c.Name, err)
-		}
-	}
 	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
 	if err := WaitWorking(wctx, c); err != nil {
 		return err
+	}
+	if b.noMetrics {
+		return nil
 	}
 	// kwokctl starts only its own components again.
 	return b.startMetricsServer(wctx, c)
