@@ -403,30 +403,49 @@ func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p 
 			continue
 		}
 		want := Desired(snap, s.m.opts.NodeOptions)
-		readyChanged := !equality.Semantic.DeepEqual(readyOf(last), readyOf(want)) || !equality.Semantic.DeepEqual(last.Labels, want.Labels) ||
-			last.Status.NodeInfo != want.Status.NodeInfo
-		capacityChanged := clusters.ChangedMoreThan(last.Status.Capacity, want.Status.Capacity, 0.01) ||
-			clusters.ChangedMoreThan(last.Status.Allocatable, want.Status.Allocatable, 0.01)
-		if hold := s.m.opts.StatusInterval - time.Since(lastCapacityPush); capacityChanged && !readyChanged && hold > 0 {
-			// Not yet. (This once poked itself, and so spun, reading the node, until then.)
-			if deferred == nil {
-				deferred = time.After(hold)
-			}
-			capacityChanged = false
+		c := decideStatusPush(last, want, time.Since(lastCapacityPush), s.m.opts.StatusInterval)
+		if c.hold > 0 && deferred == nil {
+			deferred = time.After(c.hold)
 		}
-		if readyChanged || capacityChanged {
+		if c.ready || c.capacity {
 			if !p.send(ctx, want) {
 				return
 			}
 			last = want
-			if capacityChanged {
+			if c.capacity {
 				lastCapacityPush = time.Now()
 			}
 		}
-		if spec || readyChanged {
+		if spec || c.ready {
 			s.reconcileSpec(ctx, want)
 		}
 	}
+}
+
+// statusPush is what pushStatus writes of a wanted node status.
+type statusPush struct {
+	// ready: readiness, labels or node info changed, written at once.
+	ready bool
+	// capacity: capacity or allocatable moved by more than 1 %, written now.
+	capacity bool
+	// hold: such a capacity change must wait this long for StatusInterval (0: none waits).
+	hold time.Duration
+}
+
+// decideStatusPush compares the last pushed node with the wanted one. A capacity-only change is
+// written at most every interval: within it, it waits (on a timer, never by looking again and
+// again: that once spun, reading the node, until the interval was over).
+func decideStatusPush(last, want *corev1.Node, sinceCapacityPush, interval time.Duration) statusPush {
+	out := statusPush{
+		ready: !equality.Semantic.DeepEqual(readyOf(last), readyOf(want)) || !equality.Semantic.DeepEqual(last.Labels, want.Labels) ||
+			last.Status.NodeInfo != want.Status.NodeInfo,
+		capacity: clusters.ChangedMoreThan(last.Status.Capacity, want.Status.Capacity, 0.01) ||
+			clusters.ChangedMoreThan(last.Status.Allocatable, want.Status.Allocatable, 0.01),
+	}
+	if out.capacity && !out.ready && sinceCapacityPush < interval {
+		out.capacity, out.hold = false, interval-sinceCapacityPush
+	}
+	return out
 }
 
 func readyOf(n *corev1.Node) corev1.NodeCondition {

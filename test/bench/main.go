@@ -775,4 +775,3 @@ func procCPUSeconds(pid int) float64 {
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100
 }
-
