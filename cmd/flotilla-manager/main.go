@@ -4,6 +4,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -90,6 +91,7 @@ type options struct {
 	proxyPlacement           string
 	podNetwork               string
 	proxyWorkers             int
+	proxyWorkersPerCluster   int
 	failoverAfter            time.Duration
 	sweepInterval            time.Duration
 	namespaceCleanupInterval time.Duration
@@ -132,6 +134,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.acceptAdmiralty, "accept-admiralty-annotation", true, "elect pods annotated multicluster.admiralty.io/elect too (turn off where Admiralty itself is installed)")
 	fs.StringVar(&o.podNetwork, "pod-network", "isolated", "isolated: a proxy's status.podIP stays empty and the delegate's IP is in the flotilla.dev/delegate-ip annotation; flat: status.podIP is the delegate's (cross-cluster pod network)")
 	fs.IntVar(&o.proxyWorkers, "proxy-workers", 96, "proxies reconciled in parallel")
+	fs.IntVar(&o.proxyWorkersPerCluster, "proxy-workers-per-cluster", 0, "of --proxy-workers, how many may work on one secondary at once, so that one that answers slowly (or not at all until its probes say so) cannot take the workers the others need (default: half of --proxy-workers)")
 	fs.DurationVar(&o.replicatorResync, "replicator-resync-interval", replicator.DefaultResync, "how often a synced Replicator is applied again where something changed (drift is seen at once through watches; an unchanged object costs no write)")
 	fs.DurationVar(&o.replicatorRetry, "replicator-retry-interval", replicator.DefaultRetry, "how soon a Replicator not synced in every cluster is tried again")
 	fs.DurationVar(&o.replicationTimeout, "replication-timeout", 10*time.Second, "how long a Replicator's work in one cluster may take: a dead or slow cluster is reported, the others go on")
@@ -395,6 +398,7 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat",
 		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),
+		PerCluster:   cmp.Or(opts.proxyWorkersPerCluster, max(1, opts.proxyWorkers/2)),
 	}).SetupWithManager(ctx, mgr, opts.proxyWorkers)
 }
 

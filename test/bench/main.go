@@ -65,6 +65,11 @@ type APICalls struct {
 	Secondaries float64 `json:"secondariesPerPod"`
 	// ByMethod splits them by HTTP method: "primary GET", "secondaries PATCH"...
 	ByMethod map[string]float64 `json:"byMethod"`
+	// The proxy controller in the phase: reconciles per pod, their mean time, and the mean
+	// time a proxy waited in its work queue (controller-runtime's metrics).
+	ProxyReconciles      float64 `json:"proxyReconcilesPerPod"`
+	ProxyReconcileMillis float64 `json:"proxyReconcileMeanMillis"`
+	ProxyQueueMillis     float64 `json:"proxyQueueWaitMeanMillis"`
 }
 
 // Report is what the benchmark prints and writes.
@@ -566,8 +571,13 @@ func print(r Report) {
 	fmt.Printf("delete elected/split: %.2f (target <= %.1f)\n", r.RatioDeleteToSplit, r.TargetRatioDelete)
 	fmt.Printf("manager peak memory:  %.1f MiB (target <= %.0f at 1000 elected pods)\n", r.ManagerPeakMiB, r.TargetManagerMiB)
 	fmt.Printf("manager CPU:          %.1f s per 1000 pods, %.2f cores on average over the elected run\n", r.ManagerCPUSecondsPer1000, r.ManagerAvgCores)
-	fmt.Printf("manager API calls per pod: creating %.2f to the primary, %.2f to secondaries %v; deleting %.2f and %.2f %v\n",
-		r.CreateCalls.Primary, r.CreateCalls.Secondaries, r.CreateCalls.ByMethod, r.DeleteCalls.Primary, r.DeleteCalls.Secondaries, r.DeleteCalls.ByMethod)
+	for _, c := range []struct {
+		phase string
+		APICalls
+	}{{"creating", r.CreateCalls}, {"deleting", r.DeleteCalls}} {
+		fmt.Printf("manager, %s, per pod: %.2f API calls to the primary, %.2f to secondaries %v; %.1f proxy reconciles of %.0f ms, %.0f ms in the queue\n",
+			c.phase, c.Primary, c.Secondaries, c.ByMethod, c.ProxyReconciles, c.ProxyReconcileMillis, c.ProxyQueueMillis)
+	}
 	fmt.Printf("standby replica:      %.1f MiB ready, %.1f MiB after %d delegate events (peak %.1f)\n",
 		r.StandbyStartMiB, r.StandbyEndMiB, r.DelegateEvents, r.StandbyPeakMiB)
 	fmt.Printf("delegates per cluster: %v\n", r.DelegatesPerCluster)
@@ -694,7 +704,10 @@ func (m *callMeter) phase(i int) APICalls {
 	perPod := func(f float64) float64 { return round(f / float64(m.pods)) }
 	out := APICalls{ByMethod: map[string]float64{}}
 	for key, after := range m.marks[i+1] {
-		host, method, _ := strings.Cut(key, " ")
+		host, method, ok := strings.Cut(key, " ")
+		if !ok {
+			continue // a histogram's key
+		}
 		d := after - m.marks[i][key]
 		where := "secondaries"
 		if host == m.primaryHost {
@@ -711,8 +724,24 @@ func (m *callMeter) phase(i int) APICalls {
 		}
 	}
 	out.Primary, out.Secondaries = perPod(out.Primary), perPod(out.Secondaries)
+	delta := func(key string) float64 { return m.marks[i+1][key] - m.marks[i][key] }
+	if n := delta(proxyReconcileCount); n > 0 {
+		out.ProxyReconciles = perPod(n)
+		out.ProxyReconcileMillis = round(delta(proxyReconcileSum) * 1000 / n)
+	}
+	if n := delta(proxyQueueCount); n > 0 {
+		out.ProxyQueueMillis = round(delta(proxyQueueSum) * 1000 / n)
+	}
 	return out
 }
+
+// Keys of the proxy controller's histograms in a mark (not "host method" keys: no space).
+const (
+	proxyReconcileCount = "proxy_reconcile_count"
+	proxyReconcileSum   = "proxy_reconcile_sum"
+	proxyQueueCount     = "proxy_queue_count"
+	proxyQueueSum       = "proxy_queue_sum"
+)
 
 // requestsByHost sums rest_client_requests_total by "host method".
 func requestsByHost(url string) (map[string]float64, error) {
@@ -743,6 +772,18 @@ func requestsByHost(url string) (map[string]float64, error) {
 		}
 		out[host+" "+method] += m.GetCounter().GetValue()
 	}
+	histogram := func(family, label, value, count, sum string) {
+		for _, m := range families[family].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					out[count] += float64(m.GetHistogram().GetSampleCount())
+					out[sum] += m.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	histogram("controller_runtime_reconcile_time_seconds", "controller", "proxy", proxyReconcileCount, proxyReconcileSum)
+	histogram("workqueue_queue_duration_seconds", "name", "proxy", proxyQueueCount, proxyQueueSum)
 	return out, nil
 }
 

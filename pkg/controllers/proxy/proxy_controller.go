@@ -63,8 +63,8 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Dependencies bring back Pending proxies when what they wait for appears in the primary.
 	Dependencies []source.Source
-	// PerCluster bounds the reconciles working on one secondary at once (default 16 of the
-	// workers): a secondary that answers slowly, or not at all until its probes say so, cannot take
+	// PerCluster bounds the reconciles working on one secondary at once (default 16; the manager
+	// gives half its workers): a secondary that answers slowly, or not at all until its probes say so, cannot take
 	// the workers the others need.
 	PerCluster int
 

@@ -101,6 +101,13 @@ func TestStillPendingSkipsOnlyProgressWithinPending(t *testing.T) {
 	status := func(phase corev1.PodPhase, conds ...corev1.PodCondition) corev1.PodStatus {
 		return corev1.PodStatus{Phase: phase, Conditions: conds}
 	}
+	notReady := corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady", Message: "containers with unready status: [c]"}
+	waiting := func(reason string) corev1.PodStatus {
+		s := status(corev1.PodPending, delegated, scheduled, notReady)
+		s.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}}
+		return s
+	}
+	starting, pulling := waiting("ContainerCreating"), waiting("ErrImagePull")
 	tests := map[string]struct {
 		current, want corev1.PodStatus
 		skip          bool
@@ -110,6 +117,9 @@ func TestStillPendingSkipsOnlyProgressWithinPending(t *testing.T) {
 		"unschedulable there: written":              {status(corev1.PodPending, delegated), status(corev1.PodPending, delegated, unschedulable), false},
 		"unschedulable already shown: no new write": {status(corev1.PodPending, delegated, unschedulable), status(corev1.PodPending, delegated, unschedulable), true},
 		"running: written":                          {status(corev1.PodPending, delegated), status(corev1.PodRunning, delegated, scheduled), false},
+		"containers starting: no write":             {status(corev1.PodPending, delegated), starting, true},
+		"an image that does not pull: written":      {status(corev1.PodPending, delegated), pulling, false},
+		"the same image error again: no new write":  {pulling, pulling, true},
 	}
 	for name, tc := range tests {
 		if got := stillPending(tc.current, tc.want); got != tc.skip {

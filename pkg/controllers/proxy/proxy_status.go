@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,8 +23,11 @@ func (r *Reconciler) mirrorStatus(proxy, delegate *corev1.Pod) {
 	want := translate.ProxyStatus(proxy, delegate, r.FlatNetwork)
 	want.Conditions = withCondition(want.Conditions, r.delegatedCondition(proxy))
 	ip := delegate.Status.PodIP
-	newIP := ip != "" && proxy.Annotations[flotillav1.AnnotationDelegateIP] != ip
-	if !newIP && (translate.StatusEqual(proxy.Status, want) || stillPending(proxy.Status, want)) {
+	// A delegate's IP known while it is still Pending waits for its next phase: one write, not
+	// two (nothing answers at that IP before its containers run).
+	pending := stillPending(proxy.Status, want)
+	newIP := ip != "" && proxy.Annotations[flotillav1.AnnotationDelegateIP] != ip && !pending
+	if !newIP && (translate.StatusEqual(proxy.Status, want) || pending) {
 		return
 	}
 	proxy.Status = want
@@ -50,21 +54,43 @@ func (r *Reconciler) patchStatus(ctx context.Context, base, proxy *corev1.Pod) e
 }
 
 // stillPending says whether a new status of a pending delegate is not worth a write: the proxy
-// already says Pending and Delegated, and no condition turned False with a new reason (such as
-// the secondary's Unschedulable). Progress inside Pending (PodScheduled) shows with the next phase.
+// already says Pending and Delegated, no condition turned False with a new reason (such as the
+// secondary's Unschedulable) and no container waits for a new reason (such as ErrImagePull),
+// beyond what every pod says while it simply starts (startingReasons). Such progress inside
+// Pending (PodScheduled, ContainerCreating) shows with the next phase.
 func stillPending(current, want corev1.PodStatus) bool {
 	if current.Phase != corev1.PodPending || want.Phase != corev1.PodPending || !hasCondition(current.Conditions, flotillav1.PodConditionDelegated) {
 		return false
 	}
 	for _, c := range want.Conditions {
-		if c.Status != corev1.ConditionFalse {
+		if c.Status != corev1.ConditionFalse || startingReasons[c.Reason] {
 			continue
 		}
 		if prev, ok := conditionOf(current.Conditions, c.Type); !ok || prev.Status != c.Status || prev.Reason != c.Reason || prev.Message != c.Message {
 			return false
 		}
 	}
+	for _, st := range slices.Concat(want.InitContainerStatuses, want.ContainerStatuses) {
+		if w := st.State.Waiting; w != nil && !startingReasons[w.Reason] && waitingReason(current, st.Name) != w.Reason {
+			return false
+		}
+	}
 	return true
+}
+
+// startingReasons are what a pod's conditions and containers say while it simply starts.
+var startingReasons = map[string]bool{
+	"ContainersNotReady": true, "ContainersNotInitialized": true, "PodInitializing": true, "ContainerCreating": true,
+}
+
+// waitingReason is why a container of a status waits ("" when it does not, or is not there).
+func waitingReason(status corev1.PodStatus, container string) string {
+	for _, st := range slices.Concat(status.InitContainerStatuses, status.ContainerStatuses) {
+		if st.Name == container && st.State.Waiting != nil {
+			return st.State.Waiting.Reason
+		}
+	}
+	return ""
 }
 
 func hasCondition(list []corev1.PodCondition, t corev1.PodConditionType) bool {
