@@ -22,6 +22,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -127,12 +128,18 @@ func prepareNamespace(ctx SpecContext, c *testbed.Cluster, name string) {
 }
 
 // editRegistration rewrites the registration Secret's raw kubeconfig.
+// The manager renews the joined tokens in the same Secret (every ~12 s here): a conflict is tried
+// again on the Secret as it now is.
 func editRegistration(ctx context.Context, edit func(raw []byte) []byte) {
 	cl := clientOf(bed.Primary)
-	var secret corev1.Secret
-	Expect(cl.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.KubeconfigSecretName}, &secret)).To(Succeed())
-	secret.Data[flotillav1.KubeconfigSecretKey] = edit(secret.Data[flotillav1.KubeconfigSecretKey])
-	Expect(cl.Update(ctx, &secret)).To(Succeed())
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		var secret corev1.Secret
+		if err := cl.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.KubeconfigSecretName}, &secret); err != nil {
+			return err
+		}
+		secret.Data[flotillav1.KubeconfigSecretKey] = edit(secret.Data[flotillav1.KubeconfigSecretKey])
+		return cl.Update(ctx, &secret)
+	})).To(Succeed())
 }
 
 // editRegistrationConfig edits the registration kubeconfig as a structure.
