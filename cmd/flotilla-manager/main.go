@@ -68,6 +68,7 @@ type options struct {
 	metricsAddr              string
 	metricsSecure            bool
 	probeAddr                string
+	pprofAddr                string
 	leaderElect              bool
 	leaderElectionNamespace  string
 	leaderElectionID         string
@@ -110,6 +111,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus metrics endpoint; \"0\" turns it off")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS, authenticated (TokenReview) and authorised (SubjectAccessReview on /metrics)")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof profiles, unauthenticated: bind it to 127.0.0.1 (default: off)")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "elect a leader among replicas, so one runs the controllers at a time")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", "flotilla-system", "namespace of the leader election Lease (in cluster: the pod's namespace when empty)")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", flotillav1.ManagerLeaseName, "name of the leader election Lease")
@@ -228,6 +230,7 @@ func run(ctx context.Context, opts options) error {
 			CertDir: opts.webhookCertDir}),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        opts.probeAddr,
+		PprofBindAddress:              opts.pprofAddr,
 		LeaderElection:                opts.leaderElect,
 		LeaderElectionID:              opts.leaderElectionID,
 		LeaderElectionNamespace:       opts.leaderElectionNamespace,

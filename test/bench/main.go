@@ -7,11 +7,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/url"
@@ -26,6 +28,7 @@ import (
 	"syscall"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	appsv1 "k8s.io/api/apps/v1"
@@ -70,6 +73,10 @@ type APICalls struct {
 	ProxyReconciles      float64 `json:"proxyReconcilesPerPod"`
 	ProxyReconcileMillis float64 `json:"proxyReconcileMeanMillis"`
 	ProxyQueueMillis     float64 `json:"proxyQueueWaitMeanMillis"`
+	// PrimaryServed is what the primary's API server served in the phase, from every client (its
+	// apiserver_request_total), per pod, by "resource[/subresource] VERB", for pods, Events and
+	// nodes: which writes Flotilla's calls above are, and what the primary's own controllers add.
+	PrimaryServed map[string]float64 `json:"primaryServedPerPod"`
 }
 
 // Report is what the benchmark prints and writes.
@@ -86,6 +93,9 @@ type Report struct {
 	RatioToSplit   float64 `json:"ratioElectedToSplitDirect"`
 	AddedP50Millis float64 `json:"addedP50Millis"`
 	ManagerPeakMiB float64 `json:"managerPeakMiB"`
+	// The leader's Go heap in use right after a GC, with every elected pod Running: what its caches
+	// and queues hold, without the garbage the peak resident figure also counts.
+	ManagerLiveHeapMiB float64 `json:"managerLiveHeapMiB"`
 	// BedMiB is the resident memory of all the bed's processes (API servers, etcds, controller
 	// managers, schedulers, kwoks, metrics-servers) once it is up, before any run.
 	BedMiB float64 `json:"bedMiB"`
@@ -207,7 +217,11 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 		return err
 	}
 	fmt.Printf("bench: %d pods elected from the primary over %d secondaries...\n", n, clusters)
-	if err := measureElected(ctx, bed, mgr, &rep); err != nil {
+	heapPath := filepath.Join(dir, "heap.pprof")
+	if out != "" {
+		heapPath = strings.TrimSuffix(out, filepath.Ext(out)) + "-heap.pprof"
+	}
+	if err := measureElected(ctx, bed, mgr, &rep, heapPath); err != nil {
 		return err
 	}
 	rep.Ratio = rep.Elected.TotalSeconds / rep.Direct.TotalSeconds
@@ -221,16 +235,22 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 }
 
 // measureElected runs the elected measure with the leader's CPU time and API calls around it.
-func measureElected(ctx context.Context, bed *testbed.Bed, mgr *benchManager, rep *Report) (err error) {
+func measureElected(ctx context.Context, bed *testbed.Bed, mgr *benchManager, rep *Report, heapPath string) (err error) {
 	n := rep.Pods
 	var phases []string
 	delegates := startDelegateWatch(ctx, bed, "bench-elected")
-	calls := &callMeter{url: mgr.metricsURL, primaryHost: hostOf(bed.Primary.RESTConfig.Host), pods: n}
+	calls := &callMeter{url: mgr.metricsURL, primaryHost: hostOf(bed.Primary.RESTConfig.Host), primary: bed.Primary.Clientset, pods: n}
 	cpuBefore, wallBefore := procCPUSeconds(mgr.PID()), time.Now()
 	calls.mark()
 	created := func() {
 		calls.mark()
 		if rep.DelegatesPerCluster, err = delegatesPerCluster(ctx, bed); err != nil {
+			calls.err = err
+		}
+		// The profile's own GC first: the heap gauge then says what is live.
+		if err := mgr.heapProfile(ctx, heapPath); err != nil {
+			calls.err = err
+		} else if rep.ManagerLiveHeapMiB, err = heapInUseMiB(mgr.metricsURL); err != nil {
 			calls.err = err
 		}
 	}
@@ -569,7 +589,7 @@ func print(r Report) {
 	fmt.Printf("ratio elected/direct: %.2f (target <= %.1f)\n", r.Ratio, r.TargetRatio)
 	fmt.Printf("added p50 latency:    %.0f ms (target <= %.0f)\n", r.AddedP50Millis, r.TargetAddedP50Millis)
 	fmt.Printf("delete elected/split: %.2f (target <= %.1f)\n", r.RatioDeleteToSplit, r.TargetRatioDelete)
-	fmt.Printf("manager peak memory:  %.1f MiB (target <= %.0f at 1000 elected pods)\n", r.ManagerPeakMiB, r.TargetManagerMiB)
+	fmt.Printf("manager peak memory:  %.1f MiB (target <= %.0f at 1000 elected pods); live heap with all Running %.1f MiB\n", r.ManagerPeakMiB, r.TargetManagerMiB, r.ManagerLiveHeapMiB)
 	fmt.Printf("manager CPU:          %.1f s per 1000 pods, %.2f cores on average over the elected run\n", r.ManagerCPUSecondsPer1000, r.ManagerAvgCores)
 	for _, c := range []struct {
 		phase string
@@ -577,6 +597,7 @@ func print(r Report) {
 	}{{"creating", r.CreateCalls}, {"deleting", r.DeleteCalls}} {
 		fmt.Printf("manager, %s, per pod: %.2f API calls to the primary, %.2f to secondaries %v; %.1f proxy reconciles of %.0f ms, %.0f ms in the queue\n",
 			c.phase, c.Primary, c.Secondaries, c.ByMethod, c.ProxyReconciles, c.ProxyReconcileMillis, c.ProxyQueueMillis)
+		fmt.Printf("primary API server, %s, per pod, from every client: %v\n", c.phase, c.PrimaryServed)
 	}
 	fmt.Printf("standby replica:      %.1f MiB ready, %.1f MiB after %d delegate events (peak %.1f)\n",
 		r.StandbyStartMiB, r.StandbyEndMiB, r.DelegateEvents, r.StandbyPeakMiB)
@@ -644,13 +665,38 @@ func installCRDs(ctx context.Context, c *testbed.Cluster) error {
 // benchManager is a manager process and where its metrics are served (plain HTTP on loopback).
 type benchManager struct {
 	*testbed.Process
-	metricsURL string
+	bin, metricsURL, pprofURL string
+}
+
+// heapProfile saves the manager's heap profile (after a GC) to path and prints its largest
+// holders of live memory, by the function that allocated it.
+func (m *benchManager) heapProfile(ctx context.Context, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.pprofURL+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reading the manager's heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("reading the manager's heap profile: %w", err)
+	}
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=20", "-sample_index=inuse_space", m.bin, path)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	fmt.Println("bench: the leader's live heap with every elected pod Running (saved to " + path + "):")
+	return cmd.Run()
 }
 
 // startManager starts a manager on free ports; webhookURL is the URL it writes in the webhook
 // configuration ("": its own).
 func startManager(bin, kubeconfig, dir, webhookURL string) (*benchManager, string, error) {
-	ports := make([]int, 4)
+	ports := make([]int, 5)
 	for i := range ports {
 		p, err := testbed.FreePort()
 		if err != nil {
@@ -668,19 +714,22 @@ func startManager(bin, kubeconfig, dir, webhookURL string) (*benchManager, strin
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--metrics-secure=false",
 		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", webhookURL,
-		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs"), "--kubelet-port", strconv.Itoa(ports[3])}, filepath.Join(dir, "manager.log"))
+		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs"), "--kubelet-port", strconv.Itoa(ports[3]),
+		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4])}, filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return nil, "", err
 	}
-	return &benchManager{Process: p, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1])}, webhookURL, nil
+	return &benchManager{Process: p, bin: bin, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1]),
+		pprofURL: fmt.Sprintf("http://127.0.0.1:%d", ports[4])}, webhookURL, nil
 }
 
 // callMeter takes snapshots of the manager's requests by API server (client-go's
 // rest_client_requests_total, host label) at each mark; phase i is between marks i and i+1.
 type callMeter struct {
 	url, primaryHost string
+	primary          kubernetes.Interface
 	pods             int
-	marks            []map[string]float64
+	marks, served    []map[string]float64
 	err              error
 }
 
@@ -693,7 +742,44 @@ func (m *callMeter) mark() {
 		m.err = fmt.Errorf("reading the manager's client metrics: %w", err)
 		return
 	}
-	m.marks = append(m.marks, byHost)
+	served, err := servedByResource(m.primary)
+	if err != nil {
+		m.err = fmt.Errorf("reading the primary API server's metrics: %w", err)
+		return
+	}
+	m.marks, m.served = append(m.marks, byHost), append(m.served, served)
+}
+
+// servedByResource sums an API server's apiserver_request_total by "resource[/subresource] VERB",
+// for the resources an elected pod costs: pods, Events, nodes.
+func servedByResource(cs kubernetes.Interface) (map[string]float64, error) {
+	raw, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		return nil, err
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		l := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			l[lp.GetName()] = lp.GetValue()
+		}
+		switch l["resource"] {
+		case "pods", "events", "nodes":
+		default:
+			continue
+		}
+		what := l["resource"]
+		if l["subresource"] != "" {
+			what += "/" + l["subresource"]
+		}
+		out[what+" "+l["verb"]] += m.GetCounter().GetValue()
+	}
+	return out, nil
 }
 
 // phase is the calls between marks i and i+1 per pod, to the primary and to all secondaries.
@@ -732,6 +818,12 @@ func (m *callMeter) phase(i int) APICalls {
 	if n := delta(proxyQueueCount); n > 0 {
 		out.ProxyQueueMillis = round(delta(proxyQueueSum) * 1000 / n)
 	}
+	out.PrimaryServed = map[string]float64{}
+	for key, after := range m.served[i+1] {
+		if v := perPod(after - m.served[i][key]); v > 0 && !strings.HasSuffix(key, " WATCH") {
+			out.PrimaryServed[key] = v
+		}
+	}
 	return out
 }
 
@@ -745,17 +837,7 @@ const (
 
 // requestsByHost sums rest_client_requests_total by "host method".
 func requestsByHost(url string) (map[string]float64, error) {
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	families, err := scrape(url)
 	if err != nil {
 		return nil, err
 	}
@@ -815,4 +897,31 @@ func procCPUSeconds(pid int) float64 {
 	utime, _ := strconv.ParseFloat(f[11], 64)
 	stime, _ := strconv.ParseFloat(f[12], 64)
 	return (utime + stime) / 100
+}
+
+// scrape reads a Prometheus text endpoint.
+func scrape(url string) (map[string]*dto.MetricFamily, error) {
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+// heapInUseMiB is the manager's Go heap in use (spans holding objects) now, from its metrics.
+func heapInUseMiB(url string) (float64, error) {
+	families, err := scrape(url)
+	if err != nil {
+		return 0, err
+	}
+	for _, m := range families["go_memstats_heap_inuse_bytes"].GetMetric() {
+		return round(m.GetGauge().GetValue() / (1 << 20)), nil
+	}
+	return 0, errors.New("no go_memstats_heap_inuse_bytes in the manager's metrics")
 }
