@@ -77,6 +77,9 @@ type Reconciler struct {
 
 	// events remembers what of each delegate's Events its proxy already shows.
 	events eventForwarding
+
+	// own remembers this reconciler's last write to each proxy until the cache shows it.
+	own ownWrites
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch;delete
@@ -87,7 +90,13 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	proxy := &corev1.Pod{}
 	if err := r.Client.Get(ctx, req.NamespacedName, proxy); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.own.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if letGo := r.own.recall(proxy); letGo {
+		return ctrl.Result{}, nil
 	}
 	cluster, ok := strings.CutPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix)
 	if !ok {
@@ -427,7 +436,11 @@ func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) error {
 	zero := int64(0)
 	err := r.Client.Delete(ctx, proxy, &client.DeleteOptions{GracePeriodSeconds: &zero,
 		Preconditions: &metav1.Preconditions{UID: &proxy.UID}})
-	return client.IgnoreNotFound(err)
+	if err := client.IgnoreNotFound(err); err != nil {
+		return err
+	}
+	r.own.deleted(proxy)
+	return nil
 }
 
 // remainingGrace is what is left of the proxy's own grace period: a proxy evicted while its

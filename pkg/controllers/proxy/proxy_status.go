@@ -50,6 +50,7 @@ func (r *Reconciler) patchStatus(ctx context.Context, base, proxy *corev1.Pod) e
 	if err := r.Client.Status().Patch(ctx, changed, client.MergeFrom(base)); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("patching the status of proxy %s/%s: %w", proxy.Namespace, proxy.Name, err))
 	}
+	r.own.wrote(base, changed)
 	return nil
 }
 
