@@ -26,15 +26,21 @@ func TestOwnWritesBringAStaleCacheUpToTheLastWriteOnly(t *testing.T) {
 			cached: proxy("u1", "10", corev1.PodPending), wantRV: "10", wantPhase: corev1.PodPending,
 		},
 		"the cache has not seen the write: the write's answer": {
-			record: func(w *ownWrites) { w.wrote(proxy("u1", "10", corev1.PodPending), proxy("u1", "11", corev1.PodRunning)) },
+			record: func(w *ownWrites) {
+				w.wrote(proxy("u1", "10", corev1.PodPending), proxy("u1", "11", corev1.PodRunning))
+			},
 			cached: proxy("u1", "10", corev1.PodPending), wantRV: "11", wantPhase: corev1.PodRunning, wantRecord: true,
 		},
 		"the cache shows the write or later: the cache, and the record goes": {
-			record: func(w *ownWrites) { w.wrote(proxy("u1", "10", corev1.PodPending), proxy("u1", "11", corev1.PodRunning)) },
+			record: func(w *ownWrites) {
+				w.wrote(proxy("u1", "10", corev1.PodPending), proxy("u1", "11", corev1.PodRunning))
+			},
 			cached: proxy("u1", "12", corev1.PodFailed), wantRV: "12", wantPhase: corev1.PodFailed,
 		},
 		"another incarnation of the name: the cache, and the record goes": {
-			record: func(w *ownWrites) { w.wrote(proxy("u1", "10", corev1.PodPending), proxy("u1", "11", corev1.PodRunning)) },
+			record: func(w *ownWrites) {
+				w.wrote(proxy("u1", "10", corev1.PodPending), proxy("u1", "11", corev1.PodRunning))
+			},
 			cached: proxy("u2", "10", corev1.PodPending), wantRV: "10", wantPhase: corev1.PodPending,
 		},
 		"let go, the cache still shows it: nothing to do": {
