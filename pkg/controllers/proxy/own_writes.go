@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -42,6 +43,23 @@ func (w *ownWrites) wrote(base, answer *corev1.Pod) {
 // deleted records that the proxy was let go: nothing is left to do for it, whatever the cache says.
 func (w *ownWrites) deleted(proxy *corev1.Pod) {
 	w.m.Store(types.NamespacedName{Namespace: proxy.Namespace, Name: proxy.Name}, ownWrite{uid: proxy.UID, deleted: true})
+}
+
+// echo says whether a proxy the cache now shows is exactly the answer to this reconciler's last
+// status write (the watch event of the write itself): there is nothing new to decide on, and the
+// record goes, as the cache has caught up.
+func (w *ownWrites) echo(proxy metav1.Object) bool {
+	key := types.NamespacedName{Namespace: proxy.GetNamespace(), Name: proxy.GetName()}
+	v, ok := w.m.Load(key)
+	if !ok {
+		return false
+	}
+	own, _ := v.(ownWrite)
+	if own.deleted || own.uid != proxy.GetUID() || own.after.ResourceVersion != proxy.GetResourceVersion() {
+		return false
+	}
+	w.m.CompareAndDelete(key, v)
+	return true
 }
 
 // forget drops what is remembered of a proxy (gone from the cache).

@@ -70,3 +70,34 @@ func TestOwnWritesBringAStaleCacheUpToTheLastWriteOnly(t *testing.T) {
 		})
 	}
 }
+
+func TestOwnWritesKnowTheEchoOfTheLastWrite(t *testing.T) {
+	pod := func(uid types.UID, rv string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-1", UID: uid, ResourceVersion: rv}}
+	}
+	tests := map[string]struct {
+		record   func(w *ownWrites)
+		event    *corev1.Pod
+		wantEcho bool
+	}{
+		"no write":                            {record: func(*ownWrites) {}, event: pod("u1", "11")},
+		"the write's own event":               {record: func(w *ownWrites) { w.wrote(pod("u1", "10"), pod("u1", "11")) }, event: pod("u1", "11"), wantEcho: true},
+		"a later change":                      {record: func(w *ownWrites) { w.wrote(pod("u1", "10"), pod("u1", "11")) }, event: pod("u1", "12")},
+		"another incarnation":                 {record: func(w *ownWrites) { w.wrote(pod("u1", "10"), pod("u1", "11")) }, event: pod("u2", "11")},
+		"a proxy let go: its events still go": {record: func(w *ownWrites) { w.deleted(pod("u1", "10")) }, event: pod("u1", "10")},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var w ownWrites
+			tc.record(&w)
+			if got := w.echo(tc.event); got != tc.wantEcho {
+				t.Errorf("echo %v, want %v", got, tc.wantEcho)
+			}
+			if tc.wantEcho {
+				if _, still := w.m.Load(types.NamespacedName{Namespace: "ns", Name: "web-1"}); still {
+					t.Error("the record is kept after its echo: the cache has caught up")
+				}
+			}
+		})
+	}
+}

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -509,7 +510,10 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, wor
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
-		For(&corev1.Pod{}, builder.WithPredicates(isProxy)).
+		// The watch event of a status write this reconciler made brings nothing to decide on.
+		For(&corev1.Pod{}, builder.WithPredicates(isProxy, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return !r.own.echo(e.ObjectNew)
+		}})).
 		// A delegate has its proxy's namespace and name.
 		WatchesRawSource(r.Secondaries.DelegateSource(&handler.EnqueueRequestForObject{})).
 		WatchesRawSource(r.Secondaries.WatchStartSource(handler.EnqueueRequestsFromMapFunc(r.proxiesOf)))

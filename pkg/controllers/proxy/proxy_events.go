@@ -55,14 +55,16 @@ func (f *eventForwarding) allow(cluster string) bool {
 	return b.Allow()
 }
 
-// deferLook gives back a look the budget did not allow: it is tried again a second later.
+// deferLook gives back a look the budget did not allow: it is tried again eventLookAgain later.
+// Each try is a reconcile: a thousand Pending delegates tried again every second took the
+// workers that new proxies needed (bench, 1000 pods).
 func (f *eventForwarding) deferLook(proxy *corev1.Pod) time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if st, ok := f.proxies[proxy.UID]; ok && st.looks > 0 {
 		st.looks--
 	}
-	return time.Second
+	return eventLookAgain
 }
 
 type forwarded struct {

@@ -31,10 +31,10 @@ func TestEventListsIntoASecondaryAreBudgeted(t *testing.T) {
 	if _, look := f.next(proxy, delegate, t0.Add(eventLookAgain)); !look {
 		t.Fatal("the first look is due eventLookAgain after the change")
 	}
-	if wait := f.deferLook(proxy); wait != time.Second {
-		t.Errorf("deferred by %s", wait)
+	if wait := f.deferLook(proxy); wait != eventLookAgain {
+		t.Errorf("deferred by %s, want %s", wait, eventLookAgain)
 	}
-	if _, look := f.next(proxy, delegate, t0.Add(eventLookAgain+time.Second)); !look {
+	if _, look := f.next(proxy, delegate, t0.Add(2*eventLookAgain)); !look {
 		t.Error("the deferred look is still due")
 	}
 }
