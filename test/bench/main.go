@@ -77,6 +77,10 @@ type APICalls struct {
 	// apiserver_request_total), per pod, by "resource[/subresource] VERB", for pods, Events and
 	// nodes: which writes Flotilla's calls above are, and what the primary's own controllers add.
 	PrimaryServed map[string]float64 `json:"primaryServedPerPod"`
+	// In the primary's API server over the phase: the mean time of a pod CREATE (every client's),
+	// and of one call of an admission webhook (Flotilla's is the only one on the bed).
+	PodCreateMillis float64 `json:"primaryPodCreateMeanMillis"`
+	WebhookMillis   float64 `json:"primaryWebhookMeanMillis"`
 }
 
 // Report is what the benchmark prints and writes.
@@ -597,7 +601,8 @@ func print(r Report) {
 	}{{"creating", r.CreateCalls}, {"deleting", r.DeleteCalls}} {
 		fmt.Printf("manager, %s, per pod: %.2f API calls to the primary, %.2f to secondaries %v; %.1f proxy reconciles of %.0f ms, %.0f ms in the queue\n",
 			c.phase, c.Primary, c.Secondaries, c.ByMethod, c.ProxyReconciles, c.ProxyReconcileMillis, c.ProxyQueueMillis)
-		fmt.Printf("primary API server, %s, per pod, from every client: %v\n", c.phase, c.PrimaryServed)
+		fmt.Printf("primary API server, %s, per pod, from every client: %v; a pod CREATE took %.0f ms, a webhook call %.0f ms\n",
+			c.phase, c.PrimaryServed, c.PodCreateMillis, c.WebhookMillis)
 	}
 	fmt.Printf("standby replica:      %.1f MiB ready, %.1f MiB after %d delegate events (peak %.1f)\n",
 		r.StandbyStartMiB, r.StandbyEndMiB, r.DelegateEvents, r.StandbyPeakMiB)
@@ -763,11 +768,19 @@ func servedByResource(cs kubernetes.Interface) (map[string]float64, error) {
 		return nil, err
 	}
 	out := map[string]float64{}
-	for _, m := range families["apiserver_request_total"].GetMetric() {
-		l := map[string]string{}
-		for _, lp := range m.GetLabel() {
-			l[lp.GetName()] = lp.GetValue()
+	for _, m := range families["apiserver_request_duration_seconds"].GetMetric() {
+		l := labelsOf(m)
+		if l["resource"] == "pods" && l["subresource"] == "" && l["verb"] == "POST" {
+			out[podCreateCount] += float64(m.GetHistogram().GetSampleCount())
+			out[podCreateSum] += m.GetHistogram().GetSampleSum()
 		}
+	}
+	for _, m := range families["apiserver_admission_webhook_admission_duration_seconds"].GetMetric() {
+		out[webhookCount] += float64(m.GetHistogram().GetSampleCount())
+		out[webhookSum] += m.GetHistogram().GetSampleSum()
+	}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		l := labelsOf(m)
 		switch l["resource"] {
 		case "pods", "events", "nodes":
 		default:
@@ -820,9 +833,19 @@ func (m *callMeter) phase(i int) APICalls {
 	}
 	out.PrimaryServed = map[string]float64{}
 	for key, after := range m.served[i+1] {
+		if !strings.Contains(key, " ") {
+			continue // a histogram's key
+		}
 		if v := perPod(after - m.served[i][key]); v > 0 && !strings.HasSuffix(key, " WATCH") {
 			out.PrimaryServed[key] = v
 		}
+	}
+	served := func(key string) float64 { return m.served[i+1][key] - m.served[i][key] }
+	if n := served(podCreateCount); n > 0 {
+		out.PodCreateMillis = round(served(podCreateSum) * 1000 / n)
+	}
+	if n := served(webhookCount); n > 0 {
+		out.WebhookMillis = round(served(webhookSum) * 1000 / n)
 	}
 	return out
 }
@@ -833,7 +856,20 @@ const (
 	proxyReconcileSum   = "proxy_reconcile_sum"
 	proxyQueueCount     = "proxy_queue_count"
 	proxyQueueSum       = "proxy_queue_sum"
+	podCreateCount      = "pod_create_count"
+	podCreateSum        = "pod_create_sum"
+	webhookCount        = "webhook_count"
+	webhookSum          = "webhook_sum"
 )
+
+// labelsOf is a metric's labels by name.
+func labelsOf(m *dto.Metric) map[string]string {
+	l := map[string]string{}
+	for _, lp := range m.GetLabel() {
+		l[lp.GetName()] = lp.GetValue()
+	}
+	return l
+}
 
 // requestsByHost sums rest_client_requests_total by "host method".
 func requestsByHost(url string) (map[string]float64, error) {
