@@ -140,4 +140,17 @@ var _ = Describe("the chart's manager", func() {
 		// The API server takes it as rendered.
 		Expect(primary.Client.Create(ctx, deployments[0], client.DryRunAll)).To(Succeed())
 	})
+
+	It("gives the manager its own memory limit, from which it sets Go's soft limit", func(ctx SpecContext) {
+		var d appsv1.Deployment
+		for _, o := range render(ctx, "manager.resources.limits.memory=300Mi") {
+			if o.GetKind() == "Deployment" {
+				Expect(runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &d)).To(Succeed())
+			}
+		}
+		c := d.Spec.Template.Spec.Containers[0]
+		Expect(c.Resources.Limits.Memory().String()).To(Equal("300Mi"))
+		Expect(c.Env).To(ContainElement(And(HaveField("Name", "FLOTILLA_CONTAINER_MEMORY_LIMIT"),
+			HaveField("ValueFrom.ResourceFieldRef.ContainerName", c.Name), HaveField("ValueFrom.ResourceFieldRef.Resource", "limits.memory"))))
+	})
 })
