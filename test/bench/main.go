@@ -100,6 +100,10 @@ type Report struct {
 	// The leader's Go heap in use right after a GC, with every elected pod Running: what its caches
 	// and queues hold, without the garbage the peak resident figure also counts.
 	ManagerLiveHeapMiB float64 `json:"managerLiveHeapMiB"`
+	// The same before the elected run (the secondaries joined, no elected pod), and what each
+	// elected pod adds to it: (live - idle) / pods.
+	ManagerIdleHeapMiB float64 `json:"managerIdleHeapMiB"`
+	HeapKiBPerPod      float64 `json:"managerHeapKiBPerElectedPod"`
 	// BedMiB is the resident memory of all the bed's processes (API servers, etcds, controller
 	// managers, schedulers, kwoks, metrics-servers) once it is up, before any run.
 	BedMiB float64 `json:"bedMiB"`
@@ -221,6 +225,12 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 		return err
 	}
 	fmt.Printf("bench: %d pods elected from the primary over %d secondaries...\n", n, clusters)
+	if err := gcNow(ctx, mgr); err != nil {
+		return err
+	}
+	if rep.ManagerIdleHeapMiB, err = heapInUseMiB(mgr.metricsURL); err != nil {
+		return err
+	}
 	heapPath := filepath.Join(dir, "heap.pprof")
 	if out != "" {
 		heapPath = strings.TrimSuffix(out, filepath.Ext(out)) + "-heap.pprof"
@@ -233,6 +243,7 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 	rep.AddedP50Millis = rep.Elected.P50Millis - rep.Direct.P50Millis
 	rep.RatioDeleteToSplit = round(rep.Elected.DeleteSeconds / rep.SplitDirect.DeleteSeconds)
 	rep.ManagerPeakMiB = procMiB(mgr.PID(), "VmHWM:")
+	rep.HeapKiBPerPod = round((rep.ManagerLiveHeapMiB - rep.ManagerIdleHeapMiB) * 1024 / float64(n))
 	rep.StandbyEndMiB, rep.StandbyPeakMiB = procMiB(standby.PID(), "VmRSS:"), procMiB(standby.PID(), "VmHWM:")
 	print(rep)
 	return writeReport(rep, out)
@@ -593,7 +604,8 @@ func print(r Report) {
 	fmt.Printf("ratio elected/direct: %.2f (target <= %.1f)\n", r.Ratio, r.TargetRatio)
 	fmt.Printf("added p50 latency:    %.0f ms (target <= %.0f)\n", r.AddedP50Millis, r.TargetAddedP50Millis)
 	fmt.Printf("delete elected/split: %.2f (target <= %.1f)\n", r.RatioDeleteToSplit, r.TargetRatioDelete)
-	fmt.Printf("manager peak memory:  %.1f MiB (target <= %.0f at 1000 elected pods); live heap with all Running %.1f MiB\n", r.ManagerPeakMiB, r.TargetManagerMiB, r.ManagerLiveHeapMiB)
+	fmt.Printf("manager peak memory:  %.1f MiB (target <= %.0f at 1000 elected pods); live heap %.1f MiB idle, %.1f MiB with all Running (%.1f KiB per elected pod)\n",
+		r.ManagerPeakMiB, r.TargetManagerMiB, r.ManagerIdleHeapMiB, r.ManagerLiveHeapMiB, r.HeapKiBPerPod)
 	fmt.Printf("manager CPU:          %.1f s per 1000 pods, %.2f cores on average over the elected run\n", r.ManagerCPUSecondsPer1000, r.ManagerAvgCores)
 	for _, c := range []struct {
 		phase string
@@ -673,6 +685,21 @@ type benchManager struct {
 	bin, metricsURL, pprofURL string
 }
 
+// gcNow makes the manager collect its garbage (a heap profile's gc=1), so that its heap gauge
+// then says what is live.
+func gcNow(ctx context.Context, m *benchManager) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.pprofURL+"/debug/pprof/heap?gc=1", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("making the manager collect its garbage: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.Body.Close()
+}
+
 // heapProfile saves the manager's heap profile (after a GC) to path and prints its largest
 // holders of live memory, by the function that allocated it.
 func (m *benchManager) heapProfile(ctx context.Context, path string) error {
@@ -700,6 +727,10 @@ func (m *benchManager) heapProfile(ctx context.Context, path string) error {
 
 // startManager starts a manager on free ports; webhookURL is the URL it writes in the webhook
 // configuration ("": its own).
+// chartMemoryLimit is the chart's default memory limit of the manager: the bench's managers run
+// with the soft memory limit it gives them in a cluster.
+const chartMemoryLimit = "512Mi"
+
 func startManager(bin, kubeconfig, dir, webhookURL string) (*benchManager, string, error) {
 	ports := make([]int, 5)
 	for i := range ports {
@@ -720,7 +751,7 @@ func startManager(bin, kubeconfig, dir, webhookURL string) (*benchManager, strin
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--metrics-secure=false",
 		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", webhookURL,
 		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs"), "--kubelet-port", strconv.Itoa(ports[3]),
-		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4])}, filepath.Join(dir, "manager.log"))
+		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4]), "--container-memory-limit", chartMemoryLimit}, filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return nil, "", err
 	}
