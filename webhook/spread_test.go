@@ -8,8 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	toolscache "k8s.io/client-go/tools/cache"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -36,9 +35,14 @@ func place(t *testing.T, s *Spread, pod *corev1.Pod) string {
 	return out.Spec.NodeName[len(flotillav1.VirtualNodePrefix):]
 }
 
-func proxyCache(t *testing.T, objs ...client.Object) client.Reader {
+// proxyCache is a book of the proxies as the cache's informer would have fed it.
+func proxyCache(t *testing.T, objs ...*corev1.Pod) *ProxyBook {
 	t.Helper()
-	return fake.NewClientBuilder().WithObjects(objs...).WithIndex(&corev1.Pod{}, ControllerIndex, ControllerUIDOf).Build()
+	b := &ProxyBook{}
+	for _, o := range objs {
+		b.OnAdd(o, true)
+	}
+	return b
 }
 
 func proxyOn(name, cluster string, uid types.UID, created time.Time) *corev1.Pod {
@@ -71,10 +75,7 @@ func TestSpreadCountsAnAdmittedPodOnceWhenTheCacheShowsIt(t *testing.T) {
 		proxyOn("old-3", "us", "rs-1", now.Add(-time.Hour)), proxyOn("new-1", "us", "rs-1", now))
 	s := &Spread{Proxies: cache, Now: func() time.Time { return now }}
 	s.admitted = map[types.UID][]recentAdmission{"rs-1": {{cluster: "us", at: now}}}
-	got, err := s.siblings(t.Context(), "demo", "rs-1", now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := s.siblings("rs-1", now)
 	if got["eu"] != 2 || got["us"] != 2 {
 		t.Errorf("siblings %v, want eu 2 and us 2 (new-1 counted once)", got)
 	}
@@ -86,10 +87,7 @@ func TestSpreadIgnoresTerminatingProxiesAndForgetsOldAdmissions(t *testing.T) {
 	gone.DeletionTimestamp, gone.Finalizers = &metav1.Time{Time: now}, []string{flotillav1.FinalizerDelegate}
 	s := &Spread{Proxies: proxyCache(t, gone), Now: func() time.Time { return now }}
 	s.admitted = map[types.UID][]recentAdmission{"rs-1": {{cluster: "eu", at: now.Add(-time.Minute)}}}
-	got, err := s.siblings(t.Context(), "demo", "rs-1", now)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := s.siblings("rs-1", now)
 	if len(got) != 0 {
 		t.Errorf("siblings %v, want none (terminating proxy, admission older than the window)", got)
 	}
@@ -122,7 +120,7 @@ func TestSpreadLeavesPodsWithoutAControllerToCapacity(t *testing.T) {
 // burst ends even.
 func TestSpreadOverTwoReplicasEndsEven(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	cache := fake.NewClientBuilder().WithIndex(&corev1.Pod{}, ControllerIndex, ControllerUIDOf).Build()
+	cache := proxyCache(t)
 	replicas := []*Spread{
 		{Proxies: cache, Replica: "a", Now: func() time.Time { return now }},
 		{Proxies: cache, Replica: "b", Now: func() time.Time { return now }},
@@ -141,13 +139,46 @@ func TestSpreadOverTwoReplicasEndsEven(t *testing.T) {
 		out.Name, out.CreationTimestamp = fmt.Sprintf("web-%d", i), metav1.NewTime(now)
 		count[out.Spec.NodeName[len(flotillav1.VirtualNodePrefix):]]++
 		if inFlight = append(inFlight, out); len(inFlight) > lag {
-			if err := cache.Create(t.Context(), inFlight[0]); err != nil {
-				t.Fatal(err)
-			}
+			cache.OnAdd(inFlight[0], false)
 			inFlight = inFlight[1:]
 		}
 	}
 	if count["eu"] != 6 || count["us"] != 6 {
 		t.Errorf("12 pods over two replicas placed %v, want 6 and 6", count)
+	}
+}
+
+// The book follows the proxy informer's events: a binding, a deletion under way, the delete
+// (also as a tombstone), and pods without a controller left out.
+func TestProxyBookFollowsTheInformersEvents(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	count := func(b *ProxyBook) map[string]int {
+		s := &Spread{Proxies: b, Now: func() time.Time { return now }}
+		return s.siblings("rs-1", now)
+	}
+	b := proxyCache(t)
+	unbound := proxyOn("web-1", "eu", "rs-1", now.Add(-time.Hour))
+	unbound.Spec.NodeName = ""
+	b.OnAdd(unbound, false)
+	b.OnAdd(elected(), false) // no controller
+	if got := count(b); len(got) != 0 {
+		t.Errorf("an unbound proxy counted: %v", got)
+	}
+	bound := proxyOn("web-1", "eu", "rs-1", now.Add(-time.Hour))
+	b.OnUpdate(unbound, bound)
+	b.OnAdd(proxyOn("web-2", "us", "rs-1", now.Add(-time.Hour)), false)
+	if got := count(b); got["eu"] != 1 || got["us"] != 1 {
+		t.Errorf("siblings %v, want eu 1 and us 1", got)
+	}
+	deleting := bound.DeepCopy()
+	deleting.DeletionTimestamp = &metav1.Time{Time: now}
+	b.OnUpdate(bound, deleting)
+	if got := count(b); got["eu"] != 0 || got["us"] != 1 {
+		t.Errorf("siblings %v, want the terminating proxy left out", got)
+	}
+	b.OnDelete(deleting)
+	b.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "demo/web-2", Obj: proxyOn("web-2", "us", "rs-1", now.Add(-time.Hour))})
+	if got := count(b); len(got) != 0 || len(b.byController) != 0 {
+		t.Errorf("siblings %v, book %v: want nothing left after the deletes", got, b.byController)
 	}
 }

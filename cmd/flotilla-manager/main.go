@@ -365,9 +365,15 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	default:
 		return fmt.Errorf("--proxy-placement must be webhook or scheduler, not %q", opts.proxyPlacement)
 	}
-	// On every replica (each serves the webhook): the index also starts the proxy informer there.
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, webhook.ControllerIndex, webhook.ControllerUIDOf); err != nil {
-		return fmt.Errorf("indexing proxies by controller: %w", err)
+	// On every replica (each serves the webhook): the book's handler also starts the proxy
+	// informer there.
+	proxies := &webhook.ProxyBook{}
+	proxyInformer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return fmt.Errorf("watching proxies: %w", err)
+	}
+	if _, err := proxyInformer.AddEventHandler(proxies); err != nil {
+		return fmt.Errorf("watching proxies: %w", err)
 	}
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}); err != nil {
 		return fmt.Errorf("watching virtual nodes: %w", err)
@@ -375,7 +381,7 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: &webhook.Handler{
 		Registry: registry, Options: webhook.Options{AcceptAdmiralty: opts.acceptAdmiralty, Choose: choose},
 		VirtualNodes: mgr.GetClient(),
-		Spread:       &webhook.Spread{Proxies: mgr.GetClient(), Replica: replicaName()},
+		Spread:       &webhook.Spread{Proxies: proxies, Replica: replicaName()},
 		Decoder:      admission.NewDecoder(mgr.GetScheme()), Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
 	}})
 	mgr.GetWebhookServer().Register(webhook.DaemonSetPath, &admission.Webhook{Handler: &webhook.DaemonSetHandler{

@@ -228,17 +228,7 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 		return err
 	}
 	fmt.Printf("bench: %d pods elected from the primary over %d secondaries...\n", n, clusters)
-	if err := gcNow(ctx, mgr); err != nil {
-		return err
-	}
-	if rep.ManagerIdleHeapMiB, err = heapInUseMiB(mgr.metricsURL); err != nil {
-		return err
-	}
-	heapPath := filepath.Join(dir, "heap.pprof")
-	if out != "" {
-		heapPath = strings.TrimSuffix(out, filepath.Ext(out)) + "-heap.pprof"
-	}
-	if err := measureElected(ctx, bed, mgr, &rep, heapPath); err != nil {
+	if err := measureElected(ctx, bed, mgr, &rep, heapProfilePath(dir, out)); err != nil {
 		return err
 	}
 	rep.Ratio = rep.Elected.TotalSeconds / rep.Direct.TotalSeconds
@@ -255,6 +245,12 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 // measureElected runs the elected measure with the leader's CPU time and API calls around it.
 func measureElected(ctx context.Context, bed *testbed.Bed, mgr *benchManager, rep *Report, heapPath string) (err error) {
 	n := rep.Pods
+	if err := gcNow(ctx, mgr); err != nil {
+		return err
+	}
+	if rep.ManagerIdleHeapMiB, err = heapInUseMiB(mgr.metricsURL); err != nil {
+		return err
+	}
 	var phases []string
 	delegates := startDelegateWatch(ctx, bed, "bench-elected")
 	calls := &callMeter{url: mgr.metricsURL, primaryHost: hostOf(bed.Primary.RESTConfig.Host), primary: bed.Primary.Clientset, pods: n}
@@ -686,6 +682,15 @@ func installCRDs(ctx context.Context, c *testbed.Cluster) error {
 type benchManager struct {
 	*testbed.Process
 	bin, metricsURL, pprofURL string
+}
+
+// heapProfilePath is where the leader's heap profile goes: beside the report, else in the bench's
+// work dir.
+func heapProfilePath(dir, out string) string {
+	if out == "" {
+		return filepath.Join(dir, "heap.pprof")
+	}
+	return strings.TrimSuffix(out, filepath.Ext(out)) + "-heap.pprof"
 }
 
 // gcNow makes the manager collect its garbage (a heap profile's gc=1), so that its heap gauge
