@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -25,6 +26,13 @@ type Secondary struct {
 	// bounded ones (its Client's calls time out, CallTimeout).
 	Running   bool
 	delegates cache.SharedIndexInformer
+	deleted   *deletedDelegates
+}
+
+// DelegateDeleted says whether the secondary's watch said the delegate of this proxy (namespace,
+// name, UID) was deleted: a proof it is gone, as a live read would be. It is used up once said.
+func (s Secondary) DelegateDeleted(namespace, name string, proxyUID types.UID) bool {
+	return s.deleted.seen(namespace, name, proxyUID)
 }
 
 // Delegate reads a delegate from the cache. synced is false while the cache is not complete, so a
@@ -71,7 +79,7 @@ func (r *Registry) Secondary(name string) (Secondary, bool) {
 	sec := Secondary{Name: name, Client: c.ctrl, Clientset: c.client, Config: c.config, OwnerUID: c.ownerUID,
 		Running: c.state.Status == flotillav1.ClusterRunning}
 	if c.remote != nil {
-		sec.delegates = c.remote.delegates
+		sec.delegates, sec.deleted = c.remote.delegates, c.remote.deleted
 	}
 	return sec, true
 }

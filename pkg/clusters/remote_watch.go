@@ -36,6 +36,8 @@ type remoteWatch struct {
 	cancel    context.CancelFunc
 	done      <-chan struct{}
 	delegates cache.SharedIndexInformer
+	// deleted remembers the delegates the watch said were deleted.
+	deleted   *deletedDelegates
 	informers map[remoteKind][]cache.SharedIndexInformer
 
 	mu      sync.Mutex
@@ -59,6 +61,8 @@ func startRemoteWatch(ctx context.Context, cs kubernetes.Interface, primaryID st
 		}))
 	w := &remoteWatch{cancel: cancel, done: ctx.Done(), handled: map[int]bool{}, informers: map[remoteKind][]cache.SharedIndexInformer{}}
 	w.delegates = delegates.Core().V1().Pods().Informer()
+	w.deleted = &deletedDelegates{}
+	_, _ = w.delegates.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: w.deleted.onDelete})
 	w.informers[remoteDelegates] = []cache.SharedIndexInformer{w.delegates}
 	w.informers[remoteReplicas] = []cache.SharedIndexInformer{
 		replicas.Core().V1().ConfigMaps().Informer(),

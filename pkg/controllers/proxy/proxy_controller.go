@@ -376,7 +376,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod, sec
 		return ctrl.Result{RequeueAfter: transientRetry}, err
 	}
 	if delegate == nil || delegate.Annotations[flotillav1.AnnotationProxyUID] != string(proxy.UID) {
-		// The cache may not show a delegate created a moment ago: only a live read proves it gone.
+		if sec.DelegateDeleted(proxy.Namespace, proxy.Name, proxy.UID) {
+			return ctrl.Result{}, r.letGo(ctx, proxy) // the watch saw it deleted
+		}
+		// The cache may not show a delegate created a moment ago: only a live read, or the
+		// watch's deletion of it, proves it gone.
 		var live corev1.Pod
 		err := sec.Client.Get(ctx, client.ObjectKeyFromObject(proxy), &live)
 		switch {
