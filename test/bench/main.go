@@ -139,6 +139,7 @@ func main() {
 	clusters := flag.Int("clusters", 2, "secondaries (more than 2: one fake node each, to keep the bed small)")
 	out := flag.String("out", "", "write the report as JSON to this file")
 	keep := flag.Bool("keep", false, "keep the bed's work dir")
+	flag.StringVar(&memoryLimit, "memory-limit", "512Mi", "the managers' container memory limit, as the chart would give it (manager.resources.limits.memory; its default): they run with the soft memory limit it sets")
 	flag.Parse()
 	if *clusters < 1 || *pods < *clusters {
 		fmt.Fprintln(os.Stderr, "bench: --clusters must be at least 1 and at most --pods")
@@ -151,6 +152,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// memoryLimit is the managers' container memory limit (--memory-limit).
+var memoryLimit string
 
 func run(ctx context.Context, n, clusters int, out string, keep bool) (err error) {
 	dir, err := os.MkdirTemp("", "flotilla-bench-")
@@ -191,7 +195,7 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 	if _, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.SystemNamespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	mgr, leaderWebhook, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir, "")
+	mgr, leaderWebhook, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir, "", memoryLimit)
 	if err != nil {
 		return err
 	}
@@ -210,7 +214,7 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 	// memory must stay flat whatever the number of delegate events. Its webhook URL stays the
 	// leader's, so the configuration both write keeps pointing there.
 	standbyDir := filepath.Join(dir, "standby")
-	standby, _, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, standbyDir, leaderWebhook)
+	standby, _, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, standbyDir, leaderWebhook, memoryLimit)
 	if err != nil {
 		return err
 	}
@@ -267,6 +271,9 @@ func measureElected(ctx context.Context, bed *testbed.Bed, mgr *benchManager, re
 		} else if rep.ManagerLiveHeapMiB, err = heapInUseMiB(mgr.metricsURL); err != nil {
 			calls.err = err
 		}
+		delegates.mu.Lock()
+		delegates.deleteStart = time.Now() // deletion begins as created returns
+		delegates.mu.Unlock()
 	}
 	if rep.Elected, err = measure(ctx, "elected", []target{{bed.Primary.Clientset, n}}, "bench-elected", true, &phases, created); err != nil {
 		return err
@@ -319,7 +326,9 @@ type delegateWatch struct {
 	seen, ran        map[string]bool
 	createdAt        map[string]time.Time
 	latencies        []float64 // per delegate, created to Running in its secondary (ms)
-	count            int       // delegate events seen (adds and updates)
+	deleteStart      time.Time // when the elected run's deletion began
+	gone             []time.Time
+	count            int // delegate events seen (adds and updates)
 }
 
 // events is how many delegate events the secondaries sent (adds and updates).
@@ -355,7 +364,12 @@ func startDelegateWatch(ctx context.Context, bed *testbed.Bed, ns string) *deleg
 		}
 		factory := informers.NewSharedInformerFactoryWithOptions(c.Clientset, 0, informers.WithNamespace(ns))
 		inf := factory.Core().V1().Pods().Informer()
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) },
+			DeleteFunc: func(any) {
+				w.mu.Lock()
+				defer w.mu.Unlock()
+				w.gone = append(w.gone, time.Now())
+			}})
 		factory.Start(ctx.Done())
 	}
 	return w
@@ -373,7 +387,12 @@ func (w *delegateWatch) phases(n int) []string {
 		return fmt.Sprintf("%.1fs", list[n-1].Sub(w.start).Seconds())
 	}
 	sort.Float64s(w.latencies)
-	return []string{"delegates: all created after " + at(w.created), "delegates: all Running in their secondaries after " + at(w.running),
+	gone := "only " + strconv.Itoa(len(w.gone))
+	if len(w.gone) >= n && !w.deleteStart.IsZero() {
+		sort.Slice(w.gone, func(i, j int) bool { return w.gone[i].Before(w.gone[j]) })
+		gone = fmt.Sprintf("%.1fs", w.gone[n-1].Sub(w.deleteStart).Seconds())
+	}
+	return []string{"deleting: delegates all gone from their secondaries after " + gone, "delegates: all created after " + at(w.created), "delegates: all Running in their secondaries after " + at(w.running),
 		fmt.Sprintf("delegates: p50 created to Running in their secondary %.0f ms (the same path as a direct pod's)", percentile(w.latencies, 0.5))}
 }
 
@@ -419,31 +438,9 @@ func measure(ctx context.Context, mode string, targets []target, ns string, elec
 			return Result{}, err
 		}
 	}
-	var mu sync.Mutex
-	added, running := map[string]time.Time{}, map[string]time.Time{} // by cluster index and pod name
-	done := make(chan struct{})
-	var once sync.Once
-	recorder := func(cluster int) func(obj any) {
-		return func(obj any) {
-			p, ok := obj.(*corev1.Pod)
-			if !ok {
-				return
-			}
-			key := strconv.Itoa(cluster) + "/" + p.Name
-			now := time.Now()
-			mu.Lock()
-			defer mu.Unlock()
-			if _, ok := added[key]; !ok {
-				added[key] = now
-			}
-			if _, ok := running[key]; !ok && p.Status.Phase == corev1.PodRunning {
-				running[key] = now
-				if len(running) == n {
-					once.Do(func() { close(done) })
-				}
-			}
-		}
-	}
+	clock := &podClock{n: n, added: map[string]time.Time{}, running: map[string]time.Time{}, marked: map[string]time.Time{}, done: make(chan struct{})}
+	mu, added, running, done := &clock.mu, clock.added, clock.running, clock.done
+	recorder := clock.recorder
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stores := make([]cache.Store, len(targets))
@@ -485,10 +482,10 @@ func measure(ctx context.Context, mode string, targets []target, ns string, elec
 	}
 	select {
 	case <-done:
-	case <-time.After(10 * time.Minute):
+	case <-time.After(runTimeout(n)):
 		mu.Lock()
 		defer mu.Unlock()
-		return Result{}, fmt.Errorf("%s: only %d of %d pods Running after 10 minutes", mode, len(running), n)
+		return Result{}, fmt.Errorf("%s: only %d of %d pods Running after %s", mode, len(running), n, runTimeout(n))
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
@@ -505,15 +502,72 @@ func measure(ctx context.Context, mode string, targets []target, ns string, elec
 	if created != nil {
 		created()
 	}
+	deleteStart := time.Now()
 	deleted, err := deleteAll(ctx, targets, ns, stores)
 	if err != nil {
 		return Result{}, fmt.Errorf("%s: %w", mode, err)
 	}
 	res.DeleteSeconds = round(deleted.Seconds())
 	if phases != nil {
-		*phases = append(*phases, fmt.Sprintf("all %d deleted after %.1fs", n, deleted.Seconds()))
+		*phases = append(*phases, fmt.Sprintf("deleting: the last pod marked for deletion (by the garbage collector) after %.1fs", clock.lastMarked().Sub(deleteStart).Seconds()),
+			fmt.Sprintf("deleting: all %d deleted after %.1fs", n, deleted.Seconds()))
 	}
 	return res, nil
+}
+
+// podClock records, per pod of a run (by cluster index and name), when it was added, first seen
+// Running and first seen deleting; done closes when all n are Running.
+type podClock struct {
+	n                      int
+	mu                     sync.Mutex
+	added, running, marked map[string]time.Time
+	done                   chan struct{}
+	once                   sync.Once
+}
+
+// recorder is the informer handler of one cluster's pods.
+func (c *podClock) recorder(cluster int) func(obj any) {
+	return func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		key := strconv.Itoa(cluster) + "/" + p.Name
+		now := time.Now()
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if _, ok := c.added[key]; !ok {
+			c.added[key] = now
+		}
+		if _, ok := c.marked[key]; !ok && p.DeletionTimestamp != nil {
+			c.marked[key] = now
+		}
+		if _, ok := c.running[key]; !ok && p.Status.Phase == corev1.PodRunning {
+			c.running[key] = now
+			if len(c.running) == c.n {
+				c.once.Do(func() { close(c.done) })
+			}
+		}
+	}
+}
+
+// lastMarked is when the last pod was first seen deleting.
+func (c *podClock) lastMarked() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var last time.Time
+	for _, at := range c.marked {
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last
+}
+
+// runTimeout bounds one run's creation, and its deletion: 10 minutes, and one more per 1000 pods
+// (10,000 elected pods over 10 secondaries took longer than 10 minutes to create).
+func runTimeout(pods int) time.Duration {
+	return 10*time.Minute + time.Duration(pods/1000)*time.Minute
 }
 
 // latencies are each pod's milliseconds from added to running, sorted, and the last pod's add.
@@ -532,13 +586,17 @@ func latencies(added, running map[string]time.Time) (lat []float64, lastAdded ti
 // and waits until the pod informers hold no pod.
 func deleteAll(ctx context.Context, targets []target, ns string, stores []cache.Store) (time.Duration, error) {
 	start := time.Now()
+	n := 0
+	for _, t := range targets {
+		n += t.pods
+	}
 	background := metav1.DeletePropagationBackground
 	for _, t := range targets {
 		if err := t.cs.AppsV1().Deployments(ns).Delete(ctx, "bench", metav1.DeleteOptions{PropagationPolicy: &background}); err != nil {
 			return 0, fmt.Errorf("deleting the Deployment: %w", err)
 		}
 	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, runTimeout(n), true, func(context.Context) (bool, error) {
 		for _, s := range stores {
 			if len(s.ListKeys()) > 0 {
 				return false, nil
@@ -547,7 +605,7 @@ func deleteAll(ctx context.Context, targets []target, ns string, stores []cache.
 		return true, nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("pods left 10 minutes after the deletion: %w", err)
+		return 0, fmt.Errorf("pods left %s after the deletion: %w", runTimeout(n), err)
 	}
 	return time.Since(start), nil
 }
@@ -735,11 +793,7 @@ func (m *benchManager) heapProfile(ctx context.Context, path string) error {
 
 // startManager starts a manager on free ports; webhookURL is the URL it writes in the webhook
 // configuration ("": its own).
-// chartMemoryLimit is the chart's default memory limit of the manager: the bench's managers run
-// with the soft memory limit it gives them in a cluster.
-const chartMemoryLimit = "512Mi"
-
-func startManager(bin, kubeconfig, dir, webhookURL string) (*benchManager, string, error) {
+func startManager(bin, kubeconfig, dir, webhookURL, memoryLimit string) (*benchManager, string, error) {
 	ports := make([]int, 5)
 	for i := range ports {
 		p, err := testbed.FreePort()
@@ -759,7 +813,7 @@ func startManager(bin, kubeconfig, dir, webhookURL string) (*benchManager, strin
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--metrics-secure=false",
 		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", webhookURL,
 		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs"), "--kubelet-port", strconv.Itoa(ports[3]),
-		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4]), "--container-memory-limit", chartMemoryLimit}, filepath.Join(dir, "manager.log"))
+		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4]), "--container-memory-limit", memoryLimit}, filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return nil, "", err
 	}
