@@ -104,7 +104,7 @@ type Report struct {
 	// (the webhook, the delegate's creation, the status back), the issue's "added p50".
 	DelegateP50Millis float64 `json:"delegateP50Millis"`
 	OwnAddedP50Millis float64 `json:"ownAddedP50Millis"`
-	ManagerPeakMiB float64 `json:"managerPeakMiB"`
+	ManagerPeakMiB    float64 `json:"managerPeakMiB"`
 	// The leader's Go heap in use right after a GC, with every elected pod Running: what its caches
 	// and queues hold, without the garbage the peak resident figure also counts.
 	ManagerLiveHeapMiB float64 `json:"managerLiveHeapMiB"`
@@ -247,6 +247,13 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 	if err := measureElected(ctx, bed, mgr, &rep, heapProfilePath(dir, out)); err != nil {
 		return mgr.diedWith(err)
 	}
+	rep.derive(mgr, standby)
+	print(rep)
+	return writeReport(rep, out)
+}
+
+// derive fills in the ratios and the managers' memory once the runs are done.
+func (rep *Report) derive(mgr, standby *benchManager) {
 	if rep.Direct.TotalSeconds > 0 {
 		rep.Ratio = rep.Elected.TotalSeconds / rep.Direct.TotalSeconds
 		rep.AddedP50Millis = rep.Elected.P50Millis - rep.Direct.P50Millis
@@ -255,10 +262,8 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 	rep.OwnAddedP50Millis = rep.Elected.P50Millis - rep.DelegateP50Millis
 	rep.RatioDeleteToSplit = round(rep.Elected.DeleteSeconds / rep.SplitDirect.DeleteSeconds)
 	rep.ManagerPeakMiB = procMiB(mgr.PID(), "VmHWM:")
-	rep.HeapKiBPerPod = round((rep.ManagerLiveHeapMiB - rep.ManagerIdleHeapMiB) * 1024 / float64(n))
+	rep.HeapKiBPerPod = round((rep.ManagerLiveHeapMiB - rep.ManagerIdleHeapMiB) * 1024 / float64(rep.Pods))
 	rep.StandbyEndMiB, rep.StandbyPeakMiB = procMiB(standby.PID(), "VmRSS:"), procMiB(standby.PID(), "VmHWM:")
-	print(rep)
-	return writeReport(rep, out)
 }
 
 // measureElected runs the elected measure with the leader's CPU time and API calls around it.
