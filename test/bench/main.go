@@ -269,7 +269,7 @@ func (rep *Report) derive(mgr, standby *benchManager) {
 // measureElected runs the elected measure with the leader's CPU time and API calls around it.
 func measureElected(ctx context.Context, bed *testbed.Bed, mgr *benchManager, rep *Report, heapPath string) (err error) {
 	n := rep.Pods
-	if err := gcNow(ctx, mgr); err != nil {
+	if _, err := mgr.gcHeap(ctx); err != nil {
 		return err
 	}
 	if rep.ManagerIdleHeapMiB, err = heapInUseMiB(mgr.metricsURL); err != nil {
@@ -791,36 +791,31 @@ func heapProfilePath(dir, out string) string {
 	return strings.TrimSuffix(out, filepath.Ext(out)) + "-heap.pprof"
 }
 
-// gcNow makes the manager collect its garbage (a heap profile's gc=1), so that its heap gauge
-// then says what is live.
-func gcNow(ctx context.Context, m *benchManager) error {
+// gcHeap makes the manager collect its garbage and returns its heap profile (pprof's gc=1): its
+// heap gauge then says what is live.
+func (m *benchManager) gcHeap(ctx context.Context) ([]byte, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.pprofURL+"/debug/pprof/heap?gc=1", nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("making the manager collect its garbage: %w", err)
+		return nil, fmt.Errorf("reading the manager's heap profile: %w", err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.Body.Close()
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading the manager's heap profile: %w", err)
+	}
+	return raw, nil
 }
 
 // heapProfile saves the manager's heap profile (after a GC) to path and prints its largest
 // holders of live memory, by the function that allocated it.
 func (m *benchManager) heapProfile(ctx context.Context, path string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.pprofURL+"/debug/pprof/heap?gc=1", nil)
+	raw, err := m.gcHeap(ctx)
 	if err != nil {
 		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("reading the manager's heap profile: %w", err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("reading the manager's heap profile: %w", err)
 	}
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		return err
