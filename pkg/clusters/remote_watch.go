@@ -53,7 +53,7 @@ func startRemoteWatch(ctx context.Context, cs kubernetes.Interface, primaryID st
 		}
 		return obj, nil
 	})
-	delegates := informers.NewSharedInformerFactoryWithOptions(cs, 0, noManagedFields,
+	delegates := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slimDelegate),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = flotillav1.LabelPrimary + "=" + primaryID }))
 	replicas := informers.NewSharedInformerFactoryWithOptions(cs, 0, noManagedFields,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
