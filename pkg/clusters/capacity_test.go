@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -67,6 +68,28 @@ func bigInit(p *corev1.Pod) {
 		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}}}}
 }
 
+func sidecarAndOverhead(p *corev1.Pod) {
+	always := corev1.ContainerRestartPolicyAlways
+	p.Spec.InitContainers = []corev1.Container{{Name: "mesh", RestartPolicy: &always, Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
+		Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}
+	p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+}
+
+// slimmed is what the capacity watch's cache keeps of these objects.
+func slimmed[T any](t *testing.T, in []T) []T {
+	t.Helper()
+	out := make([]T, len(in))
+	for i, o := range in {
+		s, err := slim(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = s.(T)
+	}
+	return out
+}
+
 func TestComputeCapacity(t *testing.T) {
 	tests := map[string]struct {
 		nodes             []*corev1.Node
@@ -101,6 +124,11 @@ func TestComputeCapacity(t *testing.T) {
 			pods:    []*corev1.Pod{pod("p", "a", "1", "1Gi", bigInit)},
 			wantCPU: "4", wantFree: "1", wantMem: "8Gi", freeMem: "7Gi", wantEligible: 1, wantZone: "eu-a",
 		},
+		"sidecars run alongside, a runtime class adds its overhead": {
+			nodes:   []*corev1.Node{node("a", "4", "8Gi")},
+			pods:    []*corev1.Pod{pod("p", "a", "1", "1Gi", sidecarAndOverhead)},
+			wantCPU: "4", wantFree: "2250m", wantMem: "8Gi", freeMem: "6Gi", wantEligible: 1, wantZone: "eu-a",
+		},
 		"allocatable floors at zero; mixed zones give no zone": {
 			nodes:   []*corev1.Node{node("a", "1", "1Gi"), node("b", "1", "1Gi", otherZone)},
 			pods:    []*corev1.Pod{pod("p", "a", "3", "3Gi")},
@@ -110,6 +138,9 @@ func TestComputeCapacity(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			c := ComputeCapacity(tc.nodes, tc.pods, "me")
+			if fromCache := ComputeCapacity(slimmed(t, tc.nodes), slimmed(t, tc.pods), "me"); !equality.Semantic.DeepEqual(c, fromCache) {
+				t.Errorf("the capacity watch's cache gives another capacity:\n whole %+v\n cache %+v", c, fromCache)
+			}
 			check := func(what string, list corev1.ResourceList, res corev1.ResourceName, want string) {
 				t.Helper()
 				got := list[res]

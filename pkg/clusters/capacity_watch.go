@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // capacityRecomputeInterval bounds how often a secondary's capacity is recomputed while its pods churn.
@@ -129,10 +130,12 @@ func slim(obj any) (any, error) {
 		p.Name, p.Namespace, p.UID, p.ResourceVersion = o.Name, o.Namespace, o.UID, o.ResourceVersion
 		p.Labels = o.Labels
 		p.Spec.NodeName = o.Spec.NodeName
-		p.Spec.Overhead = o.Spec.Overhead
-		p.Spec.Resources = o.Spec.Resources
-		p.Spec.Containers = slimContainers(o.Spec.Containers)
-		p.Spec.InitContainers = slimContainers(o.Spec.InitContainers)
+		// What the pod takes of its node, worked out once here rather than kept as it came (every
+		// container's requests and limits, the init containers', the overhead): one list per
+		// pod, as one container's requests, which ComputeCapacity reads back unchanged.
+		if req := resourcehelper.PodRequests(o, resourcehelper.PodResourcesOptions{}); len(req) > 0 {
+			p.Spec.Containers = []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: req}}}
+		}
 		p.Status.Phase = o.Status.Phase
 		return p, nil
 	case *corev1.Node:
@@ -149,12 +152,4 @@ func slim(obj any) (any, error) {
 	default:
 		return obj, nil
 	}
-}
-
-func slimContainers(in []corev1.Container) []corev1.Container {
-	out := make([]corev1.Container, len(in))
-	for i, c := range in {
-		out[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
-	}
-	return out
 }
