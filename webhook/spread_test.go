@@ -2,6 +2,8 @@ package webhook
 
 import (
 	"fmt"
+	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,5 +182,83 @@ func TestProxyBookFollowsTheInformersEvents(t *testing.T) {
 	b.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "demo/web-2", Obj: proxyOn("web-2", "us", "rs-1", now.Add(-time.Hour))})
 	if got := count(b); len(got) != 0 || len(b.byController) != 0 {
 		t.Errorf("siblings %v, book %v: want nothing left after the deletes", got, b.byController)
+	}
+}
+
+// The book's tallies, kept up to date at each event so that an admission costs the same whatever
+// the number of its controller's proxies, agree after any run of events with a count of the
+// proxies themselves, made as Spread counted them before it kept tallies: per cluster the bound
+// proxies not being deleted, and of them those created since a moment and admitted by a replica.
+func TestProxyBookTalliesAgreeWithACountOfItsProxies(t *testing.T) {
+	start := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	clusters, replicas := []string{"", "eu", "us", "ap"}, []string{"manager-0", "manager-1"}
+	b := proxyCache(t)
+	pods := map[string]*corev1.Pod{}
+	step := uint64(7)
+	next := func(n int) int { // a fixed pseudo-random sequence: the run is the same each time
+		step = step*6364136223846793005 + 1442695040888963407
+		return int((step >> 33) % uint64(n))
+	}
+	newest := start
+	for i := range 6000 {
+		name := fmt.Sprintf("web-%d", next(400))
+		old, exists := pods[name]
+		switch op := next(10); {
+		case exists && op == 0:
+			if next(2) == 0 {
+				b.OnDelete(old)
+			} else {
+				b.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "demo/" + name, Obj: old})
+			}
+			delete(pods, name)
+		case exists && op <= 3:
+			changed := old.DeepCopy()
+			if next(3) == 0 {
+				changed.DeletionTimestamp = &metav1.Time{Time: newest}
+			} else {
+				changed.Spec.NodeName = ""
+				if c := clusters[next(len(clusters))]; c != "" {
+					changed.Spec.NodeName = flotillav1.VirtualNodeName(c)
+				}
+			}
+			b.OnUpdate(old, changed)
+			pods[name] = changed
+		case !exists:
+			// Creations move on about a second every 10 events (20 minutes in all, past what
+			// the book keeps), some of them a few seconds late.
+			created := start.Add(time.Duration(i/10)*time.Second - time.Duration(next(5))*time.Second)
+			if created.After(newest) {
+				newest = created
+			}
+			p := proxyOn(name, "eu", "rs-1", created)
+			p.Spec.NodeName = ""
+			if c := clusters[next(len(clusters))]; c != "" {
+				p.Spec.NodeName = flotillav1.VirtualNodeName(c)
+			}
+			p.Annotations[AnnotationAdmittedBy] = replicas[next(2)]
+			b.OnAdd(p, false)
+			pods[name] = p
+		}
+		since := newest.Add(-time.Duration(next(12)) * time.Second)
+		replica := []string{"", "manager-0", "manager-1"}[next(3)]
+		wantLive, wantSince := map[string]int{}, map[string]int{}
+		for _, p := range pods {
+			cluster, bound := strings.CutPrefix(p.Spec.NodeName, flotillav1.VirtualNodePrefix)
+			if !bound || p.DeletionTimestamp != nil {
+				continue
+			}
+			wantLive[cluster]++
+			if !p.CreationTimestamp.Time.Before(since) && (replica == "" || p.Annotations[AnnotationAdmittedBy] == replica) {
+				wantSince[cluster]++
+			}
+		}
+		live, createdSince := b.counts("rs-1", replica, since)
+		if !maps.Equal(live, wantLive) || !maps.Equal(createdSince, wantSince) {
+			t.Fatalf("event %d: the book says %v live, %v since %s by %q; its proxies say %v and %v",
+				i, live, createdSince, since.Format(time.TimeOnly), replica, wantLive, wantSince)
+		}
+	}
+	if len(b.byController["rs-1"].byCreation) > bookSeconds+1 {
+		t.Errorf("the book keeps %d seconds of creations, want at most %d", len(b.byController["rs-1"].byCreation), bookSeconds+1)
 	}
 }
