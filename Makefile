@@ -161,10 +161,12 @@ BENCH_PODS ?= 200
 BENCH_CLUSTERS ?= 2
 BENCH_MEMORY_LIMIT ?= 512Mi
 BENCH_SKIP_DIRECT ?= false
+BENCH_SKIP_SPLIT ?= false
+BENCH_RENEW_DEADLINE ?= 10s
 
 .PHONY: bench
-bench: tools ## Benchmark: N pods direct in one secondary, split over the secondaries, and elected (BENCH_PODS=200, BENCH_CLUSTERS=2, BENCH_MEMORY_LIMIT=512Mi: the chart's manager limit, BENCH_SKIP_DIRECT=true: no run in one secondary); JSON in bench.json
-	go run ./test/bench --pods $(BENCH_PODS) --clusters $(BENCH_CLUSTERS) --memory-limit $(BENCH_MEMORY_LIMIT) --skip-direct=$(BENCH_SKIP_DIRECT) --out bench.json
+bench: tools ## Benchmark: N pods direct in one secondary, split over the secondaries, and elected (BENCH_PODS=200, BENCH_CLUSTERS=2, BENCH_MEMORY_LIMIT=512Mi: the chart's manager limit, BENCH_SKIP_DIRECT=true: no run in one secondary, BENCH_SKIP_SPLIT=true: no split-direct floor either, BENCH_RENEW_DEADLINE=10s: the managers' leader renewal deadline); JSON in bench.json
+	go run ./test/bench --pods $(BENCH_PODS) --clusters $(BENCH_CLUSTERS) --memory-limit $(BENCH_MEMORY_LIMIT) --skip-direct=$(BENCH_SKIP_DIRECT) --skip-split=$(BENCH_SKIP_SPLIT) --renew-deadline $(BENCH_RENEW_DEADLINE) --out bench.json
 
 .PHONY: dev-up
 # REAL_NODE=1 gives the primary a real node (root, Debian's containerd; make demo asks for it).

@@ -140,33 +140,43 @@ type Report struct {
 }
 
 func main() {
-	pods := flag.Int("pods", 200, "pods in each run")
-	clusters := flag.Int("clusters", 2, "secondaries (more than 2: one fake node each, to keep the bed small)")
-	out := flag.String("out", "", "write the report as JSON to this file")
-	keep := flag.Bool("keep", false, "keep the bed's work dir")
-	flag.BoolVar(&skipDirect, "skip-direct", false, "leave out the run of all pods in one secondary (at 10,000 pods it loads the machine for 8 minutes and is not the floor steered by)")
-	flag.StringVar(&memoryLimit, "memory-limit", "512Mi", "the managers' container memory limit, as the chart would give it (manager.resources.limits.memory; its default): they run with the soft memory limit it sets")
+	var o options
+	flag.IntVar(&o.pods, "pods", 200, "pods in each run")
+	flag.IntVar(&o.clusters, "clusters", 2, "secondaries (more than 2: one fake node each, to keep the bed small)")
+	flag.StringVar(&o.out, "out", "", "write the report as JSON to this file")
+	flag.BoolVar(&o.keep, "keep", false, "keep the bed's work dir")
+	flag.BoolVar(&o.skipDirect, "skip-direct", false, "leave out the run of all pods in one secondary (at 10,000 pods it loads the machine for 8 minutes and is not the floor steered by)")
+	flag.BoolVar(&o.skipSplit, "skip-split", false, "leave out the split-direct floor too (no ratios): a run for the manager's memory and CPU only")
+	flag.StringVar(&o.memoryLimit, "memory-limit", "512Mi", "the managers' container memory limit, as the chart would give it (manager.resources.limits.memory; its default): they run with the soft memory limit it sets")
+	flag.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "the managers' --leader-elect-renew-deadline (their lease duration is 1.5 times it): on 2 cores, 10 secondaries starting 10,000 pods at once can keep the primary's API server from answering the leader's Lease read for longer than the default 10 s, and a leader that cannot renew exits (in a cluster its pod would restart)")
 	flag.Parse()
-	if *clusters < 1 || *pods < *clusters {
+	if o.clusters < 1 || o.pods < o.clusters {
 		fmt.Fprintln(os.Stderr, "bench: --clusters must be at least 1 and at most --pods")
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *pods, *clusters, *out, *keep); err != nil {
+	if err := run(ctx, o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
 }
 
-// memoryLimit is the managers' container memory limit (--memory-limit); skipDirect leaves the
-// direct run out (--skip-direct).
-var (
+// options are the bench's flags.
+type options struct {
+	pods, clusters int
+	out            string
+	keep           bool
+	// skipDirect leaves the run in one secondary out, skipSplit the split-direct floor.
+	skipDirect, skipSplit bool
+	// memoryLimit is the managers' container memory limit.
 	memoryLimit string
-	skipDirect  bool
-)
+	// renewDeadline is the managers' leader-election renewal deadline.
+	renewDeadline time.Duration
+}
 
-func run(ctx context.Context, n, clusters int, out string, keep bool) (err error) {
+func run(ctx context.Context, o options) (err error) {
+	n, clusters, out, keep := o.pods, o.clusters, o.out, o.keep
 	dir, err := os.MkdirTemp("", "flotilla-bench-")
 	if err != nil {
 		return err
@@ -205,7 +215,7 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 	if _, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.SystemNamespace}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	mgr, leaderWebhook, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir, "", memoryLimit)
+	mgr, leaderWebhook, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir, "", o)
 	if err != nil {
 		return err
 	}
@@ -224,7 +234,7 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 	// memory must stay flat whatever the number of delegate events. Its webhook URL stays the
 	// leader's, so the configuration both write keeps pointing there.
 	standbyDir := filepath.Join(dir, "standby")
-	standby, _, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, standbyDir, leaderWebhook, memoryLimit)
+	standby, _, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, standbyDir, leaderWebhook, o)
 	if err != nil {
 		return err
 	}
@@ -233,14 +243,7 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 
 	rep := Report{Pods: n, Clusters: clusters, TargetRatio: 1.5, TargetRatioToSplit: 1.2, TargetAddedP50Millis: 100, TargetManagerMiB: 150, TargetRatioDelete: 1.2,
 		StandbyStartMiB: procMiB(standby.PID(), "VmRSS:"), BedMiB: round(bedMiB)}
-	if !skipDirect {
-		fmt.Printf("bench: %d pods directly in %s...\n", n, bed.Secondaries[0].Name)
-		if rep.Direct, err = measure(ctx, "direct", []target{{bed.Secondaries[0].Clientset, n}}, "bench-direct", false, nil, nil); err != nil {
-			return err
-		}
-	}
-	fmt.Printf("bench: %d pods directly, split over the %d secondaries in parallel...\n", n, clusters)
-	if rep.SplitDirect, err = measure(ctx, "split", splitOver(bed.Secondaries, n), "bench-split", false, nil, nil); err != nil {
+	if err := rep.measureFloors(ctx, bed, o); err != nil {
 		return err
 	}
 	fmt.Printf("bench: %d pods elected from the primary over %d secondaries...\n", n, clusters)
@@ -253,14 +256,34 @@ func run(ctx context.Context, n, clusters int, out string, keep bool) (err error
 }
 
 // derive fills in the ratios and the managers' memory once the runs are done.
+// measureFloors measures what the elected run is compared with, unless the options leave it out:
+// all pods directly in one secondary, and split over the secondaries in parallel.
+func (rep *Report) measureFloors(ctx context.Context, bed *testbed.Bed, o options) (err error) {
+	if !o.skipDirect {
+		fmt.Printf("bench: %d pods directly in %s...\n", o.pods, bed.Secondaries[0].Name)
+		if rep.Direct, err = measure(ctx, "direct", []target{{bed.Secondaries[0].Clientset, o.pods}}, "bench-direct", false, nil, nil); err != nil {
+			return err
+		}
+	}
+	if !o.skipSplit {
+		fmt.Printf("bench: %d pods directly, split over the %d secondaries in parallel...\n", o.pods, o.clusters)
+		if rep.SplitDirect, err = measure(ctx, "split", splitOver(bed.Secondaries, o.pods), "bench-split", false, nil, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (rep *Report) derive(mgr, standby *benchManager) {
 	if rep.Direct.TotalSeconds > 0 {
 		rep.Ratio = rep.Elected.TotalSeconds / rep.Direct.TotalSeconds
 		rep.AddedP50Millis = rep.Elected.P50Millis - rep.Direct.P50Millis
 	}
-	rep.RatioToSplit = round(rep.Elected.TotalSeconds / rep.SplitDirect.TotalSeconds)
+	if rep.SplitDirect.TotalSeconds > 0 {
+		rep.RatioToSplit = round(rep.Elected.TotalSeconds / rep.SplitDirect.TotalSeconds)
+		rep.RatioDeleteToSplit = round(rep.Elected.DeleteSeconds / rep.SplitDirect.DeleteSeconds)
+	}
 	rep.OwnAddedP50Millis = rep.Elected.P50Millis - rep.DelegateP50Millis
-	rep.RatioDeleteToSplit = round(rep.Elected.DeleteSeconds / rep.SplitDirect.DeleteSeconds)
 	rep.ManagerPeakMiB = procMiB(mgr.PID(), "VmHWM:")
 	rep.HeapKiBPerPod = round((rep.ManagerLiveHeapMiB - rep.ManagerIdleHeapMiB) * 1024 / float64(rep.Pods))
 	rep.StandbyEndMiB, rep.StandbyPeakMiB = procMiB(standby.PID(), "VmRSS:"), procMiB(standby.PID(), "VmHWM:")
@@ -828,7 +851,7 @@ func (m *benchManager) heapProfile(ctx context.Context, path string) error {
 
 // startManager starts a manager on free ports; webhookURL is the URL it writes in the webhook
 // configuration ("": its own).
-func startManager(bin, kubeconfig, dir, webhookURL, memoryLimit string) (*benchManager, string, error) {
+func startManager(bin, kubeconfig, dir, webhookURL string, o options) (*benchManager, string, error) {
 	ports := make([]int, 5)
 	for i := range ports {
 		p, err := testbed.FreePort()
@@ -848,7 +871,8 @@ func startManager(bin, kubeconfig, dir, webhookURL, memoryLimit string) (*benchM
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--metrics-secure=false",
 		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", webhookURL,
 		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs"), "--kubelet-port", strconv.Itoa(ports[3]),
-		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4]), "--container-memory-limit", memoryLimit}, filepath.Join(dir, "manager.log"))
+		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4]), "--container-memory-limit", o.memoryLimit,
+		"--leader-elect-renew-deadline", o.renewDeadline.String(), "--leader-elect-lease-duration", (o.renewDeadline * 3 / 2).String()}, filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return nil, "", err
 	}
