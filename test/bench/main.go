@@ -379,14 +379,13 @@ type delegateWatch struct {
 	mu               sync.Mutex
 	start            time.Time
 	created, running []time.Time
-	seen, ran        map[string]bool
-	createdAt        map[string]time.Time
-	// By pod name (a delegate has its proxy's): when it was first seen, and seen Running.
-	createdByPod, runningByPod map[string]time.Time
-	latencies                  []float64 // per delegate, created to Running in its secondary (ms)
-	deleteStart                time.Time // when the elected run's deletion began
-	gone                       []time.Time
-	count                      int // delegate events seen (adds and updates)
+	// By cluster and delegate name ("secondary1/bench-..."; a delegate has its proxy's name):
+	// when it was first seen, and first seen Running.
+	createdAt, runningAt map[string]time.Time
+	latencies            []float64 // per delegate, created to Running in its secondary (ms)
+	deleteStart          time.Time // when the elected run's deletion began
+	gone                 []time.Time
+	count                int // delegate events seen (adds and updates)
 }
 
 // events is how many delegate events the secondaries sent (adds and updates).
@@ -397,8 +396,7 @@ func (w *delegateWatch) events() int {
 }
 
 func startDelegateWatch(ctx context.Context, bed *testbed.Bed, ns string) *delegateWatch {
-	w := &delegateWatch{start: time.Now(), seen: map[string]bool{}, ran: map[string]bool{}, createdAt: map[string]time.Time{},
-		createdByPod: map[string]time.Time{}, runningByPod: map[string]time.Time{}}
+	w := &delegateWatch{start: time.Now(), createdAt: map[string]time.Time{}, runningAt: map[string]time.Time{}}
 	for _, c := range bed.Secondaries {
 		record := func(obj any) {
 			p, ok := obj.(*corev1.Pod)
@@ -410,16 +408,13 @@ func startDelegateWatch(ctx context.Context, bed *testbed.Bed, ns string) *deleg
 			defer w.mu.Unlock()
 			w.count++
 			key := c.Name + "/" + p.Name
-			if !w.seen[key] {
-				w.seen[key] = true
+			if _, seen := w.createdAt[key]; !seen {
 				w.created = append(w.created, now)
 				w.createdAt[key] = now
-				w.createdByPod[p.Name] = now
 			}
-			if !w.ran[key] && p.Status.Phase == corev1.PodRunning {
-				w.ran[key] = true
+			if _, ran := w.runningAt[key]; !ran && p.Status.Phase == corev1.PodRunning {
 				w.running = append(w.running, now)
-				w.runningByPod[p.Name] = now
+				w.runningAt[key] = now
 				w.latencies = append(w.latencies, float64(now.Sub(w.createdAt[key]).Milliseconds()))
 			}
 		}
@@ -454,16 +449,25 @@ func (w *delegateWatch) legs(proxies *podClock) (toDelegate, back float64) {
 	defer w.mu.Unlock()
 	proxies.mu.Lock()
 	defer proxies.mu.Unlock()
-	var there, home []float64
-	for key, added := range proxies.added {
-		name := key[strings.IndexByte(key, '/')+1:]
-		if d, ok := w.createdByPod[name]; ok {
-			there = append(there, float64(d.Sub(added).Milliseconds()))
+	// Both clocks key by "<cluster>/<pod name>"; a delegate has its proxy's name.
+	name := func(key string) string { return key[strings.IndexByte(key, '/')+1:] }
+	byName := func(in map[string]time.Time) map[string]time.Time {
+		out := make(map[string]time.Time, len(in))
+		for key, at := range in {
+			out[name(key)] = at
 		}
-		if d, ok := w.runningByPod[name]; ok {
-			if r, ok := proxies.running[key]; ok {
-				home = append(home, float64(r.Sub(d).Milliseconds()))
-			}
+		return out
+	}
+	added, running := byName(proxies.added), byName(proxies.running)
+	var there, home []float64
+	for key, d := range w.createdAt {
+		if a, ok := added[name(key)]; ok {
+			there = append(there, float64(d.Sub(a).Milliseconds()))
+		}
+	}
+	for key, d := range w.runningAt {
+		if r, ok := running[name(key)]; ok {
+			home = append(home, float64(r.Sub(d).Milliseconds()))
 		}
 	}
 	sort.Float64s(there)
