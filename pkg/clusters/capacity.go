@@ -22,6 +22,29 @@ type Capacity struct {
 	Nodes []NodeCapacity
 }
 
+// PodUsage is what capacity reads of a pod: where it runs and what it takes of its node.
+type PodUsage struct {
+	NodeName string
+	// Terminal pods (Succeeded, Failed) take nothing.
+	Terminal bool
+	// OfPrimary marks this primary's delegates: they take room on their node, but not from
+	// Allocatable, since their proxies are charged for them already.
+	OfPrimary bool
+	// Requests as the scheduler counts them (init containers, sidecars, overhead). Read only:
+	// the capacity watch shares one list between the pods that request the same.
+	Requests corev1.ResourceList
+}
+
+// UsageOf is a pod's usage; primaryID says whose delegates are charged through their proxies.
+func UsageOf(p *corev1.Pod, primaryID string) PodUsage {
+	return PodUsage{
+		NodeName:  p.Spec.NodeName,
+		Terminal:  p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed,
+		OfPrimary: primaryID != "" && p.Labels[flotillav1.LabelPrimary] == primaryID,
+		Requests:  resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}),
+	}
+}
+
 // NodeCapacity is one eligible node of a secondary.
 type NodeCapacity struct {
 	Name   string
@@ -52,7 +75,7 @@ func EligibleNode(n *corev1.Node) bool {
 // ComputeCapacity computes a secondary's capacity as DESIGN.md's formula says: requests as the
 // scheduler counts them (init containers, sidecars, overhead), each running pod using one "pods",
 // allocatable floored at zero, everything quantized so small churn does not rewrite the node.
-func ComputeCapacity(nodes []*corev1.Node, pods []*corev1.Pod, primaryID string) Capacity {
+func ComputeCapacity(nodes []*corev1.Node, pods []PodUsage) Capacity {
 	c := Capacity{NodeCount: len(nodes), Capacity: corev1.ResourceList{}}
 	eligible := map[string]bool{}
 	agree := map[string]*string{corev1.LabelOSStable: &c.OS, corev1.LabelArchStable: &c.Arch,
@@ -78,20 +101,20 @@ func ComputeCapacity(nodes []*corev1.Node, pods []*corev1.Pod, primaryID string)
 	}
 	used := corev1.ResourceList{}
 	usedOnNode := map[string]corev1.ResourceList{}
-	for _, p := range pods {
-		if !eligible[p.Spec.NodeName] || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	for _, u := range pods {
+		if !eligible[u.NodeName] || u.Terminal {
 			continue
 		}
-		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-		req[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
-		if usedOnNode[p.Spec.NodeName] == nil {
-			usedOnNode[p.Spec.NodeName] = corev1.ResourceList{}
+		if usedOnNode[u.NodeName] == nil {
+			usedOnNode[u.NodeName] = corev1.ResourceList{}
 		}
-		addTo(usedOnNode[p.Spec.NodeName], req)
-		if primaryID != "" && p.Labels[flotillav1.LabelPrimary] == primaryID {
+		addTo(usedOnNode[u.NodeName], u.Requests)
+		addOnePod(usedOnNode[u.NodeName])
+		if u.OfPrimary {
 			continue
 		}
-		addTo(used, req)
+		addTo(used, u.Requests)
+		addOnePod(used)
 	}
 	for _, n := range nodes {
 		if eligible[n.Name] {
@@ -126,6 +149,13 @@ func addTo(dst, src corev1.ResourceList) {
 		cur.Add(q)
 		dst[name] = cur
 	}
+}
+
+// addOnePod counts a running pod against its node's "pods" allocatable.
+func addOnePod(dst corev1.ResourceList) {
+	cur := dst[corev1.ResourcePods]
+	cur.Add(*resource.NewQuantity(1, resource.DecimalSI))
+	dst[corev1.ResourcePods] = cur
 }
 
 // Quantize rounds CPU down to 10 millicores and memory and storage down to MiB.

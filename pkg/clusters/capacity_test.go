@@ -1,12 +1,21 @@
 package clusters
 
 import (
+	"context"
+	"fmt"
+	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -76,16 +85,39 @@ func sidecarAndOverhead(p *corev1.Pod) {
 	p.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 }
 
-// slimmed is what the capacity watch's cache keeps of these objects.
-func slimmed[T any](t *testing.T, in []T) []T {
+// slimmedNodes is what the capacity watch's cache keeps of these nodes.
+func slimmedNodes(t *testing.T, s *capacitySlim, in []*corev1.Node) []*corev1.Node {
 	t.Helper()
-	out := make([]T, len(in))
+	out := make([]*corev1.Node, len(in))
 	for i, o := range in {
-		s, err := slim(o)
+		n, err := s.transform(o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = s.(T)
+		out[i] = n.(*corev1.Node)
+	}
+	return out
+}
+
+// cachedUsages is what the capacity watch's cache gives of these pods.
+func cachedUsages(t *testing.T, s *capacitySlim, in []*corev1.Pod) []PodUsage {
+	t.Helper()
+	out := make([]PodUsage, len(in))
+	for i, o := range in {
+		r, err := s.transform(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i] = r.(*podRecord).PodUsage
+	}
+	return out
+}
+
+// usagesOf are the pods' usages, read from the whole pods.
+func usagesOf(in []*corev1.Pod, primaryID string) []PodUsage {
+	out := make([]PodUsage, len(in))
+	for i, p := range in {
+		out[i] = UsageOf(p, primaryID)
 	}
 	return out
 }
@@ -137,8 +169,9 @@ func TestComputeCapacity(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := ComputeCapacity(tc.nodes, tc.pods, "me")
-			if fromCache := ComputeCapacity(slimmed(t, tc.nodes), slimmed(t, tc.pods), "me"); !equality.Semantic.DeepEqual(c, fromCache) {
+			c := ComputeCapacity(tc.nodes, usagesOf(tc.pods, "me"))
+			slim := &capacitySlim{primaryID: "me"}
+			if fromCache := ComputeCapacity(slimmedNodes(t, slim, tc.nodes), cachedUsages(t, slim, tc.pods)); !equality.Semantic.DeepEqual(c, fromCache) {
 				t.Errorf("the capacity watch's cache gives another capacity:\n whole %+v\n cache %+v", c, fromCache)
 			}
 			check := func(what string, list corev1.ResourceList, res corev1.ResourceName, want string) {
@@ -183,5 +216,83 @@ func TestQuantizeAndChangedMoreThan(t *testing.T) {
 	}
 	if !ChangedMoreThan(base, corev1.ResourceList{}, 0.01) {
 		t.Error("a vanished resource is a change")
+	}
+}
+
+// The capacity watch keeps a small record per pod, and one request list per shape: a pod of a
+// 10,000-replica workload must not cost a whole Pod and its own resource list.
+func TestCapacityCacheKeepsARecordPerPodAndOneListPerShape(t *testing.T) {
+	slim := &capacitySlim{primaryID: "me"}
+	record := func(p *corev1.Pod) *podRecord {
+		t.Helper()
+		p.Namespace, p.UID, p.ResourceVersion = "ns", types.UID("uid-"+p.Name), "7"
+		r, err := slim.transform(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.(*podRecord)
+	}
+	a := record(pod("a", "n", "1", "1Gi", delegateOf("me")))
+	b := record(pod("b", "n", "1000m", "1024Mi"))
+	c := record(pod("c", "n", "2", "1Gi", delegateOf("another")))
+	if reflect.ValueOf(a.Requests).Pointer() != reflect.ValueOf(b.Requests).Pointer() {
+		t.Error("two pods that request the same hold two lists")
+	}
+	if reflect.ValueOf(a.Requests).Pointer() == reflect.ValueOf(c.Requests).Pointer() {
+		t.Error("pods that request differently share a list")
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(a); err != nil || key != "ns/a" || a.UID != "uid-a" || a.ResourceVersion != "7" {
+		t.Errorf("the record keys as %q (%v), uid %s, resourceVersion %s", key, err, a.UID, a.ResourceVersion)
+	}
+	if a.Labels != nil || a.Annotations != nil || !a.OfPrimary || c.OfPrimary || a.NodeName != "n" {
+		t.Errorf("records keep what capacity reads and only that: %+v, %+v", a, c)
+	}
+	if again, err := slim.transform(a); err != nil || again != any(a) {
+		t.Errorf("the transform is not idempotent: %v, %v", again, err)
+	}
+	for i := 0; i < maxRequestShapes+10; i++ {
+		r := record(pod(fmt.Sprintf("p%d", i), "n", fmt.Sprintf("%dm", i+1), "1Gi"))
+		if got := r.Requests[corev1.ResourceCPU]; got.MilliValue() != int64(i+1) {
+			t.Fatalf("pod %d requests %s", i, got.String())
+		}
+	}
+	if len(slim.shapes) != maxRequestShapes {
+		t.Errorf("%d shapes interned, want the bound %d", len(slim.shapes), maxRequestShapes)
+	}
+}
+
+// A client-go informer stores the records the transform makes: keyed, updated and deleted by them.
+func TestCapacityInformerStoresRecords(t *testing.T) {
+	p := pod("a", "n", "1", "1Gi")
+	p.Namespace = "ns"
+	cs := fake.NewClientset(p)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	slim := &capacitySlim{primaryID: "me"}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim.transform))
+	inf := factory.Core().V1().Pods().Informer()
+	factory.Start(ctx.Done())
+	defer func() { cancel(); factory.Shutdown() }() // the informers stop when their context is done
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		t.Fatal("the informer did not sync")
+	}
+	lister := corev1Lister{inf.GetIndexer()}
+	p.Spec.NodeName = "m"
+	if _, err := cs.CoreV1().Pods("ns").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		u := lister.usages()
+		return len(u) == 1 && u[0].NodeName == "m", nil
+	}); err != nil {
+		t.Fatalf("the update did not reach the store: %v", lister.usages())
+	}
+	if err := cs.CoreV1().Pods("ns").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
+		return len(lister.usages()) == 0, nil
+	}); err != nil {
+		t.Fatalf("the delete did not reach the store: %v", lister.usages())
 	}
 }

@@ -2,14 +2,16 @@ package clusters
 
 import (
 	"context"
+	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	resourcehelper "k8s.io/component-helpers/resource"
 )
 
 // capacityRecomputeInterval bounds how often a secondary's capacity is recomputed while its pods churn.
@@ -30,7 +32,8 @@ type capacityWatch struct {
 
 func startCapacityWatch(ctx context.Context, cs kubernetes.Interface, primaryID string, changed func()) *capacityWatch {
 	ctx, cancel := context.WithCancel(ctx)
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim))
+	slim := &capacitySlim{primaryID: primaryID}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim.transform))
 	w := &capacityWatch{cancel: cancel, nodes: factory.Core().V1().Nodes().Informer(), pods: factory.Core().V1().Pods().Informer(), dirty: true}
 	mark := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { w.markDirty() },
@@ -40,7 +43,7 @@ func startCapacityWatch(ctx context.Context, cs kubernetes.Interface, primaryID 
 	_, _ = w.nodes.AddEventHandler(mark)
 	_, _ = w.pods.AddEventHandler(mark)
 	factory.Start(ctx.Done())
-	go w.loop(ctx, factory, primaryID, changed)
+	go w.loop(ctx, factory, changed)
 	return w
 }
 
@@ -52,7 +55,7 @@ func (w *capacityWatch) markDirty() {
 
 // loop recomputes at most every capacityRecomputeInterval, and calls changed when the result moved
 // by more than 1 % or the node count changed.
-func (w *capacityWatch) loop(ctx context.Context, factory informers.SharedInformerFactory, primaryID string, changed func()) {
+func (w *capacityWatch) loop(ctx context.Context, factory informers.SharedInformerFactory, changed func()) {
 	defer factory.Shutdown()
 	if !cache.WaitForCacheSync(ctx.Done(), w.nodes.HasSynced, w.pods.HasSynced) {
 		return
@@ -67,7 +70,7 @@ func (w *capacityWatch) loop(ctx context.Context, factory informers.SharedInform
 		w.dirty = false
 		w.mu.Unlock()
 		if dirty {
-			c := ComputeCapacity(nodeLister.nodes(), podLister.pods(), primaryID)
+			c := ComputeCapacity(nodeLister.nodes(), podLister.usages())
 			w.mu.Lock()
 			a := w.announced
 			moved := !w.synced || c.NodeCount != a.NodeCount || c.EligibleNodes != a.EligibleNodes ||
@@ -112,32 +115,45 @@ func (l corev1Lister) nodes() []*corev1.Node {
 	return out
 }
 
-func (l corev1Lister) pods() []*corev1.Pod {
-	var out []*corev1.Pod
+func (l corev1Lister) usages() []PodUsage {
+	var out []PodUsage
 	for _, o := range l.store.List() {
-		if p, ok := o.(*corev1.Pod); ok {
-			out = append(out, p)
+		if r, ok := o.(*podRecord); ok {
+			out = append(out, r.PodUsage)
 		}
 	}
 	return out
 }
 
-// slim keeps only what capacity needs, so a secondary with many pods costs little memory.
-func slim(obj any) (any, error) {
+// podRecord is what the capacity watch keeps of a pod: the metadata its informer keys and
+// compares by (name, namespace, UID, resourceVersion) and its usage. About 300 bytes where a
+// *corev1.Pod, even emptied, takes 1.2 KiB, for every pod of every secondary.
+type podRecord struct {
+	metav1.ObjectMeta
+	PodUsage
+}
+
+// maxRequestShapes bounds the interned request lists of one secondary. Past it, a pod keeps its own
+// list: a cluster whose pods each request something else (vertical autoscaling) costs what it
+// did before interning, and the table never grows without bound.
+const maxRequestShapes = 1024
+
+// capacitySlim is the capacity watch's transform: each pod becomes a podRecord and each node keeps
+// what capacity and the webhook's feasibility check read.
+type capacitySlim struct {
+	primaryID string
+
+	mu     sync.Mutex
+	shapes map[string]corev1.ResourceList // request lists by their canonical text, shared read-only
+}
+
+func (s *capacitySlim) transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		p := &corev1.Pod{}
-		p.Name, p.Namespace, p.UID, p.ResourceVersion = o.Name, o.Namespace, o.UID, o.ResourceVersion
-		p.Labels = o.Labels
-		p.Spec.NodeName = o.Spec.NodeName
-		// What the pod takes of its node, worked out once here rather than kept as it came (every
-		// container's requests and limits, the init containers', the overhead): one list per
-		// pod, as one container's requests, which ComputeCapacity reads back unchanged.
-		if req := resourcehelper.PodRequests(o, resourcehelper.PodResourcesOptions{}); len(req) > 0 {
-			p.Spec.Containers = []corev1.Container{{Resources: corev1.ResourceRequirements{Requests: req}}}
-		}
-		p.Status.Phase = o.Status.Phase
-		return p, nil
+		r := &podRecord{PodUsage: UsageOf(o, s.primaryID)}
+		r.Name, r.Namespace, r.UID, r.ResourceVersion = o.Name, o.Namespace, o.UID, o.ResourceVersion
+		r.Requests = s.intern(r.Requests)
+		return r, nil
 	case *corev1.Node:
 		n := &corev1.Node{}
 		n.Name, n.UID, n.ResourceVersion, n.Labels = o.Name, o.UID, o.ResourceVersion, o.Labels
@@ -152,4 +168,37 @@ func slim(obj any) (any, error) {
 	default:
 		return obj, nil
 	}
+}
+
+// intern returns the shared list equal to list, keeping list as that shape's first. The pods of
+// one workload request the same: ten thousand replicas share one list instead of holding one each.
+func (s *capacitySlim) intern(list corev1.ResourceList) corev1.ResourceList {
+	if len(list) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(list))
+	for name := range list {
+		names = append(names, string(name))
+	}
+	sort.Strings(names)
+	var key strings.Builder
+	for _, name := range names {
+		q := list[corev1.ResourceName(name)]
+		key.WriteString(name)
+		key.WriteByte('=')
+		key.WriteString(q.String())
+		key.WriteByte(',')
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if shared, ok := s.shapes[key.String()]; ok {
+		return shared
+	}
+	if len(s.shapes) < maxRequestShapes {
+		if s.shapes == nil {
+			s.shapes = map[string]corev1.ResourceList{}
+		}
+		s.shapes[key.String()] = list
+	}
+	return list
 }

@@ -65,7 +65,7 @@ func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) 
 	tokenVolumes := map[string]bool{}
 	var volumes []corev1.Volume
 	for _, v := range s.Volumes {
-		if strings.HasPrefix(v.Name, serviceAccountVolumePrefix) && v.Projected != nil {
+		if isPrimaryToken(v) {
 			tokenVolumes[v.Name] = true
 			continue
 		}
@@ -104,6 +104,60 @@ func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) 
 		HostNetwork:               c.HostNetwork,
 	}
 	return d, nil
+}
+
+// isPrimaryToken says whether a proxy's volume is the service account token the primary projected
+// into it: the delegate gets its secondary's instead.
+func isPrimaryToken(v corev1.Volume) bool {
+	return strings.HasPrefix(v.Name, serviceAccountVolumePrefix) && v.Projected != nil
+}
+
+// SlimProxy is the transform of the primary's proxy cache. A proxy stays whole but for what no
+// part of Flotilla reads back: its managedFields, and the primary's token volume and its mounts,
+// which Delegate drops (1 KiB or more of every cached proxy; the proxy in the primary keeps them).
+// It changes the object it is given, which the cache has just decoded and no one else holds.
+func SlimProxy(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	p.ManagedFields = nil
+	tokens := map[string]bool{}
+	kept := p.Spec.Volumes[:0]
+	for _, v := range p.Spec.Volumes {
+		if isPrimaryToken(v) {
+			tokens[v.Name] = true
+			continue
+		}
+		kept = append(kept, v)
+	}
+	if len(tokens) == 0 {
+		return p, nil
+	}
+	p.Spec.Volumes = kept
+	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range list {
+			list[i].VolumeMounts = withoutMounts(list[i].VolumeMounts, tokens)
+		}
+	}
+	for i := range p.Spec.EphemeralContainers {
+		c := &p.Spec.EphemeralContainers[i].EphemeralContainerCommon
+		c.VolumeMounts = withoutMounts(c.VolumeMounts, tokens)
+	}
+	return p, nil
+}
+
+func withoutMounts(mounts []corev1.VolumeMount, drop map[string]bool) []corev1.VolumeMount {
+	kept := mounts[:0]
+	for _, m := range mounts {
+		if !drop[m.Name] {
+			kept = append(kept, m)
+		}
+	}
+	if len(kept) == 0 {
+		return nil
+	}
+	return kept
 }
 
 func containers(in []corev1.Container, dropMounts map[string]bool, hostPorts map[string]int32) []corev1.Container {

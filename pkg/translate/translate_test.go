@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -194,5 +195,46 @@ func TestResourceUpdatesAreTheProxysResizedContainers(t *testing.T) {
 	cpu := got["app"].Requests[corev1.ResourceCPU]
 	if len(got) != 1 || cpu.String() != "200m" {
 		t.Errorf("updates %v, want app's cpu request 200m only", got)
+	}
+}
+
+// The proxy cache keeps proxies slimmed: what it drops must be what Delegate drops, so a delegate
+// made from the cache is the one made from the whole proxy.
+func TestSlimProxyDropsOnlyWhatDelegateDrops(t *testing.T) {
+	whole := func() *corev1.Pod {
+		p := proxy()
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
+		p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox",
+			VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-abcde", MountPath: "/var/run/secrets"}}}}
+		p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debug", VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-abcde"}, {Name: "config"}}}}}
+		return p
+	}
+	want, err := Delegate(whole(), "pid", Owner("pid", "fp-uid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := SlimProxy(whole())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim := obj.(*corev1.Pod)
+	got, err := Delegate(slim, "pid", Owner("pid", "fp-uid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(want, got) {
+		t.Errorf("the delegate of the cached proxy differs:\n whole %+v\n cache %+v", want.Spec, got.Spec)
+	}
+	if slim.ManagedFields != nil || len(slim.Spec.Volumes) != 1 || slim.Spec.Volumes[0].Name != "config" ||
+		len(slim.Spec.Containers[0].VolumeMounts) != 1 || slim.Spec.InitContainers[0].VolumeMounts != nil ||
+		len(slim.Spec.EphemeralContainers[0].VolumeMounts) != 1 {
+		t.Errorf("the cached proxy keeps the primary's token or its managedFields: %+v", slim.Spec)
+	}
+	if len(slim.Spec.Containers[0].Env) != 1 || len(slim.Spec.Tolerations) != 1 || slim.Annotations[flotillav1.AnnotationDelegateConstraints] == "" {
+		t.Errorf("the cached proxy lost what Flotilla reads: %+v", slim)
+	}
+	if again, err := SlimProxy(slim); err != nil || !equality.Semantic.DeepEqual(again, slim) {
+		t.Errorf("SlimProxy is not idempotent: %v", err)
 	}
 }
