@@ -2,8 +2,6 @@ package clusters
 
 import (
 	"context"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +10,8 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/flotilla-dev/flotilla/internal/resourcelists"
 )
 
 // capacityRecomputeInterval bounds how often a secondary's capacity is recomputed while its pods churn.
@@ -133,18 +133,11 @@ type podRecord struct {
 	PodUsage
 }
 
-// maxRequestShapes bounds the interned request lists of one secondary. Past it, a pod keeps its own
-// list: a cluster whose pods each request something else (vertical autoscaling) costs what it
-// did before interning, and the table never grows without bound.
-const maxRequestShapes = 1024
-
-// capacitySlim is the capacity watch's transform: each pod becomes a podRecord and each node keeps
-// what capacity and the webhook's feasibility check read.
+// capacitySlim is the capacity watch's transform: each pod becomes a podRecord, its requests a
+// list shared with the other pods that request the same, and each node keeps what capacity and
+// the webhook's feasibility check read.
 type capacitySlim struct {
 	primaryID string
-
-	mu     sync.Mutex
-	shapes map[string]corev1.ResourceList // request lists by their canonical text, shared read-only
 }
 
 func (s *capacitySlim) transform(obj any) (any, error) {
@@ -152,7 +145,7 @@ func (s *capacitySlim) transform(obj any) (any, error) {
 	case *corev1.Pod:
 		r := &podRecord{PodUsage: UsageOf(o, s.primaryID)}
 		r.Name, r.Namespace, r.UID, r.ResourceVersion = o.Name, o.Namespace, o.UID, o.ResourceVersion
-		r.Requests = s.intern(r.Requests)
+		r.Requests = resourcelists.Share(r.Requests)
 		return r, nil
 	case *corev1.Node:
 		n := &corev1.Node{}
@@ -168,37 +161,4 @@ func (s *capacitySlim) transform(obj any) (any, error) {
 	default:
 		return obj, nil
 	}
-}
-
-// intern returns the shared list equal to list, keeping list as that shape's first. The pods of
-// one workload request the same: ten thousand replicas share one list instead of holding one each.
-func (s *capacitySlim) intern(list corev1.ResourceList) corev1.ResourceList {
-	if len(list) == 0 {
-		return nil
-	}
-	names := make([]string, 0, len(list))
-	for name := range list {
-		names = append(names, string(name))
-	}
-	sort.Strings(names)
-	var key strings.Builder
-	for _, name := range names {
-		q := list[corev1.ResourceName(name)]
-		key.WriteString(name)
-		key.WriteByte('=')
-		key.WriteString(q.String())
-		key.WriteByte(',')
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if shared, ok := s.shapes[key.String()]; ok {
-		return shared
-	}
-	if len(s.shapes) < maxRequestShapes {
-		if s.shapes == nil {
-			s.shapes = map[string]corev1.ResourceList{}
-		}
-		s.shapes[key.String()] = list
-	}
-	return list
 }

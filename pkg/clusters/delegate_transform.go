@@ -2,6 +2,8 @@ package clusters
 
 import (
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flotilla-dev/flotilla/internal/resourcelists"
 )
 
 // slimDelegate is the delegate cache's transform: a delegate keeps what Flotilla reads of it, and
@@ -33,6 +35,8 @@ func slimDelegate(obj any) (any, error) {
 			out.Spec.EphemeralContainers[i].Name = c.Name
 		}
 	}
+	// Its resource lists are the same as its proxy's and its siblings': one list for them all.
+	resourcelists.SharePod(out)
 	return out, nil
 }
 

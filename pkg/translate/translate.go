@@ -3,12 +3,14 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/flotilla-dev/flotilla/internal/resourcelists"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
@@ -113,51 +115,46 @@ func isPrimaryToken(v corev1.Volume) bool {
 }
 
 // SlimProxy is the transform of the primary's proxy cache. A proxy stays whole but for what no
-// part of Flotilla reads back: its managedFields, and the primary's token volume and its mounts,
-// which Delegate drops (1 KiB or more of every cached proxy; the proxy in the primary keeps them).
-// It changes the object it is given, which the cache has just decoded and no one else holds.
+// part of Flotilla reads back from it:
+//   - its managedFields;
+//   - the primary's token volume and its mounts, which Delegate drops (a delegate gets its
+//     secondary's);
+//   - the webhook's node affinity (the clusters that fit) and tolerations: they are for the
+//     primary's scheduler and node lifecycle controller; Delegate takes the user's from the
+//     delegate-constraints annotation.
+//
+// Its resource lists become lists shared with its siblings and its delegate. The proxy in the
+// primary keeps all of it. SlimProxy changes the object it is given, which the cache has just
+// decoded and no one else holds.
 func SlimProxy(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
 	}
 	p.ManagedFields = nil
+	p.Spec.Affinity, p.Spec.Tolerations = nil, nil
 	tokens := map[string]bool{}
-	kept := p.Spec.Volumes[:0]
 	for _, v := range p.Spec.Volumes {
 		if isPrimaryToken(v) {
 			tokens[v.Name] = true
-			continue
-		}
-		kept = append(kept, v)
-	}
-	if len(tokens) == 0 {
-		return p, nil
-	}
-	p.Spec.Volumes = kept
-	for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-		for i := range list {
-			list[i].VolumeMounts = withoutMounts(list[i].VolumeMounts, tokens)
 		}
 	}
-	for i := range p.Spec.EphemeralContainers {
-		c := &p.Spec.EphemeralContainers[i].EphemeralContainerCommon
-		c.VolumeMounts = withoutMounts(c.VolumeMounts, tokens)
+	if len(tokens) > 0 {
+		// DeleteFunc clears the tail, or the dropped volumes would stay in the array.
+		p.Spec.Volumes = slices.DeleteFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return tokens[v.Name] })
+		drop := func(m corev1.VolumeMount) bool { return tokens[m.Name] }
+		for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+			for i := range list {
+				list[i].VolumeMounts = slices.DeleteFunc(list[i].VolumeMounts, drop)
+			}
+		}
+		for i := range p.Spec.EphemeralContainers {
+			c := &p.Spec.EphemeralContainers[i].EphemeralContainerCommon
+			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, drop)
+		}
 	}
+	resourcelists.SharePod(p)
 	return p, nil
-}
-
-func withoutMounts(mounts []corev1.VolumeMount, drop map[string]bool) []corev1.VolumeMount {
-	kept := mounts[:0]
-	for _, m := range mounts {
-		if !drop[m.Name] {
-			kept = append(kept, m)
-		}
-	}
-	if len(kept) == 0 {
-		return nil
-	}
-	return kept
 }
 
 func containers(in []corev1.Container, dropMounts map[string]bool, hostPorts map[string]int32) []corev1.Container {
