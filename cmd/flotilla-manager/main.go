@@ -47,7 +47,6 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
 	"github.com/flotilla-dev/flotilla/pkg/kubeletapi"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
-	"github.com/flotilla-dev/flotilla/pkg/translate"
 	"github.com/flotilla-dev/flotilla/pkg/version"
 	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
 	"github.com/flotilla-dev/flotilla/webhook"
@@ -223,7 +222,7 @@ func run(ctx context.Context, opts options) error {
 		// Only proxies: the primary's other pods are none of Flotilla's business. Nothing reads a
 		// proxy's or a virtual node's managedFields (2.5 MB of the live heap at 1000 proxies), nor
 		// the token volume the primary projected into a proxy (a delegate gets its secondary's).
-		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{flotillav1.LabelProxy: "true"}), Transform: translate.SlimProxy},
+		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{flotillav1.LabelProxy: "true"}), Transform: proxy.SlimProxy},
 		// Only virtual nodes (the webhook reads their cordon and taints).
 		&corev1.Node{}: {Label: labels.SelectorFromSet(labels.Set{flotillav1.LabelNodeType: flotillav1.NodeTypeVirtualKubelet}),
 			Transform: cache.TransformStripManagedFields()},

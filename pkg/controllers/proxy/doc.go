@@ -6,7 +6,8 @@
 //
 // Files: proxy_controller.go (setup, the Reconcile skeleton, delegate creation and deletion),
 // proxy_status.go (what is written to the proxy's status), proxy_release.go (when a terminating
-// proxy may go without proof that its delegate is gone), sweep.go.
+// proxy may go without proof that its delegate is gone), proxy_cache.go (what the primary's proxy
+// cache keeps of a proxy), sweep.go.
 //
 // # Implementation considerations
 //
