@@ -12,32 +12,22 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
-// cachedProxy is a proxy as the primary's API server serves it: the webhook's affinity and
-// tolerations, the user's constraints in their annotation, the primary's token volume.
+// cachedProxy is a proxy as the primary's API server serves it: the user's constraints in their
+// annotation, the webhook's toleration, the primary's token volume beside the user's volume.
 func cachedProxy() *corev1.Pod {
-	raw, _ := json.Marshal(translate.Constraints{NodeSelector: map[string]string{"disk": "ssd"}, HostPorts: map[string]int32{"web/80/TCP": 8080},
-		Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}})
-	yes := true
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web-1", Namespace: "demo", UID: "proxy-uid",
-			Labels:          map[string]string{"app": "web", flotillav1.LabelProxy: "true"},
-			Annotations:     map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationDelegateConstraints: string(raw), "team": "a"},
-			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web", Controller: &yes}},
-			Finalizers:      []string{flotillav1.FinalizerDelegate}},
-		Spec: corev1.PodSpec{
-			NodeName:    "flotilla-eu",
-			Tolerations: []corev1.Toleration{{Key: flotillav1.TaintVirtualNode, Operator: corev1.TolerationOpExists}},
-			Volumes: []corev1.Volume{
-				{Name: "kube-api-access-abcde", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}},
-				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm"}}}},
-			},
-			Containers: []corev1.Container{{Name: "web", Image: "nginx",
-				Ports: []corev1.ContainerPort{{ContainerPort: 80}},
-				Env: []corev1.EnvVar{{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-					LocalObjectReference: corev1.LocalObjectReference{Name: "db"}, Key: "password"}}}},
-				VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-abcde", MountPath: "/var/run/secrets"}, {Name: "config", MountPath: "/etc/cfg"}}}},
-		},
-	}
+	raw, _ := json.Marshal(translate.Constraints{Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpExists}}})
+	token := corev1.Volume{Name: "kube-api-access-x1y2z", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}}
+	user := corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+	p := &corev1.Pod{}
+	p.Name, p.Namespace, p.UID = "web-1", "demo", "proxy-uid"
+	p.Labels = map[string]string{flotillav1.LabelProxy: "true"}
+	p.Annotations = map[string]string{flotillav1.AnnotationDelegateConstraints: string(raw)}
+	p.Spec.NodeName = "flotilla-eu"
+	p.Spec.Tolerations = []corev1.Toleration{{Key: flotillav1.TaintVirtualNode, Operator: corev1.TolerationOpExists}}
+	p.Spec.Volumes = []corev1.Volume{token, user}
+	p.Spec.Containers = []corev1.Container{{Name: "web", Image: "nginx", Env: []corev1.EnvVar{{Name: "MODE", Value: "a"}},
+		VolumeMounts: []corev1.VolumeMount{{Name: token.Name}, {Name: user.Name, MountPath: "/etc/cfg"}}}}
+	return p
 }
 
 // The proxy cache keeps proxies slimmed: what it drops must be what Delegate drops, so a delegate
@@ -50,9 +40,9 @@ func TestSlimProxyDropsOnlyWhatDelegateDrops(t *testing.T) {
 			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 				{Key: flotillav1.LabelCluster, Operator: corev1.NodeSelectorOpIn, Values: []string{"eu", "us"}}}}}}}}
 		p.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "busybox",
-			VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-abcde", MountPath: "/var/run/secrets"}}}}
+			VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-x1y2z", MountPath: "/var/run/secrets"}}}}
 		p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
-			Name: "debug", VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-abcde"}, {Name: "config"}}}}}
+			Name: "debug", VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access-x1y2z"}, {Name: "config"}}}}}
 		return p
 	}
 	want, err := translate.Delegate(whole(), "pid", translate.Owner("pid", "fp-uid"))
