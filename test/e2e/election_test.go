@@ -693,10 +693,16 @@ var _ = Describe("pod election", Ordered, func() {
 		_, err := bed.Primary.Clientset.SchedulingV1().PriorityClasses().Create(ctx, &schedulingv1.PriorityClass{
 			ObjectMeta: metav1.ObjectMeta{Name: class}, Value: 1000}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "prio",
-			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
-			Spec: corev1.PodSpec{PriorityClassName: class, Containers: []corev1.Container{{Name: "c", Image: "nginx:1.26"}}}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
+		// The primary's Priority admission reads classes from its informer, which may not have the
+		// new class yet: it refuses the pod (Forbidden) until it does.
+		Eventually(func(g Gomega) {
+			_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "prio",
+				Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+				Spec: corev1.PodSpec{PriorityClassName: class, Containers: []corev1.Container{{Name: "c", Image: "nginx:1.26"}}}}, metav1.CreateOptions{})
+			if !apierrors.IsAlreadyExists(err) {
+				g.Expect(err).NotTo(HaveOccurred())
+			}
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
 			_ = bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "prio", metav1.DeleteOptions{})
 		})
