@@ -219,9 +219,9 @@ func run(ctx context.Context, opts options) error {
 	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Secret{}:              {Namespaces: map[string]cache.Config{flotillav1.SystemNamespace: {}}},
 		&flotillav1.ClusterDetector{}: {Namespaces: map[string]cache.Config{flotillav1.SystemNamespace: {}}},
-		// Only proxies: the primary's other pods are none of Flotilla's business. Nothing reads a
-		// proxy's or a virtual node's managedFields (2.5 MB of the live heap at 1000 proxies), nor
-		// the token volume the primary projected into a proxy (a delegate gets its secondary's).
+		// Only proxies: the primary's other pods are none of Flotilla's business; proxies without
+		// what Flotilla never reads back (proxy.SlimProxy). Nothing reads a virtual node's
+		// managedFields (2.5 MB of the live heap at 1000 proxies).
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{flotillav1.LabelProxy: "true"}), Transform: proxy.SlimProxy},
 		// Only virtual nodes (the webhook reads their cordon and taints).
 		&corev1.Node{}: {Label: labels.SelectorFromSet(labels.Set{flotillav1.LabelNodeType: flotillav1.NodeTypeVirtualKubelet}),

@@ -14,19 +14,20 @@ import (
 // bound.
 const maxShapes = 4096
 
-// Interner hands out one list for each distinct resource list.
-type Interner struct {
+// interner hands out one list for each distinct resource list. The manager has one (shared); the
+// specs make their own, with a small bound.
+type interner struct {
 	max int
 
 	mu     sync.Mutex
 	shapes map[string]corev1.ResourceList // by canonical text: "cpu=1,memory=1Gi,"
 }
 
-// NewInterner returns an interner holding at most max shapes at once.
-func NewInterner(max int) *Interner { return &Interner{max: max} }
+// newInterner returns an interner holding at most max shapes at once.
+func newInterner(max int) *interner { return &interner{max: max} }
 
 // shared is the interner of every cache of the manager: a proxy and its delegate request the same.
-var shared = NewInterner(maxShapes)
+var shared = newInterner(maxShapes)
 
 // Share is the shared interner's Share.
 func Share(list corev1.ResourceList) corev1.ResourceList { return shared.Share(list) }
@@ -37,7 +38,7 @@ func SharePod(p *corev1.Pod) { shared.SharePod(p) }
 // Share returns the list equal to list that the interner hands out, list itself for a shape it
 // had not seen. Nil or empty lists stay as they are (an empty list is not a nil one to
 // equality.Semantic).
-func (in *Interner) Share(list corev1.ResourceList) corev1.ResourceList {
+func (in *interner) Share(list corev1.ResourceList) corev1.ResourceList {
 	if len(list) == 0 {
 		return list
 	}
@@ -57,7 +58,7 @@ func (in *Interner) Share(list corev1.ResourceList) corev1.ResourceList {
 // SharePod replaces, in place, every resource list of a pod by the shared one: its containers'
 // requests and limits (init and ephemeral containers too), the pod's resources and overhead, and
 // the resources and allocated resources its status reports for each container.
-func (in *Interner) SharePod(p *corev1.Pod) {
+func (in *interner) SharePod(p *corev1.Pod) {
 	share := func(r *corev1.ResourceRequirements) {
 		r.Requests, r.Limits = in.Share(r.Requests), in.Share(r.Limits)
 	}

@@ -20,7 +20,7 @@ func same(a, b corev1.ResourceList) bool {
 }
 
 func TestShareHandsOutOneListPerShape(t *testing.T) {
-	in := NewInterner(8)
+	in := newInterner(8)
 	first := in.Share(list("1", "1Gi"))
 	if again := in.Share(list("1", "1Gi")); !same(first, again) {
 		t.Error("two equal lists are not shared")
@@ -41,7 +41,7 @@ func TestShareHandsOutOneListPerShape(t *testing.T) {
 
 // The table never holds more than its bound; full, it starts afresh and shares again.
 func TestShareIsBounded(t *testing.T) {
-	in := NewInterner(8)
+	in := newInterner(8)
 	for i := range 100 {
 		in.Share(list(fmt.Sprintf("%dm", i+1), "1Gi"))
 		if len(in.shapes) > 8 {
@@ -70,7 +70,7 @@ func TestSharePodSharesEveryListAndChangesNothing(t *testing.T) {
 			},
 		}
 	}
-	in := NewInterner(16)
+	in := newInterner(16)
 	a, b := pod(), pod()
 	in.SharePod(a)
 	in.SharePod(b)
@@ -97,7 +97,7 @@ func TestSharePodSharesEveryListAndChangesNothing(t *testing.T) {
 
 // Caches of many secondaries share from their own goroutines (run with -race).
 func TestShareFromManyGoroutines(t *testing.T) {
-	in := NewInterner(4)
+	in := newInterner(4)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {

@@ -3,6 +3,7 @@ package translate
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,19 +63,14 @@ func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) 
 		}
 	}
 	s := proxy.Spec
-	tokenVolumes := map[string]bool{}
 	var volumes []corev1.Volume
 	for _, v := range s.Volumes {
-		if IsPrimaryToken(v) {
-			tokenVolumes[v.Name] = true
-			continue
-		}
 		volumes = append(volumes, *v.DeepCopy())
 	}
 	d.Spec = corev1.PodSpec{
 		Volumes:                       volumes,
-		InitContainers:                containers(s.InitContainers, tokenVolumes, c.HostPorts),
-		Containers:                    containers(s.Containers, tokenVolumes, c.HostPorts),
+		InitContainers:                containers(s.InitContainers, c.HostPorts),
+		Containers:                    containers(s.Containers, c.HostPorts),
 		RestartPolicy:                 s.RestartPolicy,
 		TerminationGracePeriodSeconds: s.TerminationGracePeriodSeconds,
 		ActiveDeadlineSeconds:         s.ActiveDeadlineSeconds,
@@ -103,29 +99,59 @@ func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) 
 		TopologySpreadConstraints: c.TopologySpreadConstraints,
 		HostNetwork:               c.HostNetwork,
 	}
+	DropPrimaryToken(&d.Spec)
 	return d, nil
 }
 
-// IsPrimaryToken says whether a proxy's volume is the service account token the primary projected
+// isPrimaryToken says whether a proxy's volume is the service account token the primary projected
 // into it: the delegate gets its secondary's instead.
-func IsPrimaryToken(v corev1.Volume) bool {
+func isPrimaryToken(v corev1.Volume) bool {
 	return strings.HasPrefix(v.Name, serviceAccountVolumePrefix) && v.Projected != nil
 }
 
-func containers(in []corev1.Container, dropMounts map[string]bool, hostPorts map[string]int32) []corev1.Container {
+// DropPrimaryToken removes, in place, the primary's token volumes from a pod spec and their
+// mounts from every container: what a delegate must not carry, and what the proxy cache does not
+// keep. The arrays' tails are cleared, so nothing dropped stays reachable behind a slice.
+func DropPrimaryToken(spec *corev1.PodSpec) {
+	var tokens map[string]bool
+	for _, v := range spec.Volumes {
+		if isPrimaryToken(v) {
+			if tokens == nil {
+				tokens = map[string]bool{}
+			}
+			tokens[v.Name] = true
+		}
+	}
+	if tokens == nil {
+		return
+	}
+	spec.Volumes = nilIfEmpty(slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return tokens[v.Name] }))
+	drop := func(m corev1.VolumeMount) bool { return tokens[m.Name] }
+	for _, list := range [][]corev1.Container{spec.InitContainers, spec.Containers} {
+		for i := range list {
+			list[i].VolumeMounts = nilIfEmpty(slices.DeleteFunc(list[i].VolumeMounts, drop))
+		}
+	}
+	for i := range spec.EphemeralContainers {
+		c := &spec.EphemeralContainers[i].EphemeralContainerCommon
+		c.VolumeMounts = nilIfEmpty(slices.DeleteFunc(c.VolumeMounts, drop))
+	}
+}
+
+func nilIfEmpty[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
+func containers(in []corev1.Container, hostPorts map[string]int32) []corev1.Container {
 	if in == nil {
 		return nil
 	}
 	out := make([]corev1.Container, 0, len(in))
 	for _, ctr := range in {
 		c := *ctr.DeepCopy()
-		var mounts []corev1.VolumeMount
-		for _, m := range c.VolumeMounts {
-			if !dropMounts[m.Name] {
-				mounts = append(mounts, m)
-			}
-		}
-		c.VolumeMounts = mounts
 		for i, p := range c.Ports {
 			if hp, ok := hostPorts[HostPortKey(c.Name, p)]; ok {
 				c.Ports[i].HostPort = hp

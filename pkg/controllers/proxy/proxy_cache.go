@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"slices"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/flotilla-dev/flotilla/internal/resourcelists"
@@ -28,26 +26,7 @@ func SlimProxy(obj any) (any, error) {
 	}
 	p.ManagedFields = nil
 	p.Spec.Affinity, p.Spec.Tolerations = nil, nil
-	tokens := map[string]bool{}
-	for _, v := range p.Spec.Volumes {
-		if translate.IsPrimaryToken(v) {
-			tokens[v.Name] = true
-		}
-	}
-	if len(tokens) > 0 {
-		// DeleteFunc clears the tail, or the dropped volumes would stay in the array.
-		p.Spec.Volumes = slices.DeleteFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return tokens[v.Name] })
-		drop := func(m corev1.VolumeMount) bool { return tokens[m.Name] }
-		for _, list := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
-			for i := range list {
-				list[i].VolumeMounts = slices.DeleteFunc(list[i].VolumeMounts, drop)
-			}
-		}
-		for i := range p.Spec.EphemeralContainers {
-			c := &p.Spec.EphemeralContainers[i].EphemeralContainerCommon
-			c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, drop)
-		}
-	}
+	translate.DropPrimaryToken(&p.Spec)
 	resourcelists.SharePod(p)
 	return p, nil
 }
