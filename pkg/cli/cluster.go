@@ -133,6 +133,10 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server str
 	if err != nil {
 		return err
 	}
+	cluster, authInfo, err = registrableEntries(contextName, cluster, authInfo)
+	if err != nil {
+		return err
+	}
 	primary, _, err := clientFor(user, g.PrimaryContext)
 	if err != nil {
 		return err
@@ -155,7 +159,7 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server str
 		if err := refuseDuplicate(ctx, primary, r.Config, name, cluster.Server, secondaryID); err != nil {
 			return err
 		}
-		putContext(r.Config, name, cluster, kctx.Cluster, authInfo.DeepCopy(), kctx.AuthInfo)
+		putContext(r.Config, name, cluster, kctx.Cluster, authInfo, kctx.AuthInfo)
 		delete(r.Removed, name) // registered again
 		return nil
 	})
@@ -216,6 +220,11 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 		return fmt.Errorf("context %q names a missing cluster entry", contextName)
 	}
 	cluster, err := registeredCluster(user.Clusters[kctx.Cluster], o.server)
+	if err != nil {
+		return err
+	}
+	// Checked before anything is made in the secondary; the token minted below is the only user field.
+	cluster, _, err = registrableEntries(contextName, cluster, &clientcmdapi.AuthInfo{})
 	if err != nil {
 		return err
 	}
@@ -337,6 +346,13 @@ func runList(ctx context.Context, g *GlobalOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	return listClusters(ctx, primary, out)
+}
+
+// listClusters prints the registered contexts with their ClusterDetector's status. A context the
+// registration refuses (clusters.ValidateContext) shows InvalidContext and, under the table, the
+// fields refused, whether or not a manager has reported it yet.
+func listClusters(ctx context.Context, primary client.Reader, out io.Writer) error {
 	reg, err := clusters.ReadRegistration(ctx, primary)
 	if err != nil {
 		return err
@@ -356,15 +372,28 @@ func runList(ctx context.Context, g *GlobalOptions, out io.Writer) error {
 		contexts = append(contexts, name)
 	}
 	sort.Strings(contexts)
+	var refused []error
 	for _, c := range contexts {
 		kctx := reg.Contexts[c]
 		status, reason, role, name := "Pending", "", "", clusters.ClusterName(c)
 		if d, ok := byContext[c]; ok {
 			status, reason, role, name = string(d.Status.ClusterStatus), d.Status.Reason, d.Labels[flotillav1.LabelRole], d.Name
 		}
+		if err := clusters.ValidateContext(reg, c); err != nil {
+			status, reason = string(flotillav1.ClusterUnknown), flotillav1.ReasonInvalidContext
+			refused = append(refused, err)
+		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c, kctx.Cluster, kctx.AuthInfo, name, role, status, reason)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("printing the clusters: %w", err)
+	}
+	for _, err := range refused {
+		if _, werr := fmt.Fprintf(out, "\n%v\n", err); werr != nil {
+			return fmt.Errorf("printing the clusters: %w", werr)
+		}
+	}
+	return nil
 }
 
 // resolveTarget connects to the primary and finds a registered cluster by context or cluster name.
@@ -578,7 +607,15 @@ func deleteOwner(ctx context.Context, primary client.Client, primaryID, contextN
 	if _, ok := reg.Contexts[contextName]; !ok {
 		return nil // not registered: nothing to reach it with
 	}
-	secondary, _, err := clientFor(reg, contextName)
+	secondary, err := registeredClient(reg, contextName)
+	var invalid *clusters.InvalidContextError
+	if errors.As(err, &invalid) {
+		// The manager never used it either; the operator must still be able to remove it.
+		_, werr := fmt.Fprintf(out, "Not deleting FlotillaPrimary %s in %s with the registered credentials: %v. "+
+			"What this primary made there stays until you delete FlotillaPrimary %s there with your own credentials.\n",
+			primaryID, name, err, primaryID)
+		return werr
+	}
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,7 @@ const (
 	checkProxies      = "proxies"
 	checkDelegates    = "delegates"
 	checkWebhook      = "webhook"
+	checkClusters     = "clusters"
 )
 
 // finding is one line of doctor's report.
@@ -161,6 +162,10 @@ per finding, then a summary. It checks:
                  one --secondary-context CLUSTER=CONTEXT names. A cluster with no such context is
                  not checked (INFO); one whose context fails, does not answer within ` + defaultSecondaryTimeout.String() + `, or
                  reaches another cluster than the one registered is not checked (WARN).
+  clusters       Each registered cluster the manager refuses to use, as its ClusterDetector says:
+                 a context of the registration Secret with a field it refuses (InvalidContext:
+                 exec, auth-provider, tokenFile, file paths, impersonation, proxy-url...). ERROR,
+                 with the fields named.
   webhook        The MutatingWebhookConfiguration ` + webhook.ConfigurationName + `: without it, elected
                  pods run in the primary and DaemonSets are not kept off virtual nodes (ERROR).
 
@@ -238,6 +243,8 @@ func diagnose(ctx context.Context, c client.Client, sec secondaryAccess) []findi
 			all = append(all, finding{Severity: severityError, Check: check, Message: err.Error()})
 		}
 	}
+	fs, err := clusterFindings(ctx, c)
+	add(checkClusters, fs, err)
 	nodes, nodesErr := listVirtualNodes(ctx, c)
 	if nodesErr != nil {
 		add(checkVirtualNodes, nil, nodesErr)
@@ -246,7 +253,7 @@ func diagnose(ctx context.Context, c client.Client, sec secondaryAccess) []findi
 		fs, err := daemonSetFindings(ctx, c, nodes)
 		add(checkDaemonSets, fs, err)
 	}
-	fs, err := proxyFindings(ctx, c)
+	fs, err = proxyFindings(ctx, c)
 	add(checkProxies, fs, err)
 	if nodesErr == nil {
 		fs, err = delegatesCheck(ctx, c, nodes, sec)
@@ -255,6 +262,34 @@ func diagnose(ctx context.Context, c client.Client, sec secondaryAccess) []findi
 	fs, err = webhookFindings(ctx, c)
 	add(checkWebhook, fs, err)
 	return all
+}
+
+// unusedClusterReasons are the ClusterDetector reasons of a registered cluster the manager
+// refuses to use until someone acts: doctor reports each as an error.
+var unusedClusterReasons = map[string]bool{
+	flotillav1.ReasonInvalidContext: true,
+}
+
+// clusterFindings reports each registered cluster the manager refuses to use, with the reason and
+// message of its ClusterDetector (which name the refused fields, never their values). doctor
+// reads the ClusterDetectors rather than the registration Secret: it needs no right to read
+// Secrets, and shows what the manager decided.
+func clusterFindings(ctx context.Context, c client.Client) ([]finding, error) {
+	var list flotillav1.ClusterDetectorList
+	if err := c.List(ctx, &list, client.InNamespace(flotillav1.SystemNamespace)); err != nil {
+		return nil, fmt.Errorf("listing ClusterDetectors: %w", err)
+	}
+	var out []finding
+	for i := range list.Items {
+		cd := &list.Items[i]
+		if !unusedClusterReasons[cd.Status.Reason] {
+			continue
+		}
+		out = append(out, finding{Severity: severityError, Check: checkClusters, Cluster: cd.Name,
+			Object: flotillav1.SystemNamespace + "/" + cd.Name,
+			Message: fmt.Sprintf("cluster %s is not used: %s: %s", cd.Name, cd.Status.Reason, cd.Status.Message)})
+	}
+	return out, nil
 }
 
 // listVirtualNodes lists Flotilla's virtual nodes, by name.

@@ -74,6 +74,39 @@ func clientFor(cfg *clientcmdapi.Config, context string) (client.Client, *rest.C
 	return c, rc, nil
 }
 
+// registeredClient builds a client for a context of the registration kubeconfig, only through
+// clusters.RESTConfigFor: a refused context (an exec plugin, a file path, impersonation, a proxy)
+// never runs or reads anything on the operator's machine.
+func registeredClient(reg *clientcmdapi.Config, contextName string) (client.Client, error) {
+	rc, err := clusters.RESTConfigFor(reg, contextName)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS, rc.Burst = 50, 100
+	c, err := client.New(rc, client.Options{Scheme: cliScheme})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to registered context %q: %w", contextName, err)
+	}
+	return c, nil
+}
+
+// registrableEntries are the cluster and user entries join and add write into the registration:
+// copies without what the manager has no use for (where the loader found them, extensions), and
+// refused (clusters.ValidateContext) when they hold anything else the registration refuses, so
+// what is registered is what the manager will use.
+func registrableEntries(contextName string, cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo) (*clientcmdapi.Cluster, *clientcmdapi.AuthInfo, error) {
+	cluster, user = cluster.DeepCopy(), user.DeepCopy()
+	cluster.LocationOfOrigin, cluster.Extensions = "", nil
+	user.LocationOfOrigin, user.Extensions = "", nil
+	probe := clientcmdapi.NewConfig()
+	probe.Clusters["c"], probe.AuthInfos["u"] = cluster, user
+	probe.Contexts[contextName] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	if err := clusters.ValidateContext(probe, contextName); err != nil {
+		return nil, nil, fmt.Errorf("not registering it: %w", err)
+	}
+	return cluster, user, nil
+}
+
 // updateRegistration creates the system namespace when missing, then applies mutate to the
 // registration kubeconfig (the one read-modify-write the manager uses too).
 func updateRegistration(ctx context.Context, primary client.Client, mutate func(*clusters.Registration) error) error {

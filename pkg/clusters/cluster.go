@@ -19,7 +19,6 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -126,10 +125,14 @@ func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config)
 	} else {
 		c.setToken("")
 	}
-	restCfg, err := clientcmd.NewNonInteractiveClientConfig(*cfg, entry.Context, &clientcmd.ConfigOverrides{}, nil).ClientConfig()
-	if err == nil {
-		restCfg, err = c.withTokenFromCluster(restCfg)
+	// A refused context (ValidateContext) gets no client at all: it is shown, never probed.
+	restCfg, err := RESTConfigFor(cfg, entry.Context)
+	if err != nil {
+		c.configErr = err
+		c.state.Reason, c.state.Message = flotillav1.ReasonInvalidContext, err.Error()
+		return c
 	}
+	restCfg, err = c.withTokenFromCluster(restCfg)
 	if err == nil {
 		restCfg.QPS, restCfg.Burst = r.opts.QPS, r.opts.Burst
 		restCfg.UserAgent = "flotilla-manager"
