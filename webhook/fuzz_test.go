@@ -9,8 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
+
+// fuzzKey stands for the manager's admission seal key.
+var fuzzKey = seal.Key("fuzz-key-fuzz-key-fuzz-key-fuzz!")
 
 // levels are the Pod Security levels a fuzzed namespace enforces.
 var levels = []string{"privileged", "baseline", "restricted"}
@@ -32,6 +36,11 @@ func FuzzAdmitAndDelegate(f *testing.F) {
 		`{"metadata":{"annotations":{"flotilla.dev/proxy-uid":"x","flotilla.dev/delegate-ip":"1.2.3.4"},"finalizers":["flotilla.dev/delegate"]},"spec":{"containers":[{"name":"c","image":"nginx"}]}}`,
 		`{"spec":{"securityContext":{"runAsNonRoot":true,"seccompProfile":{"type":"RuntimeDefault"}},"containers":[{"name":"c","image":"nginx","securityContext":{"allowPrivilegeEscalation":false,"capabilities":{"drop":["ALL"]}}}]}}`,
 		`{"spec":{"initContainers":[{"name":"i","image":"busybox","ports":[{"containerPort":53,"hostPort":53,"protocol":"UDP"}]}],"containers":[{"name":"c","image":"nginx","resources":{"requests":{"cpu":"100m"}}}]}}`,
+		// The forged proxy that got a delegate mounting a secondary's PVC: labelled
+		// flotilla.dev/primary so that the webhook skipped it, bound by hand.
+		`{"metadata":{"labels":{"flotilla.dev/primary":"x","flotilla.dev/proxy":"true"},"annotations":{"flotilla.dev/delegate-constraints":"{}"}},"spec":{"nodeName":"flotilla-eu","containers":[{"name":"c","image":"busybox"}],"volumes":[{"name":"data","persistentVolumeClaim":{"claimName":"db-data"}}]}}`,
+		`{"metadata":{"annotations":{"flotilla.dev/seal":"v1.n.AAAA"}},"spec":{"containers":[{"name":"c","image":"nginx"}]}}`,
+		`{"spec":{"containers":[{"name":"c","image":"nginx"}],"volumes":[{"name":"v","csi":{"driver":"d","nodePublishSecretRef":{"name":"db-root"}}}]}}`,
 	}
 	for i, s := range seeds {
 		f.Add([]byte(s), uint8(i%len(levels)))
@@ -43,6 +52,9 @@ func FuzzAdmitAndDelegate(f *testing.F) {
 			return
 		}
 		input.Namespace = "ns"
+		if input.Name == "" && input.GenerateName == "" {
+			input.Name = "p" // the API server refuses a pod with neither
+		}
 		if input.Annotations == nil {
 			input.Annotations = map[string]string{}
 		}
@@ -56,6 +68,21 @@ func FuzzAdmitAndDelegate(f *testing.F) {
 				t.Fatalf("not a rejection: %v", err)
 			}
 			return
+		}
+		if !Elected(input, Options{}) {
+			// Skipped by the webhook (labelled flotilla.dev/primary): whatever it carries, it has
+			// no seal the manager's key made, so the proxy reconciler gives it no delegate.
+			if seal.Verify(fuzzKey, proxy) == nil {
+				t.Fatal("a pod the webhook skipped carries a valid seal")
+			}
+			return
+		}
+		proxy.Annotations[flotillav1.AnnotationSeal] = seal.Stamp(fuzzKey, proxy)
+		if err := seal.Verify(fuzzKey, proxy); err != nil {
+			t.Fatalf("the webhook's own proxy: %v", err)
+		}
+		if problems := translate.NotOffloadable(&proxy.Spec); len(problems) > 0 {
+			t.Fatalf("admitted what cannot be offloaded: %v", problems)
 		}
 		if forged := notForged(input); forged != nil {
 			t.Fatalf("admitted a pod carrying Flotilla's state: %v", forged)

@@ -15,6 +15,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/seal"
 )
 
 // Path is where the pod mutation is served.
@@ -42,6 +43,9 @@ type Handler struct {
 	// Namespaces reads the pod's namespace (its Pod Security labels): the manager's cache, with
 	// LiveNamespaces (the API server) for a namespace the cache has not seen yet.
 	Namespaces, LiveNamespaces client.Reader
+	// SealKey signs every proxy the webhook makes (flotilla.dev/seal): the proxy reconciler gives
+	// a delegate only to a proxy whose seal it verifies. Without it no pod is elected.
+	SealKey seal.Key
 }
 
 var _ admission.Handler = (*Handler)(nil)
@@ -86,9 +90,18 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, err
 	if err != nil {
 		return nil, err
 	}
-	return h.Spread.Place(ctx, pod, views, func(views []ClusterView) (*corev1.Pod, error) {
+	if len(h.SealKey) == 0 {
+		return nil, errors.New("the webhook has no admission seal key")
+	}
+	out, err := h.Spread.Place(ctx, pod, views, func(views []ClusterView) (*corev1.Pod, error) {
 		return Admit(pod, labels, views, h.Options)
 	})
+	if err != nil || out == pod {
+		return out, err
+	}
+	// Last: the seal covers everything the webhook set, Spread's annotation included.
+	out.Annotations[flotillav1.AnnotationSeal] = seal.Stamp(h.SealKey, out)
+	return out, nil
 }
 
 func (h *Handler) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {

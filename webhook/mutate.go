@@ -257,7 +257,7 @@ func notForged(pod *corev1.Pod) error {
 	if _, ok := pod.Labels[flotillav1.LabelProxy]; ok {
 		found = append(found, "label "+flotillav1.LabelProxy)
 	}
-	for _, a := range []string{flotillav1.AnnotationDelegateConstraints, flotillav1.AnnotationDelegateIP, flotillav1.AnnotationProxyUID} {
+	for _, a := range []string{flotillav1.AnnotationDelegateConstraints, flotillav1.AnnotationDelegateIP, flotillav1.AnnotationProxyUID, flotillav1.AnnotationSeal} {
 		if _, ok := pod.Annotations[a]; ok {
 			found = append(found, "annotation "+a)
 		}
@@ -272,25 +272,12 @@ func notForged(pod *corev1.Pod) error {
 	return nil
 }
 
-// offloadable refuses what a delegate cannot have in another cluster.
+// offloadable refuses what a delegate cannot have in another cluster (translate.NotOffloadable,
+// which the proxy reconciler asks again), and a pod already bound.
 func offloadable(pod *corev1.Pod) error {
-	var problems []string
-	for _, v := range pod.Spec.Volumes {
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			problems = append(problems, fmt.Sprintf("volume %s is a PersistentVolumeClaim (storage stays in its cluster)", v.Name))
-		case v.Ephemeral != nil:
-			problems = append(problems, fmt.Sprintf("volume %s is an ephemeral volume", v.Name))
-		}
-	}
-	if len(pod.Spec.ResourceClaims) > 0 {
-		problems = append(problems, "it claims DRA resources")
-	}
+	problems := translate.NotOffloadable(&pod.Spec)
 	if pod.Spec.NodeName != "" {
 		problems = append(problems, fmt.Sprintf("it is already bound to node %s", pod.Spec.NodeName))
-	}
-	if s := pod.Spec.SchedulerName; s != "" && s != corev1.DefaultSchedulerName {
-		problems = append(problems, fmt.Sprintf("it asks for scheduler %s", s))
 	}
 	if len(problems) > 0 {
 		return reject("flotilla cannot elect this pod: %s", strings.Join(problems, "; "))

@@ -244,6 +244,31 @@ func TestMutateRejectsWhatCannotBeOffloaded(t *testing.T) {
 		"scheduler": {func(p *corev1.Pod) { p.Spec.SchedulerName = "volcano" }, "scheduler volcano"},
 		"dra":       {func(p *corev1.Pod) { p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}} }, "DRA"},
 		"failover":  {annotate(flotillav1.AnnotationFailoverSeconds, "soon"), "whole number of seconds"},
+		// Secret references Flotilla does not copy would resolve to the secondary's own Secret.
+		"csi secret": {func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
+				Driver: "secrets-store", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "db-root"}}}}}
+		}, "volume v references a Secret in csi.nodePublishSecretRef, which Flotilla does not copy"},
+		"cephfs secret": {func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{CephFS: &corev1.CephFSVolumeSource{
+				Monitors: []string{"m"}, SecretRef: &corev1.LocalObjectReference{Name: "s"}}}}}
+		}, "cephfs.secretRef"},
+		"rbd secret": {func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{RBD: &corev1.RBDVolumeSource{
+				CephMonitors: []string{"m"}, RBDImage: "i", SecretRef: &corev1.LocalObjectReference{Name: "s"}}}}}
+		}, "rbd.secretRef"},
+		"iscsi secret": {func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{ISCSI: &corev1.ISCSIVolumeSource{
+				TargetPortal: "t", IQN: "q", SecretRef: &corev1.LocalObjectReference{Name: "s"}}}}}
+		}, "iscsi.secretRef"},
+		"azureFile secret": {func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{AzureFile: &corev1.AzureFileVolumeSource{
+				SecretName: "s", ShareName: "x"}}}}
+		}, "azureFile.secretName"},
+		"flexVolume secret": {func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{FlexVolume: &corev1.FlexVolumeSource{
+				Driver: "d", SecretRef: &corev1.LocalObjectReference{Name: "s"}}}}}
+		}, "flexVolume.secretRef"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -47,6 +47,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
 	"github.com/flotilla-dev/flotilla/pkg/kubeletapi"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
+	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/version"
 	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
 	"github.com/flotilla-dev/flotilla/webhook"
@@ -358,6 +359,10 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	if err := mgr.Add(certs); err != nil {
 		return fmt.Errorf("adding the certificate renewal: %w", err)
 	}
+	sealKey, err := seal.Ensure(ctx, direct, flotillav1.SealSecretName)
+	if err != nil {
+		return err
+	}
 	var choose func([]int64) int
 	switch opts.proxyPlacement {
 	case "webhook":
@@ -384,6 +389,7 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		VirtualNodes: mgr.GetClient(),
 		Spread:       &webhook.Spread{Proxies: proxies, Replica: replicaName()},
 		Decoder:      admission.NewDecoder(mgr.GetScheme()), Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
+		SealKey: sealKey,
 	}})
 	mgr.GetWebhookServer().Register(webhook.DaemonSetPath, &admission.Webhook{Handler: &webhook.DaemonSetHandler{
 		Decoder: admission.NewDecoder(mgr.GetScheme())}})
@@ -412,7 +418,7 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		return fmt.Errorf("setting up the dependency sync: %w", err)
 	}
 	return (&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry,
-		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat",
+		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat", SealKey: sealKey,
 		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),
 		PerCluster:   cmp.Or(opts.proxyWorkersPerCluster, max(1, opts.proxyWorkers/2)),

@@ -23,6 +23,7 @@ type Names struct {
 	TokenRole      string // Role (and RoleBinding) in flotilla-system for the token renewal
 	Params         string // ConfigMap in flotilla-system that held the policy's parameters (joins before v0.2; removed by `cluster remove`)
 	Policy         string // ValidatingAdmissionPolicy and its binding
+	DelegatePolicy string // ValidatingAdmissionPolicy (and binding) keeping a delegate's flotilla.dev/* the identity's alone
 }
 
 // NamesFor returns the names for a primary ID.
@@ -33,7 +34,8 @@ func NamesFor(primaryID string) Names {
 	}
 	base := "flotilla-" + short
 	return Names{PrimaryID: primaryID, ServiceAccount: base, ClusterRole: "flotilla:primary:" + short,
-		TokenRole: base + "-token", Params: base + "-params", Policy: base + "-managed-namespaces"}
+		TokenRole: base + "-token", Params: base + "-params", Policy: base + "-managed-namespaces",
+		DelegatePolicy: base + "-delegates"}
 }
 
 // Username is the identity the secondary's API server sees for the primary's ServiceAccount.
@@ -134,6 +136,52 @@ func policyExpression(primaryID string) string {
 )`
 }
 
+// delegateExpression keeps the flotilla.dev/* labels and annotations of this primary's delegates
+// as the identity wrote them: anyone else's update that changes, adds or removes one is refused.
+// Why: the primary's delegate watch is label-selected, so a delegate relabelled in the secondary
+// looks deleted to it while it still runs; and its proxy UID annotation is what proves whose
+// delegate it is.
+func delegateExpression(primaryID string) string {
+	return `oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') != ` + celString(primaryID) + ` ||
+(
+  variables.newLabels.all(k, !k.startsWith('flotilla.dev/') || (k in variables.oldLabels && variables.oldLabels[k] == variables.newLabels[k])) &&
+  variables.oldLabels.all(k, !k.startsWith('flotilla.dev/') || k in variables.newLabels) &&
+  variables.newAnnotations.all(k, !k.startsWith('flotilla.dev/') || (k in variables.oldAnnotations && variables.oldAnnotations[k] == variables.newAnnotations[k])) &&
+  variables.oldAnnotations.all(k, !k.startsWith('flotilla.dev/') || k in variables.newAnnotations)
+)`
+}
+
+// delegatePolicy is the ValidatingAdmissionPolicy of delegateExpression: matched on everyone
+// but the joined identity (and nodes, which do not change metadata), on pod updates.
+func delegatePolicy(n Names, meta metav1.ObjectMeta) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	failClosed := admissionregistrationv1.Fail
+	return &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: meta,
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &failClosed,
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods", "pods/status"}},
+				}}}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{
+				{Name: "not-flotilla", Expression: fmt.Sprintf("request.userInfo.username != '%s'", n.Username())},
+				{Name: "not-a-node", Expression: "!('system:nodes' in request.userInfo.groups)"},
+			},
+			Variables: []admissionregistrationv1.Variable{
+				{Name: "newLabels", Expression: "object.metadata.?labels.orValue({})"},
+				{Name: "newAnnotations", Expression: "object.metadata.?annotations.orValue({})"},
+				{Name: "oldLabels", Expression: "oldObject.metadata.?labels.orValue({})"},
+				{Name: "oldAnnotations", Expression: "oldObject.metadata.?annotations.orValue({})"},
+			},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: delegateExpression(n.PrimaryID),
+				MessageExpression: `'pod ' + object.metadata.namespace + '/' + object.metadata.name + ' is a delegate of Flotilla primary ' + ` +
+					celString(n.PrimaryID) + ` + ': its flotilla.dev/* labels and annotations are changed by Flotilla only'`,
+				Reason: ptrTo(metav1.StatusReasonForbidden),
+			}},
+		}}
+}
+
 // celString is s as a CEL string literal (a Go quoted string is one: the same escapes).
 func celString(s string) string { return strconv.Quote(s) }
 
@@ -184,6 +232,12 @@ func Objects(n Names, clusterName string) []client.Object {
 		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: meta(n.Policy, ""),
 			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
 				PolicyName:        n.Policy,
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			}},
+		delegatePolicy(n, meta(n.DelegatePolicy, "")),
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: meta(n.DelegatePolicy, ""),
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName:        n.DelegatePolicy,
 				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			}},
 		&flotillav1.FlotillaPrimary{ObjectMeta: metav1.ObjectMeta{Name: n.PrimaryID, Labels: labels},

@@ -46,6 +46,8 @@ func removeAccess(ctx context.Context, c client.Client, cluster, primaryID strin
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: n.TokenRole, Namespace: ns}},
 		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n.Policy}},
 		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n.Policy}},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n.DelegatePolicy}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n.DelegatePolicy}},
 		// The policy's parameters, as joins before v0.2 made them: last, and only once the API
 		// server's admission has had time to drop the binding (a binding it still holds whose
 		// parameters are gone denies every request, every user's).

@@ -43,6 +43,12 @@ func (d *deletedDelegates) onDelete(obj any) {
 	if !ok {
 		return
 	}
+	// The informer is label-selected: a delegate whose flotilla.dev/primary label was removed
+	// leaves it with a DELETED event too, carrying the pod as it is now (without the label), while
+	// it still runs. Only a deletion's last state still carries the label.
+	if _, labelled := pod.Labels[flotillav1.LabelPrimary]; !labelled {
+		return
+	}
 	uid := types.UID(pod.Annotations[flotillav1.AnnotationProxyUID])
 	if uid == "" {
 		return

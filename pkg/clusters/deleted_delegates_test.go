@@ -14,7 +14,7 @@ import (
 func TestDeletedDelegatesProveOnlyAWatchDeletionOfThatProxysDelegate(t *testing.T) {
 	now := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
 	delegate := func(name, proxyUID string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name}}
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: name, Labels: map[string]string{flotillav1.LabelPrimary: "id"}}}
 		if proxyUID != "" {
 			p.Annotations = map[string]string{flotillav1.AnnotationProxyUID: proxyUID}
 		}
@@ -47,6 +47,14 @@ func TestDeletedDelegatesProveOnlyAWatchDeletionOfThatProxysDelegate(t *testing.
 	d.onDelete(delegate("web-5", "p5")) // prunes what is older than deletedDelegatesKept
 	if _, ok := d.byKey["demo/web-4"]; ok || len(d.byKey) != 1 {
 		t.Errorf("old records not pruned: %v", d.byKey)
+	}
+	// A delegate relabelled in the secondary leaves the label-selected watch with a DELETED event
+	// while it still runs (seen: a StatefulSet identity ran twice): no proof.
+	relabelled := delegate("db-0", "p6")
+	delete(relabelled.Labels, flotillav1.LabelPrimary)
+	d.onDelete(relabelled)
+	if d.seen("demo", "db-0", "p6") {
+		t.Error("a delegate that only lost its label was taken as deleted")
 	}
 	var none *deletedDelegates
 	if none.seen("demo", "web-5", "p5") {

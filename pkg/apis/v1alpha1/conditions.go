@@ -76,6 +76,9 @@ const (
 	// ReasonNameConflict: a pod of that namespace and name exists in the secondary and is not this
 	// primary's; it is left alone and the proxy waits.
 	ReasonNameConflict = "NameConflict"
+	// ReasonNotAdmitted: the proxy was not made, or was changed after, Flotilla's webhook (no
+	// valid admission seal), or asks for what the webhook refuses: it gets no delegate (Failed).
+	ReasonNotAdmitted = "NotAdmitted"
 	// ReasonDelegateRejected: the secondary refused the delegate for good (the proxy Failed).
 	ReasonDelegateRejected = "DelegateRejected"
 	// ReasonDelegateCreated: the delegate was created (the Delegated condition, an Event).
@@ -125,4 +128,20 @@ const (
 	ReasonPriorityClassMissing = "PriorityClassMissing"
 	// ReasonDelegateUpdated (an Event on a proxy): a change of the proxy reached its delegate.
 	ReasonDelegateUpdated = "DelegateUpdated"
+)
+
+// Reasons of a Replicator's conditions and Events about whose namespaces and ServiceAccounts it uses.
+const (
+	// ReasonNamespaceNotAllowed: the replication namespace exists, the Replicator did not create
+	// it, and it is not labelled flotilla.dev/replication-allowed=true: nothing is written there.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+)
+
+// Reasons of a cluster pinned to its identity.
+const (
+	// ReasonIdentityChanged: the cluster answered with another kube-system UID than the one
+	// pinned for its name (rebuilt behind the same URL, or another cluster there). It is not
+	// used, and nothing of it is touched, until `flotillactl cluster join` of its context pins the
+	// new identity.
+	ReasonIdentityChanged = "IdentityChanged"
 )

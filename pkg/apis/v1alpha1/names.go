@@ -14,6 +14,9 @@ const (
 	KubeconfigSecretName = "kubeconfig"
 	// KubeconfigSecretKey is the key of the kubeconfig in that Secret.
 	KubeconfigSecretKey = "config"
+	// SealSecretName is the Secret (in SystemNamespace) holding the key of the admission seal
+	// (pkg/seal): only the manager reads it.
+	SealSecretName = "flotilla-admission-seal"
 	// WebhookCASecretName is the Secret (in SystemNamespace) holding the CA of the webhook's
 	// self-issued serving certificates.
 	WebhookCASecretName = "flotilla-webhook-ca"
@@ -127,6 +130,9 @@ const (
 	AnnotationDelegateConstraints = "flotilla.dev/delegate-constraints"
 	// AnnotationFailoverSeconds is how long a proxy tolerates its secondary being unreachable before it is evicted.
 	AnnotationFailoverSeconds = "flotilla.dev/failover-seconds"
+	// AnnotationSeal is the webhook's keyed MAC over what it decided for a proxy (pkg/seal): the
+	// proxy reconciler creates a delegate only for a proxy whose seal matches.
+	AnnotationSeal = "flotilla.dev/seal"
 	// AnnotationDelegateIP is the delegate's pod IP, on the proxy.
 	AnnotationDelegateIP = "flotilla.dev/delegate-ip"
 	// AnnotationProxyUID is the proxy's UID, on the delegate.
@@ -147,4 +153,13 @@ const (
 	TaintUnreachable = "flotilla.dev/unreachable"
 	// DefaultFailoverSeconds is the default of AnnotationFailoverSeconds, as Kubernetes' own eviction.
 	DefaultFailoverSeconds = 300
+)
+
+// The namespace opt-in of Replicators.
+const (
+	// LabelReplicationAllowed, set to "true" on an existing namespace by whoever may label it,
+	// lets a Replicator write into it although the Replicator did not create it: without it, a
+	// Replicator's author could write into any namespace that happens to exist (argocd, a
+	// tenant's), in the primary and in every secondary.
+	LabelReplicationAllowed = "flotilla.dev/replication-allowed"
 )

@@ -21,14 +21,28 @@ type Reflector struct {
 	PrimaryID string
 }
 
-// Missing is a required dependency that does not exist in the primary: the delegate waits for it.
-type Missing struct{ Kind, Name string }
+// Missing is a required dependency that does not exist in the primary, or that Flotilla never
+// copies (Why says which): the delegate waits for it.
+type Missing struct{ Kind, Name, Why string }
 
-func (m *Missing) Error() string { return fmt.Sprintf("%s %s does not exist", m.Kind, m.Name) }
+func (m *Missing) Error() string {
+	if m.Why != "" {
+		return fmt.Sprintf("%s %s, %s", m.Kind, m.Name, m.Why)
+	}
+	return fmt.Sprintf("%s %s does not exist", m.Kind, m.Name)
+}
 
 // Ensure copies the dependencies of pod into the secondary reached by sec, before its delegate is
-// created. It returns a *Missing for a required reference that does not exist in the primary.
-func (r *Reflector) Ensure(ctx context.Context, sec client.Client, pod *corev1.Pod, owner metav1.OwnerReference) error {
+// created, and returns what it copied: the delegate keeps only references to those
+// (translate.KeepCopied), so that no reference resolves to an object of the secondary's own. It
+// returns a *Missing for a required reference that does not exist in the primary or is never copied.
+func (r *Reflector) Ensure(ctx context.Context, sec client.Client, pod *corev1.Pod, owner metav1.OwnerReference) (translate.Copied, error) {
+	copied := translate.Copied{ConfigMaps: map[string]bool{}, Secrets: map[string]bool{}}
+	err := r.ensure(ctx, sec, pod, owner, copied)
+	return copied, err
+}
+
+func (r *Reflector) ensure(ctx context.Context, sec client.Client, pod *corev1.Pod, owner metav1.OwnerReference, copied translate.Copied) error {
 	cms, secrets := translate.Dependencies(pod)
 	for _, ref := range cms {
 		var src corev1.ConfigMap
@@ -45,6 +59,7 @@ func (r *Reflector) Ensure(ctx context.Context, sec client.Client, pod *corev1.P
 		if _, err := apply(ctx, sec, translate.ConfigMapCopy(&src, r.PrimaryID, owner)); err != nil {
 			return err
 		}
+		copied.ConfigMaps[ref.Name] = true
 	}
 	for _, ref := range secrets {
 		var src corev1.Secret
@@ -58,11 +73,17 @@ func (r *Reflector) Ensure(ctx context.Context, sec client.Client, pod *corev1.P
 			return fmt.Errorf("reading Secret %s/%s: %w", pod.Namespace, ref.Name, err)
 		}
 		if src.Type == corev1.SecretTypeServiceAccountToken {
-			continue // the secondary has its own
+			// A token of the primary is never copied; the secondary's Secret of that name is not
+			// the tenant's to read. Optional: the reference is dropped (KeepCopied).
+			if ref.Optional {
+				continue
+			}
+			return &Missing{Kind: "Secret", Name: ref.Name, Why: "a ServiceAccount token of the primary, which Flotilla never copies to a secondary"}
 		}
 		if _, err := apply(ctx, sec, translate.SecretCopy(&src, r.PrimaryID, owner)); err != nil {
 			return err
 		}
+		copied.Secrets[ref.Name] = true
 	}
 	return r.ensureServiceAccount(ctx, sec, pod, owner)
 }

@@ -30,6 +30,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
+	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -60,6 +61,9 @@ type Reconciler struct {
 	Reflector *dependency.Reflector
 	// FlatNetwork reports delegates' IPs in the proxies' status (--pod-network=flat).
 	FlatNetwork bool
+	// SealKey verifies the webhook's seal on a proxy before its delegate is created (pkg/seal):
+	// without it, no delegate is created.
+	SealKey seal.Key
 	// Clock tells grace periods and condition times (default: the real one).
 	Clock clock.PassiveClock
 	// Dependencies bring back Pending proxies when what they wait for appears in the primary.
@@ -263,6 +267,11 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	if home.Labels[flotillav1.LabelEnabled] != "true" {
 		return r.pending(proxy, flotillav1.ReasonNamespaceNotEnabled, fmt.Sprintf("Namespace %s is not labelled %s=true", proxy.Namespace, flotillav1.LabelEnabled))
 	}
+	if why := notAdmitted(proxy, sec.Name, r.SealKey); why != "" {
+		msg := fmt.Sprintf("Flotilla gives this pod no delegate: %s", why)
+		r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonNotAdmitted, "Create", "%s", msg)
+		return r.fail(proxy, flotillav1.ReasonNotAdmitted, msg)
+	}
 	if reason, msg, err := r.ensureNamespace(ctx, proxy.Namespace, translate.PodSecurityLabels(home.Labels), sec); err != nil || reason != "" {
 		if err != nil {
 			return ctrl.Result{}, err
@@ -273,10 +282,12 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 		return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Waiting for FlotillaPrimary %s in %s", primaryID, sec.Name))
 	}
 	ownerRef := translate.Owner(primaryID, sec.OwnerUID)
+	var copied translate.Copied
 	if r.Reflector != nil {
 		var missing *dependency.Missing
 		var foreign *dependency.ForeignServiceAccount
-		err := r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef)
+		var err error
+		copied, err = r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef)
 		switch {
 		case errors.As(err, &missing):
 			return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Waiting for %s in the primary", missing))
@@ -293,6 +304,12 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	delegate, err := translate.Delegate(proxy, primaryID, ownerRef)
 	if err != nil {
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, err.Error())
+	}
+	// Every ConfigMap or Secret the delegate names is one copied in this pass: an optional
+	// reference to anything else is dropped, so that it never resolves to the secondary's own
+	// object of that name.
+	if uncopied := translate.KeepCopied(&delegate.Spec, copied); len(uncopied) > 0 {
+		return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Waiting for %s to be copied to %s", strings.Join(uncopied, ", "), sec.Name))
 	}
 	// The constraints annotation is checked again: what the delegate gets must pass the
 	// namespace's Pod Security level, whoever wrote the annotation.

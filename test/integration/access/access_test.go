@@ -103,4 +103,36 @@ var _ = Describe("the fence in a secondary", func() {
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).NotTo(ContainSubstring(refused))
 	})
+	It("keeps a delegate's flotilla.dev/* labels and annotations the joined identity's: nobody else relabels it out of the primary's watch", func(ctx SpecContext) {
+		delegate := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "managed", Name: "db-0",
+			Labels:      map[string]string{flotillav1.LabelPrimary: names.PrimaryID, "app": "db"},
+			Annotations: map[string]string{flotillav1.AnnotationProxyUID: "proxy-uid"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		_, err := asFlotilla.CoreV1().Pods("managed").Create(ctx, delegate, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		edit := func(c client.Client, mutate func(*corev1.Pod)) error {
+			var p corev1.Pod
+			Expect(secondary.Client.Get(ctx, client.ObjectKeyFromObject(delegate), &p)).To(Succeed())
+			base := p.DeepCopy()
+			mutate(&p)
+			return c.Patch(ctx, &p, client.MergeFrom(base))
+		}
+		const fenced = "are changed by Flotilla only"
+		admin := secondary.Client // the secondary's cluster admin is refused too
+		Eventually(func() error {
+			return edit(admin, func(p *corev1.Pod) { delete(p.Labels, flotillav1.LabelPrimary) })
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(MatchError(ContainSubstring(fenced)), "the label removed")
+		Expect(edit(admin, func(p *corev1.Pod) { p.Labels[flotillav1.LabelPrimary] = "another" })).To(MatchError(ContainSubstring(fenced)))
+		Expect(edit(admin, func(p *corev1.Pod) { p.Annotations[flotillav1.AnnotationProxyUID] = "other" })).To(MatchError(ContainSubstring(fenced)))
+		Expect(edit(admin, func(p *corev1.Pod) { p.Labels["flotilla.dev/extra"] = "x" })).To(MatchError(ContainSubstring(fenced)))
+		// The controls: the user's own labels stay the user's; the joined identity changes its own.
+		Expect(edit(admin, func(p *corev1.Pod) { p.Labels["app"] = "db2" })).To(Succeed())
+		cfg := rest.CopyConfig(secondary.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: names.Username(),
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + flotillav1.SystemNamespace, "system:authenticated"}}
+		flotilla, err := client.New(cfg, client.Options{Scheme: clusterenv.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(edit(flotilla, func(p *corev1.Pod) { p.Annotations["flotilla.dev/note"] = "mine" })).To(Succeed())
+		Expect(secondary.Client.Delete(ctx, delegate)).To(Succeed())
+	})
 })

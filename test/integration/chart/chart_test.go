@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -83,7 +84,34 @@ var _ = Describe("the chart's admission policy in the primary", func() {
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}})).To(Succeed())
 		made := forged("enabled", "made")
 		made.Annotations[flotillav1.AnnotationElect] = ""
+		made.Annotations[flotillav1.AnnotationSeal] = "v1.n.sealed-by-the-webhook"
 		Expect(primary.Client.Create(ctx, made)).To(Succeed())
+	})
+
+	It("refuses the state of a proxy on a pod the webhook skips: labelled flotilla.dev/primary, or without the webhook's seal", func(ctx SpecContext) {
+		// The pod a tenant with edit rights created on the demo's bed, and got a delegate
+		// mounting the secondary's PVC db-data for: the label made the webhook skip it.
+		skipped := forged("enabled", "skipped")
+		skipped.Labels[flotillav1.LabelPrimary] = "x"
+		skipped.Annotations = map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationDelegateConstraints: "{}",
+			flotillav1.AnnotationSeal: "v1.n.copied-from-a-proxy"}
+		skipped.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "db-data"}}}}
+		Expect(primary.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "enabled", Name: "tenant-edit"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "tenant"}}})).To(Succeed())
+		tenant := as("tenant", "system:authenticated")
+		Expect(tenant.Create(ctx, skipped)).To(MatchError(ContainSubstring("was not made by Flotilla")))
+		Expect(primary.Client.Create(ctx, skipped)).To(MatchError(ContainSubstring("was not made by Flotilla")), "cluster admins too")
+		// Elected in an enabled namespace but without a seal: the webhook did not make it.
+		unsealed := forged("enabled", "unsealed")
+		unsealed.Annotations[flotillav1.AnnotationElect] = ""
+		Expect(primary.Client.Create(ctx, unsealed)).To(MatchError(ContainSubstring("was not made by Flotilla")))
+		// A seal alone is a proxy's state too.
+		sealOnly := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "plain", Name: "seal-only",
+			Annotations: map[string]string{flotillav1.AnnotationSeal: "v1.n.x"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		Expect(primary.Client.Create(ctx, sealOnly)).To(MatchError(ContainSubstring("was not made by Flotilla")))
 	})
 
 	It("lets only the manager change flotilla.dev/* labels and annotations of a pod", func(ctx SpecContext) {

@@ -216,6 +216,17 @@ var valueCases = map[string]valueCase{
 		Expect(job.Object).To(HaveKeyWithValue("spec", HaveKeyWithValue("template", HaveKeyWithValue("spec",
 			HaveKeyWithValue("containers", ContainElement(HaveKeyWithValue("args", ContainElement("--orphan=true"))))))))
 	}},
+	// Admiralty's annotation elects only when the manager accepts it, and the admission policy
+	// accepts a proxy's state on a pod so annotated only then, so that no pod the webhook skips
+	// passes it.
+	"election.acceptAdmiraltyAnnotation": {set("election.acceptAdmiraltyAnnotation=false"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--accept-admiralty-annotation=false"))
+		policy := find(objs, "ValidatingAdmissionPolicy", "flotilla-proxies")
+		Expect(policy).NotTo(BeNil())
+		raw, err := policy.MarshalJSON()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(raw)).NotTo(ContainSubstring("multicluster.admiralty.io/elect"))
+	}},
 	"webhook.certManager.enabled": {set("webhook.certManager.enabled=true"), func(objs []*unstructured.Unstructured) {
 		cert := webhookCertificate(objs)
 		Expect(nested(cert, "spec", "secretName")).To(Equal("flotilla-webhook-tls"))

@@ -30,6 +30,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/proxy"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
+	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 	"github.com/flotilla-dev/flotilla/webhook"
@@ -160,16 +161,19 @@ func startManager(ctx context.Context, primaryID string) {
 	first := *certs
 	first.Client = direct
 	Expect(first.Ensure(ctx)).To(Succeed())
+	// As the manager does: every replica reads (or the first makes) the admission seal's key.
+	sealKey, err := seal.Ensure(ctx, direct, flotillav1.SealSecretName)
+	Expect(err).NotTo(HaveOccurred())
 	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: &webhook.Handler{
 		Registry: registry, Options: webhook.Options{Choose: webhook.WeightedRandom}, Decoder: admission.NewDecoder(mgr.GetScheme()),
-		Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader()}})
+		Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(), SealKey: sealKey}})
 
 	meta, err := metadata.NewForConfig(primary.Config)
 	Expect(err).NotTo(HaveOccurred())
 	dependencies := dependency.NewMetadataWatch(meta)
 	Expect((&dependency.Reconciler{Cache: mgr.GetClient(), Primary: mgr.GetAPIReader(), Secondaries: registry,
 		Grace: grace}).SetupWithManager(mgr, dependencies)).To(Succeed())
-	Expect((&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: recorder,
+	Expect((&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: recorder, SealKey: sealKey,
 		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: primaryID},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient())}).SetupWithManager(ctx, mgr, 4)).To(Succeed())
 	Expect(mgr.Add(&proxy.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: 2 * time.Second,

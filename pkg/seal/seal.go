@@ -1,0 +1,201 @@
+package seal
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+const (
+	// secretKey is the key of the seal Secret's data that holds the MAC key.
+	secretKey = "key"
+	// keySize is the MAC key's length in bytes (HMAC-SHA256's block-sized secret is more than enough).
+	keySize = 32
+	// version starts every seal, so that another MAC or canonical form can come later.
+	version = "v1"
+	// byName and byGenerateName say which of the pod's names the webhook saw: a pod created with
+	// generateName has no name at mutating admission, only after it.
+	byName, byGenerateName = "n", "g"
+)
+
+// ErrNoSeal, ErrBadSeal: the proxy carries no seal, or one its contents do not match.
+var (
+	ErrNoSeal  = errors.New("it carries no admission seal: Flotilla's webhook did not make it")
+	ErrBadSeal = errors.New("its admission seal does not match it: it was not made, or was changed after, Flotilla's webhook")
+)
+
+// Key is the MAC key. It is never logged: its String hides it.
+type Key []byte
+
+// String hides the key from logs and errors.
+func (Key) String() string { return "[redacted]" }
+
+// sealed is what the MAC covers, in a canonical encoding (encoding/json sorts map keys).
+type sealed struct {
+	Namespace    string            `json:"ns"`
+	Name         string            `json:"name,omitempty"`
+	GenerateName string            `json:"generateName,omitempty"`
+	Controller   string            `json:"controller,omitempty"`
+	Labels       map[string]string `json:"labels,omitempty"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+	Clusters     []string          `json:"clusters,omitempty"`
+}
+
+// Stamp is the seal of a pod as the webhook makes it into a proxy: its value for
+// flotilla.dev/seal. The webhook calls it last, once everything it sets is set.
+func Stamp(key Key, pod *corev1.Pod) string {
+	mode := byName
+	if pod.Name == "" {
+		mode = byGenerateName
+	}
+	return version + "." + mode + "." + base64.RawURLEncoding.EncodeToString(mac(key, pod, mode))
+}
+
+// Verify says whether the proxy carries a seal that key made for it as it is now: nil, ErrNoSeal
+// or ErrBadSeal.
+func Verify(key Key, pod *corev1.Pod) error {
+	raw, ok := pod.Annotations[flotillav1.AnnotationSeal]
+	if !ok {
+		return ErrNoSeal
+	}
+	parts := strings.Split(raw, ".")
+	if len(parts) != 3 || parts[0] != version || (parts[1] != byName && parts[1] != byGenerateName) {
+		return ErrBadSeal
+	}
+	if parts[1] == byGenerateName && (pod.GenerateName == "" || !strings.HasPrefix(pod.Name, pod.GenerateName)) {
+		return ErrBadSeal
+	}
+	got, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || len(key) == 0 || !hmac.Equal(got, mac(key, pod, parts[1])) {
+		return ErrBadSeal
+	}
+	return nil
+}
+
+// unsealed are the flotilla.dev/* annotations set after admission, by the manager only (the
+// admission policy refuses anyone else's change), so the seal cannot cover them.
+var unsealed = map[string]bool{flotillav1.AnnotationSeal: true, flotillav1.AnnotationDelegateIP: true}
+
+func mac(key Key, pod *corev1.Pod, mode string) []byte {
+	s := sealed{Namespace: pod.Namespace, Clusters: affinityClusters(pod)}
+	if mode == byName {
+		s.Name = pod.Name
+	} else {
+		s.GenerateName = pod.GenerateName
+	}
+	if ref := metav1.GetControllerOf(pod); ref != nil {
+		s.Controller = ref.APIVersion + "/" + ref.Kind + "/" + ref.Name + "/" + string(ref.UID)
+	}
+	s.Labels = flotillaKeys(pod.Labels, nil)
+	s.Annotations = flotillaKeys(pod.Annotations, unsealed)
+	// The elect annotations decide that it is a proxy at all; Admiralty's is not flotilla.dev/*.
+	if v, ok := pod.Annotations[flotillav1.AnnotationAdmiraltyElect]; ok {
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[flotillav1.AnnotationAdmiraltyElect] = v
+	}
+	raw, err := json.Marshal(s)
+	if err != nil { // strings, maps of strings and a slice of strings always encode
+		panic(fmt.Sprintf("encoding the sealed fields: %v", err))
+	}
+	h := hmac.New(sha256.New, key)
+	h.Write(raw)
+	return h.Sum(nil)
+}
+
+func flotillaKeys(m map[string]string, skip map[string]bool) map[string]string {
+	var out map[string]string
+	for k, v := range m {
+		if !strings.HasPrefix(k, "flotilla.dev/") || skip[k] {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// affinityClusters are the values of the proxy's required node affinity on flotilla.dev/cluster,
+// sorted: the clusters the webhook allowed.
+func affinityClusters(pod *corev1.Pod) []string {
+	var out []string
+	for _, term := range requiredTerms(pod) {
+		for _, e := range term.MatchExpressions {
+			if e.Key == flotillav1.LabelCluster && e.Operator == corev1.NodeSelectorOpIn {
+				out = append(out, e.Values...)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func requiredTerms(pod *corev1.Pod) []corev1.NodeSelectorTerm {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return nil
+	}
+	return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+}
+
+// AllowedClusters are the clusters the proxy's sealed node affinity allows.
+func AllowedClusters(pod *corev1.Pod) []string { return affinityClusters(pod) }
+
+// NewKey makes a random key.
+func NewKey() (Key, error) {
+	k := make(Key, keySize)
+	if _, err := rand.Read(k); err != nil {
+		return nil, fmt.Errorf("making the admission seal key: %w", err)
+	}
+	return k, nil
+}
+
+// Ensure reads the key from the Secret flotilla-system/<name>, creating it when missing. Every
+// replica calls it at start; the first to create the Secret wins and the others read its key.
+func Ensure(ctx context.Context, c client.Client, name string) (Key, error) {
+	objKey := client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: name}
+	var secret corev1.Secret
+	err := c.Get(ctx, objKey, &secret)
+	if err == nil {
+		k := Key(secret.Data[secretKey])
+		if len(k) < keySize {
+			return nil, fmt.Errorf("the admission seal Secret %s/%s holds no key of %d bytes: delete it and restart the manager to make a new one", objKey.Namespace, objKey.Name, keySize)
+		}
+		return k, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("reading the admission seal key: %w", err)
+	}
+	k, err := NewKey()
+	if err != nil {
+		return nil, err
+	}
+	immutable := true
+	secret = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: objKey.Namespace, Name: objKey.Name,
+		Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"}},
+		Immutable: &immutable, Data: map[string][]byte{secretKey: k}}
+	if err := c.Create(ctx, &secret); err != nil {
+		if apierrors.IsAlreadyExists(err) { // another replica won: use its key
+			return Ensure(ctx, c, name)
+		}
+		return nil, fmt.Errorf("storing the admission seal key: %w", err)
+	}
+	return k, nil
+}

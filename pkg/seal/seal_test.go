@@ -1,0 +1,159 @@
+package seal
+
+import (
+	"errors"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+var testKey = Key("0123456789abcdef0123456789abcdef")
+
+// proxyOf is a pod as the webhook leaves it, before the seal.
+func proxyOf(name, generateName string) *corev1.Pod {
+	yes := true
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, GenerateName: generateName,
+			Labels: map[string]string{flotillav1.LabelProxy: "true", "app": "web"},
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationDelegateConstraints: `{}`,
+				"user": "x"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-1", UID: "rs-uid", Controller: &yes}}},
+		Spec: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: flotillav1.LabelCluster, Operator: corev1.NodeSelectorOpIn, Values: []string{"west", "east"}}},
+			}}}}}},
+	}
+}
+
+// sealedProxy stamps a proxy as the webhook does, then lets the API server name it (generateName).
+func sealedProxy(name, generateName, apiName string) *corev1.Pod {
+	p := proxyOf(name, generateName)
+	p.Annotations[flotillav1.AnnotationSeal] = Stamp(testKey, p)
+	if apiName != "" {
+		p.Name = apiName
+	}
+	return p
+}
+
+func TestVerify(t *testing.T) {
+	cases := []struct {
+		name   string
+		pod    func() *corev1.Pod
+		key    Key
+		expect error
+	}{
+		{"named as the webhook saw it", func() *corev1.Pod { return sealedProxy("web", "", "") }, testKey, nil},
+		{"generated name", func() *corev1.Pod { return sealedProxy("", "web-1-", "web-1-abcde") }, testKey, nil},
+		{"what the manager writes later is not sealed", func() *corev1.Pod {
+			p := sealedProxy("web", "", "")
+			p.Annotations[flotillav1.AnnotationDelegateIP] = "10.0.0.1"
+			p.Labels["app"], p.Annotations["user"] = "other", "y" // the user's own
+			p.Spec.NodeName = "flotilla-west"
+			return p
+		}, testKey, nil},
+		{"no seal", func() *corev1.Pod { return proxyOf("web", "") }, testKey, ErrNoSeal},
+		{"another key", func() *corev1.Pod { return sealedProxy("web", "", "") }, Key("another key, another key, another"), ErrBadSeal},
+		{"no key", func() *corev1.Pod { return sealedProxy("web", "", "") }, nil, ErrBadSeal},
+		{"constraints changed", func() *corev1.Pod {
+			p := sealedProxy("web", "", "")
+			p.Annotations[flotillav1.AnnotationDelegateConstraints] = `{"hostNetwork":true}`
+			return p
+		}, testKey, ErrBadSeal},
+		{"a flotilla.dev annotation added", func() *corev1.Pod {
+			p := sealedProxy("web", "", "")
+			p.Annotations[flotillav1.AnnotationClusters] = "west"
+			return p
+		}, testKey, ErrBadSeal},
+		{"Admiralty's elect annotation added", func() *corev1.Pod {
+			p := sealedProxy("web", "", "")
+			p.Annotations[flotillav1.AnnotationAdmiraltyElect] = ""
+			return p
+		}, testKey, ErrBadSeal},
+		{"label flotilla.dev/primary added", func() *corev1.Pod {
+			p := sealedProxy("web", "", "")
+			p.Labels[flotillav1.LabelPrimary] = "x"
+			return p
+		}, testKey, ErrBadSeal},
+		{"another cluster allowed", func() *corev1.Pod {
+			p := sealedProxy("web", "", "")
+			p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values = []string{"west", "east", "north"}
+			return p
+		}, testKey, ErrBadSeal},
+		{"replayed in another namespace", func() *corev1.Pod {
+			p := sealedProxy("web", "", "")
+			p.Namespace = "other"
+			return p
+		}, testKey, ErrBadSeal},
+		{"replayed under another name", func() *corev1.Pod { return sealedProxy("web", "", "web2") }, testKey, ErrBadSeal},
+		{"replayed under another controller", func() *corev1.Pod {
+			p := sealedProxy("", "web-1-", "web-1-abcde")
+			p.OwnerReferences[0].UID = "other-rs"
+			return p
+		}, testKey, ErrBadSeal},
+		{"generated mode, but a name that the prefix did not make", func() *corev1.Pod { return sealedProxy("", "web-1-", "db-0") }, testKey, ErrBadSeal},
+		{"garbled", func() *corev1.Pod {
+			p := sealedProxy("web", "", "")
+			p.Annotations[flotillav1.AnnotationSeal] = "v1.n.!!!"
+			return p
+		}, testKey, ErrBadSeal},
+		{"unknown version", func() *corev1.Pod {
+			p := sealedProxy("web", "", "")
+			p.Annotations[flotillav1.AnnotationSeal] = "v0" + p.Annotations[flotillav1.AnnotationSeal][2:]
+			return p
+		}, testKey, ErrBadSeal},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := Verify(tc.key, tc.pod()); !errors.Is(err, tc.expect) {
+				t.Fatalf("Verify = %v, want %v", err, tc.expect)
+			}
+		})
+	}
+}
+
+func TestAllowedClustersAreTheSealedAffinity(t *testing.T) {
+	got := AllowedClusters(proxyOf("web", ""))
+	if len(got) != 2 || got[0] != "east" || got[1] != "west" {
+		t.Fatalf("AllowedClusters = %v", got)
+	}
+	if got := AllowedClusters(&corev1.Pod{}); got != nil {
+		t.Fatalf("no affinity: %v", got)
+	}
+}
+
+func TestKeyIsNeverPrinted(t *testing.T) {
+	if s := testKey.String(); s != "[redacted]" {
+		t.Fatalf("String = %q", s)
+	}
+}
+
+func TestEnsureMakesOneKeyAndKeepsIt(t *testing.T) {
+	ctx := t.Context()
+	c := fake.NewClientBuilder().Build()
+	first, err := Ensure(ctx, c, "seal")
+	if err != nil || len(first) != keySize {
+		t.Fatalf("Ensure = %d bytes, %v", len(first), err)
+	}
+	again, err := Ensure(ctx, c, "seal")
+	if err != nil || string(again) != string(first) {
+		t.Fatalf("a second Ensure made another key (%v)", err)
+	}
+	var s corev1.Secret
+	if err := c.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: "seal"}, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Immutable == nil || !*s.Immutable {
+		t.Fatal("the key's Secret is not immutable")
+	}
+	// A Secret without a usable key is an error that says what to do, not a weak key.
+	s.Data = map[string][]byte{"key": []byte("short")}
+	c = fake.NewClientBuilder().WithObjects(&s).Build()
+	if _, err := Ensure(ctx, c, "seal"); err == nil {
+		t.Fatal("a short key was used")
+	}
+}

@@ -1,0 +1,59 @@
+package translate
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// NotOffloadable lists why a pod spec cannot run as a delegate in another cluster, nil when it
+// can: storage and claims stay in their cluster, another scheduler is not Flotilla's to stand in
+// for, and a volume whose Secret reference Flotilla does not copy would resolve to the
+// secondary's own Secret of that name. The webhook refuses such a pod at admission, and the proxy
+// reconciler asks again before it creates a delegate, whoever made the proxy.
+func NotOffloadable(spec *corev1.PodSpec) []string {
+	var problems []string
+	for _, v := range spec.Volumes {
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			problems = append(problems, fmt.Sprintf("volume %s is a PersistentVolumeClaim (storage stays in its cluster)", v.Name))
+		case v.Ephemeral != nil:
+			problems = append(problems, fmt.Sprintf("volume %s is an ephemeral volume", v.Name))
+		}
+		if field := uncopiedSecretRef(v); field != "" {
+			problems = append(problems, fmt.Sprintf("volume %s references a Secret in %s, which Flotilla does not copy (the secondary's own Secret of that name would be used)", v.Name, field))
+		}
+	}
+	if len(spec.ResourceClaims) > 0 {
+		problems = append(problems, "it claims DRA resources")
+	}
+	if s := spec.SchedulerName; s != "" && s != corev1.DefaultSchedulerName {
+		problems = append(problems, fmt.Sprintf("it asks for scheduler %s", s))
+	}
+	return problems
+}
+
+// uncopiedSecretRef names the field of a volume that references a Secret Flotilla does not copy
+// ("" for none). Only secret and projected volumes, env and envFrom, and image pull Secrets are
+// copied (Dependencies).
+func uncopiedSecretRef(v corev1.Volume) string {
+	switch {
+	case v.CSI != nil && v.CSI.NodePublishSecretRef != nil:
+		return "csi.nodePublishSecretRef"
+	case v.CephFS != nil && v.CephFS.SecretRef != nil:
+		return "cephfs.secretRef"
+	case v.RBD != nil && v.RBD.SecretRef != nil:
+		return "rbd.secretRef"
+	case v.ISCSI != nil && v.ISCSI.SecretRef != nil:
+		return "iscsi.secretRef"
+	case v.AzureFile != nil && v.AzureFile.SecretName != "":
+		return "azureFile.secretName"
+	case v.FlexVolume != nil && v.FlexVolume.SecretRef != nil:
+		return "flexVolume.secretRef"
+	case v.ScaleIO != nil && v.ScaleIO.SecretRef != nil:
+		return "scaleIO.secretRef"
+	case v.StorageOS != nil && v.StorageOS.SecretRef != nil:
+		return "storageos.secretRef"
+	}
+	return ""
+}
