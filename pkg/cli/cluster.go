@@ -160,7 +160,8 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server str
 			return err
 		}
 		putContext(r.Config, name, cluster, kctx.Cluster, authInfo, kctx.AuthInfo)
-		delete(r.Removed, name) // registered again
+		delete(r.Removed, name)      // registered again
+		r.Pinned[name] = secondaryID // the identity read with the operator's credentials
 		return nil
 	})
 	if err != nil {
@@ -276,6 +277,9 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 		}
 		putContext(r.Config, name, cluster, kctx.Cluster, identity, names.ServiceAccount+"@"+name)
 		delete(r.Removed, name) // registered again
+		// Pinned to what the operator's own credentials reached: joining again is how the
+		// manager accepts a cluster rebuilt behind the same URL (IdentityChanged).
+		r.Pinned[name] = secondaryID
 		return nil
 	})
 	if err != nil {
@@ -498,6 +502,7 @@ func runRemove(ctx context.Context, g *GlobalOptions, target string, o removeOpt
 	}
 	if err := updateRegistration(ctx, primary, func(r *clusters.Registration) error {
 		removeContext(r.Config, contextName)
+		delete(r.Pinned, name) // a cluster registered under this name later is a new one
 		r.Removed[name] = true // removed on purpose: the manager lets go of it (a vanished context is only detached)
 		return nil
 	}); err != nil {

@@ -164,8 +164,9 @@ per finding, then a summary. It checks:
                  reaches another cluster than the one registered is not checked (WARN).
   clusters       Each registered cluster the manager refuses to use, as its ClusterDetector says:
                  a context of the registration Secret with a field it refuses (InvalidContext:
-                 exec, auth-provider, tokenFile, file paths, impersonation, proxy-url...). ERROR,
-                 with the fields named.
+                 exec, auth-provider, tokenFile, file paths, impersonation, proxy-url...), or a
+                 cluster that answers with another identity than the one pinned for it
+                 (IdentityChanged: join it again to accept it). ERROR, with the reason.
   webhook        The MutatingWebhookConfiguration ` + webhook.ConfigurationName + `: without it, elected
                  pods run in the primary and DaemonSets are not kept off virtual nodes (ERROR).
 
@@ -267,7 +268,8 @@ func diagnose(ctx context.Context, c client.Client, sec secondaryAccess) []findi
 // unusedClusterReasons are the ClusterDetector reasons of a registered cluster the manager
 // refuses to use until someone acts: doctor reports each as an error.
 var unusedClusterReasons = map[string]bool{
-	flotillav1.ReasonInvalidContext: true,
+	flotillav1.ReasonInvalidContext:  true,
+	flotillav1.ReasonIdentityChanged: true,
 }
 
 // clusterFindings reports each registered cluster the manager refuses to use, with the reason and
@@ -286,7 +288,7 @@ func clusterFindings(ctx context.Context, c client.Client) ([]finding, error) {
 			continue
 		}
 		out = append(out, finding{Severity: severityError, Check: checkClusters, Cluster: cd.Name,
-			Object: flotillav1.SystemNamespace + "/" + cd.Name,
+			Object:  flotillav1.SystemNamespace + "/" + cd.Name,
 			Message: fmt.Sprintf("cluster %s is not used: %s: %s", cd.Name, cd.Status.Reason, cd.Status.Message)})
 	}
 	return out, nil

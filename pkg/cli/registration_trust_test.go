@@ -100,3 +100,16 @@ func TestDoctorReportsARefusedRegistration(t *testing.T) {
 		t.Errorf("doctor does not report the refused context:\n%s", out)
 	}
 }
+
+// doctor reports a secondary that answers with another identity than the one pinned for it.
+func TestDoctorReportsAChangedIdentity(t *testing.T) {
+	objs := append(primaryObjects(), &flotillav1.ClusterDetector{
+		ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: "a"},
+		Status: flotillav1.ClusterDetectorStatus{ClusterStatus: flotillav1.ClusterUnknown, Reason: flotillav1.ReasonIdentityChanged,
+			ClusterID: "first-uid", Message: "Cluster a answered with kube-system UID rebuilt-uid, not first-uid"}})
+	c := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(objs...).Build()
+	out, _ := doctorWith(t, c)
+	if !strings.Contains(out, "ERROR cluster a is not used: IdentityChanged: Cluster a answered with kube-system UID rebuilt-uid") {
+		t.Errorf("doctor does not report the changed identity:\n%s", out)
+	}
+}

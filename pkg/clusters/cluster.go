@@ -89,10 +89,13 @@ type cluster struct {
 	ownerChecked          bool
 	probesSinceOwnerCheck int
 	ownerUID              string
-	capacity              *capacityWatch
-	remote                *remoteWatch
-	cancel                context.CancelFunc
-	done                  chan struct{}
+	// probesSinceIdentify counts good probes since the identity was last read; it is read again
+	// every identityRecheckProbes, after any failed probe, and while it is IdentityChanged.
+	probesSinceIdentify int
+	capacity            *capacityWatch
+	remote              *remoteWatch
+	cancel              context.CancelFunc
+	done                chan struct{}
 }
 
 var flotillaScheme = func() *runtime.Scheme {
@@ -110,7 +113,7 @@ func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config)
 	c := &cluster{registry: r, name: name, entry: entry}
 	c.state = Snapshot{Name: name, Entry: entry, Status: flotillav1.ClusterUnknown, Reason: flotillav1.ReasonProbing,
 		Message: "Not probed yet", LastTransition: time.Now()}
-	if id, ok := r.opts.KnownIDs[name]; ok && id != "" {
+	if id := r.knownID(name); id != "" {
 		c.state.ID = id
 		if id == r.opts.PrimaryID {
 			c.state.Role = RolePrimary
@@ -315,29 +318,37 @@ func (c *cluster) run(ctx context.Context) {
 	}
 }
 
-// probe asks the cluster's /readyz, learns its identity and version the first time it answers,
-// and updates the state; subscribers hear of it only when something they show changed.
+// probe asks the cluster's /readyz, reads its identity when it may have changed (its first
+// answer, after a failed probe, every identityRecheckProbes, while it is IdentityChanged, when its
+// pin changed) and its version, and updates the state; subscribers hear of it only when something
+// they show changed. A cluster answering with another ID than the pinned one is IdentityChanged:
+// not used, its watches stopped, nothing of it touched, until its new identity is pinned.
 func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	opts := c.registry.opts
 	pctx, cancel := context.WithTimeout(ctx, opts.ProbeTimeout)
 	defer cancel()
 	_, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(pctx)
-	var id, version string
 	c.mu.Lock()
-	id, version = c.state.ID, c.state.Version
+	id, version := c.state.ID, c.state.Version
+	recheck := !c.everAnswered || c.failures > 0 || c.state.Reason == flotillav1.ReasonIdentityChanged ||
+		c.probesSinceIdentify >= identityRecheckProbes
 	c.mu.Unlock()
-	if err == nil && (version == "" || id == "" || !c.everAnswered) {
-		id, version, err = c.identify(pctx)
+	pinned := c.registry.pinnedID(c.name, id)
+	answeredID := ""
+	if err == nil && (version == "" || id == "" || recheck || pinned != id) {
+		answeredID, version, err = c.identify(pctx)
 	}
 	if ctx.Err() != nil {
 		return // stopping: not a failure of the cluster
 	}
+	changed := err == nil && answeredID != "" && pinned != "" && answeredID != pinned
 
 	c.mu.Lock()
 	before := c.state
 	now := time.Now()
 	c.state.LastProbe = now
-	if err != nil {
+	switch {
+	case err != nil:
 		log.V(1).Info("Probe failed", "failures", c.failures+1, "error", err.Error())
 		probeFailures.WithLabelValues(c.name).Inc()
 		c.failures++
@@ -345,18 +356,34 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 			c.state.Status = flotillav1.ClusterUnknown
 			c.state.Reason, c.state.Message = probeFailure(err, c.currentToken(), now)
 		}
-	} else {
-		c.failures = 0
-		c.everAnswered = true
-		c.state.ID, c.state.Version = id, version
+	case changed:
+		// The pinned ID stays the cluster's (its ClusterDetector keeps showing it); what answers
+		// is another cluster, whose version is not this one's either.
+		c.failures, c.everAnswered, c.probesSinceIdentify = 0, true, 0
+		c.state.ID = pinned
+		c.state.Status, c.state.Reason = flotillav1.ClusterUnknown, flotillav1.ReasonIdentityChanged
+		c.state.Message = identityChangedMessage(c.name, c.entry.Context, pinned, answeredID)
+	default:
+		c.failures, c.everAnswered = 0, true
+		if answeredID != "" {
+			c.state.ID, c.probesSinceIdentify = answeredID, 0
+		} else {
+			c.probesSinceIdentify++
+		}
+		c.state.Version = version
 		c.state.Status, c.state.Reason, c.state.Message = flotillav1.ClusterRunning, "", ""
 	}
+	id = c.state.ID
 	c.mu.Unlock()
 
-	if err == nil && before.Status == flotillav1.ClusterUnknown && before.Role == RoleSecondary {
+	if changed {
+		// Informers on the cluster that answers now would report every delegate lost.
+		c.stopWatches()
+	}
+	if err == nil && !changed && before.Status == flotillav1.ClusterUnknown && before.Role == RoleSecondary {
 		c.restartWatches(log)
 	}
-	if err == nil {
+	if err == nil && !changed {
 		c.settleRole(ctx, id, opts.ProbeTimeout)
 	}
 	c.mu.Lock()
@@ -372,6 +399,25 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 		recordState(after)
 		c.registry.notify(c.name)
 	}
+}
+
+// identityRecheckProbes is how many good probes pass between two reads of a cluster's identity
+// (a cluster replaced behind its URL without a failed probe is found within that many).
+const identityRecheckProbes = 30
+
+// identityChangedMessage says which identities differ and how to accept the new one.
+func identityChangedMessage(name, contextName, pinned, answered string) string {
+	return fmt.Sprintf("Cluster %s answered with kube-system UID %s, not %s, the one pinned for it: it was rebuilt, or its "+
+		"server now reaches another cluster. It is not used and nothing of it is touched (its virtual node, proxies and "+
+		"delegates stay as they are) until `flotillactl cluster join --context <its context> --name %s` pins the cluster "+
+		"that answers now (registered context %s)", name, answered, pinned, name, contextName)
+}
+
+// identityChanged says whether the cluster answers with another identity than its pinned one.
+func (c *cluster) identityChanged() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state.Reason == flotillav1.ReasonIdentityChanged
 }
 
 // identify reads the cluster's kube-system UID and version.

@@ -71,7 +71,12 @@ func (r *Registry) Secondary(name string) (Secondary, bool) {
 	r.mu.Lock()
 	c, ok := r.clusters[name]
 	r.mu.Unlock()
-	if !ok || c.client == nil || !c.snapshot().UsableSecondary() {
+	if !ok || c.client == nil {
+		return Secondary{}, false
+	}
+	// A secondary whose identity changed keeps its virtual node, but its clients reach another
+	// cluster than the one its delegates run in: nothing may use them until it is joined again.
+	if snap := c.snapshot(); !snap.UsableSecondary() || snap.Reason == flotillav1.ReasonIdentityChanged {
 		return Secondary{}, false
 	}
 	c.mu.Lock()

@@ -59,6 +59,48 @@ func ReadRegistration(ctx context.Context, c client.Reader) (*clientcmdapi.Confi
 type Registration struct {
 	Config  *clientcmdapi.Config
 	Removed map[string]bool
+	// Pinned maps cluster names to the identity (kube-system UID) `flotillactl cluster join` or
+	// `add` found there with the operator's own credentials (AnnotationClusterIDs).
+	Pinned map[string]string
+}
+
+// AnnotationClusterIDs, on the registration Secret, pins each cluster name to its identity, as
+// "name=uid,name=uid". It lives with the registration rather than in the ClusterDetector's
+// status because it is the operator's decision, not an observation of the manager: join and add
+// write it (they read the UID with the operator's credentials in the same step that registers the
+// context), join again is how a new identity is accepted, and a status is only what the manager
+// saw last. A cluster registered without it (a context written by hand) is pinned to the ID its
+// ClusterDetector recorded, else to the first ID it answers with.
+const AnnotationClusterIDs = "flotilla.dev/cluster-ids"
+
+// PinnedIDs reads the identities pinned in the registration Secret (AnnotationClusterIDs).
+func PinnedIDs(secret *corev1.Secret) map[string]string {
+	out := map[string]string{}
+	for _, pair := range strings.Split(secret.Annotations[AnnotationClusterIDs], ",") {
+		name, id, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if ok && name != "" && id != "" {
+			out[name] = id
+		}
+	}
+	return out
+}
+
+func setPinnedIDs(secret *corev1.Secret, pinned map[string]string) {
+	pairs := make([]string, 0, len(pinned))
+	for name, id := range pinned {
+		if name != "" && id != "" {
+			pairs = append(pairs, name+"="+id)
+		}
+	}
+	sort.Strings(pairs)
+	if len(pairs) == 0 {
+		delete(secret.Annotations, AnnotationClusterIDs)
+		return
+	}
+	if secret.Annotations == nil {
+		secret.Annotations = map[string]string{}
+	}
+	secret.Annotations[AnnotationClusterIDs] = strings.Join(pairs, ",")
 }
 
 // RemovedClusters reads the names of removed clusters from the registration Secret.
@@ -102,7 +144,7 @@ func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*Regis
 		if err != nil && !create {
 			return fmt.Errorf("reading the registration Secret: %w", err)
 		}
-		reg := &Registration{Config: clientcmdapi.NewConfig(), Removed: RemovedClusters(&secret)}
+		reg := &Registration{Config: clientcmdapi.NewConfig(), Removed: RemovedClusters(&secret), Pinned: PinnedIDs(&secret)}
 		if !create && len(secret.Data[flotillav1.KubeconfigSecretKey]) > 0 {
 			if reg.Config, err = clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey]); err != nil {
 				return fmt.Errorf("the registration Secret does not parse: %w", err)
@@ -127,6 +169,7 @@ func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*Regis
 		}
 		secret.Data[flotillav1.KubeconfigSecretKey] = raw
 		setRemovedClusters(&secret, reg.Removed)
+		setPinnedIDs(&secret, reg.Pinned)
 		if create {
 			return c.Create(ctx, &secret)
 		}

@@ -98,6 +98,9 @@ type Registry struct {
 	configErr  error
 	// removed are the clusters removed on purpose (SetRemoved).
 	removed map[string]bool
+	// pinned are the identities pinned in the registration Secret (SetPinned); known are the IDs
+	// an earlier run recorded (Options.KnownIDs), less those of clusters removed since.
+	pinned, known map[string]string
 	// sinks receive events of the started sources (source.go).
 	sinks    []*sink
 	nextSink int
@@ -109,7 +112,50 @@ var _ manager.LeaderElectionRunnable = (*Registry)(nil)
 // NewRegistry returns a Registry; add it to the manager to start probing.
 func NewRegistry(opts Options, log logr.Logger) *Registry {
 	opts.defaults()
-	return &Registry{opts: opts, log: log, clusters: map[string]*cluster{}, claims: map[string]string{}}
+	r := &Registry{opts: opts, log: log, clusters: map[string]*cluster{}, claims: map[string]string{},
+		pinned: map[string]string{}, known: map[string]string{}}
+	// Claims start from what an earlier run knew: a second context for a known secondary that
+	// answers before it (it is down, or slower) is the duplicate, not the known one.
+	for name, id := range opts.KnownIDs {
+		r.known[name] = id
+		if id != "" && id != opts.PrimaryID {
+			r.claims[id] = name
+		}
+	}
+	return r
+}
+
+// SetPinned records the identities pinned in the registration Secret (AnnotationClusterIDs):
+// a cluster answering with another ID is IdentityChanged; a new pin (join again) is accepted at
+// the next probe.
+func (r *Registry) SetPinned(pinned map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pinned = map[string]string{}
+	for name, id := range pinned {
+		r.pinned[name] = id
+		if id != "" && id != r.opts.PrimaryID {
+			r.claims[id] = name
+		}
+	}
+}
+
+// pinnedID is the identity a cluster must answer with: the one pinned in the registration
+// Secret, else current (the one recorded before, or first seen); "" while none is known.
+func (r *Registry) pinnedID(name, current string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if id := r.pinned[name]; id != "" {
+		return id
+	}
+	return current
+}
+
+// knownID is the ID an earlier run recorded for a cluster name ("" if none).
+func (r *Registry) knownID(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.known[name]
 }
 
 // NeedLeaderElection says no: every replica serves the webhook and needs the clusters' state;
@@ -286,7 +332,7 @@ func (r *Registry) Removed(name string) bool {
 // detachKnown adds a detached cluster for every known ID the registration does not name (r.mu held).
 func (r *Registry) detachKnown(desired map[string]*cluster) []*cluster {
 	var out []*cluster
-	for name, id := range r.opts.KnownIDs {
+	for name, id := range r.known {
 		if _, ok := desired[name]; ok || id == "" || id == r.opts.PrimaryID || r.removed[name] {
 			continue
 		}
@@ -330,6 +376,7 @@ func (r *Registry) diff(desired map[string]*cluster) (added, restarted, detached
 			// duplicate registration, the primary's own): nothing of it is in any secondary.
 			dropped = append(dropped, have)
 			delete(r.clusters, name)
+			delete(r.known, name) // a cluster registered under this name later is a new one
 		case have.detached:
 			continue
 		default:
@@ -389,11 +436,17 @@ func fingerprint(cfg *clientcmdapi.Config, kctx *clientcmdapi.Context) string {
 func (r *Registry) claim(id, name string) string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if owner, ok := r.claims[id]; ok {
+	if owner, ok := r.claims[id]; ok && owner != name {
 		if _, still := r.clusters[owner]; still {
 			return owner
 		}
 	}
 	r.claims[id] = name
+	// A name owns one identity: the one it held before (a re-pinned cluster's) is free again.
+	for other, owner := range r.claims {
+		if owner == name && other != id {
+			delete(r.claims, other)
+		}
+	}
 	return name
 }

@@ -80,8 +80,8 @@ const renewalTimeout = 15 * time.Second
 // maybeRenewToken starts a renewal when none is running. It never blocks the probe loop: a hung
 // cluster must still be seen as hung.
 func (c *cluster) maybeRenewToken(ctx context.Context, log logr.Logger) {
-	if !c.registry.isLeader() || !c.renewing.CompareAndSwap(false, true) {
-		return
+	if !c.registry.isLeader() || c.identityChanged() || !c.renewing.CompareAndSwap(false, true) {
+		return // a token is renewed only through the cluster it was minted in
 	}
 	go func() {
 		defer c.renewing.Store(false)

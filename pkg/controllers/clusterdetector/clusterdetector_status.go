@@ -77,7 +77,8 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 	switch {
 	case in.Primary:
 		registered.Reason, registered.Message = flotillav1.ReasonPrimary, "The primary cluster, where Flotilla runs"
-	case s.Reason == flotillav1.ReasonInvalidContext || s.Reason == flotillav1.ReasonDuplicateCluster:
+	case s.Reason == flotillav1.ReasonInvalidContext || s.Reason == flotillav1.ReasonDuplicateCluster ||
+		s.Reason == flotillav1.ReasonIdentityChanged:
 		registered.Status, registered.Reason, registered.Message = metav1.ConditionFalse, s.Reason, s.Message
 	case s.OwnerMessage != "":
 		registered.Status, registered.Reason, registered.Message = metav1.ConditionFalse, flotillav1.ReasonOwnerMissing, s.OwnerMessage

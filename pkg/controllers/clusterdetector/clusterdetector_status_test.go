@@ -40,6 +40,11 @@ func TestSetStatus(t *testing.T) {
 			s.Status, s.Reason, s.Message = flotillav1.ClusterUnknown, flotillav1.ReasonDuplicateCluster, "same as x"
 			return s
 		}()}, wantStatus: flotillav1.ClusterUnknown, wantReady: metav1.ConditionFalse, wantRegistered: flotillav1.ReasonDuplicateCluster},
+		"identity changed keeps its node and pinned ID": {in: StatusInput{Snapshot: func() clusters.Snapshot {
+			s := running
+			s.Status, s.Reason, s.Message = flotillav1.ClusterUnknown, flotillav1.ReasonIdentityChanged, "answered with another UID"
+			return s
+		}()}, wantStatus: flotillav1.ClusterUnknown, wantReady: metav1.ConditionFalse, wantRegistered: flotillav1.ReasonIdentityChanged, wantNode: "flotilla-eu"},
 		"owner missing": {in: StatusInput{Snapshot: func() clusters.Snapshot {
 			s := running
 			s.OwnerMessage = "no CRD"
