@@ -66,7 +66,7 @@ func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConf
 			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 				Key: flotillav1.LabelPrimary, Operator: metav1.LabelSelectorOpDoesNotExist}}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "elected", Expression: elect}},
-		}, daemonSetWebhook(o)},
+		}, daemonSetWebhook(o), replicatorWebhook(o)},
 	}
 }
 
@@ -90,6 +90,36 @@ func daemonSetWebhook(o ConfigOptions) admissionregistrationv1.MutatingWebhook {
 		}},
 		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "template-changed",
 			Expression: "request.operation == 'CREATE' || object.spec.template != oldObject.spec.template"}},
+	}
+}
+
+// replicatorWebhook sends Replicators created, or updated with a changed spec, to the check of
+// their author's rights (ReplicatorHandler). It never mutates: it lives in the one configuration
+// the manager owns (its RBAC names that one only). Fail closed: without the check a Replicator
+// would write with the manager's rights. An update that leaves the spec alone (the manager's
+// finalizer, a label) is not sent, so the manager's own writes never depend on it. IfNeeded: a
+// later webhook that changed the spec gets it checked again.
+func replicatorWebhook(o ConfigOptions) admissionregistrationv1.MutatingWebhook {
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	again := admissionregistrationv1.IfNeededReinvocationPolicy
+	// One SubjectAccessReview per right: a few dozen at most, each a local call of the API server.
+	timeout := int32(10)
+	return admissionregistrationv1.MutatingWebhook{
+		Name:                    "replicators.flotilla.dev",
+		ClientConfig:            o.clientConfig(ReplicatorPath),
+		AdmissionReviewVersions: []string{"v1"},
+		SideEffects:             &none,
+		FailurePolicy:           &fail,
+		TimeoutSeconds:          &timeout,
+		ReinvocationPolicy:      &again,
+		Rules: []admissionregistrationv1.RuleWithOperations{{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{flotillav1.GroupVersion.Group}, APIVersions: []string{"*"},
+				Resources: []string{"replicators"}},
+		}},
+		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "spec-changed",
+			Expression: "request.operation == 'CREATE' || object.spec != oldObject.spec"}},
 	}
 }
 

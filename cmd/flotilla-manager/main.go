@@ -393,6 +393,10 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	}})
 	mgr.GetWebhookServer().Register(webhook.DaemonSetPath, &admission.Webhook{Handler: &webhook.DaemonSetHandler{
 		Decoder: admission.NewDecoder(mgr.GetScheme())}})
+	// A Replicator is admitted only when its author may write what it will write (one
+	// SubjectAccessReview per right); the namespace is read live, a cached miss would ask too much.
+	mgr.GetWebhookServer().Register(webhook.ReplicatorPath, &admission.Webhook{Handler: &webhook.ReplicatorHandler{
+		Decoder: admission.NewDecoder(mgr.GetScheme()), Reviews: direct, Namespaces: mgr.GetAPIReader()}})
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 		return fmt.Errorf("adding the webhook readiness check: %w", err)
 	}

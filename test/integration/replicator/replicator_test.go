@@ -6,6 +6,8 @@ package replicator_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -24,6 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -31,6 +35,8 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
 	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+	"github.com/flotilla-dev/flotilla/webhook"
 )
 
 var (
@@ -52,9 +58,20 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	var primaryID string
 	Eventually(func() error { primaryID, err = clusters.ClusterID(ctx, primary.Client); return err }).WithContext(ctx).Should(Succeed())
 
-	mgr, err := ctrl.NewManager(primary.Config, ctrl.Options{Scheme: clusterenv.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	// The webhook as the manager serves it out of cluster (URL mode, its own CA and configuration):
+	// the API server sends every Replicator to the check of its author's rights.
+	port, err := testbed.FreePort()
 	Expect(err).NotTo(HaveOccurred())
+	certDir := GinkgoT().TempDir()
+	mgr, err := ctrl.NewManager(primary.Config, ctrl.Options{Scheme: clusterenv.Scheme,
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir})})
+	Expect(err).NotTo(HaveOccurred())
+	certs := &webhook.Certificates{Client: primary.Client, CertDir: certDir, SecretName: "suite-webhook-ca",
+		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Config: webhook.ConfigOptions{URL: fmt.Sprintf("https://127.0.0.1:%d", port)}}
+	Expect(certs.Ensure(ctx)).To(Succeed())
+	mgr.GetWebhookServer().Register(webhook.ReplicatorPath, &admission.Webhook{Handler: &webhook.ReplicatorHandler{
+		Decoder: admission.NewDecoder(mgr.GetScheme()), Reviews: mgr.GetClient(), Namespaces: mgr.GetAPIReader()}})
 	registry := clusters.NewRegistry(clusters.Options{PrimaryID: primaryID}, ctrl.Log.WithName("clusters"))
 	Expect(mgr.Add(registry)).To(Succeed())
 	// No registration Secret here: that is read too, and the registry is then ready (no clusters).
@@ -64,6 +81,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	stopManager = clusterenv.Run(mgr)
 	Eventually(registry.Ready).WithContext(ctx).WithTimeout(20*time.Second).Should(Succeed(),
 		"a missing registration Secret is read as no clusters, and the manager gets ready")
+	probe := plumberSample()
+	probe.Name, probe.Spec.ReplicationNamespace = "webhook-probe", "webhook-probe"
+	Eventually(func() error { return primary.Client.Create(ctx, probe, client.DryRunAll) }).WithContext(ctx).
+		WithTimeout(20*time.Second).Should(Succeed(), "the webhook serves")
 }, NodeTimeout(2*time.Minute))
 
 var _ = AfterSuite(func() {
@@ -154,7 +175,7 @@ var _ = Describe("the Replicator", func() {
 
 	It("never takes over, overwrites or deletes a user's object of the same name, and says so", func(ctx SpecContext) {
 		const ns = "users-own"
-		Expect(primary.Namespace(ctx, ns, nil)).To(Succeed())
+		Expect(primary.Namespace(ctx, ns, map[string]string{flotillav1.LabelReplicationAllowed: "true"})).To(Succeed())
 		mine := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nginx", Labels: map[string]string{"owner": "me"}},
 			Data: map[string]string{"mine": "yes"}}
 		Expect(primary.Client.Create(ctx, mine)).To(Succeed())
@@ -211,7 +232,7 @@ var _ = Describe("the Replicator", func() {
 
 	It("without targetCluster touches the primary only, removes what it applied when deleted, and keeps a namespace that existed before", func(ctx SpecContext) {
 		const ns = "kept-ns"
-		Expect(primary.Namespace(ctx, ns, nil)).To(Succeed())
+		Expect(primary.Namespace(ctx, ns, map[string]string{flotillav1.LabelReplicationAllowed: "true"})).To(Succeed())
 		rep := plumberSample()
 		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "primary-only", ns, false
 		Expect(primary.Client.Create(ctx, rep)).To(Succeed())

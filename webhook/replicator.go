@@ -1,0 +1,263 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// ReplicatorPath is where Replicators are checked against their author's rights.
+const ReplicatorPath = "/validate-flotilla-dev-v1alpha1-replicator"
+
+// Right is one thing a Replicator does in the primary on its author's behalf: a verb on a resource
+// in a namespace ("" for a cluster-scoped resource), optionally on one named object.
+type Right struct {
+	Verb, Group, Resource, Namespace, Name string
+}
+
+// String reads as RBAC names it: "create deployments.apps in namespace x".
+func (r Right) String() string {
+	res := r.Resource
+	if r.Group != "" {
+		res += "." + r.Group
+	}
+	if r.Name != "" {
+		res += " " + r.Name
+	}
+	if r.Namespace == "" {
+		return r.Verb + " " + res
+	}
+	return r.Verb + " " + res + " in namespace " + r.Namespace
+}
+
+// replicatedResources maps every kind a Replicator may write to its API group and resource. The
+// group is fixed by the kind: a manifest whose apiVersion names another group would make the
+// manager write some other API's object of that kind, which no right checked here covers.
+var replicatedResources = map[string]schema.GroupResource{
+	"ConfigMap":               {Group: "", Resource: "configmaps"},
+	"Secret":                  {Group: "", Resource: "secrets"},
+	"Service":                 {Group: "", Resource: "services"},
+	"ServiceAccount":          {Group: "", Resource: "serviceaccounts"},
+	"Ingress":                 {Group: "networking.k8s.io", Resource: "ingresses"},
+	"NetworkPolicy":           {Group: "networking.k8s.io", Resource: "networkpolicies"},
+	"Deployment":              {Group: "apps", Resource: "deployments"},
+	"StatefulSet":             {Group: "apps", Resource: "statefulsets"},
+	"DaemonSet":               {Group: "apps", Resource: "daemonsets"},
+	"Job":                     {Group: "batch", Resource: "jobs"},
+	"CronJob":                 {Group: "batch", Resource: "cronjobs"},
+	"PodDisruptionBudget":     {Group: "policy", Resource: "poddisruptionbudgets"},
+	"HorizontalPodAutoscaler": {Group: "autoscaling", Resource: "horizontalpodautoscalers"},
+	"Certificate":             {Group: "cert-manager.io", Resource: "certificates"},
+}
+
+// writeVerbs are what the Replicator does to each object it owns: server-side apply (create for
+// a new object, patch for an existing one) and delete (pruning, and its own deletion).
+var writeVerbs = []string{"create", "patch", "delete"}
+
+// ReplicatorRights lists, in a stable order and each once, the rights a Replicator's author must
+// hold for the Replicator to do what it does in the primary: write each kind it carries in its
+// replication namespace, create that namespace when it does not exist yet, and use a
+// ClusterIssuer it names (cert-manager's own approval right). The author's rights in the
+// primary's namespace stand for the secondaries too, where the joined identity's fence and the
+// namespace opt-in bound the rest. A kind the CRD does not allow is left to the CRD's rule. An
+// error is a spec no right can cover.
+func ReplicatorRights(spec *flotillav1.ReplicatorSpec, namespaceExists bool) ([]Right, error) {
+	ns := spec.ReplicationNamespace
+	var kinds []string
+	if spec.ConfigMapName != "" {
+		kinds = append(kinds, "ConfigMap")
+	}
+	if spec.IngressSecureEnabled {
+		kinds = append(kinds, "Secret") // ca-secret, cli-secret
+		if spec.TLS != nil && spec.TLS.IssuerRef != nil {
+			kinds = append(kinds, "Certificate")
+		}
+	}
+	if spec.DeploymentName != "" && spec.DeploymentSpec != nil {
+		kinds = append(kinds, "Deployment")
+	}
+	if spec.ServiceName != "" {
+		kinds = append(kinds, "Service")
+	}
+	if spec.IngressName != "" && spec.IngressSpec != nil {
+		kinds = append(kinds, "Ingress")
+	}
+	for i, m := range spec.Resources {
+		gr, ok := replicatedResources[m.Kind]
+		if !ok || m.Kind == "Certificate" {
+			// The CRD's own rule refuses it, after this webhook (a mutating webhook runs before
+			// validation): a denial here would hide the schema's message, and the object is never
+			// stored either way.
+			continue
+		}
+		gv, err := schema.ParseGroupVersion(m.APIVersion)
+		if err != nil {
+			return nil, fmt.Errorf("resources[%d]: apiVersion %q: %w", i, m.APIVersion, err)
+		}
+		if gv.Group != gr.Group {
+			return nil, fmt.Errorf("resources[%d]: a %s must have an apiVersion of group %q, not %q", i, m.Kind, gr.Group, m.APIVersion)
+		}
+		kinds = append(kinds, m.Kind)
+	}
+	var out []Right
+	if !namespaceExists {
+		out = append(out, Right{Verb: "create", Resource: "namespaces", Name: ns})
+	}
+	seen := map[string]bool{}
+	for _, k := range kinds {
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		gr := replicatedResources[k]
+		for _, v := range writeVerbs {
+			out = append(out, Right{Verb: v, Group: gr.Group, Resource: gr.Resource, Namespace: ns})
+		}
+	}
+	if ref := issuerRef(spec); ref != nil && ref.Kind == "ClusterIssuer" {
+		// cert-manager's RBAC for who may have a request signed by an issuer: verb use on signers,
+		// named <kind plural>.<group>/<name>. A ClusterIssuer is shared by every namespace and may
+		// vouch for any host; a namespaced Issuer of the replication namespace is the author's own.
+		group := ref.Group
+		if group == "" {
+			group = "cert-manager.io"
+		}
+		out = append(out, Right{Verb: "use", Group: "cert-manager.io", Resource: "signers", Name: "clusterissuers." + group + "/" + ref.Name})
+	}
+	return out, nil
+}
+
+func issuerRef(spec *flotillav1.ReplicatorSpec) *flotillav1.IssuerRef {
+	if !spec.IngressSecureEnabled || spec.TLS == nil {
+		return nil
+	}
+	return spec.TLS.IssuerRef
+}
+
+// ReplicatorHandler refuses a Replicator (at CREATE, and at UPDATE when its spec changes) that
+// would make the manager write what the requesting user may not: one SubjectAccessReview per right
+// (ReplicatorRights), as that user, with their groups, UID and extra. Without it a user who may
+// create Replicators would write, with the manager's rights, into any namespace of the primary and
+// of every secondary.
+type ReplicatorHandler struct {
+	Decoder admission.Decoder
+	// Reviews creates the SubjectAccessReviews (the API server answers them).
+	Reviews client.Writer
+	// Namespaces reads whether the replication namespace exists (uncached: a namespace made a
+	// moment ago must count, and a missing one means the author must be able to create it).
+	Namespaces client.Reader
+}
+
+var _ admission.Handler = (*ReplicatorHandler)(nil)
+
+// mostNamed bounds how many missing rights a denial lists.
+const mostNamed = 3
+
+// Handle allows the Replicator or denies it naming the rights its author lacks.
+func (h *ReplicatorHandler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
+		return admission.Allowed("")
+	}
+	rep := &flotillav1.Replicator{}
+	if err := h.Decoder.Decode(req, rep); err != nil {
+		return admission.Errored(http.StatusBadRequest, err)
+	}
+	if req.Operation == admissionv1.Update {
+		old := &flotillav1.Replicator{}
+		if err := h.Decoder.DecodeRaw(req.OldObject, old); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		// The manager's own updates (finalizer) and metadata edits change nothing it writes.
+		if apiequality.Semantic.DeepEqual(old.Spec, rep.Spec) {
+			return admission.Allowed("spec unchanged")
+		}
+	}
+	if rep.Spec.ReplicationNamespace == "" {
+		// The schema requires it and refuses the object after this webhook, with its own message.
+		return admission.Allowed("left to the schema")
+	}
+	exists, err := h.namespaceExists(ctx, rep.Spec.ReplicationNamespace)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	rights, err := ReplicatorRights(&rep.Spec, exists)
+	if err != nil {
+		return admission.Denied(fmt.Sprintf("Replicator %s: %v", rep.Name, err))
+	}
+	missing, err := h.missing(ctx, req.UserInfo, rights)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	if len(missing) == 0 {
+		return admission.Allowed("")
+	}
+	msg := DenialMessage(rep.Name, req.UserInfo.Username, missing)
+	log.FromContext(ctx).Info("Replicator refused", "name", rep.Name, "user", req.UserInfo.Username, "missing", len(missing))
+	return admission.Denied(msg)
+}
+
+// DenialMessage names the user and the first missing rights.
+func DenialMessage(replicator, user string, missing []Right) string {
+	names := make([]string, 0, mostNamed)
+	for i, r := range missing {
+		if i == mostNamed {
+			break
+		}
+		names = append(names, r.String())
+	}
+	more := ""
+	if len(missing) > mostNamed {
+		more = fmt.Sprintf(" (and %d more)", len(missing)-mostNamed)
+	}
+	return fmt.Sprintf("Replicator %s: user %q may not %s%s; a Replicator writes only what its author may write (the manager's rights are not lent)",
+		replicator, user, strings.Join(names, "; nor "), more)
+}
+
+func (h *ReplicatorHandler) namespaceExists(ctx context.Context, name string) (bool, error) {
+	err := h.Namespaces.Get(ctx, client.ObjectKey{Name: name}, &corev1.Namespace{})
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err):
+		return false, nil
+	default:
+		return false, fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+}
+
+// missing asks the API server, for each right, whether the user holds it.
+func (h *ReplicatorHandler) missing(ctx context.Context, user authenticationv1.UserInfo, rights []Right) ([]Right, error) {
+	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
+	for k, v := range user.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
+	}
+	var out []Right
+	for _, r := range rights {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user.Username, Groups: user.Groups, UID: user.UID, Extra: extra,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: r.Namespace, Verb: r.Verb, Group: r.Group,
+				Resource: r.Resource, Name: r.Name},
+		}}
+		if err := h.Reviews.Create(ctx, sar); err != nil {
+			return nil, fmt.Errorf("asking whether %s may %s: %w", user.Username, r, err)
+		}
+		if !sar.Status.Allowed {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
