@@ -138,6 +138,15 @@ func (h *Handler) withVirtualNodes(ctx context.Context, views []ClusterView) ([]
 	return views, nil
 }
 
+// Refit is Refit over this replica's view of the clusters: where a gated proxy may go now.
+func (h *Handler) Refit(ctx context.Context, proxy *corev1.Pod) (feasible []string, why string, err error) {
+	views, err := h.withVirtualNodes(ctx, ClusterViews(h.Registry.Snapshots()))
+	if err != nil {
+		return nil, "", err
+	}
+	return Refit(proxy, views)
+}
+
 // ClusterViews turns registry snapshots into what Mutate needs.
 func ClusterViews(snaps []clusters.Snapshot) []ClusterView {
 	var out []ClusterView

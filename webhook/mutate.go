@@ -152,15 +152,28 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 	delete(out.Annotations, flotillav1.AnnotationNoClusterFits)
 	delete(out.Annotations, AnnotationAdmittedBy)
 	values := feasible
-	if len(values) == 0 {
+	switch {
+	case len(feasible) == 0 && len(place.waiting) > 0:
+		// Only room or readiness is missing: the primary's scheduler binds it to one of these once
+		// its virtual node has room again.
 		values = place.waiting
 		out.Annotations[flotillav1.AnnotationNoClusterFits] = place.why
+	case len(feasible) == 0:
+		// No cluster can take it as things are (no node matches its selectors, tolerations): it
+		// stays unbound behind a scheduling gate, with no cluster in its affinity, until the proxy
+		// reconciler finds one that fits (Refit) and lets it go there. Bound anywhere, its delegate
+		// would stay Pending in a cluster that never fits it.
+		values = nil
+		out.Annotations[flotillav1.AnnotationNoClusterFits] = place.why
+		out.Spec.SchedulingGates = append(out.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: flotillav1.SchedulingGatePlacement})
+	case len(out.Spec.TopologySpreadConstraints) > 0:
+		// Left to the primary's scheduler to spread: the clusters that are only away or full now
+		// stay in its choice, so that a cluster whose capacity is not known yet (one just joined)
+		// does not drop out of a workload's spread for good.
+		values = append(append([]string(nil), feasible...), place.waiting...)
+		sort.Strings(values)
 	}
-	out.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: flotillav1.LabelCluster, Operator: corev1.NodeSelectorOpIn, Values: values}},
-		}}},
-	}}
+	out.Spec.Affinity = translate.ClusterAffinity(values)
 	out.Spec.Tolerations = proxyTolerations(failover)
 	// A spread across clusters is left to the primary's scheduler, which counts the proxies on
 	// the virtual nodes by the constraint's own selector, as Kubernetes does for any pod.
@@ -285,6 +298,27 @@ func offloadable(pod *corev1.Pod) error {
 	return nil
 }
 
+// Refit is where a gated proxy (no cluster could take it at admission) may go now: the clusters
+// it fits, by the same judgement as at admission, from the constraints the webhook kept for its
+// delegate; else why none fits. Pure.
+func Refit(proxy *corev1.Pod, clusters []ClusterView) (feasible []string, why string, err error) {
+	var c translate.Constraints
+	if raw := proxy.Annotations[flotillav1.AnnotationDelegateConstraints]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &c); err != nil {
+			return nil, "", fmt.Errorf("annotation %s does not parse: %w", flotillav1.AnnotationDelegateConstraints, err)
+		}
+	}
+	weights, err := clusterWeights(proxy, clusters)
+	if err != nil {
+		return nil, "", err
+	}
+	place, err := placeable(proxy, c, clusters, weights)
+	if err != nil {
+		return nil, "", err
+	}
+	return place.feasible, place.why, nil
+}
+
 func failoverSeconds(pod *corev1.Pod) (int64, error) {
 	v, ok := pod.Annotations[flotillav1.AnnotationFailoverSeconds]
 	if !ok {
@@ -356,10 +390,10 @@ type placement struct {
 }
 
 // placeable finds the clusters the pod fits now. It refuses only what can never run anywhere: no
-// cluster registered or chosen (an unknown name is refused by chosenClusters). A pod that fits no
-// cluster now waits for the clusters where it fails only for want of room or readiness (full
-// nodes, cordoned nodes, a secondary away, a cordoned virtual node), or, when none fails that way,
-// for every chosen cluster (their nodes may yet be relabelled or untainted).
+// cluster registered or chosen (an unknown name is refused by chosenClusters). The clusters where
+// it fails only for want of room or readiness (full nodes, a secondary away, a cordoned virtual
+// node) are waiting; a pod that fits no cluster and waits for none is gated by Mutate until one
+// fits (its nodes may yet be relabelled or untainted).
 func placeable(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView, weights map[string]int64) (placement, error) {
 	chosen, err := chosenClusters(pod, clusters, weights)
 	if err != nil {
@@ -393,11 +427,8 @@ func placeable(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView,
 		return placement{}, reject("flotilla cannot elect this pod: annotation %s matches no registered cluster", flotillav1.AnnotationClusterSelector)
 	}
 	sort.Strings(p.feasible)
+	sort.Strings(p.waiting)
 	if len(p.feasible) == 0 {
-		if len(p.waiting) == 0 {
-			p.waiting = all
-		}
-		sort.Strings(p.waiting)
 		sort.Strings(why)
 		p.why = "no cluster fits now: " + strings.Join(why, "; ")
 	}

@@ -49,6 +49,9 @@ var twoClusters = []ClusterView{
 
 func feasibleOf(t *testing.T, p *corev1.Pod) []string {
 	t.Helper()
+	if p.Spec.Affinity == nil {
+		return nil
+	}
 	terms := p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 	if len(terms) != 1 || len(terms[0].MatchExpressions) != 1 || terms[0].MatchExpressions[0].Key != flotillav1.LabelCluster {
 		t.Fatalf("proxy affinity = %+v", terms)
@@ -66,6 +69,8 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 		// no-cluster-fits annotation.
 		wantWaiting bool
 		wantWhy     string
+		// wantGated: no cluster can take it as things are; it waits unbound behind the placement gate.
+		wantGated bool
 	}{
 		"every ready cluster with room": {pod: elected(), clusters: twoClusters, want: []string{"eu", "us"}},
 		"too big for us":                {pod: elected(cpu("2")), clusters: twoClusters, want: []string{"eu"}},
@@ -113,7 +118,15 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 			c := clusterOf("eu", true, "4", nil)
 			c.Nodes[0].Taints = []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 			return c
-		}()}, want: []string{"eu"}, wantWaiting: true, wantWhy: "has taint gpu=yes:NoSchedule the pod does not tolerate"},
+		}()}, wantWaiting: true, wantGated: true, wantWhy: "has taint gpu=yes:NoSchedule the pod does not tolerate"},
+		// Seen on the demo's bed: bound at once to a cluster whose nodes never matched, its
+		// delegate Pending there for ever.
+		"nodeSelector no node of any cluster matches: gated, bound nowhere": {pod: elected(func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"zz": "yes"}
+		}), clusters: twoClusters, wantWaiting: true, wantGated: true, wantWhy: "does not match the pod's node selector"},
+		"a spread left to the scheduler keeps the clusters that are only away": {pod: elected(func(p *corev1.Pod) {
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule}}
+		}), clusters: []ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]}, want: []string{"eu", "us"}},
 		"tolerated taint": {pod: elected(func(p *corev1.Pod) {
 			p.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
 		}), clusters: []ClusterView{func() ClusterView {
@@ -138,6 +151,10 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 			got := feasibleOf(t, out)
 			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
 				t.Errorf("feasible = %v, want %v", got, tc.want)
+			}
+			gated := len(out.Spec.SchedulingGates) == 1 && out.Spec.SchedulingGates[0].Name == flotillav1.SchedulingGatePlacement
+			if gated != tc.wantGated {
+				t.Errorf("scheduling gates %v, want the placement gate: %t", out.Spec.SchedulingGates, tc.wantGated)
 			}
 			why, waiting := out.Annotations[flotillav1.AnnotationNoClusterFits]
 			if waiting != tc.wantWaiting || !strings.Contains(why, tc.wantWhy) {

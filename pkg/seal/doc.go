@@ -7,6 +7,7 @@
 //
 // The MAC covers what the webhook decided and what stays fixed after admission: the pod's
 // namespace, its name (or generateName), its controller, its flotilla.dev/* labels and
-// annotations, and the clusters its required node affinity allows. What the webhook judged in the
+// annotations, and the clusters its required node affinity allows (named in clear in the seal, as
+// the proxy cache drops the affinity). What the webhook judged in the
 // spec (volumes, claims, scheduler) is immutable and is checked again by the reconciler itself.
 package seal

@@ -56,42 +56,85 @@ type sealed struct {
 }
 
 // Stamp is the seal of a pod as the webhook makes it into a proxy: its value for
-// flotilla.dev/seal. The webhook calls it last, once everything it sets is set.
+// flotilla.dev/seal. The webhook calls it last, once everything it sets is set. The seal names the
+// clusters the proxy's node affinity allows in clear, so that a reader of a cached proxy (whose
+// affinity the cache drops) knows them: "v1.<n|g>.<cluster,cluster>.<mac>".
 func Stamp(key Key, pod *corev1.Pod) string {
 	mode := byName
 	if pod.Name == "" {
 		mode = byGenerateName
 	}
-	return version + "." + mode + "." + base64.RawURLEncoding.EncodeToString(mac(key, pod, mode))
+	clusters := affinityClusters(pod)
+	return version + "." + mode + "." + strings.Join(clusters, ",") + "." + base64.RawURLEncoding.EncodeToString(mac(key, pod, mode, clusters))
+}
+
+// parsed is a seal's parts.
+type parsed struct {
+	mode     string
+	clusters []string
+	mac      []byte
+}
+
+func parse(raw string) (parsed, bool) {
+	head, rest, ok := strings.Cut(raw, ".")
+	if !ok || head != version {
+		return parsed{}, false
+	}
+	mode, rest, ok := strings.Cut(rest, ".")
+	if !ok || (mode != byName && mode != byGenerateName) {
+		return parsed{}, false
+	}
+	i := strings.LastIndex(rest, ".")
+	if i < 0 {
+		return parsed{}, false
+	}
+	sum, err := base64.RawURLEncoding.DecodeString(rest[i+1:])
+	if err != nil {
+		return parsed{}, false
+	}
+	p := parsed{mode: mode, mac: sum}
+	if list := rest[:i]; list != "" {
+		p.clusters = strings.Split(list, ",")
+	}
+	return p, true
 }
 
 // Verify says whether the proxy carries a seal that key made for it as it is now: nil, ErrNoSeal
-// or ErrBadSeal.
+// or ErrBadSeal. The clusters come from the seal itself (AllowedClusters).
 func Verify(key Key, pod *corev1.Pod) error {
 	raw, ok := pod.Annotations[flotillav1.AnnotationSeal]
 	if !ok {
 		return ErrNoSeal
 	}
-	parts := strings.Split(raw, ".")
-	if len(parts) != 3 || parts[0] != version || (parts[1] != byName && parts[1] != byGenerateName) {
+	p, ok := parse(raw)
+	if !ok {
 		return ErrBadSeal
 	}
-	if parts[1] == byGenerateName && (pod.GenerateName == "" || !strings.HasPrefix(pod.Name, pod.GenerateName)) {
+	if p.mode == byGenerateName && (pod.GenerateName == "" || !strings.HasPrefix(pod.Name, pod.GenerateName)) {
 		return ErrBadSeal
 	}
-	got, err := base64.RawURLEncoding.DecodeString(parts[2])
-	if err != nil || len(key) == 0 || !hmac.Equal(got, mac(key, pod, parts[1])) {
+	if len(key) == 0 || !hmac.Equal(p.mac, mac(key, pod, p.mode, p.clusters)) {
 		return ErrBadSeal
 	}
 	return nil
+}
+
+// AllowedClusters are the clusters the proxy's seal says its admission allowed (the values of the
+// node affinity the webhook gave it), nil for none or no seal. Trust them only after Verify.
+func AllowedClusters(pod *corev1.Pod) []string {
+	p, ok := parse(pod.Annotations[flotillav1.AnnotationSeal])
+	if !ok {
+		return nil
+	}
+	return p.clusters
 }
 
 // unsealed are the flotilla.dev/* annotations set after admission, by the manager only (the
 // admission policy refuses anyone else's change), so the seal cannot cover them.
 var unsealed = map[string]bool{flotillav1.AnnotationSeal: true, flotillav1.AnnotationDelegateIP: true}
 
-func mac(key Key, pod *corev1.Pod, mode string) []byte {
-	s := sealed{Namespace: pod.Namespace, Clusters: affinityClusters(pod)}
+func mac(key Key, pod *corev1.Pod, mode string, clusters []string) []byte {
+	s := sealed{Namespace: pod.Namespace, Clusters: clusters}
 	if mode == byName {
 		s.Name = pod.Name
 	} else {
@@ -154,9 +197,6 @@ func requiredTerms(pod *corev1.Pod) []corev1.NodeSelectorTerm {
 	}
 	return a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
 }
-
-// AllowedClusters are the clusters the proxy's sealed node affinity allows.
-func AllowedClusters(pod *corev1.Pod) []string { return affinityClusters(pod) }
 
 // NewKey makes a random key.
 func NewKey() (Key, error) {

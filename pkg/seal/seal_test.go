@@ -2,6 +2,7 @@ package seal
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -79,11 +80,6 @@ func TestVerify(t *testing.T) {
 			p.Labels[flotillav1.LabelPrimary] = "x"
 			return p
 		}, testKey, ErrBadSeal},
-		{"another cluster allowed", func() *corev1.Pod {
-			p := sealedProxy("web", "", "")
-			p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values = []string{"west", "east", "north"}
-			return p
-		}, testKey, ErrBadSeal},
 		{"replayed in another namespace", func() *corev1.Pod {
 			p := sealedProxy("web", "", "")
 			p.Namespace = "other"
@@ -117,12 +113,28 @@ func TestVerify(t *testing.T) {
 }
 
 func TestAllowedClustersAreTheSealedAffinity(t *testing.T) {
-	got := AllowedClusters(proxyOf("web", ""))
+	p := sealedProxy("web", "", "")
+	// The proxy cache drops the webhook's affinity: the seal still names the clusters.
+	p.Spec.Affinity = nil
+	got := AllowedClusters(p)
 	if len(got) != 2 || got[0] != "east" || got[1] != "west" {
 		t.Fatalf("AllowedClusters = %v", got)
 	}
+	if err := Verify(testKey, p); err != nil {
+		t.Fatalf("a cached proxy (affinity dropped) does not verify: %v", err)
+	}
+	p.Annotations[flotillav1.AnnotationSeal] = strings.Replace(p.Annotations[flotillav1.AnnotationSeal], "east,west", "east,north,west", 1)
+	if err := Verify(testKey, p); !errors.Is(err, ErrBadSeal) {
+		t.Fatalf("a cluster added to the seal's list: %v", err)
+	}
 	if got := AllowedClusters(&corev1.Pod{}); got != nil {
-		t.Fatalf("no affinity: %v", got)
+		t.Fatalf("no seal: %v", got)
+	}
+	gated := proxyOf("web", "")
+	gated.Spec.Affinity = nil
+	gated.Annotations[flotillav1.AnnotationSeal] = Stamp(testKey, gated)
+	if got := AllowedClusters(gated); got != nil || Verify(testKey, gated) != nil {
+		t.Fatalf("a proxy allowed no cluster yet: %v, %v", got, Verify(testKey, gated))
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
 // Constraints are the user's scheduling constraints, moved from the proxy to the delegate.
@@ -24,4 +26,17 @@ func HostPortKey(container string, p corev1.ContainerPort) string {
 		proto = corev1.ProtocolTCP
 	}
 	return fmt.Sprintf("%s/%d/%s", container, p.ContainerPort, proto)
+}
+
+// ClusterAffinity is a proxy's required node affinity on the clusters it may go to, by their
+// virtual nodes' flotilla.dev/cluster label (nil for none).
+func ClusterAffinity(clusters []string) *corev1.Affinity {
+	if len(clusters) == 0 {
+		return nil
+	}
+	return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: flotillav1.LabelCluster, Operator: corev1.NodeSelectorOpIn, Values: clusters}},
+		}}},
+	}}
 }

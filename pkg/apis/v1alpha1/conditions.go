@@ -76,6 +76,8 @@ const (
 	// ReasonNameConflict: a pod of that namespace and name exists in the secondary and is not this
 	// primary's; it is left alone and the proxy waits.
 	ReasonNameConflict = "NameConflict"
+	// ReasonPlaced: a proxy no cluster could take at admission fits one now and may go there.
+	ReasonPlaced = "Placed"
 	// ReasonNotAdmitted: the proxy was not made, or was changed after, Flotilla's webhook (no
 	// valid admission seal), or asks for what the webhook refuses: it gets no delegate (Failed).
 	ReasonNotAdmitted = "NotAdmitted"

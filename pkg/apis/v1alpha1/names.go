@@ -130,6 +130,10 @@ const (
 	AnnotationDelegateConstraints = "flotilla.dev/delegate-constraints"
 	// AnnotationFailoverSeconds is how long a proxy tolerates its secondary being unreachable before it is evicted.
 	AnnotationFailoverSeconds = "flotilla.dev/failover-seconds"
+	// SchedulingGatePlacement holds an elected pod that no cluster can take as things are (no node
+	// matches its selectors or tolerates it): the proxy reconciler removes it, and gives the proxy
+	// the clusters that fit, once one does.
+	SchedulingGatePlacement = "flotilla.dev/placement"
 	// AnnotationSeal is the webhook's keyed MAC over what it decided for a proxy (pkg/seal): the
 	// proxy reconciler creates a delegate only for a proxy whose seal matches.
 	AnnotationSeal = "flotilla.dev/seal"

@@ -56,6 +56,11 @@ func TestNotAdmitted(t *testing.T) {
 		expect  string // "" admitted, else a part of the reason
 	}{
 		{"the webhook's proxy on an allowed cluster", webhookProxy(nil), "east", admissionKey, ""},
+		{"as the proxy cache keeps it: without the webhook's affinity", func() *corev1.Pod {
+			p := webhookProxy(nil)
+			cached, _ := SlimProxy(p)
+			return cached.(*corev1.Pod)
+		}(), "west", admissionKey, ""},
 		{"the forged proxy of the demo's bed", forgedProxy(), "east", admissionKey, "no admission seal"},
 		{"a manager without the key gives no delegate", webhookProxy(nil), "east", nil, "does not match"},
 		{"constraints changed after the seal", func() *corev1.Pod {

@@ -5,6 +5,7 @@ import (
 
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -61,6 +62,9 @@ type Reconciler struct {
 	Reflector *dependency.Reflector
 	// FlatNetwork reports delegates' IPs in the proxies' status (--pod-network=flat).
 	FlatNetwork bool
+	// Refit says which clusters fit a proxy the webhook gated because none did (the webhook's
+	// Handler.Refit); nil leaves gated proxies gated.
+	Refit func(ctx context.Context, proxy *corev1.Pod) (feasible []string, why string, err error)
 	// SealKey verifies the webhook's seal on a proxy before its delegate is created (pkg/seal):
 	// without it, no delegate is created.
 	SealKey seal.Key
@@ -105,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	cluster, ok := strings.CutPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix)
 	if !ok {
-		return ctrl.Result{}, r.reconcileUnbound(ctx, proxy)
+		return r.reconcileUnbound(ctx, proxy)
 	}
 	ctx = ctrl.LoggerInto(ctx, ctrl.LoggerFrom(ctx).WithValues("cluster", cluster))
 	base := proxy.DeepCopy()
@@ -419,19 +423,93 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod, sec
 	return ctrl.Result{RequeueAfter: transientRetry}, nil // the delegate watch brings us back sooner
 }
 
-// reconcileUnbound handles a proxy no virtual node holds yet (waiting Pending for room, or left
-// to the primary's scheduler). Deleted, it goes at once: a delegate is only ever made for a bound
-// proxy, so there is none to wait for (the API server would delete an unbound pod at once, but
-// for the finalizer). Waiting because no cluster fits, it says why, per cluster, as an Event
-// (the scheduler's own FailedScheduling counts nodes only); the recorder folds repeats into one.
-func (r *Reconciler) reconcileUnbound(ctx context.Context, proxy *corev1.Pod) error {
+// reconcileUnbound handles a proxy no virtual node holds yet (waiting Pending for room, gated
+// because no cluster can take it, or left to the primary's scheduler). Deleted, it goes at once: a
+// delegate is only ever made for a bound proxy, so there is none to wait for (the API server would
+// delete an unbound pod at once, but for the finalizer). Waiting, it says why, per cluster, as an
+// Event (the scheduler's own FailedScheduling counts nodes only); the recorder folds repeats.
+func (r *Reconciler) reconcileUnbound(ctx context.Context, proxy *corev1.Pod) (ctrl.Result, error) {
 	if !proxy.DeletionTimestamp.IsZero() {
-		return r.letGo(ctx, proxy)
+		return ctrl.Result{}, r.letGo(ctx, proxy)
+	}
+	if gated(proxy) {
+		return r.placeGated(ctx, proxy)
 	}
 	if why, ok := proxy.Annotations[flotillav1.AnnotationNoClusterFits]; ok && !scheduled(proxy) {
 		r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonNoClusterFits, "Wait", "Waiting for room: %s", why)
 	}
-	return nil
+	return ctrl.Result{}, nil
+}
+
+// gated says whether the webhook held the proxy back because no cluster could take it.
+func gated(proxy *corev1.Pod) bool {
+	return slices.ContainsFunc(proxy.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name == flotillav1.SchedulingGatePlacement
+	})
+}
+
+// placeGated looks again, for a proxy the webhook gated, for the clusters that fit it now (Refit,
+// the webhook's own judgement). None: the proxy stays Pending and unscheduled, says why (not
+// "room": room is not what it lacks) and is looked at again with a backoff. Some: the proxy gets
+// them as its node affinity, its seal anew and its gate removed, in one update (Kubernetes lets a
+// gated pod's node affinity be set), and the primary's scheduler binds it among them. Only a
+// proxy whose seal verifies is touched: the reconciler never seals what the webhook did not make.
+func (r *Reconciler) placeGated(ctx context.Context, proxy *corev1.Pod) (ctrl.Result, error) {
+	if r.Refit == nil || seal.Verify(r.SealKey, proxy) != nil {
+		return ctrl.Result{}, nil
+	}
+	feasible, why, err := r.Refit(ctx, proxy)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("placing gated proxy %s/%s: %w", proxy.Namespace, proxy.Name, err)
+	}
+	if len(feasible) == 0 {
+		r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonNoClusterFits, "Wait", "No cluster can run it as it is: %s", why)
+		return ctrl.Result{RequeueAfter: pendingRetry(proxy, r.now())}, r.sayUnschedulable(ctx, proxy, why)
+	}
+	// The live pod: the cache keeps no affinity, tolerations or token volume of a proxy.
+	var live corev1.Pod
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(proxy), &live); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !gated(&live) || live.UID != proxy.UID {
+		return ctrl.Result{}, nil
+	}
+	base := live.DeepCopy()
+	live.Spec.SchedulingGates = slices.DeleteFunc(live.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name == flotillav1.SchedulingGatePlacement
+	})
+	live.Spec.Affinity = translate.ClusterAffinity(feasible)
+	delete(live.Annotations, flotillav1.AnnotationNoClusterFits)
+	live.Annotations[flotillav1.AnnotationSeal] = seal.Stamp(r.SealKey, &live)
+	if err := r.Client.Patch(ctx, &live, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonPlaced, "Place", "Cluster(s) %s can run it now", strings.Join(feasible, ", "))
+	return ctrl.Result{}, nil
+}
+
+// sayUnschedulable writes why no cluster fits a gated proxy into its PodScheduled condition
+// (Unschedulable, as the scheduler says of a pod no node fits), when it says something else.
+func (r *Reconciler) sayUnschedulable(ctx context.Context, proxy *corev1.Pod, why string) error {
+	msg := "No cluster can run it as it is: " + why
+	for _, c := range proxy.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable && c.Message == msg {
+			return nil
+		}
+	}
+	base := proxy.DeepCopy()
+	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+		Message: msg, LastTransitionTime: metav1.NewTime(r.now())}
+	replaced := false
+	for i := range proxy.Status.Conditions {
+		if proxy.Status.Conditions[i].Type == corev1.PodScheduled {
+			proxy.Status.Conditions[i], replaced = cond, true
+		}
+	}
+	if !replaced {
+		proxy.Status.Conditions = append(proxy.Status.Conditions, cond)
+	}
+	return client.IgnoreNotFound(r.Client.Status().Patch(ctx, proxy, client.MergeFrom(base)))
 }
 
 // scheduled says whether the primary's scheduler has bound the pod (its binding may not have

@@ -86,6 +86,61 @@ var _ = Describe("the webhook", func() {
 	}, SpecTimeout(time.Minute))
 })
 
+var _ = Describe("placement of a pod no cluster can take", func() {
+	It("keeps it unbound and gated, says why without speaking of room, and lets it go once a cluster's node matches", func(ctx SpecContext) {
+		pod := electedPod("nowhere", nil, "10m")
+		pod.Spec.NodeSelector = map[string]string{"zz": "yes"}
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+		Expect(pod.Spec.NodeName).To(BeEmpty(), "bound nowhere: no node of any cluster matches")
+		Expect(pod.Spec.SchedulingGates).To(ContainElement(HaveField("Name", flotillav1.SchedulingGatePlacement)))
+		Expect(pod.Spec.Affinity).To(BeNil(), "no cluster in its choice yet")
+		Expect(pod.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationNoClusterFits, ContainSubstring("does not match the pod's node selector")))
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+			g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.PodScheduled), HaveField("Reason", corev1.PodReasonUnschedulable),
+				HaveField("Message", ContainSubstring(secondary.Name+": node east-1 does not match")))))
+			var evs corev1.EventList
+			g.Expect(primary.Client.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+			var msgs []string
+			for _, e := range evs.Items {
+				if e.InvolvedObject.Name == "nowhere" && e.Reason == flotillav1.ReasonNoClusterFits {
+					msgs = append(msgs, e.Message)
+				}
+			}
+			g.Expect(msgs).NotTo(BeEmpty())
+			g.Expect(msgs).NotTo(ContainElement(ContainSubstring("room")), "room is not what it lacks")
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+
+		// A node of the secondary labelled afterwards: the proxy goes there (here no scheduler
+		// binds it; its gate goes and its affinity names the cluster that fits).
+		var node corev1.Node
+		Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: "east-1"}, &node)).To(Succeed())
+		base := node.DeepCopy()
+		node.Labels["zz"] = "yes"
+		Expect(secondary.Client.Patch(ctx, &node, client.MergeFrom(base))).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) {
+			var n corev1.Node
+			Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: "east-1"}, &n)).To(Succeed())
+			b := n.DeepCopy()
+			delete(n.Labels, "zz")
+			Expect(secondary.Client.Patch(ctx, &n, client.MergeFrom(b))).To(Succeed())
+		})
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+			g.Expect(p.Spec.SchedulingGates).To(BeEmpty())
+			g.Expect(p.Spec.Affinity).NotTo(BeNil())
+			g.Expect(p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values).
+				To(ConsistOf(secondary.Name))
+			g.Expect(p.Annotations).NotTo(HaveKey(flotillav1.AnnotationNoClusterFits))
+		}).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
+		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "nowhere")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+})
+
 var _ = Describe("the proxy reconciler", func() {
 	It("binds an elected pod to the secondary's virtual node, creates its delegate, mirrors its status, and deletes it before the proxy", func(ctx SpecContext) {
 		pod := electedPod("web", nil, "100m")
@@ -148,6 +203,61 @@ var _ = Describe("the proxy reconciler", func() {
 		Expect(cm.Data).To(HaveKeyWithValue("K", "v"))
 		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
 		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "waits")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
+	It("gives no delegate to a proxy the webhook did not seal: the forged pod of the demo's bed is Failed, NotAdmitted, with an Event", func(ctx SpecContext) {
+		// Labelled flotilla.dev/primary, the webhook skips it; no admission policy runs in this
+		// suite, so only the reconciler stands between it and the secondary's PVC db-data.
+		forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged",
+			Labels: map[string]string{flotillav1.LabelPrimary: "x", flotillav1.LabelProxy: "true"},
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationDelegateConstraints: "{}",
+				flotillav1.AnnotationSeal: "v1.n.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"},
+			Finalizers: []string{flotillav1.FinalizerDelegate}},
+			Spec: corev1.PodSpec{NodeName: flotillav1.VirtualNodeName(secondary.Name), Containers: []corev1.Container{{Name: "c", Image: "busybox"}},
+				Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "db-data"}}}}}}
+		Expect(primary.Client.Create(ctx, forged)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(forged), &p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodFailed))
+			g.Expect(p.Status.Reason).To(Equal(flotillav1.ReasonNotAdmitted))
+			g.Expect(p.Status.Message).To(ContainSubstring("seal"))
+			var evs corev1.EventList
+			g.Expect(primary.Client.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+			g.Expect(evs.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", "forged"), HaveField("Reason", flotillav1.ReasonNotAdmitted),
+				HaveField("Type", corev1.EventTypeWarning))))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Consistently(notFound(ctx, secondary.Client, &corev1.Pod{}, "forged")).WithContext(ctx).WithTimeout(3*time.Second).Should(Succeed(), "no delegate")
+		Expect(primary.Client.Delete(ctx, forged)).To(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "forged")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
+	It("never lets a delegate read the secondary's own Secret: optional references to what the primary lacks are dropped", func(ctx SpecContext) {
+		// The secondary's admin keeps a Secret db-root in the namespace it opted in.
+		Expect(secondary.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-root"},
+			StringData: map[string]string{"password": "secondary's own"}})).To(Succeed())
+		yes := true
+		pod := electedPod("reader", nil, "10m")
+		pod.Spec.Volumes = []corev1.Volume{{Name: "root", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db-root", Optional: &yes}}}}
+		pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "root", MountPath: "/root-secret"}}
+		pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "ROOT", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "db-root"}, Key: "password", Optional: &yes}}}}
+		pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "db-root"}, Optional: &yes}}}
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+		var d *corev1.Pod
+		Eventually(func() (err error) {
+			d, err = delegate(ctx, "reader")
+			return err
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(d.Spec.Volumes).To(ContainElement(And(HaveField("Name", "root"), HaveField("VolumeSource.Secret", BeNil()),
+			HaveField("VolumeSource.EmptyDir", Not(BeNil())))), "an empty directory, as Kubernetes mounts a missing optional Secret")
+		Expect(d.Spec.Containers[0].Env).To(BeEmpty())
+		Expect(d.Spec.Containers[0].EnvFrom).To(BeEmpty())
+		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "reader")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(secondary.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-root"}})).To(Succeed())
 	}, SpecTimeout(time.Minute))
 
 	It("keeps a delegate naming a ServiceAccount of the secondary's own Pending with the reason until the namespace opts in", func(ctx SpecContext) {

@@ -164,16 +164,17 @@ func startManager(ctx context.Context, primaryID string) {
 	// As the manager does: every replica reads (or the first makes) the admission seal's key.
 	sealKey, err := seal.Ensure(ctx, direct, flotillav1.SealSecretName)
 	Expect(err).NotTo(HaveOccurred())
-	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: &webhook.Handler{
+	podHandler := &webhook.Handler{
 		Registry: registry, Options: webhook.Options{Choose: webhook.WeightedRandom}, Decoder: admission.NewDecoder(mgr.GetScheme()),
-		Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(), SealKey: sealKey}})
+		Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(), SealKey: sealKey}
+	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: podHandler})
 
 	meta, err := metadata.NewForConfig(primary.Config)
 	Expect(err).NotTo(HaveOccurred())
 	dependencies := dependency.NewMetadataWatch(meta)
 	Expect((&dependency.Reconciler{Cache: mgr.GetClient(), Primary: mgr.GetAPIReader(), Secondaries: registry,
 		Grace: grace}).SetupWithManager(mgr, dependencies)).To(Succeed())
-	Expect((&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: recorder, SealKey: sealKey,
+	Expect((&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: recorder, SealKey: sealKey, Refit: podHandler.Refit,
 		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: primaryID},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient())}).SetupWithManager(ctx, mgr, 4)).To(Succeed())
 	Expect(mgr.Add(&proxy.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: 2 * time.Second,
