@@ -114,6 +114,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replicator) (ctrl.Result, error) {
 	res := Resolve(rep.Spec.TargetCluster, r.Registry.Snapshots())
 	in := Inputs{Replicator: rep, PrimaryID: r.Registry.PrimaryID(), ElectClusters: res.Clusters}
+	// First, before anything is written anywhere (cert-manager Certificates included): a namespace
+	// of the primary the Replicator did not create must opt in, and its verdict holds for every
+	// cluster (their namespaces of that name mirror it).
+	if err := r.gate(ctx, &in); err != nil {
+		var notAllowed *NamespaceNotAllowedError
+		if !errors.As(err, &notAllowed) {
+			return ctrl.Result{}, err
+		}
+		r.refuse(rep, flotillav1.ReasonNamespaceNotAllowed, err.Error())
+		return ctrl.Result{RequeueAfter: r.retry()}, nil
+	}
 	var issued []flotillav1.AppliedResource // cert-manager Certificates, in the primary
 	if rep.Spec.IngressSecureEnabled {
 		server, cli, certs, err := r.tlsMaterial(ctx, in)
@@ -147,6 +158,17 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replic
 		return ctrl.Result{RequeueAfter: r.retry()}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.resync()}, nil
+}
+
+// refuse reports a Replicator that writes nothing anywhere, and why: Synced and Ready False with
+// the reason, and a Warning Event.
+func (r *Reconciler) refuse(rep *flotillav1.Replicator, reason, msg string) {
+	for _, t := range []string{flotillav1.ConditionSynced, flotillav1.ConditionReady} {
+		meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: t, Status: metav1.ConditionFalse,
+			Reason: reason, Message: msg, ObservedGeneration: rep.Generation})
+	}
+	rep.Status.Synced, rep.Status.ObservedGeneration = flotillav1.SyncedFalse, rep.Generation
+	r.event(rep, corev1.EventTypeWarning, reason, "Apply", "%s", msg)
 }
 
 func (r *Reconciler) applyPrimary(ctx context.Context, in Inputs) placeResult {
@@ -373,12 +395,19 @@ func (r *Reconciler) electedReplicas(ctx context.Context, rep *flotillav1.Replic
 }
 
 // ensureNamespace creates the replication namespace where it is missing, marked as created by
-// this Replicator; in a secondary an existing one must be writable by this primary.
+// this Replicator; an existing one must be the Replicator's or opt in (NamespaceAllowed), and in a
+// secondary also be writable by this primary.
 func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, read client.Reader) (string, error) {
 	rep := in.Replicator
 	name := rep.Spec.ReplicationNamespace
 	created := map[string]string{flotillav1.AnnotationCreatedBy: createdBy(in)}
 	if !primary {
+		var notAllowed *NamespaceNotAllowedError
+		if _, err := checkNamespace(ctx, read, in, cluster, false); errors.As(err, &notAllowed) {
+			return flotillav1.ReasonNamespaceNotAllowed, err
+		} else if err != nil {
+			return "", err
+		}
 		var notManaged *clusters.NamespaceNotManagedError
 		made, err := clusters.EnsureManagedNamespace(ctx, w, cluster, name, in.PrimaryID, nil, created)
 		if errors.As(err, &notManaged) {
@@ -406,6 +435,9 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, cluster str
 	}
 	if err != nil {
 		return "", fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+	if !NamespaceAllowed(&ns, createdBy(in), in.PrimaryID, true) {
+		return flotillav1.ReasonNamespaceNotAllowed, &NamespaceNotAllowedError{Namespace: name, Cluster: cluster}
 	}
 	if rep.Spec.Placement == flotillav1.PlacementElect && ns.Labels[flotillav1.LabelEnabled] != "true" {
 		return flotillav1.ReasonNamespaceNotEnabled, fmt.Errorf("namespace %s is not labelled %s=true: its pods cannot be elected", name, flotillav1.LabelEnabled)

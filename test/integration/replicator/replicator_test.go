@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -256,5 +257,45 @@ var _ = Describe("the Replicator", func() {
 		var live corev1.Namespace
 		Expect(primary.Client.Get(ctx, client.ObjectKey{Name: ns}, &live)).To(Succeed())
 		Expect(live.DeletionTimestamp).To(BeNil(), "a namespace that existed before is kept")
+	}, SpecTimeout(2*time.Minute))
+
+	It("writes nothing into an existing namespace it did not create until the namespace opts in, and says why", func(ctx SpecContext) {
+		const ns = "not-opted-in"
+		Expect(primary.Namespace(ctx, ns, nil)).To(Succeed())
+		rep := plumberSample()
+		rep.Name, rep.Spec.ReplicationNamespace, rep.Spec.IngressSecureEnabled = "not-opted-in", ns, false
+		Expect(primary.Client.Create(ctx, rep)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			ready := meta.FindStatusCondition(st.Status.Conditions, flotillav1.ConditionReady)
+			g.Expect(ready).NotTo(BeNil())
+			g.Expect(ready.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(ready.Reason).To(Equal(flotillav1.ReasonNamespaceNotAllowed))
+			g.Expect(ready.Message).To(ContainSubstring(flotillav1.LabelReplicationAllowed + "=true"))
+			g.Expect(st.Status.Synced).To(Equal("not synced"))
+			var events eventsv1.EventList
+			g.Expect(primary.Client.List(ctx, &events)).To(Succeed())
+			g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", flotillav1.ReasonNamespaceNotAllowed),
+				HaveField("Regarding.Name", rep.Name))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		for _, o := range []client.Object{&appsv1.Deployment{}, &corev1.ConfigMap{}, &corev1.Service{}} {
+			Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nginx"}, o)).To(
+				MatchError(ContainSubstring("not found")), "nothing written: %T", o)
+		}
+
+		var live corev1.Namespace
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Name: ns}, &live)).To(Succeed())
+		live.Labels = map[string]string{flotillav1.LabelReplicationAllowed: "true"}
+		Expect(primary.Client.Update(ctx, &live)).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"))
+			g.Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nginx"}, &appsv1.Deployment{})).To(Succeed())
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed(), "once opted in, it is written")
+		Expect(primary.Client.Delete(ctx, rep)).To(Succeed())
+		Eventually(func() error { _, err := replicatorStatus(ctx, rep.Name); return err }).WithContext(ctx).
+			WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("not found")))
 	}, SpecTimeout(2*time.Minute))
 })

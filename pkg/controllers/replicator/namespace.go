@@ -1,0 +1,66 @@
+package replicator
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// NamespaceAllowed says whether a Replicator may write into an existing namespace: one it created
+// (its flotilla.dev/created-by, createdBy), one that opts in (flotilla.dev/replication-allowed=true,
+// set by whoever may label it), or, in a secondary, one Flotilla created there for this primary (a
+// mirror of the primary's namespace of that name, which the check in the primary governs). Any
+// other namespace that merely exists (argocd, a tenant's) is not the Replicator's to write: its
+// author may have rights there, the namespace's owner has not agreed to be replicated into.
+func NamespaceAllowed(ns *corev1.Namespace, createdByValue, primaryID string, primary bool) bool {
+	switch {
+	case ns.Annotations[flotillav1.AnnotationCreatedBy] == createdByValue:
+		return true
+	case ns.Labels[flotillav1.LabelReplicationAllowed] == "true":
+		return true
+	case !primary && clusters.CreatedByFlotilla(ns, primaryID):
+		return true
+	}
+	return false
+}
+
+// NamespaceNotAllowedError says why a Replicator writes nothing into an existing namespace.
+type NamespaceNotAllowedError struct{ Namespace, Cluster string }
+
+func (e *NamespaceNotAllowedError) Error() string {
+	return fmt.Sprintf("namespace %s exists in %s and was not created by this Replicator: nothing is written there until it is labelled %s=true (by someone who may label it)",
+		e.Namespace, e.Cluster, flotillav1.LabelReplicationAllowed)
+}
+
+// gate checks, before anything is written anywhere, the primary's replication namespace
+// (checkNamespace).
+func (r *Reconciler) gate(ctx context.Context, in *Inputs) error {
+	_, err := checkNamespace(ctx, r.Live, *in, PrimaryName, true)
+	return err
+}
+
+// checkNamespace reads the replication namespace in one cluster and says whether the Replicator
+// may write there: nil when it is missing (the Replicator creates it) or allowed.
+func checkNamespace(ctx context.Context, read client.Reader, in Inputs, cluster string, primary bool) (*corev1.Namespace, error) {
+	name := in.Replicator.Spec.ReplicationNamespace
+	var ns corev1.Namespace
+	err := read.Get(ctx, client.ObjectKey{Name: name}, &ns)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading namespace %s in %s: %w", name, cluster, err)
+	case !primary && ns.Labels[flotillav1.LabelManagedBy] != in.PrimaryID:
+		// Not this primary's at all: EnsureManagedNamespace says so (NamespaceNotManaged).
+		return &ns, nil
+	case !NamespaceAllowed(&ns, createdBy(in), in.PrimaryID, primary):
+		return &ns, &NamespaceNotAllowedError{Namespace: name, Cluster: cluster}
+	}
+	return &ns, nil
+}
