@@ -70,6 +70,10 @@ type Inputs struct {
 	ElectClusters []string
 	// ServerTLS and ClientTLS are the data of ca-secret and cli-secret (nil when TLS is off).
 	ServerTLS, ClientTLS map[string][]byte
+	// PodSecurityLabels are the primary namespace's pod-security.kubernetes.io/* labels: the
+	// namespace in each secondary carries them, so that a workload the primary would refuse is
+	// refused there too.
+	PodSecurityLabels map[string]string
 }
 
 // Desired lists the objects a Replicator applies in one place, in apply order. It is pure: the

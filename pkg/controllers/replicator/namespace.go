@@ -10,6 +10,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // NamespaceAllowed says whether a Replicator may write into an existing namespace: one it created
@@ -39,10 +40,16 @@ func (e *NamespaceNotAllowedError) Error() string {
 }
 
 // gate checks, before anything is written anywhere, the primary's replication namespace
-// (checkNamespace).
+// (checkNamespace) and takes its Pod Security labels for the namespaces in secondaries.
 func (r *Reconciler) gate(ctx context.Context, in *Inputs) error {
-	_, err := checkNamespace(ctx, r.Live, *in, PrimaryName, true)
-	return err
+	ns, err := checkNamespace(ctx, r.Live, *in, PrimaryName, true)
+	if err != nil {
+		return err
+	}
+	if ns != nil {
+		in.PodSecurityLabels = translate.PodSecurityLabels(ns.Labels)
+	}
+	return nil
 }
 
 // checkNamespace reads the replication namespace in one cluster and says whether the Replicator

@@ -409,7 +409,7 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, cluster str
 			return "", err
 		}
 		var notManaged *clusters.NamespaceNotManagedError
-		made, err := clusters.EnsureManagedNamespace(ctx, w, cluster, name, in.PrimaryID, nil, created)
+		made, err := clusters.EnsureManagedNamespace(ctx, w, cluster, name, in.PrimaryID, in.PodSecurityLabels, created)
 		if errors.As(err, &notManaged) {
 			return flotillav1.ReasonNamespaceNotManaged, err
 		} else if err != nil {
