@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -70,4 +71,74 @@ func checkNamespace(ctx context.Context, read client.Reader, in Inputs, cluster 
 		return &ns, &NamespaceNotAllowedError{Namespace: name, Cluster: cluster}
 	}
 	return &ns, nil
+}
+
+// ServiceAccountOf is the ServiceAccount the pods of a workload run as ("" when the object has
+// no pod template, or names none: the namespace's default one).
+func ServiceAccountOf(u *unstructured.Unstructured) string {
+	var path []string
+	switch u.GetKind() {
+	case "Deployment", "StatefulSet", "DaemonSet", "Job":
+		path = []string{"spec", "template", "spec"}
+	case "CronJob":
+		path = []string{"spec", "jobTemplate", "spec", "template", "spec"}
+	default:
+		return ""
+	}
+	name, _, _ := unstructured.NestedString(u.Object, append(path, "serviceAccountName")...)
+	if name == "" {
+		// The deprecated alias, which the API server still honours when the other is empty.
+		name, _, _ = unstructured.NestedString(u.Object, append(path, "serviceAccount")...)
+	}
+	return name
+}
+
+// ServiceAccountProblem says why a workload may not be applied in a secondary, "" when it may: its
+// pods would run as a ServiceAccount of that cluster's own (its token and RBAC are that cluster's,
+// not the Replicator author's). The rule is the delegates': a ServiceAccount is usable when it is
+// the namespace's default one, Flotilla's there (labelled with this primary's ID: the Replicator's
+// own, or a dependency copy), one the Replicator applies in this pass (carried), or when an admin
+// of that cluster labelled the namespace flotilla.dev/allow-existing-serviceaccounts=true. live
+// is the ServiceAccount there (nil when missing).
+func ServiceAccountProblem(name string, live *corev1.ServiceAccount, carried, namespaceAllows bool, primaryID string) string {
+	switch {
+	case name == "" || name == "default" || namespaceAllows:
+		return ""
+	case live != nil && live.Labels[flotillav1.LabelPrimary] == primaryID:
+		return ""
+	case live == nil && carried:
+		return ""
+	case live == nil:
+		return fmt.Sprintf("its pods would run as ServiceAccount %s, which is not there: carry it in resources (or an admin of that cluster labels the namespace %s=true)",
+			name, flotillav1.LabelAllowExistingServiceAccounts)
+	}
+	return fmt.Sprintf("its pods would run as ServiceAccount %s/%s, which exists there and is not Flotilla's: it may only if an admin of that cluster labels the namespace %s=true",
+		live.Namespace, name, flotillav1.LabelAllowExistingServiceAccounts)
+}
+
+// serviceAccountProblem reads what ServiceAccountProblem needs in one secondary.
+func serviceAccountProblem(ctx context.Context, read client.Reader, in Inputs, o *unstructured.Unstructured, objs []*unstructured.Unstructured) (string, error) {
+	name := ServiceAccountOf(o)
+	if name == "" || name == "default" {
+		return "", nil
+	}
+	carried := false
+	for _, d := range objs {
+		carried = carried || (d.GetKind() == "ServiceAccount" && d.GetName() == name)
+	}
+	nsName := in.Replicator.Spec.ReplicationNamespace
+	var ns corev1.Namespace
+	if err := read.Get(ctx, client.ObjectKey{Name: nsName}, &ns); err != nil {
+		return "", fmt.Errorf("reading namespace %s: %w", nsName, err)
+	}
+	var sa corev1.ServiceAccount
+	live := &sa
+	err := read.Get(ctx, client.ObjectKey{Namespace: nsName, Name: name}, &sa)
+	switch {
+	case apierrors.IsNotFound(err):
+		live = nil
+	case err != nil:
+		return "", fmt.Errorf("reading ServiceAccount %s/%s: %w", nsName, name, err)
+	}
+	return ServiceAccountProblem(name, live, carried, ns.Labels[flotillav1.LabelAllowExistingServiceAccounts] == "true", in.PrimaryID), nil
 }
