@@ -384,13 +384,14 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}); err != nil {
 		return fmt.Errorf("watching virtual nodes: %w", err)
 	}
-	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: &webhook.Handler{
+	podHandler := &webhook.Handler{
 		Registry: registry, Options: webhook.Options{AcceptAdmiralty: opts.acceptAdmiralty, Choose: choose},
 		VirtualNodes: mgr.GetClient(),
 		Spread:       &webhook.Spread{Proxies: proxies, Replica: replicaName()},
 		Decoder:      admission.NewDecoder(mgr.GetScheme()), Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
 		SealKey: sealKey,
-	}})
+	}
+	mgr.GetWebhookServer().Register(webhook.Path, &admission.Webhook{Handler: podHandler})
 	mgr.GetWebhookServer().Register(webhook.DaemonSetPath, &admission.Webhook{Handler: &webhook.DaemonSetHandler{
 		Decoder: admission.NewDecoder(mgr.GetScheme())}})
 	// A Replicator is admitted only when its author may write what it will write (one
@@ -422,7 +423,7 @@ func setupElection(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, regi
 		return fmt.Errorf("setting up the dependency sync: %w", err)
 	}
 	return (&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry,
-		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat", SealKey: sealKey,
+		Recorder: mgr.GetEventRecorder("flotilla"), FlatNetwork: opts.podNetwork == "flat", SealKey: sealKey, Refit: podHandler.Refit,
 		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),
 		PerCluster:   cmp.Or(opts.proxyWorkersPerCluster, max(1, opts.proxyWorkers/2)),
