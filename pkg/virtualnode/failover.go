@@ -27,8 +27,10 @@ func Unreachable(snaps []clusters.Snapshot, now time.Time, hysteresis time.Durat
 			continue
 		}
 		total++
-		if s.Reason == flotillav1.ReasonNotRegistered {
-			continue // detached, not dead: its proxies and delegates are left as they are
+		if s.Reason == flotillav1.ReasonNotRegistered || s.Reason == flotillav1.ReasonIdentityChanged {
+			// Detached, or answering as another cluster: not dead. Its proxies and delegates are
+			// left as they are until an operator decides (`cluster join` pins the new identity).
+			continue
 		}
 		if s.Status != flotillav1.ClusterRunning && !s.LastTransition.IsZero() && now.Sub(s.LastTransition) >= hysteresis {
 			dead = append(dead, s.Name)
@@ -54,7 +56,8 @@ func KeepTainted(want, tainted map[string]bool, snaps []clusters.Snapshot) map[s
 		out[k] = v
 	}
 	for _, s := range snaps {
-		if tainted[s.Name] && s.Status != flotillav1.ClusterRunning && s.Reason != flotillav1.ReasonNotRegistered {
+		if tainted[s.Name] && s.Status != flotillav1.ClusterRunning && s.Reason != flotillav1.ReasonNotRegistered &&
+			s.Reason != flotillav1.ReasonIdentityChanged {
 			out[s.Name] = true
 		}
 	}

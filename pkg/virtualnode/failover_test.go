@@ -26,6 +26,13 @@ func TestUnreachable(t *testing.T) {
 		"two of three down: more than half": {snaps: []clusters.Snapshot{snap("a", up, time.Hour), snap("b", down, time.Minute), snap("c", down, time.Minute)}},
 		"one of three down":                 {snaps: []clusters.Snapshot{snap("a", up, time.Hour), snap("b", up, time.Minute), snap("c", down, time.Minute)}, want: []string{"c"}},
 		"only secondary down":               {snaps: []clusters.Snapshot{snap("a", down, time.Minute)}},
+		// Another cluster answers at b's address: its proxies are not failed over, its delegates
+		// may still run in the cluster that was b.
+		"identity changed is not dead": {snaps: []clusters.Snapshot{snap("a", up, time.Hour), snap("b", up, time.Hour), func() clusters.Snapshot {
+			s := snap("c", down, time.Minute)
+			s.Reason = flotillav1.ReasonIdentityChanged
+			return s
+		}()}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

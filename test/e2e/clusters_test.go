@@ -243,7 +243,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		port, err := testbed.FreePort()
 		Expect(err).NotTo(HaveOccurred())
 		editRegistrationConfig(ctx, func(cfg *clientcmdapi.Config) {
-			cfg.Clusters["nowhere"] = &clientcmdapi.Cluster{Server: fmt.Sprintf("https://127.0.0.1:%d", port), InsecureSkipTLSVerify: true}
+			cfg.Clusters["nowhere"] = &clientcmdapi.Cluster{Server: fmt.Sprintf("https://127.0.0.1:%d", port)}
 			cfg.AuthInfos["nobody"] = &clientcmdapi.AuthInfo{Token: "not-a-real-token"}
 			cfg.Contexts["bogus"] = &clientcmdapi.Context{Cluster: "nowhere", AuthInfo: "nobody"}
 		})
