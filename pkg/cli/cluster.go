@@ -30,6 +30,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/access"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 func newClusterCommand(g *GlobalOptions) *cobra.Command {
@@ -435,6 +436,7 @@ func findContext(reg *clientcmdapi.Config, nameOrContext string) (contextName, n
 type removeOptions struct {
 	timeout time.Duration
 	orphan  bool
+	force   bool
 	context string
 }
 
@@ -452,7 +454,12 @@ Flotilla created there. Last, with your own credentials for the secondary (the c
 same name in your kubeconfig, or --context), it deletes what join made there for this primary
 (ServiceAccount, roles, bindings, admission policy) and, unless --orphan, the namespaces Flotilla
 created that hold nothing else; an object of those names without this primary's label, or a
-namespace that also holds something else, is left and named.`,
+namespace that also holds something else, is left and named.
+
+--orphan is refused, before anything is changed, while at-most-once proxies (a StatefulSet's pods,
+or pods annotated flotilla.dev/at-most-once) are bound to the virtual node: once the node is gone
+their controllers re-create them elsewhere while the orphaned delegates keep running in the
+secondary, so each would run twice. --force orphans them anyway, accepting that.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRemove(cmd.Context(), g, args[0], o, cmd.OutOrStdout())
@@ -460,16 +467,22 @@ namespace that also holds something else, is left and named.`,
 	}
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for the proxies to drain, and for the manager to let go")
 	cmd.Flags().BoolVar(&o.orphan, "orphan", false, "leave the proxies (and their delegates) running")
+	cmd.Flags().BoolVar(&o.force, "force", false, "with --orphan, orphan at-most-once proxies too (each may then run twice: its delegate here, its re-creation elsewhere)")
 	cmd.Flags().StringVar(&o.context, "context", "", "your kubeconfig's context for the secondary, to remove what join made there (default: the registered context's name)")
 	return cmd
 }
 
 func runRemove(ctx context.Context, g *GlobalOptions, target string, o removeOptions, out io.Writer) error {
-	timeout, orphan := o.timeout, o.orphan
 	primary, contextName, name, err := resolveTarget(ctx, g, target)
 	if err != nil {
 		return err
 	}
+	return removeCluster(ctx, g, primary, contextName, name, o, out)
+}
+
+// removeCluster unregisters the secondary name (registered as contextName) from the primary.
+func removeCluster(ctx context.Context, g *GlobalOptions, primary client.Client, contextName, name string, o removeOptions, out io.Writer) error {
+	timeout, orphan := o.timeout, o.orphan
 	// Which cluster this is, for the clean-up with the user's own credentials at the end.
 	var cd flotillav1.ClusterDetector
 	if err := primary.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: name}, &cd); err != nil && !apierrors.IsNotFound(err) {
@@ -480,6 +493,11 @@ func runRemove(ctx context.Context, g *GlobalOptions, target string, o removeOpt
 		return fmt.Errorf("primary: %w", err)
 	}
 	nodeName := flotillav1.VirtualNodeName(name)
+	if orphan {
+		if err := checkOrphan(ctx, primary, name, nodeName, o.force, out); err != nil {
+			return err
+		}
+	}
 	var n corev1.Node
 	switch err := primary.Get(ctx, client.ObjectKey{Name: nodeName}, &n); {
 	case err == nil:
@@ -681,22 +699,73 @@ func copyDesired(live, desired client.Object) error {
 	return nil
 }
 
+// boundProxies lists the proxies bound to a virtual node.
+func boundProxies(ctx context.Context, primary client.Reader, nodeName string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := primary.List(ctx, &pods, client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
+		return nil, fmt.Errorf("listing proxies: %w", err)
+	}
+	var on []corev1.Pod
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == nodeName {
+			on = append(on, p)
+		}
+	}
+	return on, nil
+}
+
+// namedAtMost is how many pods a message names before it only counts the others.
+const namedAtMost = 3
+
+// namePods is "ns/a, ns/b, ... and N more", sorted.
+func namePods(pods []corev1.Pod) string {
+	names := make([]string, 0, len(pods))
+	for _, p := range pods {
+		names = append(names, p.Namespace+"/"+p.Name)
+	}
+	sort.Strings(names)
+	if len(names) > namedAtMost {
+		return fmt.Sprintf("%s and %d more", strings.Join(names[:namedAtMost], ", "), len(names)-namedAtMost)
+	}
+	return strings.Join(names, ", ")
+}
+
+// checkOrphan refuses `remove --orphan` while at-most-once proxies (a StatefulSet's, or annotated
+// flotilla.dev/at-most-once) that have not finished are bound to the cluster's virtual node: once
+// the node is gone, the primary deletes its pods and their controllers re-create them elsewhere
+// while the orphaned delegates keep running in the secondary, so each would run twice. With
+// force it only warns. It runs before remove changes anything.
+func checkOrphan(ctx context.Context, primary client.Reader, name, nodeName string, force bool, out io.Writer) error {
+	proxies, err := boundProxies(ctx, primary, nodeName)
+	if err != nil {
+		return fmt.Errorf("checking the proxies on %s before orphaning them: %w", nodeName, err)
+	}
+	var once []corev1.Pod
+	for _, p := range proxies {
+		if translate.AtMostOnce(&p) && !translate.Terminal(&p) {
+			once = append(once, p)
+		}
+	}
+	if len(once) == 0 {
+		return nil
+	}
+	if force {
+		_, err := fmt.Fprintf(out, "Orphaning %d at-most-once proxies on %s (--force): %s. Their delegates keep running in %s "+
+			"and their controllers re-create them elsewhere once the virtual node is gone, so each may run twice.\n",
+			len(once), nodeName, namePods(once), name)
+		return err
+	}
+	return fmt.Errorf("refusing to remove %s with --orphan: %d at-most-once proxies are bound to %s (%s); "+
+		"once the virtual node is gone their controllers re-create them elsewhere while the orphaned delegates keep running in %s, "+
+		"so each would run twice. Remove without --orphan (their delegates are stopped before they are re-created elsewhere), "+
+		"or add --force to orphan them anyway, accepting that each may run twice",
+		name, len(once), nodeName, namePods(once), name)
+}
+
 // drain deletes the proxies bound to a virtual node and waits until they are gone (the manager
 // removes each one's delegate before it lets the proxy go).
 func drain(ctx context.Context, primary client.Client, nodeName string, timeout time.Duration, out io.Writer) error {
-	list := func() ([]corev1.Pod, error) {
-		var pods corev1.PodList
-		if err := primary.List(ctx, &pods, client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
-			return nil, fmt.Errorf("listing proxies: %w", err)
-		}
-		var on []corev1.Pod
-		for _, p := range pods.Items {
-			if p.Spec.NodeName == nodeName {
-				on = append(on, p)
-			}
-		}
-		return on, nil
-	}
+	list := func() ([]corev1.Pod, error) { return boundProxies(ctx, primary, nodeName) }
 	proxies, err := list()
 	if err != nil {
 		return err
