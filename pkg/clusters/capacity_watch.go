@@ -3,6 +3,7 @@ package clusters
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,8 @@ type capacityWatch struct {
 	cancel context.CancelFunc
 	nodes  cache.SharedIndexInformer
 	pods   cache.SharedIndexInformer
+	// failed is set when a list or watch of its informers fails (reflectorFailed).
+	failed atomic.Bool
 
 	mu        sync.Mutex
 	dirty     bool
@@ -30,11 +33,24 @@ type capacityWatch struct {
 	announced Capacity // what subscribers were last told of
 }
 
+// nonTerminalPods selects the pods that take room on a node: a secondary's finished pods (a
+// CronJob's history, evicted pods) are never listed or kept, so what the watch holds is bounded by
+// what its nodes can run, not by what ever ran there.
+const nonTerminalPods = "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
+
 func startCapacityWatch(ctx context.Context, cs kubernetes.Interface, primaryID string, changed func()) *capacityWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	slim := &capacitySlim{primaryID: primaryID}
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim.transform))
-	w := &capacityWatch{cancel: cancel, nodes: factory.Core().V1().Nodes().Informer(), pods: factory.Core().V1().Pods().Informer(), dirty: true}
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim.transform))
+	podFactory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim.transform),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = nonTerminalPods }))
+	w := &capacityWatch{cancel: cancel, nodes: nodeFactory.Core().V1().Nodes().Informer(), pods: podFactory.Core().V1().Pods().Informer(), dirty: true}
+	for _, inf := range []cache.SharedIndexInformer{w.nodes, w.pods} {
+		_ = inf.SetWatchErrorHandler(func(r *cache.Reflector, err error) {
+			w.failed.Store(true)
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
+	}
 	mark := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { w.markDirty() },
 		UpdateFunc: func(any, any) { w.markDirty() },
@@ -42,10 +58,15 @@ func startCapacityWatch(ctx context.Context, cs kubernetes.Interface, primaryID 
 	}
 	_, _ = w.nodes.AddEventHandler(mark)
 	_, _ = w.pods.AddEventHandler(mark)
-	factory.Start(ctx.Done())
-	go w.loop(ctx, factory, changed)
+	nodeFactory.Start(ctx.Done())
+	podFactory.Start(ctx.Done())
+	go w.loop(ctx, changed, nodeFactory, podFactory)
 	return w
 }
+
+// reflectorFailed says whether a list or watch of this watch failed since it started: only then
+// is it worth restarting (a fresh informer lists at once, a failed one backs off up to a minute).
+func (w *capacityWatch) reflectorFailed() bool { return w.failed.Load() }
 
 func (w *capacityWatch) markDirty() {
 	w.mu.Lock()
@@ -55,8 +76,12 @@ func (w *capacityWatch) markDirty() {
 
 // loop recomputes at most every capacityRecomputeInterval, and calls changed when the result moved
 // by more than 1 % or the node count changed.
-func (w *capacityWatch) loop(ctx context.Context, factory informers.SharedInformerFactory, changed func()) {
-	defer factory.Shutdown()
+func (w *capacityWatch) loop(ctx context.Context, changed func(), factories ...informers.SharedInformerFactory) {
+	defer func() {
+		for _, f := range factories {
+			f.Shutdown()
+		}
+	}()
 	if !cache.WaitForCacheSync(ctx.Done(), w.nodes.HasSynced, w.pods.HasSynced) {
 		return
 	}

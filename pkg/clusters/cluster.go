@@ -93,9 +93,11 @@ type cluster struct {
 	// every identityRecheckProbes, after any failed probe, and while it is IdentityChanged.
 	probesSinceIdentify int
 	capacity            *capacityWatch
-	remote              *remoteWatch
-	cancel              context.CancelFunc
-	done                chan struct{}
+	// lastCapacity is what a restarted capacity watch knew; it serves until the new one syncs.
+	lastCapacity *Capacity
+	remote       *remoteWatch
+	cancel       context.CancelFunc
+	done         chan struct{}
 }
 
 var flotillaScheme = func() *runtime.Scheme {
@@ -233,10 +235,14 @@ func (c *cluster) inherit(old *cluster) {
 func (c *cluster) snapshot() Snapshot {
 	c.mu.Lock()
 	s := c.state
-	cw := c.capacity
+	cw, last := c.capacity, c.lastCapacity
 	c.mu.Unlock()
 	if cw != nil {
 		s.Capacity, s.CapacitySynced = cw.current()
+	}
+	if !s.CapacitySynced && last != nil {
+		// A restarted watch that has not synced yet: what it knew before serves meanwhile.
+		s.Capacity, s.CapacitySynced = *last, true
 	}
 	return s
 }
@@ -264,16 +270,35 @@ func (c *cluster) stop() {
 	c.stopWatches()
 }
 
-// restartWatches is called when a secondary answers again after an outage: its informers failed
-// meanwhile and back off for up to a minute before they list again, so delegates' status would
-// lag that long. Stopped now, they are started afresh (and list at once) by this probe.
+// restartWatches is called when a secondary answers again after an outage. An informer whose
+// list or watch failed meanwhile backs off for up to a minute before it lists again, so delegates'
+// status would lag that long: that one is stopped now, and this probe starts it afresh (it lists at
+// once). An informer that never failed (the probes failed, its watch did not) is left alone: a
+// relist of a large secondary costs every replica, and proves nothing. A capacity watch restarted
+// leaves its last capacity to serve until the new one syncs (lastCapacity), so the webhook and
+// readiness never lose a secondary they knew.
 func (c *cluster) restartWatches(log logr.Logger) {
 	c.mu.Lock()
-	watching := c.capacity != nil
+	cw, rw := c.capacity, c.remote
+	restartCapacity := cw != nil && cw.reflectorFailed()
+	restartRemote := rw != nil && rw.reflectorFailed()
+	if restartCapacity {
+		if last, synced := cw.current(); synced {
+			c.lastCapacity = &last
+		}
+		c.capacity = nil
+	}
+	if restartRemote {
+		c.remote = nil
+	}
 	c.mu.Unlock()
-	if watching {
-		log.Info("Secondary answers again: restarting its informers")
-		c.stopWatches()
+	if restartCapacity {
+		log.Info("Secondary answers again: restarting its capacity informers, which failed")
+		cw.stop()
+	}
+	if restartRemote {
+		log.Info("Secondary answers again: restarting its delegate informers, which failed")
+		rw.cancel()
 	}
 }
 
@@ -282,7 +307,7 @@ func (c *cluster) restartWatches(log logr.Logger) {
 func (c *cluster) stopWatches() {
 	c.mu.Lock()
 	cw, rw := c.capacity, c.remote
-	c.capacity, c.remote = nil, nil
+	c.capacity, c.remote, c.lastCapacity = nil, nil, nil
 	c.mu.Unlock()
 	if cw != nil {
 		cw.stop()

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -57,6 +59,12 @@ type Options struct {
 	// Elected closes when this replica becomes the leader (the manager's Elected()): only the
 	// leader writes (token renewal, cleanup). Nil: this replica always leads.
 	Elected <-chan struct{}
+	// CapacitySyncDeadline is how long readiness waits, at start, for a Running secondary's
+	// capacity to sync: one whose LIST takes longer (a very large or slow secondary) is not waited
+	// for beyond it. Default 30s.
+	CapacitySyncDeadline time.Duration
+	// Clock tells the readiness deadline (default: the real one).
+	Clock clock.PassiveClock
 }
 
 func (o *Options) defaults() {
@@ -81,6 +89,12 @@ func (o *Options) defaults() {
 	if o.RenewalFraction <= 0 || o.RenewalFraction >= 1 {
 		o.RenewalFraction = 0.5
 	}
+	if o.CapacitySyncDeadline == 0 {
+		o.CapacitySyncDeadline = 30 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
 }
 
 // Registry owns the registered clusters: it applies the registration kubeconfig, probes each
@@ -104,6 +118,9 @@ type Registry struct {
 	// sinks receive events of the started sources (source.go).
 	sinks    []*sink
 	nextSink int
+	// ready latches the first time Ready answers nil: from then on the webhook's readiness never
+	// depends on any one secondary (readiness.go).
+	ready atomic.Bool
 }
 
 var _ manager.Runnable = (*Registry)(nil)

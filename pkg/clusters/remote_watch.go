@@ -3,6 +3,7 @@ package clusters
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -39,6 +40,8 @@ type remoteWatch struct {
 	// deleted remembers the delegates the watch said were deleted.
 	deleted   *deletedDelegates
 	informers map[remoteKind][]cache.SharedIndexInformer
+	// failed is set when a list or watch of its informers fails (reflectorFailed).
+	failed atomic.Bool
 
 	mu      sync.Mutex
 	handled map[int]bool
@@ -70,6 +73,14 @@ func startRemoteWatch(ctx context.Context, cs kubernetes.Interface, primaryID st
 		replicas.Apps().V1().Deployments().Informer(),
 		replicas.Networking().V1().Ingresses().Informer(),
 	}
+	for _, list := range w.informers {
+		for _, inf := range list {
+			_ = inf.SetWatchErrorHandler(func(r *cache.Reflector, err error) {
+				w.failed.Store(true)
+				cache.DefaultWatchErrorHandler(ctx, r, err)
+			})
+		}
+	}
 	delegates.Start(ctx.Done())
 	replicas.Start(ctx.Done())
 	go func() {
@@ -79,6 +90,9 @@ func startRemoteWatch(ctx context.Context, cs kubernetes.Interface, primaryID st
 	}()
 	return w
 }
+
+// reflectorFailed says whether a list or watch of these informers failed since they started.
+func (w *remoteWatch) reflectorFailed() bool { return w.failed.Load() }
 
 // attach adds a sink's handler to the informers of its kind, once. client-go runs each handler on
 // a goroutine of its own with an unbounded buffer; the handlers only add to a work queue, which
