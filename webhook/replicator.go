@@ -77,6 +77,40 @@ var writeVerbs = []string{"create", "patch", "delete"}
 // error is a spec no right can cover.
 func ReplicatorRights(spec *flotillav1.ReplicatorSpec, namespaceExists bool) ([]Right, error) {
 	ns := spec.ReplicationNamespace
+	kinds, err := replicatedKinds(spec)
+	if err != nil {
+		return nil, err
+	}
+	var out []Right
+	if !namespaceExists {
+		out = append(out, Right{Verb: "create", Resource: "namespaces", Name: ns})
+	}
+	seen := map[string]bool{}
+	for _, k := range kinds {
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		gr := replicatedResources[k]
+		for _, v := range writeVerbs {
+			out = append(out, Right{Verb: v, Group: gr.Group, Resource: gr.Resource, Namespace: ns})
+		}
+	}
+	if ref := issuerRef(spec); ref != nil && ref.Kind == "ClusterIssuer" {
+		// cert-manager's RBAC for who may have a request signed by an issuer: verb use on signers,
+		// named <kind plural>.<group>/<name>. A ClusterIssuer is shared by every namespace and may
+		// vouch for any host; a namespaced Issuer of the replication namespace is the author's own.
+		group := ref.Group
+		if group == "" {
+			group = "cert-manager.io"
+		}
+		out = append(out, Right{Verb: "use", Group: "cert-manager.io", Resource: "signers", Name: "clusterissuers." + group + "/" + ref.Name})
+	}
+	return out, nil
+}
+
+// replicatedKinds lists the kinds a Replicator writes, in its apply order.
+func replicatedKinds(spec *flotillav1.ReplicatorSpec) ([]string, error) {
 	var kinds []string
 	if spec.ConfigMapName != "" {
 		kinds = append(kinds, "ConfigMap")
@@ -113,32 +147,7 @@ func ReplicatorRights(spec *flotillav1.ReplicatorSpec, namespaceExists bool) ([]
 		}
 		kinds = append(kinds, m.Kind)
 	}
-	var out []Right
-	if !namespaceExists {
-		out = append(out, Right{Verb: "create", Resource: "namespaces", Name: ns})
-	}
-	seen := map[string]bool{}
-	for _, k := range kinds {
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		gr := replicatedResources[k]
-		for _, v := range writeVerbs {
-			out = append(out, Right{Verb: v, Group: gr.Group, Resource: gr.Resource, Namespace: ns})
-		}
-	}
-	if ref := issuerRef(spec); ref != nil && ref.Kind == "ClusterIssuer" {
-		// cert-manager's RBAC for who may have a request signed by an issuer: verb use on signers,
-		// named <kind plural>.<group>/<name>. A ClusterIssuer is shared by every namespace and may
-		// vouch for any host; a namespaced Issuer of the replication namespace is the author's own.
-		group := ref.Group
-		if group == "" {
-			group = "cert-manager.io"
-		}
-		out = append(out, Right{Verb: "use", Group: "cert-manager.io", Resource: "signers", Name: "clusterissuers." + group + "/" + ref.Name})
-	}
-	return out, nil
+	return kinds, nil
 }
 
 func issuerRef(spec *flotillav1.ReplicatorSpec) *flotillav1.IssuerRef {

@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -114,6 +115,21 @@ func ServiceAccountProblem(name string, live *corev1.ServiceAccount, carried, na
 	}
 	return fmt.Sprintf("its pods would run as ServiceAccount %s/%s, which exists there and is not Flotilla's: it may only if an admin of that cluster labels the namespace %s=true",
 		live.Namespace, name, flotillav1.LabelAllowExistingServiceAccounts)
+}
+
+// serviceAccountAllowed applies ServiceAccountProblem to one object in a secondary (the primary's
+// ServiceAccounts are its author's, whose rights the webhook checked): an error when it may not
+// be applied there, with a Warning Event saying why.
+func (r *Reconciler) serviceAccountAllowed(ctx context.Context, read client.Reader, in Inputs, at Place, o *unstructured.Unstructured, objs []*unstructured.Unstructured) error {
+	if at.Primary {
+		return nil
+	}
+	problem, err := serviceAccountProblem(ctx, read, in, o, objs)
+	if err != nil || problem == "" {
+		return err
+	}
+	r.event(in.Replicator, corev1.EventTypeWarning, flotillav1.ReasonServiceAccountNotManaged, "Apply", "In %s, %s %s: %s", at.Cluster, o.GetKind(), o.GetName(), problem)
+	return errors.New(problem)
 }
 
 // serviceAccountProblem reads what ServiceAccountProblem needs in one secondary.

@@ -231,18 +231,11 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 	var failures []string
 	for _, o := range objs {
 		ar := flotillav1.AppliedResource{Cluster: cluster, Kind: o.GetKind(), Name: o.GetName(), ApplyStatus: flotillav1.ApplyStatusOK}
-		if !primary {
-			problem, err := serviceAccountProblem(ctx, live, in, o, objs)
-			if err == nil && problem != "" {
-				err = errors.New(problem)
-				r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonServiceAccountNotManaged, "Apply", "In %s, %s %s: %s", cluster, o.GetKind(), o.GetName(), problem)
-			}
-			if err != nil {
-				ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
-				failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
-				pr.applied = append(pr.applied, ar)
-				continue
-			}
+		if err := r.serviceAccountAllowed(ctx, live, in, place, o, objs); err != nil {
+			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
+			failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
+			pr.applied = append(pr.applied, ar)
+			continue
 		}
 		foreign, liveRV, err := notOurs(ctx, live, rep, in.PrimaryID, o, place)
 		if err != nil || foreign != "" {

@@ -146,8 +146,6 @@ func TestServiceAccountProblem(t *testing.T) {
 	}
 }
 
-
-
 // In a secondary, a Deployment whose pods would run as that cluster's own ServiceAccount is not
 // applied (reported, nothing written); with Flotilla's ServiceAccount of that name it is.
 func TestApplyInASecondaryRefusesItsOwnServiceAccount(t *testing.T) {

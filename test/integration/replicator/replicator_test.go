@@ -293,7 +293,7 @@ var _ = Describe("the Replicator", func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(st.Status.Synced).To(Equal("synced"))
 			g.Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nginx"}, &appsv1.Deployment{})).To(Succeed())
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed(), "once opted in, it is written")
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "once opted in, it is written")
 		Expect(primary.Client.Delete(ctx, rep)).To(Succeed())
 		Eventually(func() error { _, err := replicatorStatus(ctx, rep.Name); return err }).WithContext(ctx).
 			WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("not found")))
