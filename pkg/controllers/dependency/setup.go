@@ -37,11 +37,29 @@ type MetadataWatch struct {
 
 // NewMetadataWatch prepares the informers; Start runs them.
 func NewMetadataWatch(c metadata.Interface) *MetadataWatch {
-	w := &MetadataWatch{factory: metadatainformer.NewSharedInformerFactory(c, 0),
+	w := &MetadataWatch{factory: metadatainformer.NewFilteredSharedInformerFactory(c, 0, metav1.NamespaceAll, nil),
 		inform: map[string]toolscache.SharedIndexInformer{}}
 	w.inform[translate.KindConfigMap] = w.factory.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Informer()
 	w.inform[translate.KindSecret] = w.factory.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")).Informer()
+	for _, inf := range w.inform {
+		_ = inf.SetTransform(MetadataOnlyKey)
+	}
 	return w
+}
+
+// MetadataOnlyKey is the transform of the metadata informers of every ConfigMap and Secret in the
+// primary: only what the dependency reconciler reads (namespace, name, UID, resourceVersion) is
+// kept. Their annotations may hold an object's whole content (kubectl's
+// last-applied-configuration of a Secret is its data, in clear), and their labels and managed
+// fields are of no use here: none of it stays in the manager's memory.
+func MetadataOnlyKey(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{TypeMeta: m.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp,
+	}}, nil
 }
 
 // Version implements Versions.
