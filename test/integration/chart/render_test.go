@@ -412,3 +412,57 @@ var _ = Describe("the chart's rendering", Label("render"), func() {
 		}
 	})
 })
+
+// replicatorWrites are the resources only Replicators write in the primary.
+var replicatorWrites = []string{"namespaces", "configmaps", "secrets", "services", "serviceaccounts", "deployments", "statefulsets",
+	"daemonsets", "jobs", "cronjobs", "poddisruptionbudgets", "horizontalpodautoscalers", "ingresses", "networkpolicies", "certificates"}
+
+// managerWrites lists, per resource, the write verbs the manager's ClusterRole grants on it.
+func managerWrites(objs []*unstructured.Unstructured) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range nested(find(objs, "ClusterRole", "flotilla-manager"), "rules").([]any) {
+		rule := r.(map[string]any)
+		resources, _ := rule["resources"].([]any)
+		verbs, _ := rule["verbs"].([]any)
+		for _, res := range resources {
+			for _, v := range verbs {
+				if v == "create" || v == "update" || v == "patch" || v == "delete" || v == "*" {
+					out[res.(string)] = append(out[res.(string)], v.(string))
+				}
+			}
+		}
+	}
+	return out
+}
+
+func init() {
+	valueCases["replicator.enabled"] = valueCase{set("replicator.enabled=true"), func(objs []*unstructured.Unstructured) {
+		writes := managerWrites(objs)
+		for _, res := range replicatorWrites {
+			Expect(writes).To(HaveKey(res), "replicator.enabled grants the writes of Replicators")
+		}
+	}}
+}
+
+var _ = Describe("the manager's rights in the primary", Label("render"), func() {
+	It("grant no write on workloads, namespaces, ConfigMaps, Secrets, Services or Ingresses unless replicator.enabled, and only those then", func(ctx SpecContext) {
+		off := managerWrites(render(ctx))
+		for _, res := range replicatorWrites {
+			Expect(off).NotTo(HaveKey(res), "by default the manager may not write %s anywhere in the primary", res)
+		}
+		Expect(off).To(HaveKey("pods"), "proxies are still its own")
+		on := managerWrites(render(ctx, "replicator.enabled=true"))
+		for _, res := range replicatorWrites {
+			Expect(on).To(HaveKey(res))
+		}
+		for res, verbs := range on {
+			if _, replicators := off[res]; !replicators {
+				Expect(replicatorWrites).To(ContainElement(res), "replicator.enabled adds %v on %s, which no Replicator writes", verbs, res)
+			}
+		}
+		Expect(on["namespaces"]).To(ConsistOf("create", "delete"), "a Replicator creates its namespace and deletes it only if it created it")
+		docs, err := os.ReadFile(filepath.Join(chartDir, "..", "..", "docs", "replicator.md"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(docs)).To(ContainSubstring("replicator.enabled"), "docs/replicator.md says how to grant these")
+	})
+})
