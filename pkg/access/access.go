@@ -186,8 +186,9 @@ func delegatePolicy(n Names, meta metav1.ObjectMeta) *admissionregistrationv1.Va
 func celString(s string) string { return strconv.Quote(s) }
 
 // Objects returns everything `join` applies in a secondary for a primary, in apply order
-// (the FlotillaPrimary CRD is applied before, from config/crd).
-func Objects(n Names, clusterName string) []client.Object {
+// (the FlotillaPrimary CRD is applied before, from config/crd). namespaces is the allow-list of
+// namespace names the identity may use there (empty: every name the fence does not forbid).
+func Objects(n Names, clusterName string, namespaces Namespaces) []client.Object {
 	ns := flotillav1.SystemNamespace
 	labels := map[string]string{"app.kubernetes.io/part-of": "flotilla", flotillav1.LabelPrimary: n.PrimaryID}
 	meta := func(name, namespace string) metav1.ObjectMeta {
@@ -196,6 +197,14 @@ func Objects(n Names, clusterName string) []client.Object {
 	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: n.ServiceAccount, Namespace: ns}
 	failClosed := admissionregistrationv1.Fail
 	id := celString(n.PrimaryID)
+	var allowList []admissionregistrationv1.Validation
+	if len(namespaces) > 0 { // first: its refusal names the list
+		allowList = append(allowList, admissionregistrationv1.Validation{
+			Expression:        allowListExpression(namespaces),
+			MessageExpression: allowListMessage(n.PrimaryID, namespaces),
+			Reason:            ptrTo(metav1.StatusReasonForbidden),
+		})
+	}
 	return []client.Object{
 		&corev1.Namespace{ObjectMeta: meta(ns, "")},
 		&corev1.ServiceAccount{ObjectMeta: meta(n.ServiceAccount, ns)},
@@ -220,14 +229,14 @@ func Objects(n Names, clusterName string) []client.Object {
 					}}}},
 				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "flotilla-identity",
 					Expression: fmt.Sprintf("request.userInfo.username == '%s'", n.Username())}},
-				Validations: []admissionregistrationv1.Validation{{
+				Validations: append(allowList, admissionregistrationv1.Validation{
 					Expression: policyExpression(n.PrimaryID),
 					MessageExpression: `'Flotilla (primary ' + ` + id + ` + ') may write only in namespaces labelled ` +
 						flotillav1.LabelManagedBy + `=' + ` + id + ` + ', never in kube-*, default or flotilla-system, and may change only objects labelled ` +
 						flotillav1.LabelPrimary + `=' + ` + id + ` + ': ' + ` +
 						`request.resource.resource + ' ' + (request.namespace != '' ? request.namespace + '/' : '') + request.name + ' refused'`,
 					Reason: ptrTo(metav1.StatusReasonForbidden),
-				}},
+				}),
 			}},
 		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: meta(n.Policy, ""),
 			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{

@@ -175,14 +175,19 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server str
 func newJoinCommand(g *GlobalOptions) *cobra.Command {
 	var contextName, name, server string
 	var duration time.Duration
+	var namespaces []string
 	cmd := &cobra.Command{
-		Use:   "join --context CONTEXT [--name NAME]",
+		Use:   "join --context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*]",
 		Short: "Register a secondary with a least-privilege identity of Flotilla's own",
 		Long: `join uses the context's (admin) credentials once, to install in the secondary:
   - the FlotillaPrimary CRD and this primary's FlotillaPrimary object;
   - a ServiceAccount flotilla-system/flotilla-<primary id>, its least-privilege RBAC (no reads of
     Secrets, no RBAC objects), and a ValidatingAdmissionPolicy that lets it write only in
-    namespaces labelled flotilla.dev/managed-by=<primary id>;
+    namespaces labelled flotilla.dev/managed-by=<primary id>, and with --namespaces only in
+    namespaces of the names (web) and prefixes (team-*) listed: it may neither create nor write
+    in any other, so a tenant's namespace named like a tool of that cluster (cert-manager) is not
+    made there first. Without --namespaces every name is allowed but kube-*, default and
+    flotilla-system; running join again with another list (or none) replaces the list;
 then mints a token for that ServiceAccount and registers it in the primary's Secret. The manager
 renews the token at half its lifetime through the secondary itself, so with the default 7 days a
 secondary may be unreachable for up to 3.5 days; one that stayed away longer shows TokenExpired in
@@ -191,10 +196,13 @@ join again is always safe. This works for contexts whose own credentials the man
 (GKE, EKS, AKS exec plugins).`,
 		Example: "  flotillactl cluster join --context secondary1 --name eu-west\n" +
 			"  # a local cluster whose kubeconfig says 127.0.0.1, for a manager running in a pod:\n" +
-			"  flotillactl cluster join --context kind-eu --server https://192.168.1.20:6443",
+			"  flotillactl cluster join --context kind-eu --server https://192.168.1.20:6443\n" +
+			"  # only namespace web and those whose names start with team-:\n" +
+			"  flotillactl cluster join --context secondary1 --namespaces web,team-*",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runJoin(cmd.Context(), g, joinOptions{contextName: contextName, name: name, server: server, duration: duration}, cmd.OutOrStdout())
+			return runJoin(cmd.Context(), g, joinOptions{contextName: contextName, name: name, server: server, duration: duration,
+				namespaces: namespaces}, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
@@ -202,6 +210,8 @@ join again is always safe. This works for contexts whose own credentials the man
 	cmd.Flags().StringVar(&server, "server", "", serverFlagHelp)
 	cmd.Flags().DurationVar(&duration, "token-duration", 7*24*time.Hour,
 		"lifetime of the token minted for Flotilla (the secondary may cap it); renewed at half of it, so the longest outage it survives is half of it")
+	cmd.Flags().StringSliceVar(&namespaces, "namespaces", nil,
+		"the only namespaces Flotilla may create and write in there: names and prefixes (team-*), comma-separated (default: every name but kube-*, default, flotilla-system)")
 	_ = cmd.MarkFlagRequired("context")
 	return cmd
 }
@@ -210,6 +220,7 @@ join again is always safe. This works for contexts whose own credentials the man
 type joinOptions struct {
 	contextName, name, server string
 	duration                  time.Duration
+	namespaces                access.Namespaces
 }
 
 func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer) error {
@@ -224,6 +235,9 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	cluster, err := registeredCluster(user.Clusters[kctx.Cluster], o.server)
 	if err != nil {
 		return err
+	}
+	if err := o.namespaces.Validate(); err != nil {
+		return fmt.Errorf("--namespaces: %w", err)
 	}
 	// Checked before anything is made in the secondary; the token minted below is the only user field.
 	cluster, _, err = registrableEntries(contextName, cluster, &clientcmdapi.AuthInfo{})
@@ -256,7 +270,7 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 		return err
 	}
 	names := access.NamesFor(primaryID)
-	for _, obj := range access.Objects(names, name) {
+	for _, obj := range access.Objects(names, name, o.namespaces) {
 		if err := apply(ctx, secondary, obj); err != nil {
 			return fmt.Errorf("context %s: %w", contextName, err)
 		}
@@ -288,6 +302,14 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	}
 	_, err = fmt.Fprintf(out, "Joined context %s as cluster %s at %s (virtual node %s) with identity %s; token expires %s.\n",
 		contextName, name, cluster.Server, flotillav1.VirtualNodeName(name), names.Username(), tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
+	if err != nil {
+		return err
+	}
+	allowed := "every name but kube-*, default and " + flotillav1.SystemNamespace + " (--namespaces to list them)"
+	if len(o.namespaces) > 0 {
+		allowed = "only " + o.namespaces.String()
+	}
+	_, err = fmt.Fprintf(out, "Namespaces Flotilla may use in %s: %s.\n", name, allowed)
 	return err
 }
 

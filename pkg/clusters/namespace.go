@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -11,24 +12,37 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
-// NamespaceNotManagedError is a namespace that exists in a secondary without this primary's
-// flotilla.dev/managed-by label: Flotilla may not write in it until an admin of that cluster adds it.
+// NamespaceNotManagedError is a namespace Flotilla may not use in a secondary until an admin of
+// that cluster acts: one that exists there without this primary's flotilla.dev/managed-by label,
+// or one the secondary refused to let it create (Refused: its answer, which names the namespace
+// allow-list `flotillactl cluster join --namespaces` set there).
 type NamespaceNotManagedError struct {
 	Namespace, Cluster, PrimaryID string
+	Refused                       error
 }
 
 func (e *NamespaceNotManagedError) Error() string {
+	if e.Refused != nil {
+		return fmt.Sprintf("cluster %s refused to let Flotilla create namespace %s: %v", e.Cluster, e.Namespace, e.Refused)
+	}
 	return fmt.Sprintf("namespace %s exists in %s without label %s=%s; an admin of %s may add it",
 		e.Namespace, e.Cluster, flotillav1.LabelManagedBy, e.PrimaryID, e.Cluster)
 }
+
+func (e *NamespaceNotManagedError) Unwrap() error { return e.Refused }
+
+// podSecurityPrefix starts the Pod Security labels of a namespace.
+const podSecurityPrefix = "pod-security.kubernetes.io/"
 
 // EnsureManagedNamespace is the one way Flotilla makes a namespace in a secondary (for a delegate
 // or for a Replicator): created with this primary's managed-by and primary labels, the given
 // labels (the primary namespace's Pod Security ones) and annotations when missing; an existing one
 // must already carry managed-by=<primary ID>, else a *NamespaceNotManagedError, and gets the given
-// labels where they differ. created says whether this call created it.
+// labels where they differ. A creation the secondary forbids (its namespace allow-list) is a
+// *NamespaceNotManagedError too, carrying the refusal. created says whether this call created it.
 func EnsureManagedNamespace(ctx context.Context, c client.Client, cluster, name, primaryID string, labels, annotations map[string]string) (created bool, err error) {
 	var ns corev1.Namespace
 	err = c.Get(ctx, client.ObjectKey{Name: name}, &ns)
@@ -39,7 +53,11 @@ func EnsureManagedNamespace(ctx context.Context, c client.Client, cluster, name,
 		for k, v := range labels {
 			ns.Labels[k] = v
 		}
-		if err := c.Create(ctx, &ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		switch err := c.Create(ctx, &ns); {
+		case apierrors.IsForbidden(err):
+			// The secondary's fence (its namespace allow-list) or RBAC: waiting does not help.
+			return false, &NamespaceNotManagedError{Namespace: name, Cluster: cluster, PrimaryID: primaryID, Refused: err}
+		case err != nil && !apierrors.IsAlreadyExists(err):
 			return false, fmt.Errorf("creating namespace %s in %s: %w", name, cluster, err)
 		}
 		return true, nil
@@ -50,9 +68,14 @@ func EnsureManagedNamespace(ctx context.Context, c client.Client, cluster, name,
 	}
 	base := ns.DeepCopy()
 	for k, v := range labels {
-		if ns.Labels[k] != v {
+		if !strings.HasPrefix(k, podSecurityPrefix) && ns.Labels[k] != v {
 			ns.Labels[k] = v
 		}
+	}
+	// Pod Security: the stricter of what the namespace has (an admin of this cluster may have
+	// tightened it) and what the primary's namespace asks.
+	for k, v := range translate.StricterPodSecurity(ns.Labels, labels) {
+		ns.Labels[k] = v
 	}
 	if len(ns.Labels) != len(base.Labels) || !maps.Equal(ns.Labels, base.Labels) {
 		if err := c.Patch(ctx, &ns, client.MergeFrom(base)); err != nil {

@@ -37,7 +37,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	secondary, err = clusterenv.Start("secondary")
 	Expect(err).NotTo(HaveOccurred())
 	names = access.NamesFor("0123456789abcdef-primary")
-	for _, o := range access.Objects(names, "east") {
+	for _, o := range access.Objects(names, "east", nil) {
 		Expect(secondary.Client.Create(ctx, o)).To(Succeed(), "%T %s", o, o.GetName())
 	}
 	cfg := rest.CopyConfig(secondary.Config)

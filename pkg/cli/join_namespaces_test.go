@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+func TestJoinTakesANamespaceAllowList(t *testing.T) {
+	out, err := run(t, "cluster", "join", "--help")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--namespaces", "team-*", "Without --namespaces every name is allowed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cluster join --help does not say %q:\n%s", want, out)
+		}
+	}
+	// A list the fence could never honour is refused before anything is reached.
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["eu"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
+	cfg.AuthInfos["eu"] = &clientcmdapi.AuthInfo{Token: "t"}
+	cfg.Contexts["eu"] = &clientcmdapi.Context{Cluster: "eu", AuthInfo: "eu"}
+	cfg.CurrentContext = "eu"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	_, err = run(t, "--kubeconfig", path, "cluster", "join", "--context", "eu", "--namespaces", "web,kube-*")
+	if err == nil || !strings.Contains(err.Error(), "--namespaces") || !strings.Contains(err.Error(), `"kube-*"`) {
+		t.Errorf("err = %v; want --namespaces refused, naming kube-*", err)
+	}
+}
