@@ -328,7 +328,13 @@ func setupClusters(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, opts
 		return nil, fmt.Errorf("adding the virtual nodes: %w", err)
 	}
 	if opts.kubeletPort > 0 {
-		kubelet := &kubeletapi.Server{Primary: primaryClient, Secondaries: registry, Addr: fmt.Sprintf(":%d", opts.kubeletPort),
+		// Its own client and rate limiter: its callers must never spend primaryClient's budget,
+		// which renews the virtual nodes' Leases.
+		kubeletClient, err := kubeletapi.NewPrimaryClient(cfg)
+		if err != nil {
+			return nil, err
+		}
+		kubelet := &kubeletapi.Server{Primary: kubeletClient, Secondaries: registry, Addr: fmt.Sprintf(":%d", opts.kubeletPort),
 			ServingHosts: []string{"localhost"}, ServingIPs: []net.IP{net.ParseIP(address)}, Log: ctrl.Log.WithName("kubelet")}
 		if err := mgr.Add(kubelet); err != nil {
 			return nil, fmt.Errorf("adding the kubelet API: %w", err)

@@ -17,7 +17,6 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/virtual-kubelet/virtual-kubelet/errdefs"
 	"github.com/virtual-kubelet/virtual-kubelet/node/api"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/clock"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -42,9 +42,12 @@ type Secondaries interface {
 // Server is the kubelet API of every virtual node (they share one address): kubectl logs,
 // exec, attach and port-forward on a proxy reach its delegate. Callers are authenticated by client
 // certificate (the API server's, against the cluster's client CA) or bearer token (TokenReview),
-// and authorised by SubjectAccessReview on nodes/proxy of the proxy's node. Anonymous callers are
-// refused.
+// and authorised by SubjectAccessReview (see authenticated). Anonymous callers are refused. Both
+// reviews are cached as a kubelet caches them, and at most MaxInFlight requests wait on a review
+// at once: past that they are refused with 429.
 type Server struct {
+	// Primary is the kubelet API's own client of the primary (NewPrimaryClient), never the one the
+	// virtual nodes' Leases are renewed with: what callers make it do must not delay a renewal.
 	Primary     kubernetes.Interface
 	Secondaries Secondaries
 	// Addr is the listen address, e.g. ":10250".
@@ -53,6 +56,10 @@ type Server struct {
 	ServingHosts []string
 	ServingIPs   []net.IP
 	Log          logr.Logger
+	// Clock tells the caches of reviews when their entries expire (default: the real one).
+	Clock clock.PassiveClock
+	// MaxInFlight bounds the requests waiting on a review at once (default DefaultMaxInFlight).
+	MaxInFlight int
 
 	// usage keeps the CPU counters of the virtual nodes' resource metrics between scrapes.
 	usage *usageMeter
@@ -143,32 +150,24 @@ type caller struct {
 // exec, attach and port-forward whatever the HTTP method (a GET websocket upgrade is still an
 // exec). A direct caller needs what it would need on the proxy itself through the API server:
 // create pods/exec, pods/attach or pods/portforward, or get pods/log, on that pod.
+//
+// Reviews are cached (see gate) and the proxy is read only once the caller is authorised, so that
+// what an unauthorised caller costs the primary is one TokenReview per token in tokenCacheTTL.
 func (k *Server) authenticated(next http.Handler) http.Handler {
+	return k.admitWith(newGate(k.Primary, k.Clock, k.MaxInFlight, k.Log), next)
+}
+
+// admitWith is authenticated with the given gate.
+func (k *Server) admitWith(g *gate, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		who, ok := k.authenticate(r)
+		s := &slot{g: g}
+		proxy, ok := k.admit(w, r, g, s)
+		s.release() // before streaming, which may last hours
 		if !ok {
-			http.Error(w, "Unauthorized", http.StatusUnauthorized)
 			return
 		}
-		if t, ok := parseNodeTarget(r.URL.Path); ok {
-			attrs := authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: t.subresource, Name: t.node}
-			if k.authorize(w, r, who, attrs) {
-				k.serveNode(w, r, t)
-			}
-			return
-		}
-		target, err := parseTarget(r.URL.Path)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		proxy, err := k.proxyOf(r.Context(), target)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusNotFound)
-			return
-		}
-		if !k.authorize(w, r, who, target.attributes(proxy.Spec.NodeName, who.apiServer)) {
-			return
+		if proxy == nil {
+			return // a node's endpoint, served
 		}
 		// The handlers find the proxy here (but port-forward, whose context virtual-kubelet does
 		// not derive from the request's: it reads it again).
@@ -176,20 +175,80 @@ func (k *Server) authenticated(next http.Handler) http.Handler {
 	})
 }
 
-// authorize asks the primary whether the caller may do what attrs say; when not, it answers the
-// request and returns false.
-func (k *Server) authorize(w http.ResponseWriter, r *http.Request, who caller, attrs authorizationv1.ResourceAttributes) bool {
-	sar, err := k.Primary.AuthorizationV1().SubjectAccessReviews().Create(r.Context(), &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{User: who.user, UID: who.uid, Groups: who.groups, Extra: who.extra,
-			ResourceAttributes: &attrs},
-	}, metav1.CreateOptions{})
+// admit authenticates and authorises r. It serves a virtual node's own endpoints itself (and
+// returns no proxy); for a pod request it returns the proxy, read once the caller is authorised.
+// When it returns false it has answered the request.
+func (k *Server) admit(w http.ResponseWriter, r *http.Request, g *gate, s *slot) (*corev1.Pod, bool) {
+	who, err := g.authenticate(r, s)
 	if err != nil {
-		http.Error(w, "authorization failed", http.StatusInternalServerError)
+		refuse(w, err, "Unauthorized", http.StatusUnauthorized)
+		if !errors.Is(err, errUnauthenticated) && !errors.Is(err, errBusy) {
+			g.log.V(1).Info("Authentication failed", "error", err.Error())
+		}
+		return nil, false
+	}
+	if t, ok := parseNodeTarget(r.URL.Path); ok {
+		attrs := authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: t.subresource, Name: t.node}
+		if k.authorize(w, r, g, s, who, attrs) {
+			k.serveNode(w, r, t)
+		}
+		return nil, false
+	}
+	target, err := parseTarget(r.URL.Path)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return nil, false
+	}
+	if !who.apiServer {
+		// A direct caller's rights are on the pod the URL names: authorised before the pod is read.
+		if !k.authorize(w, r, g, s, who, target.attributes("", false)) {
+			return nil, false
+		}
+	}
+	// No slot for this read: callers who hold a slot are the ones the primary has not yet vouched
+	// for, and an authorised caller must not be refused because a flood holds them all.
+	proxy, err := k.proxyOf(r.Context(), target)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return nil, false
+	}
+	// The API server's right is on the proxy's node, which the URL does not name (every virtual
+	// node has this address): it is read first. Only a certificate of the cluster's client CA gets
+	// here unauthorised.
+	if who.apiServer && !k.authorize(w, r, g, s, who, target.attributes(proxy.Spec.NodeName, true)) {
+		return nil, false
+	}
+	return proxy, true
+}
+
+// refuse answers a request refused for err: 429 when the primary is too busy to ask, else code.
+func refuse(w http.ResponseWriter, err error, message string, code int) {
+	if errors.Is(err, errBusy) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "Too many requests: "+errBusy.Error(), http.StatusTooManyRequests)
+		return
+	}
+	http.Error(w, message, code)
+}
+
+// authorize asks the primary (or the cache of its answers) whether the caller may do what attrs
+// say; when not, it answers the request and returns false.
+func (k *Server) authorize(w http.ResponseWriter, r *http.Request, g *gate, s *slot, who caller, attrs authorizationv1.ResourceAttributes) bool {
+	ok, err := g.allowed(r.Context(), who, attrs, s)
+	if err != nil {
+		refuse(w, err, "authorization failed", http.StatusInternalServerError)
+		if !errors.Is(err, errBusy) {
+			g.log.V(1).Info("Authorization failed", "user", who.user, "error", err.Error())
+		}
 		return false
 	}
-	if !sar.Status.Allowed {
+	if !ok {
 		what := attrs.Resource + "/" + attrs.Subresource
-		http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s %s", who.user, attrs.Verb, what, attrs.Name), http.StatusForbidden)
+		name := attrs.Name
+		if attrs.Namespace != "" {
+			name = attrs.Namespace + "/" + name
+		}
+		http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s %s", who.user, attrs.Verb, what, name), http.StatusForbidden)
 		return false
 	}
 	return true
@@ -197,28 +256,6 @@ func (k *Server) authorize(w http.ResponseWriter, r *http.Request, who caller, a
 
 // proxyKey carries the proxy read by authenticated to the handlers.
 type proxyKey struct{}
-
-func (k *Server) authenticate(r *http.Request) (caller, bool) {
-	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		c := r.TLS.PeerCertificates[0]
-		return caller{user: c.Subject.CommonName, groups: c.Subject.Organization, apiServer: true}, true
-	}
-	token, found := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !found || token == "" {
-		return caller{}, false
-	}
-	tr, err := k.Primary.AuthenticationV1().TokenReviews().Create(r.Context(), &authenticationv1.TokenReview{
-		Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
-	if err != nil || !tr.Status.Authenticated {
-		return caller{}, false
-	}
-	u := tr.Status.User
-	extra := make(map[string]authorizationv1.ExtraValue, len(u.Extra))
-	for key, v := range u.Extra {
-		extra[key] = authorizationv1.ExtraValue(v)
-	}
-	return caller{user: u.Username, uid: u.UID, groups: u.Groups, extra: extra}, true
-}
 
 // target is what a kubelet API request names: /{verb}/{namespace}/{pod}/...
 type target struct {
@@ -254,7 +291,9 @@ func (t target) attributes(node string, apiServer bool) authorizationv1.Resource
 
 // proxyOf reads the proxy a request names, which must be on a virtual node.
 func (k *Server) proxyOf(ctx context.Context, t target) (*corev1.Pod, error) {
-	pod, err := k.Primary.CoreV1().Pods(t.namespace).Get(ctx, t.pod, metav1.GetOptions{})
+	rctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+	defer cancel()
+	pod, err := k.Primary.CoreV1().Pods(t.namespace).Get(rctx, t.pod, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", t.namespace, t.pod, err)
 	}
