@@ -49,3 +49,47 @@ func PodSecurityViolation(meta *metav1.ObjectMeta, spec *corev1.PodSpec, namespa
 	}
 	return fmt.Sprintf("violates PodSecurity %q: %s", p.Enforce.String(), result.ForbiddenDetail())
 }
+
+// podSecurityModes are the Pod Security label modes, each with a level and a version label.
+var podSecurityModes = []string{psaapi.EnforceLevelLabel, psaapi.AuditLevelLabel, psaapi.WarnLevelLabel}
+
+// levelRank orders Pod Security levels; a level the API server cannot parse counts as restricted,
+// as the API server enforces it.
+func levelRank(v string) int {
+	l, err := psaapi.ParseLevel(v)
+	if err != nil {
+		return 2
+	}
+	switch l {
+	case psaapi.LevelPrivileged:
+		return 0
+	case psaapi.LevelBaseline:
+		return 1
+	}
+	return 2
+}
+
+// StricterPodSecurity is the Pod Security labels a secondary's namespace should carry: for each
+// mode (enforce, audit, warn), the stricter of the level it has (an admin of that cluster may have
+// tightened it) and the level wanted (the primary namespace's), with that level's version label.
+// A level is never loosened by Flotilla: an admin of the secondary loosens it, if anyone does. Only
+// pod-security.kubernetes.io/* keys are returned.
+func StricterPodSecurity(existing, wanted map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, mode := range podSecurityModes {
+		have, hasHave := existing[mode]
+		want, hasWant := wanted[mode]
+		from := wanted
+		switch {
+		case !hasWant && !hasHave:
+			continue
+		case !hasWant, hasHave && levelRank(have) > levelRank(want), hasHave && have == want:
+			from = existing
+		}
+		out[mode] = from[mode]
+		if v, ok := from[mode+"-version"]; ok {
+			out[mode+"-version"] = v
+		}
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -171,6 +172,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 			return r.delegateLost(ctx, proxy, sec.Name)
 		}
 		return r.createDelegate(ctx, proxy, sec)
+	}
+	if err := r.keepPodSecurity(ctx, proxy, sec); err != nil {
+		return ctrl.Result{}, err
 	}
 	if err := r.updateImages(ctx, sec, proxy, delegate); err != nil {
 		return ctrl.Result{}, err
@@ -367,7 +371,9 @@ func permanent(err error) bool {
 // ensureNamespace makes the delegate's namespace exist in the secondary with the managed-by label,
 // and waits for its default ServiceAccount (a pod created before it is refused).
 func (r *Reconciler) ensureNamespace(ctx context.Context, name string, labels map[string]string, sec clusters.Secondary) (reason, message string, err error) {
-	key := sec.Name + "/" + name
+	// The labels are part of the key: a Pod Security level changed in the primary is carried at
+	// the next reconcile of any proxy of the namespace (a change of it brings them all back).
+	key := sec.Name + "/" + name + "|" + canonicalLabels(labels)
 	if _, ok := r.readyNamespaces.Load(key); ok {
 		return "", "", nil
 	}
@@ -387,6 +393,51 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, name string, labels ma
 	}
 	r.readyNamespaces.Store(key, true)
 	return "", "", nil
+}
+
+// keepPodSecurity carries the primary namespace's Pod Security labels to the secondary's namespace
+// of a running delegate when they changed (ensureNamespace is a map lookup when they did not).
+func (r *Reconciler) keepPodSecurity(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) error {
+	var home corev1.Namespace
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: proxy.Namespace}, &home); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	_, _, err := r.ensureNamespace(ctx, proxy.Namespace, translate.PodSecurityLabels(home.Labels), sec)
+	return err
+}
+
+// canonicalLabels is labels as one sorted string.
+func canonicalLabels(labels map[string]string) string {
+	keys := slices.Sorted(maps.Keys(labels))
+	var b strings.Builder
+	for _, k := range keys {
+		b.WriteString(k + "=" + labels[k] + ",")
+	}
+	return b.String()
+}
+
+// podSecurityChanged passes a namespace's update that changes its Pod Security labels.
+var podSecurityChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !maps.Equal(translate.PodSecurityLabels(e.ObjectOld.GetLabels()), translate.PodSecurityLabels(e.ObjectNew.GetLabels()))
+	},
+}
+
+// proxiesIn lists the proxies of a namespace of the primary.
+func (r *Reconciler) proxiesIn(ctx context.Context, o client.Object) []reconcile.Request {
+	var list corev1.PodList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetName()), client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the proxies of a namespace whose Pod Security level changed", "namespace", o.GetName())
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+	}
+	return out
 }
 
 // reconcileDelete deletes the delegate, then lets the proxy go: the finalizer is removed once no
@@ -615,7 +666,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, wor
 		}})).
 		// A delegate has its proxy's namespace and name.
 		WatchesRawSource(r.Secondaries.DelegateSource(&handler.EnqueueRequestForObject{})).
-		WatchesRawSource(r.Secondaries.WatchStartSource(handler.EnqueueRequestsFromMapFunc(r.proxiesOf)))
+		WatchesRawSource(r.Secondaries.WatchStartSource(handler.EnqueueRequestsFromMapFunc(r.proxiesOf))).
+		// A Pod Security level changed in the primary reaches the secondaries' namespaces at once.
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.proxiesIn), builder.WithPredicates(podSecurityChanged))
 	for _, s := range r.Dependencies {
 		b = b.WatchesRawSource(s)
 	}

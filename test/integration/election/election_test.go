@@ -316,6 +316,57 @@ var _ = Describe("the proxy reconciler", func() {
 		Expect(primary.Client.Delete(ctx, ok)).To(Succeed())
 	}, SpecTimeout(time.Minute))
 
+	It("never loosens a secondary's Pod Security level, and carries a tightened primary level at once, without a new pod", func(ctx SpecContext) {
+		const tightened, guarded = "psa-tightened", "psa-guarded"
+		level := func(c *clusterenv.Cluster, name string) func(Gomega) string {
+			return func(g Gomega) string {
+				var n corev1.Namespace
+				g.Expect(c.Client.Get(ctx, client.ObjectKey{Name: name}, &n)).To(Succeed())
+				return n.Labels["pod-security.kubernetes.io/enforce"]
+			}
+		}
+		// An admin of the secondary made guarded restricted; the primary asks baseline.
+		Expect(primary.Namespace(ctx, guarded, map[string]string{flotillav1.LabelEnabled: "true",
+			"pod-security.kubernetes.io/enforce": "baseline"})).To(Succeed())
+		Expect(secondary.Namespace(ctx, guarded, map[string]string{flotillav1.LabelManagedBy: secondaryManagedBy(ctx),
+			"pod-security.kubernetes.io/enforce": "restricted"})).To(Succeed())
+		Expect(primary.Namespace(ctx, tightened, map[string]string{flotillav1.LabelEnabled: "true",
+			"pod-security.kubernetes.io/enforce": "privileged"})).To(Succeed())
+		for _, n := range []string{guarded, tightened} {
+			p := electedPod("psa", nil, "10m")
+			p.Namespace = n
+			if n == guarded { // passes restricted
+				no, yes := false, true
+				p.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsNonRoot: &yes, SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}}
+				p.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{AllowPrivilegeEscalation: &no,
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}}
+			}
+			Expect(primary.Client.Create(ctx, p)).To(Succeed())
+			if n == tightened { // Flotilla creates it; no controller manager here makes its default ServiceAccount
+				Eventually(func() error {
+					return secondary.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "default"}})
+				}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+			}
+			Eventually(func() error {
+				var d corev1.Pod
+				return secondary.Client.Get(ctx, client.ObjectKey{Namespace: n, Name: "psa"}, &d)
+			}).WithContext(ctx).WithTimeout(20*time.Second).Should(Succeed(), "delegate in %s", n)
+		}
+		Consistently(level(secondary, guarded)).WithContext(ctx).WithTimeout(2*time.Second).Should(Equal("restricted"), "the admin's stricter level stays")
+		Expect(level(secondary, tightened)(Default)).To(Equal("privileged"))
+
+		// The primary tightens tightened; no pod is created.
+		var n corev1.Namespace
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Name: tightened}, &n)).To(Succeed())
+		base := n.DeepCopy()
+		n.Labels["pod-security.kubernetes.io/enforce"] = "baseline"
+		Expect(primary.Client.Patch(ctx, &n, client.MergeFrom(base))).To(Succeed())
+		Eventually(level(secondary, tightened)).WithContext(ctx).WithTimeout(20 * time.Second).Should(Equal("baseline"))
+		for _, ns := range []string{guarded, tightened} {
+			Expect(primary.Client.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "psa"}})).To(Succeed())
+		}
+	}, SpecTimeout(time.Minute))
+
 	It("backs off while a proxy waits for a missing Secret (a bounded number of reads), and creates the delegate as soon as it appears", func(ctx SpecContext) {
 		pod := electedPod("patient", nil, "10m")
 		pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
@@ -414,3 +465,11 @@ var _ = Describe("the dependency reconciler", func() {
 		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "dep-config"}, &corev1.ConfigMap{})).To(Succeed(), "the primary's own objects stay")
 	}, SpecTimeout(2*time.Minute))
 })
+
+// secondaryManagedBy is the managed-by label value of this primary: the label of the suite's
+// namespace in the secondary.
+func secondaryManagedBy(ctx SpecContext) string {
+	var n corev1.Namespace
+	Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: ns}, &n)).To(Succeed())
+	return n.Labels[flotillav1.LabelManagedBy]
+}
