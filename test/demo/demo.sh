@@ -17,7 +17,7 @@ if "$kubectl" --context primary get node realnode >/dev/null 2>&1; then
   make --no-print-directory image
   ctr -a /run/flotilla-realnode/containerd.sock -n k8s.io images import bin/image/flotilla-manager.tar >/dev/null
   "$helm" --kube-context primary upgrade --install flotilla charts/flotilla -n flotilla-system --create-namespace --wait --timeout 3m \
-    --set manager.image.pullPolicy=Never \
+    --set manager.image.pullPolicy=Never --set replicator.enabled=true \
     --set-string 'manager.nodeSelector.testbed\.flotilla\.dev/real-node=true' \
     --set 'manager.tolerations[0].key=testbed.flotilla.dev/real-node,manager.tolerations[0].operator=Exists,manager.tolerations[0].effect=NoSchedule'
   "$kubectl" --context primary -n flotilla-system get pods -o wide
@@ -27,7 +27,7 @@ if "$kubectl" --context primary get node realnode >/dev/null 2>&1; then
 else
   echo "== manager: out of cluster, on this host (no real node in the bed: see the dev-up output above for why)"
   "$helm" --kube-context primary upgrade --install flotilla charts/flotilla -n flotilla-system --create-namespace --wait \
-    --set manager.enabled=false >/dev/null
+    --set manager.enabled=false --set replicator.enabled=true >/dev/null
   # The manager runs as the chart's ServiceAccount, as it would in cluster: the primary's admission
   # policy lets only that identity write what only Flotilla writes on pods (with the admin's
   # credentials every proxy would stay Pending). A 24 h token: run `make demo` again after that.

@@ -104,7 +104,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// The chart installs CRDs, ServiceAccount and RBAC; the manager runs here, out of cluster, as
 	// that ServiceAccount, so every spec also proves the chart's RBAC is enough.
 	out, err := helm(ctx, bed.Primary, "install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
-		"--create-namespace", "--set", "manager.enabled=false", "--wait")
+		"--create-namespace", "--set", "manager.enabled=false", "--set", "replicator.enabled=true", "--wait")
 	Expect(err).NotTo(HaveOccurred(), "helm install (primary): %s", out)
 	out, err = helm(ctx, bed.Secondaries[0], "install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
 		"--create-namespace", "--set", "role=secondary")

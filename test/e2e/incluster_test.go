@@ -44,7 +44,8 @@ const (
 // node (nothing can be pulled here), on the real node (kwok would only pretend to run it on the
 // fake one) whose taint it tolerates.
 func inClusterValues(extra ...string) []string {
-	values := fmt.Sprintf(`manager:
+	values := fmt.Sprintf(`replicator: {enabled: true}
+manager:
   enabled: true
   image: {repository: %s, tag: %s, pullPolicy: Never}
   logLevel: debug
@@ -390,7 +391,7 @@ func backToOutOfCluster(ctx SpecContext) {
 	case err == nil && strings.Contains(status, "STATUS: deployed"):
 		// Still installed (a spec failed before the uninstall): the host manager takes over.
 		out, err := helm(ctx, bed.Primary, "upgrade", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
-			"--set", "manager.enabled=false", "--wait")
+			"--set", "manager.enabled=false", "--set", "replicator.enabled=true", "--wait")
 		Expect(err).NotTo(HaveOccurred(), "helm upgrade: %s", out)
 	case err == nil:
 		// Stuck after a refused uninstall (a spec failed between the two): no hook this time.
@@ -399,7 +400,7 @@ func backToOutOfCluster(ctx SpecContext) {
 		fallthrough
 	default:
 		out, err := helm(ctx, bed.Primary, "install", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
-			"--set", "manager.enabled=false", "--wait")
+			"--set", "manager.enabled=false", "--set", "replicator.enabled=true", "--wait")
 		Expect(err).NotTo(HaveOccurred(), "helm install: %s", out)
 	}
 	Expect(serviceAccountKubeconfig(ctx, bed.Primary, flotillav1.SystemNamespace, "flotilla", managerKubeconfig)).To(Succeed())

@@ -319,7 +319,9 @@ var _ = Describe("Replicator", Ordered, func() {
 
 		// The user's namespace, where the Issuers will live; it exists before the Replicator.
 		const space = "issued-ns"
-		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, testNamespace(space), metav1.CreateOptions{})
+		issued := testNamespace(space)
+		issued.Labels = map[string]string{flotillav1.LabelReplicationAllowed: "true"} // it exists before the Replicator, which may write there
+		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, issued, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(client.IgnoreNotFound(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{}))).To(Succeed())
@@ -475,7 +477,7 @@ spec: {ca: {secretName: root-ca}}
 		s1 := bed.Secondaries[0]
 		const space = "shared-ns"
 		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+			Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true", flotillav1.LabelReplicationAllowed: "true"}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(client.IgnoreNotFound(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{}))).To(Succeed())
