@@ -466,3 +466,65 @@ var _ = Describe("the manager's rights in the primary", Label("render"), func() 
 		Expect(string(docs)).To(ContainSubstring("replicator.enabled"), "docs/replicator.md says how to grant these")
 	})
 })
+
+// kubeletPolicy is the NetworkPolicy of the virtual nodes' kubelet API; kubeletPeers the peers its
+// rule for the kubelet port admits (nil: every peer).
+func kubeletPolicy(objs []*unstructured.Unstructured) *unstructured.Unstructured {
+	np := find(objs, "NetworkPolicy", "flotilla-manager-kubelet")
+	ExpectWithOffset(1, np).NotTo(BeNil(), "no NetworkPolicy flotilla-manager-kubelet")
+	return np
+}
+
+func kubeletPeers(objs []*unstructured.Unstructured) []any {
+	for _, r := range nested(kubeletPolicy(objs), "spec", "ingress").([]any) {
+		rule := r.(map[string]any)
+		for _, p := range rule["ports"].([]any) {
+			if p.(map[string]any)["port"] == "kubelet" {
+				from, _ := rule["from"].([]any)
+				return from
+			}
+		}
+	}
+	Fail("no ingress rule for the kubelet port")
+	return nil
+}
+
+func init() {
+	valueCases["kubeletAPI.networkPolicy.enabled"] = valueCase{set("kubeletAPI.networkPolicy.enabled=false"), func(objs []*unstructured.Unstructured) {
+		Expect(ofKind(objs, "NetworkPolicy")).To(BeEmpty())
+	}}
+	valueCases["kubeletAPI.networkPolicy.apiServerCIDRs"] = valueCase{set("kubeletAPI.networkPolicy.apiServerCIDRs={10.0.0.0/24,fd00::/64}"), func(objs []*unstructured.Unstructured) {
+		Expect(kubeletPeers(objs)).To(ConsistOf(
+			map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}},
+			map[string]any{"ipBlock": map[string]any{"cidr": "fd00::/64"}}))
+	}}
+	valueCases["kubeletAPI.networkPolicy.extraFrom"] = valueCase{[]string{"--set", "kubeletAPI.networkPolicy.apiServerCIDRs={10.0.0.0/24}",
+		"--set-json", `kubeletAPI.networkPolicy.extraFrom=[{"namespaceSelector":{"matchLabels":{"kubernetes.io/metadata.name":"kube-system"}},"podSelector":{"matchLabels":{"k8s-app":"metrics-server"}}}]`},
+		func(objs []*unstructured.Unstructured) {
+			Expect(kubeletPeers(objs)).To(ContainElement(HaveKeyWithValue("podSelector",
+				map[string]any{"matchLabels": map[string]any{"k8s-app": "metrics-server"}})))
+		}}
+}
+
+var _ = Describe("the kubelet API's NetworkPolicy", Label("render"), func() {
+	It("selects the manager's pods and keeps every port but the kubelet API's open to every peer", func(ctx SpecContext) {
+		objs := render(ctx, "kubeletAPI.networkPolicy.apiServerCIDRs={10.0.0.0/24}")
+		np := kubeletPolicy(objs)
+		Expect(nested(np, "spec", "podSelector", "matchLabels")).To(BeEquivalentTo(map[string]any{
+			"app.kubernetes.io/name": "flotilla", "app.kubernetes.io/instance": "flotilla"}))
+		open := map[string]bool{}
+		for _, r := range nested(np, "spec", "ingress").([]any) {
+			rule := r.(map[string]any)
+			if _, restricted := rule["from"]; restricted {
+				continue
+			}
+			for _, p := range rule["ports"].([]any) {
+				open[p.(map[string]any)["port"].(string)] = true
+			}
+		}
+		for _, p := range container(objs).Ports {
+			Expect(open[p.Name]).To(Equal(p.Name != "kubelet"), "port %s", p.Name)
+		}
+		Expect(kubeletPeers(render(ctx))).To(BeNil(), "no API server address given: every peer")
+	})
+})
