@@ -182,6 +182,16 @@ func delegatePolicy(n Names, meta metav1.ObjectMeta) *admissionregistrationv1.Va
 		}}
 }
 
+// podSecurityExpression lets the joined identity change a namespace's Pod Security levels only
+// towards stricter ones (privileged < baseline < restricted; a level the API server cannot parse
+// counts as restricted, as it enforces it): the levels an admin of the secondary set, or the
+// primary asked, are never loosened or removed by the identity, whatever the primary asks.
+const podSecurityExpression = `request.resource.resource != 'namespaces' || request.operation != 'UPDATE' ||
+['enforce', 'audit', 'warn'].all(m,
+  !(('pod-security.kubernetes.io/' + m) in oldObject.metadata.?labels.orValue({})) ||
+  {'privileged': 0, 'baseline': 1, 'restricted': 2}[?object.metadata.?labels.orValue({})[?('pod-security.kubernetes.io/' + m)].orValue('privileged')].orValue(2) >=
+  {'privileged': 0, 'baseline': 1, 'restricted': 2}[?oldObject.metadata.labels['pod-security.kubernetes.io/' + m]].orValue(2))`
+
 // celString is s as a CEL string literal (a Go quoted string is one: the same escapes).
 func celString(s string) string { return strconv.Quote(s) }
 
@@ -236,6 +246,10 @@ func Objects(n Names, clusterName string, namespaces Namespaces) []client.Object
 						flotillav1.LabelPrimary + `=' + ` + id + ` + ': ' + ` +
 						`request.resource.resource + ' ' + (request.namespace != '' ? request.namespace + '/' : '') + request.name + ' refused'`,
 					Reason: ptrTo(metav1.StatusReasonForbidden),
+				}, admissionregistrationv1.Validation{
+					Expression: podSecurityExpression,
+					MessageExpression: `'Flotilla (primary ' + ` + id + `+ ') may only tighten the Pod Security levels of namespace ' + request.name + ', never loosen or remove one'`,
+					Reason:            ptrTo(metav1.StatusReasonForbidden),
 				}),
 			}},
 		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: meta(n.Policy, ""),

@@ -135,4 +135,24 @@ var _ = Describe("the fence in a secondary", func() {
 		Expect(edit(flotilla, func(p *corev1.Pod) { p.Annotations["flotilla.dev/note"] = "mine" })).To(Succeed())
 		Expect(secondary.Client.Delete(ctx, delegate)).To(Succeed())
 	})
+	It("lets the joined identity only tighten a managed namespace's Pod Security levels, never loosen or remove one", func(ctx SpecContext) {
+		Expect(secondary.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "psa-fenced", Labels: map[string]string{
+			flotillav1.LabelManagedBy: names.PrimaryID, "pod-security.kubernetes.io/enforce": "baseline"}}})).To(Succeed())
+		relabel := func(value string) error {
+			ns, err := asFlotilla.CoreV1().Namespaces().Get(ctx, "psa-fenced", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			if value == "" {
+				delete(ns.Labels, "pod-security.kubernetes.io/enforce")
+			} else {
+				ns.Labels["pod-security.kubernetes.io/enforce"] = value
+			}
+			_, err = asFlotilla.CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{})
+			return err
+		}
+		const loosen = "may only tighten the Pod Security levels"
+		Eventually(func() error { return relabel("privileged") }).WithContext(ctx).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring(loosen)))
+		Expect(relabel("")).To(MatchError(ContainSubstring(loosen)), "removing the level")
+		Expect(relabel("restricted")).To(Succeed(), "tightening")
+		Expect(relabel("baseline")).To(MatchError(ContainSubstring(loosen)))
+	})
 })
