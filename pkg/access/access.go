@@ -247,7 +247,7 @@ func Objects(n Names, clusterName string, namespaces Namespaces) []client.Object
 						`request.resource.resource + ' ' + (request.namespace != '' ? request.namespace + '/' : '') + request.name + ' refused'`,
 					Reason: ptrTo(metav1.StatusReasonForbidden),
 				}, admissionregistrationv1.Validation{
-					Expression: podSecurityExpression,
+					Expression:        podSecurityExpression,
 					MessageExpression: `'Flotilla (primary ' + ` + id + `+ ') may only tighten the Pod Security levels of namespace ' + request.name + ', never loosen or remove one'`,
 					Reason:            ptrTo(metav1.StatusReasonForbidden),
 				}),

@@ -223,24 +223,31 @@ type joinOptions struct {
 	namespaces                access.Namespaces
 }
 
+// joinableCluster is the cluster entry join registers for a context: the context's own, at
+// --server when given, checked (with --namespaces) before anything is made in the secondary; the
+// token minted later is the only user field.
+func joinableCluster(user *clientcmdapi.Config, kctx *clientcmdapi.Context, contextName string, o joinOptions) (*clientcmdapi.Cluster, error) {
+	if user.Clusters[kctx.Cluster] == nil {
+		return nil, fmt.Errorf("context %q names a missing cluster entry", contextName)
+	}
+	cluster, err := registeredCluster(user.Clusters[kctx.Cluster], o.server)
+	if err != nil {
+		return nil, err
+	}
+	if err := o.namespaces.Validate(); err != nil {
+		return nil, fmt.Errorf("--namespaces: %w", err)
+	}
+	cluster, _, err = registrableEntries(contextName, cluster, &clientcmdapi.AuthInfo{})
+	return cluster, err
+}
+
 func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer) error {
 	contextName := o.contextName
 	user, kctx, name, err := g.secondaryContext(contextName, o.name)
 	if err != nil {
 		return err
 	}
-	if user.Clusters[kctx.Cluster] == nil {
-		return fmt.Errorf("context %q names a missing cluster entry", contextName)
-	}
-	cluster, err := registeredCluster(user.Clusters[kctx.Cluster], o.server)
-	if err != nil {
-		return err
-	}
-	if err := o.namespaces.Validate(); err != nil {
-		return fmt.Errorf("--namespaces: %w", err)
-	}
-	// Checked before anything is made in the secondary; the token minted below is the only user field.
-	cluster, _, err = registrableEntries(contextName, cluster, &clientcmdapi.AuthInfo{})
+	cluster, err := joinableCluster(user, kctx, contextName, o)
 	if err != nil {
 		return err
 	}

@@ -372,12 +372,32 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	before := c.state
 	now := time.Now()
 	c.state.LastProbe = now
+	c.applyProbe(log, err, changed, pinned, answeredID, version, now)
+	id = c.state.ID
+	c.mu.Unlock()
+
+	if changed {
+		// Informers on the cluster that answers now would report every delegate lost.
+		c.stopWatches()
+	}
+	if err == nil && !changed && before.Status == flotillav1.ClusterUnknown && before.Role == RoleSecondary {
+		c.restartWatches(log)
+	}
+	if err == nil && !changed {
+		c.settleRole(ctx, id, opts.ProbeTimeout)
+	}
+	c.announce(log, before, now)
+}
+
+// applyProbe sets the state from one probe's outcome: a failure (Unknown after FailureThreshold
+// in a row), another identity answering (IdentityChanged), or an answer (Running). c.mu is held.
+func (c *cluster) applyProbe(log logr.Logger, err error, changed bool, pinned, answeredID, version string, now time.Time) {
 	switch {
 	case err != nil:
 		log.V(1).Info("Probe failed", "failures", c.failures+1, "error", err.Error())
 		probeFailures.WithLabelValues(c.name).Inc()
 		c.failures++
-		if c.failures >= opts.FailureThreshold || !c.everAnswered {
+		if c.failures >= c.registry.opts.FailureThreshold || !c.everAnswered {
 			c.state.Status = flotillav1.ClusterUnknown
 			c.state.Reason, c.state.Message = probeFailure(err, c.currentToken(), now)
 		}
@@ -398,19 +418,11 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 		c.state.Version = version
 		c.state.Status, c.state.Reason, c.state.Message = flotillav1.ClusterRunning, "", ""
 	}
-	id = c.state.ID
-	c.mu.Unlock()
+}
 
-	if changed {
-		// Informers on the cluster that answers now would report every delegate lost.
-		c.stopWatches()
-	}
-	if err == nil && !changed && before.Status == flotillav1.ClusterUnknown && before.Role == RoleSecondary {
-		c.restartWatches(log)
-	}
-	if err == nil && !changed {
-		c.settleRole(ctx, id, opts.ProbeTimeout)
-	}
+// announce records a probe's transition time and tells subscribers when something they show
+// changed since before.
+func (c *cluster) announce(log logr.Logger, before Snapshot, now time.Time) {
 	c.mu.Lock()
 	after := c.state
 	if after.Status != before.Status {

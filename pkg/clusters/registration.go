@@ -64,7 +64,7 @@ type Registration struct {
 	Pinned map[string]string
 }
 
-// AnnotationClusterIDs, on the registration Secret, pins each cluster name to its identity, as
+// AnnotationClusterIDs is, on the registration Secret, the annotation that pins each cluster name to its identity, as
 // "name=uid,name=uid". It lives with the registration rather than in the ClusterDetector's
 // status because it is the operator's decision, not an observation of the manager: join and add
 // write it (they read the UID with the operator's credentials in the same step that registers the

@@ -171,6 +171,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 			}
 			return r.delegateLost(ctx, proxy, sec.Name)
 		}
+		if why := notAdmitted(proxy, sec.Name, r.SealKey); why != "" {
+			msg := fmt.Sprintf("Flotilla gives this pod no delegate: %s", why)
+			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonNotAdmitted, "Create", "%s", msg)
+			return r.fail(proxy, flotillav1.ReasonNotAdmitted, msg)
+		}
 		return r.createDelegate(ctx, proxy, sec)
 	}
 	if err := r.keepPodSecurity(ctx, proxy, sec); err != nil {
@@ -262,8 +267,9 @@ func missingPriorityClass(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "no PriorityClass with name")
 }
 
-// createDelegate creates the namespace (managed-by label) and the delegate; what fails for now
-// leaves the proxy Pending with the reason and is retried.
+// createDelegate creates the namespace (managed-by label) and the delegate, for a proxy
+// notAdmitted let through; what fails for now leaves the proxy Pending with the reason and is
+// retried.
 func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
 	primaryID := r.Secondaries.PrimaryID()
 	// Nothing in a request is trusted: only a proxy in a namespace opted in to election gets a
@@ -274,11 +280,6 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	}
 	if home.Labels[flotillav1.LabelEnabled] != "true" {
 		return r.pending(proxy, flotillav1.ReasonNamespaceNotEnabled, fmt.Sprintf("Namespace %s is not labelled %s=true", proxy.Namespace, flotillav1.LabelEnabled))
-	}
-	if why := notAdmitted(proxy, sec.Name, r.SealKey); why != "" {
-		msg := fmt.Sprintf("Flotilla gives this pod no delegate: %s", why)
-		r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonNotAdmitted, "Create", "%s", msg)
-		return r.fail(proxy, flotillav1.ReasonNotAdmitted, msg)
 	}
 	if reason, msg, err := r.ensureNamespace(ctx, proxy.Namespace, translate.PodSecurityLabels(home.Labels), sec); err != nil || reason != "" {
 		if err != nil {
