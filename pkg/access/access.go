@@ -195,10 +195,17 @@ const podSecurityExpression = `request.resource.resource != 'namespaces' || requ
 // celString is s as a CEL string literal (a Go quoted string is one: the same escapes).
 func celString(s string) string { return strconv.Quote(s) }
 
+// Limits are what a secondary's admin allows a primary there, given at `join`: the namespace
+// names it may use (empty: every name the fence does not forbid) and what it may expose.
+type Limits struct {
+	Namespaces Namespaces
+	Exposure   Exposure
+}
+
 // Objects returns everything `join` applies in a secondary for a primary, in apply order
-// (the FlotillaPrimary CRD is applied before, from config/crd). namespaces is the allow-list of
-// namespace names the identity may use there (empty: every name the fence does not forbid).
-func Objects(n Names, clusterName string, namespaces Namespaces) []client.Object {
+// (the FlotillaPrimary CRD is applied before, from config/crd), fenced by limits.
+func Objects(n Names, clusterName string, limits Limits) []client.Object {
+	namespaces := limits.Namespaces
 	ns := flotillav1.SystemNamespace
 	labels := map[string]string{"app.kubernetes.io/part-of": "flotilla", flotillav1.LabelPrimary: n.PrimaryID}
 	meta := func(name, namespace string) metav1.ObjectMeta {
@@ -213,6 +220,30 @@ func Objects(n Names, clusterName string, namespaces Namespaces) []client.Object
 			Expression:        allowListExpression(namespaces),
 			MessageExpression: allowListMessage(n.PrimaryID, namespaces),
 			Reason:            ptrTo(metav1.StatusReasonForbidden),
+		})
+	}
+	allowList = append(allowList, admissionregistrationv1.Validation{
+		Expression: snippetsExpression,
+		MessageExpression: `'Flotilla (primary ' + ` + id + ` + ') may not write an Ingress with a snippet annotation (raw ingress controller configuration): ingress ' + ` +
+			`request.namespace + '/' + request.name + ' refused'`,
+		Reason: ptrTo(metav1.StatusReasonForbidden),
+	})
+	if hosts := limits.Exposure.IngressHosts; len(hosts) > 0 {
+		allowList = append(allowList, admissionregistrationv1.Validation{
+			Expression: hostsExpression(hosts),
+			MessageExpression: `'Flotilla (primary ' + ` + id + ` + ') may expose in this cluster only the Ingress hosts join allowed (' + ` +
+				celString(strings.Join(hosts, ", ")) + ` + '): ingress ' + request.namespace + '/' + request.name + ' refused; an admin of this cluster may allow more with flotillactl cluster join --ingress-hosts'`,
+			Reason: ptrTo(metav1.StatusReasonForbidden),
+		})
+	}
+	if types := limits.Exposure.ServiceTypes; len(types) > 0 || len(limits.Exposure.IngressHosts) > 0 {
+		// With a list of hosts and none of types, only ClusterIP: an admin who limits hosts limits
+		// what is exposed.
+		allowList = append(allowList, admissionregistrationv1.Validation{
+			Expression: serviceTypesExpression(types),
+			MessageExpression: `'Flotilla (primary ' + ` + id + ` + ') may create in this cluster only Services of type ClusterIP or a type join allowed: service ' + ` +
+				`request.namespace + '/' + request.name + ' of type ' + object.spec.?type.orValue('ClusterIP') + ' refused; an admin of this cluster may allow it with flotillactl cluster join --service-types'`,
+			Reason: ptrTo(metav1.StatusReasonForbidden),
 		})
 	}
 	return []client.Object{

@@ -40,7 +40,7 @@ func TestObjectsNameThePrimaryAndConfineItsIdentity(t *testing.T) {
 	var policy *admissionregistrationv1.ValidatingAdmissionPolicy
 	var binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	var fp *flotillav1.FlotillaPrimary
-	for _, o := range Objects(n, "eu", nil) {
+	for _, o := range Objects(n, "eu", Limits{}) {
 		switch v := o.(type) {
 		case *admissionregistrationv1.ValidatingAdmissionPolicy:
 			policy = v

@@ -175,9 +175,9 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server str
 func newJoinCommand(g *GlobalOptions) *cobra.Command {
 	var contextName, name, server string
 	var duration time.Duration
-	var namespaces []string
+	var namespaces, ingressHosts, serviceTypes []string
 	cmd := &cobra.Command{
-		Use:   "join --context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*]",
+		Use:   "join --context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*] [--ingress-hosts HOST,*.DOMAIN] [--service-types TYPE]",
 		Short: "Register a secondary with a least-privilege identity of Flotilla's own",
 		Long: `join uses the context's (admin) credentials once, to install in the secondary:
   - the FlotillaPrimary CRD and this primary's FlotillaPrimary object;
@@ -187,7 +187,12 @@ func newJoinCommand(g *GlobalOptions) *cobra.Command {
     namespaces of the names (web) and prefixes (team-*) listed: it may neither create nor write
     in any other, so a tenant's namespace named like a tool of that cluster (cert-manager) is not
     made there first. Without --namespaces every name is allowed but kube-*, default and
-    flotilla-system; running join again with another list (or none) replaces the list;
+    flotilla-system; running join again with another list (or none) replaces the list.
+    The policy never lets it write an Ingress with a snippet annotation; with --ingress-hosts
+    only Ingresses for the hosts listed (a name, or *.domain for one label under it), and then
+    with --service-types only Services of type ClusterIP or of the types listed (NodePort,
+    LoadBalancer, ExternalName): copies of the primary's Ingresses and Services must not claim
+    this cluster's hosts or load balancers unless you allow it. Without them any host and type;
 then mints a token for that ServiceAccount and registers it in the primary's Secret. The manager
 renews the token at half its lifetime through the secondary itself, so with the default 7 days a
 secondary may be unreachable for up to 3.5 days; one that stayed away longer shows TokenExpired in
@@ -198,11 +203,13 @@ join again is always safe. This works for contexts whose own credentials the man
 			"  # a local cluster whose kubeconfig says 127.0.0.1, for a manager running in a pod:\n" +
 			"  flotillactl cluster join --context kind-eu --server https://192.168.1.20:6443\n" +
 			"  # only namespace web and those whose names start with team-:\n" +
-			"  flotillactl cluster join --context secondary1 --namespaces web,team-*",
+			"  flotillactl cluster join --context secondary1 --namespaces web,team-*\n" +
+			"  # Ingresses only under eu.example.com, and no Service beyond ClusterIP:\n" +
+			"  flotillactl cluster join --context secondary1 --ingress-hosts '*.eu.example.com'",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runJoin(cmd.Context(), g, joinOptions{contextName: contextName, name: name, server: server, duration: duration,
-				namespaces: namespaces}, cmd.OutOrStdout())
+				namespaces: namespaces, exposure: exposureOf(ingressHosts, serviceTypes)}, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
@@ -212,8 +219,21 @@ join again is always safe. This works for contexts whose own credentials the man
 		"lifetime of the token minted for Flotilla (the secondary may cap it); renewed at half of it, so the longest outage it survives is half of it")
 	cmd.Flags().StringSliceVar(&namespaces, "namespaces", nil,
 		"the only namespaces Flotilla may create and write in there: names and prefixes (team-*), comma-separated (default: every name but kube-*, default, flotilla-system)")
+	cmd.Flags().StringSliceVar(&ingressHosts, "ingress-hosts", nil,
+		"the only Ingress hosts Flotilla may create there: names and *.domain, comma-separated (default: any host)")
+	cmd.Flags().StringSliceVar(&serviceTypes, "service-types", nil,
+		"the Service types beyond ClusterIP Flotilla may create there: NodePort, LoadBalancer, ExternalName (default: any type; with --ingress-hosts, none)")
 	_ = cmd.MarkFlagRequired("context")
 	return cmd
+}
+
+// exposureOf is join's --ingress-hosts and --service-types.
+func exposureOf(hosts, types []string) access.Exposure {
+	e := access.Exposure{IngressHosts: hosts}
+	for _, t := range types {
+		e.ServiceTypes = append(e.ServiceTypes, corev1.ServiceType(t))
+	}
+	return e
 }
 
 // joinOptions are join's flags.
@@ -221,6 +241,7 @@ type joinOptions struct {
 	contextName, name, server string
 	duration                  time.Duration
 	namespaces                access.Namespaces
+	exposure                  access.Exposure
 }
 
 // joinableCluster is the cluster entry join registers for a context: the context's own, at
@@ -236,6 +257,9 @@ func joinableCluster(user *clientcmdapi.Config, kctx *clientcmdapi.Context, cont
 	}
 	if err := o.namespaces.Validate(); err != nil {
 		return nil, fmt.Errorf("--namespaces: %w", err)
+	}
+	if err := o.exposure.Validate(); err != nil {
+		return nil, fmt.Errorf("--ingress-hosts or --service-types: %w", err)
 	}
 	cluster, _, err = registrableEntries(contextName, cluster, &clientcmdapi.AuthInfo{})
 	return cluster, err
@@ -277,7 +301,7 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 		return err
 	}
 	names := access.NamesFor(primaryID)
-	for _, obj := range access.Objects(names, name, o.namespaces) {
+	for _, obj := range access.Objects(names, name, access.Limits{Namespaces: o.namespaces, Exposure: o.exposure}) {
 		if err := apply(ctx, secondary, obj); err != nil {
 			return fmt.Errorf("context %s: %w", contextName, err)
 		}

@@ -61,7 +61,7 @@ func ServiceCopy(src *corev1.Service, primaryID string, owner metav1.OwnerRefere
 // are each cluster's own load balancer's).
 func IngressCopy(src *networkingv1.Ingress, primaryID string, owner metav1.OwnerReference) *networkingv1.Ingress {
 	meta := CopyMeta(src.Name, src.Namespace, primaryID, owner)
-	for k, v := range src.Annotations {
+	for k, v := range DropSnippets(src.Annotations) {
 		if _, ours := meta.Annotations[k]; !ours && !strings.HasPrefix(k, "kubectl.kubernetes.io/") {
 			meta.Annotations[k] = v
 		}
@@ -98,4 +98,28 @@ func IngressServices(ing *networkingv1.Ingress) []string {
 func NetworkPolicyCopy(src *networkingv1.NetworkPolicy, primaryID string, owner metav1.OwnerReference) *networkingv1.NetworkPolicy {
 	return &networkingv1.NetworkPolicy{TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: CopyMeta(src.Name, src.Namespace, primaryID, owner), Spec: *src.Spec.DeepCopy()}
+}
+
+// Snippet says whether an annotation key is an ingress controller's snippet (ingress-nginx's
+// configuration-snippet, server-snippet, auth-snippet, stream-snippet...): raw configuration the
+// controller runs as it is.
+func Snippet(key string) bool {
+	return strings.HasSuffix(key, "-snippet") || strings.HasSuffix(key, "-snippets") || strings.HasSuffix(key, "/snippet")
+}
+
+// DropSnippets is annotations without snippet keys (a new map; nil for none left). An Ingress copied
+// or replicated to a secondary never carries one: the primary's admission rules about who may set
+// them do not run there, and a secondary's fence refuses them.
+func DropSnippets(annotations map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range annotations {
+		if Snippet(k) {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
 }

@@ -142,3 +142,24 @@ func TestIngressCopyKeepsSpecAndAnnotationsNotStatus(t *testing.T) {
 		t.Errorf("IngressServices = %v, want [front api]", got)
 	}
 }
+
+func TestIngressCopyCarriesNoSnippet(t *testing.T) {
+	src := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", Annotations: map[string]string{
+		"nginx.ingress.kubernetes.io/configuration-snippet": "more_set_headers 'X: y';",
+		"nginx.ingress.kubernetes.io/server-snippet":        "location /admin { allow all; }",
+		"nginx.ingress.kubernetes.io/auth-snippet":          "x",
+		"nginx.ingress.kubernetes.io/rewrite-target":        "/",
+	}}}
+	got := IngressCopy(src, "p", Owner("p", "u")).Annotations
+	for k := range got {
+		if Snippet(k) {
+			t.Errorf("the copy carries %s", k)
+		}
+	}
+	if got["nginx.ingress.kubernetes.io/rewrite-target"] != "/" {
+		t.Errorf("an ingress controller's other settings are kept: %v", got)
+	}
+	if DropSnippets(map[string]string{"a/x-snippet": ""}) != nil {
+		t.Error("nothing left is nil")
+	}
+}

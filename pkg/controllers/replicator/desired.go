@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // Names of the TLS Secrets (plumber's).
@@ -142,6 +143,11 @@ func mark(u *unstructured.Unstructured, in Inputs, at Place) {
 	}
 	u.SetLabels(labels)
 	ann := u.GetAnnotations()
+	if u.GetKind() == "Ingress" {
+		// Never a snippet (raw ingress controller configuration) in any cluster: in a secondary
+		// the primary's admission rules about them do not run, and its fence refuses them.
+		ann = translate.DropSnippets(ann)
+	}
 	if ann == nil {
 		ann = map[string]string{}
 	}

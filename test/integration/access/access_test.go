@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -19,6 +20,9 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
 )
+
+// exposure is what the secondary's admin lets this primary expose there, at join.
+var exposure = access.Exposure{IngressHosts: []string{"shop.example.com", "*.eu.example.com"}, ServiceTypes: []corev1.ServiceType{corev1.ServiceTypeNodePort}}
 
 var (
 	secondary *clusterenv.Cluster
@@ -37,7 +41,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	secondary, err = clusterenv.Start("secondary")
 	Expect(err).NotTo(HaveOccurred())
 	names = access.NamesFor("0123456789abcdef-primary")
-	for _, o := range access.Objects(names, "east", nil) {
+	for _, o := range access.Objects(names, "east", access.Limits{Exposure: exposure}) {
 		Expect(secondary.Client.Create(ctx, o)).To(Succeed(), "%T %s", o, o.GetName())
 	}
 	cfg := rest.CopyConfig(secondary.Config)
@@ -154,5 +158,32 @@ var _ = Describe("the fence in a secondary", func() {
 		Expect(relabel("")).To(MatchError(ContainSubstring(loosen)), "removing the level")
 		Expect(relabel("restricted")).To(Succeed(), "tightening")
 		Expect(relabel("baseline")).To(MatchError(ContainSubstring(loosen)))
+	})
+	It("lets the joined identity expose only the Ingress hosts and Service types join allowed, and no Ingress snippet", func(ctx SpecContext) {
+		ingress := func(name string, annotations map[string]string, hosts ...string) error {
+			ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "managed", Name: name, Annotations: annotations}}
+			for _, h := range hosts {
+				ing.Spec.Rules = append(ing.Spec.Rules, networkingv1.IngressRule{Host: h})
+			}
+			_, err := asFlotilla.NetworkingV1().Ingresses("managed").Create(ctx, ing, metav1.CreateOptions{})
+			return err
+		}
+		service := func(name string, t corev1.ServiceType) error {
+			_, err := asFlotilla.CoreV1().Services("managed").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: corev1.ServiceSpec{Type: t, Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{})
+			return err
+		}
+		const hostRefused, typeRefused, snippetRefused = "only the Ingress hosts join allowed", "only Services of type ClusterIP", "snippet annotation"
+		Eventually(func() error { return ingress("bank", nil, "bank.example.com") }).WithContext(ctx).WithTimeout(30*time.Second).
+			Should(MatchError(ContainSubstring(hostRefused)), "a host the admin did not allow")
+		Expect(ingress("deep", nil, "a.b.eu.example.com")).To(MatchError(ContainSubstring(hostRefused)), "*.eu.example.com is one label")
+		Expect(ingress("any", nil, "")).To(MatchError(ContainSubstring(hostRefused)), "a rule for every host")
+		Expect(ingress("snippet", map[string]string{"nginx.ingress.kubernetes.io/server-snippet": "location / {}"}, "shop.example.com")).
+			To(MatchError(ContainSubstring(snippetRefused)))
+		Expect(service("lb", corev1.ServiceTypeLoadBalancer)).To(MatchError(ContainSubstring(typeRefused)))
+		// The controls.
+		Expect(ingress("shop", nil, "shop.example.com", "web.eu.example.com")).To(Succeed())
+		Expect(service("plain", corev1.ServiceTypeClusterIP)).To(Succeed())
+		Expect(service("np", corev1.ServiceTypeNodePort)).To(Succeed())
 	})
 })

@@ -29,7 +29,7 @@ var _ = Describe("the namespace allow-list of join (--namespaces)", Ordered, fun
 	)
 	// apply creates or updates what join applies, as join does (a policy's spec replaced).
 	apply := func(ctx SpecContext, allow access.Namespaces) {
-		for _, o := range access.Objects(allowNames, "east", allow) {
+		for _, o := range access.Objects(allowNames, "east", access.Limits{Namespaces: allow}) {
 			live := o.DeepCopyObject().(client.Object)
 			err := secondary.Client.Get(ctx, client.ObjectKeyFromObject(o), live)
 			if err != nil {
