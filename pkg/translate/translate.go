@@ -92,6 +92,8 @@ func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) 
 		SetHostnameAsFQDN:             s.SetHostnameAsFQDN,
 		OS:                            s.OS.DeepCopy(),
 		HostUsers:                     s.HostUsers,
+		// Pod-level requests and limits: the secondary's scheduler and kubelet size the pod by them.
+		Resources: s.Resources.DeepCopy(),
 		// The user's constraints, kept by the webhook, apply to the secondary's nodes.
 		NodeSelector:              c.NodeSelector,
 		Affinity:                  c.Affinity,

@@ -196,3 +196,21 @@ func TestResourceUpdatesAreTheProxysResizedContainers(t *testing.T) {
 		t.Errorf("updates %v, want app's cpu request 200m only", got)
 	}
 }
+
+// Pod-level resources (a pod's whole budget, shared by its containers) size the delegate as they
+// size the proxy.
+func TestDelegateCarriesPodLevelResources(t *testing.T) {
+	proxy := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "u"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}},
+			Resources: &corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}}
+	d, err := Delegate(proxy, "p", Owner("p", "o"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Resources == nil || d.Spec.Resources.Limits.Cpu().String() != "2" {
+		t.Fatalf("pod-level resources: %+v", d.Spec.Resources)
+	}
+	if d.Spec.Resources == proxy.Spec.Resources {
+		t.Fatal("shared with the proxy, not copied")
+	}
+}

@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -97,11 +98,16 @@ var _ = Describe("the chart's admission policy in the primary", func() {
 			flotillav1.AnnotationSeal: "v1.n.copied-from-a-proxy"}
 		skipped.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "db-data"}}}}
+		// What edit grants on pods (no controller manager here aggregates the edit ClusterRole).
+		Expect(primary.Client.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "enabled", Name: "tenant-edit"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "get", "list", "update", "patch", "delete"}}}})).To(Succeed())
 		Expect(primary.Client.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "enabled", Name: "tenant-edit"},
-			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "edit"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "tenant-edit"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "tenant"}}})).To(Succeed())
 		tenant := as("tenant", "system:authenticated")
-		Expect(tenant.Create(ctx, skipped)).To(MatchError(ContainSubstring("was not made by Flotilla")))
+		// Once the API server's RBAC has seen the binding.
+		Eventually(func() error { return tenant.Create(ctx, skipped.DeepCopy()) }).WithContext(ctx).WithTimeout(10 * time.Second).
+			Should(MatchError(ContainSubstring("was not made by Flotilla")))
 		Expect(primary.Client.Create(ctx, skipped)).To(MatchError(ContainSubstring("was not made by Flotilla")), "cluster admins too")
 		// Elected in an enabled namespace but without a seal: the webhook did not make it.
 		unsealed := forged("enabled", "unsealed")
@@ -134,6 +140,33 @@ var _ = Describe("the chart's admission policy in the primary", func() {
 		Expect(edit(as(manager, "system:serviceaccounts", "system:authenticated"), func(p *corev1.Pod) {
 			p.Annotations[flotillav1.AnnotationDelegateIP] = "10.0.0.2"
 		})).To(Succeed(), "the manager writes its own annotations")
+	})
+})
+
+var _ = Describe("the chart's fence on the manager's nodes and Leases", func() {
+	It("lets the manager write only its own virtual nodes and their Leases, never a real node", func(ctx SpecContext) {
+		mgr := as(manager, "system:serviceaccounts", "system:authenticated")
+		node := func(name string) *corev1.Node { return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }
+		lease := func(namespace, name string) *coordinationv1.Lease {
+			return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+		}
+		const refused = "writes only its own virtual nodes"
+		Expect(primary.Client.Create(ctx, node("worker-1"))).To(Succeed(), "a real node, the cluster's")
+		Eventually(func() error { return mgr.Create(ctx, node("worker-2")) }).WithContext(ctx).WithTimeout(30 * time.Second).
+			Should(MatchError(ContainSubstring(refused)))
+		var w corev1.Node
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Name: "worker-1"}, &w)).To(Succeed())
+		base := w.DeepCopy()
+		w.Spec.Unschedulable = true
+		Expect(mgr.Patch(ctx, &w, client.MergeFrom(base))).To(MatchError(ContainSubstring(refused)), "cordoning a real node")
+		Expect(mgr.Delete(ctx, node("worker-1"))).To(MatchError(ContainSubstring(refused)))
+		Expect(mgr.Create(ctx, lease("kube-node-lease", "worker-1"))).To(MatchError(ContainSubstring(refused)))
+		// The controls: its virtual node, its node Lease, its leader election Lease.
+		Expect(mgr.Create(ctx, node("flotilla-east"))).To(Succeed())
+		Expect(mgr.Create(ctx, lease("kube-node-lease", "flotilla-east"))).To(Succeed())
+		Expect(mgr.Create(ctx, lease(flotillav1.SystemNamespace, "flotilla-manager.flotilla.dev"))).To(Succeed())
+		Expect(mgr.Delete(ctx, node("flotilla-east"))).To(Succeed())
+		Expect(primary.Client.Delete(ctx, node("worker-1"))).To(Succeed())
 	})
 })
 
