@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -464,6 +465,27 @@ var _ = Describe("the manager's rights in the primary", Label("render"), func() 
 		docs, err := os.ReadFile(filepath.Join(chartDir, "..", "..", "docs", "replicator.md"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(docs)).To(ContainSubstring("replicator.enabled"), "docs/replicator.md says how to grant these")
+	})
+})
+
+var _ = Describe("docs/security.md on the manager's rights", Label("render"), func() {
+	It("names every resource the chart lets the manager write, and the policy that narrows its node writes", func(ctx SpecContext) {
+		raw, err := os.ReadFile(filepath.Join(chartDir, "..", "..", "docs", "security.md"))
+		Expect(err).NotTo(HaveOccurred())
+		doc := string(raw)
+		start := strings.Index(doc, "**The manager's rights in the primary**")
+		Expect(start).To(BeNumerically(">=", 0))
+		section := strings.ToLower(doc[start:])
+		section = section[:strings.Index(section, "no rbac objects")]
+		for _, values := range [][]string{nil, {"replicator.enabled=true"}} {
+			objs := render(ctx, values...)
+			for res := range managerWrites(objs) {
+				kind := strings.TrimSuffix(strings.Split(res, "/")[0], "s")
+				Expect(section).To(ContainSubstring(kind), "the chart (%v) lets the manager write %s; docs/security.md does not say so", values, res)
+			}
+			Expect(find(objs, "ValidatingAdmissionPolicy", "flotilla-manager-nodes")).NotTo(BeNil())
+		}
+		Expect(section).To(ContainSubstring("flotilla-manager-nodes"))
 	})
 })
 
