@@ -149,6 +149,11 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server str
 	if err := checkServer(ctx, user, contextName, server, secondary, out); err != nil {
 		return err
 	}
+	if w := loopbackWarning(cluster.Server); w != "" {
+		if _, err := fmt.Fprint(out, w); err != nil {
+			return err
+		}
+	}
 	secondaryID, err := clusters.ClusterID(ctx, secondary)
 	if err != nil {
 		return fmt.Errorf("context %s: %w", contextName, err)
@@ -296,6 +301,11 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	}
 	if err := checkServer(ctx, user, contextName, o.server, secondary, out); err != nil {
 		return err
+	}
+	if w := loopbackWarning(cluster.Server); w != "" {
+		if _, err := fmt.Fprint(out, w); err != nil {
+			return err
+		}
 	}
 	if err := installCRD(ctx, secondary, "flotillaprimaries"); err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"time"
 
@@ -38,6 +39,23 @@ func registeredCluster(own *clientcmdapi.Cluster, server string) (*clientcmdapi.
 	}
 	c.Server = server
 	return c, nil
+}
+
+// loopbackWarning is what join and add say when the URL they register is this machine's own
+// loopback ("" otherwise): right for a manager run on this machine, never reached by one in a pod,
+// where the cluster would then stay Unknown ("connection refused") with no word at join.
+func loopbackWarning(server string) string {
+	u, err := url.Parse(server)
+	if err != nil {
+		return ""
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return ""
+	}
+	return fmt.Sprintf("Warning: %s is this machine's loopback address. A manager running here reaches it; one running in a pod "+
+		"does not, and the cluster would stay Unknown (connection refused). Join again with --server and an address the manager "+
+		"reaches (the host's address, as the certificate allows).\n", server)
 }
 
 // checkServer proves, where it can, that --server is the same cluster as the context: the same

@@ -88,3 +88,18 @@ func TestCheckServerRefusesACertificateTheContextDoesNotTrust(t *testing.T) {
 		t.Fatalf("want a refusal, got %v (output %q)", err, out.String())
 	}
 }
+
+func TestLoopbackWarning(t *testing.T) {
+	for server, warn := range map[string]bool{
+		"https://127.0.0.1:6443": true, "https://localhost:6443": true, "https://[::1]:6443": true, "https://127.0.5.1": true,
+		"https://10.0.0.5:6443": false, "https://api.eu.example.com": false, "::not a url": false,
+	} {
+		got := loopbackWarning(server)
+		if (got != "") != warn {
+			t.Errorf("%s: %q", server, got)
+		}
+		if warn && !strings.Contains(got, "--server") {
+			t.Errorf("%s: the warning does not point to --server: %q", server, got)
+		}
+	}
+}

@@ -1005,6 +1005,16 @@ var _ = Describe("pod election", Ordered, func() {
 			_, err := bed.Primary.Clientset.CoreV1().Pods(namespace).Create(ctx, forged(namespace), metav1.CreateOptions{})
 			Expect(err).To(MatchError(ContainSubstring("was not made by Flotilla")), "a forged proxy in %s", namespace)
 		}
+		// The forgery that got a delegate mounting secondary1's PVC db-data on the demo's bed: the
+		// label flotilla.dev/primary made the webhook skip it; the policy now refuses it.
+		skipped := forged(ns)
+		skipped.Name = "skipped"
+		skipped.Labels[flotillav1.LabelPrimary] = "x"
+		skipped.Annotations = map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationDelegateConstraints: "{}"}
+		skipped.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "db-data"}}}}
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, skipped, metav1.CreateOptions{})
+		Expect(err).To(MatchError(ContainSubstring("was not made by Flotilla")), "a forged proxy the webhook skips")
 		// With the elect annotation the webhook sees it, and refuses what only Flotilla sets.
 		electedForgery := forged(ns)
 		electedForgery.Spec.NodeName = ""
@@ -1022,6 +1032,7 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(err).To(MatchError(ContainSubstring("set by Flotilla only")))
 		for _, c := range bed.Secondaries {
 			Expect(delegatesIn(ctx, c, ns)).NotTo(ContainElement(HaveField("ObjectMeta.Name", "forged")), "no forged delegate in %s", c.Name)
+			Expect(delegatesIn(ctx, c, ns)).NotTo(ContainElement(HaveField("ObjectMeta.Name", "skipped")), "no forged delegate in %s", c.Name)
 		}
 
 		// Pod Security: the namespace's level holds for what the delegate runs.
