@@ -158,12 +158,20 @@ func removeNamespaces(ctx context.Context, c client.Client, rc *rest.Config, clu
 	return nil
 }
 
-// namespacedListable is every namespaced resource (preferred versions) the API server lists.
+// namespacedListable is every namespaced resource (preferred versions) the API server lists and
+// that holds objects someone made: one that can be neither created nor deleted (an aggregated
+// API's view, such as metrics.k8s.io's podmetrics, which lists every pod's usage) is left out, or a
+// namespace would never be empty while a pod in it is measured.
 func namespacedListable(dc discovery.DiscoveryInterface) ([]schema.GroupVersionResource, error) {
 	lists, err := dc.ServerPreferredNamespacedResources()
 	if err != nil && len(lists) == 0 {
 		return nil, err
 	}
+	return userResources(lists), nil
+}
+
+// userResources are the resources of lists that are listed and hold what someone made.
+func userResources(lists []*metav1.APIResourceList) []schema.GroupVersionResource {
 	var out []schema.GroupVersionResource
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
@@ -171,13 +179,14 @@ func namespacedListable(dc discovery.DiscoveryInterface) ([]schema.GroupVersionR
 			continue
 		}
 		for _, r := range l.APIResources {
-			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") {
+			if strings.Contains(r.Name, "/") || !slices.Contains(r.Verbs, "list") ||
+				(!slices.Contains(r.Verbs, "create") && !slices.Contains(r.Verbs, "delete")) {
 				continue
 			}
 			out = append(out, gv.WithResource(r.Name))
 		}
 	}
-	return out, nil
+	return out
 }
 
 // secondaryAsUser is the user's own client for a registered secondary: the context of the user's

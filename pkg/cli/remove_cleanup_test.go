@@ -79,3 +79,20 @@ func TestCreatedByFlotillaIsNotMerelyOpenedToIt(t *testing.T) {
 		})
 	}
 }
+
+// A namespace that holds only what an aggregated API shows of its pods (metrics.k8s.io's
+// podmetrics: get and list only) holds nothing of a user's: seen keeping test-ns in a secondary.
+func TestUserResourcesLeaveOutReadOnlyViews(t *testing.T) {
+	got := userResources([]*metav1.APIResourceList{
+		{GroupVersion: "v1", APIResources: []metav1.APIResource{
+			{Name: "configmaps", Namespaced: true, Verbs: metav1.Verbs{"create", "delete", "get", "list"}},
+			{Name: "pods/log", Namespaced: true, Verbs: metav1.Verbs{"get"}},
+		}},
+		{GroupVersion: "metrics.k8s.io/v1beta1", APIResources: []metav1.APIResource{
+			{Name: "pods", Namespaced: true, Verbs: metav1.Verbs{"get", "list"}},
+		}},
+	})
+	if len(got) != 1 || got[0].Resource != "configmaps" {
+		t.Fatalf("listed %v", got)
+	}
+}
