@@ -429,9 +429,16 @@ var podSecurityChanged = predicate.Funcs{
 
 // proxiesIn lists the proxies of a namespace of the primary.
 func (r *Reconciler) proxiesIn(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.proxyRequests(ctx, "Listing the proxies of a namespace whose Pod Security level changed", o,
+		client.InNamespace(o.GetName()), client.MatchingLabels{flotillav1.LabelProxy: "true"})
+}
+
+// proxyRequests are the reconcile requests of the proxies the cache lists with opts; an error is
+// logged (what for, and of which object) and yields none.
+func (r *Reconciler) proxyRequests(ctx context.Context, what string, of client.Object, opts ...client.ListOption) []reconcile.Request {
 	var list corev1.PodList
-	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetName()), client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the proxies of a namespace whose Pod Security level changed", "namespace", o.GetName())
+	if err := r.Client.List(ctx, &list, opts...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, what, "name", of.GetName())
 		return nil
 	}
 	out := make([]reconcile.Request, 0, len(list.Items))
@@ -683,16 +690,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, wor
 
 // proxiesOf lists the proxies bound to the virtual node of the cluster an object names.
 func (r *Reconciler) proxiesOf(ctx context.Context, o client.Object) []reconcile.Request {
-	var list corev1.PodList
-	if err := r.Client.List(ctx, &list, client.MatchingFields{nodeNameField: flotillav1.VirtualNodeName(o.GetName())}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the proxies of a secondary whose informer started", "cluster", o.GetName())
-		return nil
-	}
-	out := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return out
+	return r.proxyRequests(ctx, "Listing the proxies of a secondary whose informer started", o,
+		client.MatchingFields{nodeNameField: flotillav1.VirtualNodeName(o.GetName())})
 }
 
 // budget takes one of the secondary's PerCluster slots, without waiting; release gives it back.
