@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -326,6 +330,75 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		Expect(manager.PID()).To(Equal(pid), "the manager was not restarted")
 	}, SpecTimeout(2*time.Minute))
 
+	// One secondary coming back once took the webhook away from every cluster: readiness waited
+	// for its capacity to relist, and its informers were restarted on every replica.
+	It("keeps admitting elected pods for one secondary while another holding 20,000 pods is frozen and thawed, and stays ready throughout", func(ctx SpecContext) {
+		const space, steady = "big-secondary", "steady-election"
+		n := bigSecondaryPods()
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: steady, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, steady, metav1.DeleteOptions{})
+		})
+		prepareNamespace(ctx, s2, space)
+		DeferCleanup(func(ctx SpecContext) {
+			_ = s2.Clientset.CoreV1().Pods(space).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
+			_ = s2.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{})
+		})
+		// Bound to a node that does not exist: no scheduler or kwok work, but every one of them is
+		// a pod the capacity watch lists.
+		start := time.Now()
+		Expect(createPods(ctx, s2, space, n, 16)).To(Succeed())
+		AddReportEntry(fmt.Sprintf("%d pods created in %s", n, s2.Name), time.Since(start).Round(time.Second).String())
+
+		var refused, unready, admitted atomic.Int64
+		var lastRefusal atomic.Value
+		probe := &http.Client{Timeout: 2 * time.Second}
+		loopCtx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer GinkgoRecover()
+			defer close(done)
+			for i := 0; loopCtx.Err() == nil; i++ {
+				pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: steady, Name: fmt.Sprintf("steady-%d", i),
+					Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+				if err := clientOf(bed.Primary).Create(loopCtx, pod, client.DryRunAll); err != nil && loopCtx.Err() == nil {
+					refused.Add(1)
+					lastRefusal.Store(err.Error())
+				} else if err == nil {
+					admitted.Add(1)
+				}
+				if code, err := httpStatus(probe, manager.probeURL+"/readyz"); (err != nil || code != http.StatusOK) && loopCtx.Err() == nil {
+					unready.Add(1)
+				}
+				select {
+				case <-loopCtx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+		DeferCleanup(func() { stop(); <-done })
+
+		Expect(bed.Freeze(s2)).To(Succeed())
+		DeferCleanup(func() { _ = bed.Thaw(s2) })
+		Eventually(func(g Gomega) { expectUnknownAndNotReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(bed.Thaw(s2)).To(Succeed())
+		thawed := time.Now()
+		Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		AddReportEntry("thawed secondary of "+fmt.Sprint(n)+" pods to Ready", time.Since(thawed).Round(100*time.Millisecond).String())
+		// Long enough for a relist of every pod there to end.
+		time.Sleep(15 * time.Second)
+		stop()
+		<-done
+		AddReportEntry("elected pods admitted for "+s1.Name+" meanwhile", fmt.Sprint(admitted.Load()))
+		Expect(refused.Load()).To(BeZero(), "elected pods for %s refused while %s came back; the last: %v", s1.Name, s2.Name, lastRefusal.Load())
+		Expect(unready.Load()).To(BeZero(), "/readyz failed while %s came back", s2.Name)
+		Expect(admitted.Load()).To(BeNumerically(">", 10))
+		Expect(testbed.WaitWorking(ctx, s2)).To(Succeed())
+	}, SpecTimeout(10*time.Minute))
+
 	It("marks a stopped secondary (connection refused) Unknown and not Ready, and Ready again when it is back", func(ctx SpecContext) {
 		Expect(bed.StopCluster(ctx, s2)).To(Succeed())
 		start := time.Now()
@@ -593,4 +666,56 @@ func primaryID(ctx SpecContext) string {
 	ns, err := bed.Primary.Clientset.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	return string(ns.UID)
+}
+
+// bigSecondaryPods is how many pods the big-secondary spec creates: $FLOTILLA_E2E_BIG_SECONDARY_PODS,
+// default 20000.
+func bigSecondaryPods() int {
+	if v, err := strconv.Atoi(os.Getenv("FLOTILLA_E2E_BIG_SECONDARY_PODS")); err == nil && v > 0 {
+		return v
+	}
+	return 20000
+}
+
+// createPods creates n pods in namespace of c, bound to a node that does not exist, with workers
+// in parallel.
+func createPods(ctx context.Context, c *testbed.Cluster, namespace string, n, workers int) error {
+	next := make(chan int)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				_, err := c.Clientset.CoreV1().Pods(namespace).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("big-%05d", i)},
+					Spec: corev1.PodSpec{NodeName: "no-such-node", Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}, metav1.CreateOptions{})
+				if err != nil && !apierrors.IsAlreadyExists(err) {
+					errs <- fmt.Errorf("creating pod %d in %s: %w", i, c.Name, err)
+					return
+				}
+			}
+		}()
+	}
+	var err error
+feed:
+	for i := range n {
+		select {
+		case next <- i:
+		case err = <-errs:
+			break feed
+		case <-ctx.Done():
+			err = ctx.Err()
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err == nil {
+		select {
+		case err = <-errs:
+		default:
+		}
+	}
+	return err
 }
