@@ -341,7 +341,7 @@ func deleteSecrets(ctx context.Context, c client.Client, o Options) error {
 	if err := deleteOne(ctx, c, cert, "Certificate "+flotillav1.SystemNamespace+"/"+flotillav1.WebhookCertificateName, o.Out); err != nil && !meta.IsNoMatchError(err) {
 		return err
 	}
-	for _, name := range []string{flotillav1.WebhookCASecretName, flotillav1.WebhookTLSSecretName, flotillav1.KubeconfigSecretName, flotillav1.SealSecretName} {
+	for _, name := range SecretNames {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: name}}
 		if err := deleteOne(ctx, c, s, "Secret "+flotillav1.SystemNamespace+"/"+name, o.Out); err != nil {
 			return err
@@ -366,3 +366,8 @@ func deleteOne(ctx context.Context, c client.Client, obj client.Object, what str
 	say(out, "deleted %s", what)
 	return nil
 }
+
+// SecretNames are the manager's own Secrets in flotilla-system, which an uninstall deletes (the
+// chart's pre-delete Job may delete these names, and only these).
+var SecretNames = []string{flotillav1.WebhookCASecretName, flotillav1.WebhookTLSSecretName, flotillav1.KubeconfigSecretName,
+	flotillav1.SealSecretName}

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/pkg/uninstall"
 )
 
 // The chart's CRDs, by name.
@@ -465,6 +467,28 @@ var _ = Describe("the manager's rights in the primary", Label("render"), func() 
 		docs, err := os.ReadFile(filepath.Join(chartDir, "..", "..", "docs", "replicator.md"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(docs)).To(ContainSubstring("replicator.enabled"), "docs/replicator.md says how to grant these")
+	})
+})
+
+var _ = Describe("the uninstall Job's rights", Label("render"), func() {
+	It("let it delete every Secret of the manager's that an uninstall deletes", func(ctx SpecContext) {
+		var names []any
+		for _, o := range render(ctx) {
+			if o.GetKind() != "Role" {
+				continue
+			}
+			for _, r := range nested(o, "rules").([]any) {
+				rule := r.(map[string]any)
+				if res, _ := rule["resources"].([]any); len(res) == 1 && res[0] == "secrets" {
+					if n, ok := rule["resourceNames"].([]any); ok {
+						names = append(names, n...)
+					}
+				}
+			}
+		}
+		for _, name := range uninstall.SecretNames {
+			Expect(names).To(ContainElement(name), "the uninstall Job may not delete Secret %s", name)
+		}
 	})
 })
 
