@@ -278,7 +278,10 @@ var _ = Describe("Replicator", Ordered, func() {
 		const ns = "takeover"
 		sel := map[string]string{"apps": "nginx"}
 		one := int32(1)
-		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, testNamespace(ns), metav1.CreateOptions{})
+		// plumber's namespace exists before the Replicator: its owner lets Replicators write there.
+		takeover := testNamespace(ns)
+		takeover.Labels = map[string]string{flotillav1.LabelReplicationAllowed: "true"}
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, takeover, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "nginx"},
 			Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
