@@ -81,8 +81,8 @@ type Reconciler struct {
 	budgets sync.Map // cluster name -> chan struct{} of capacity PerCluster
 
 	// readyNamespaces remembers "cluster/namespace" pairs known to be managed and to have their
-	// default ServiceAccount: checked once, not for every pod (forgotten when a create says the
-	// namespace is gone).
+	// default ServiceAccount, with the Pod Security labels they were given: checked once, not for
+	// every pod (forgotten when a create says the namespace is gone, forgetNamespace).
 	readyNamespaces sync.Map
 
 	// events remembers what of each delegate's Events its proxy already shows.
@@ -342,7 +342,7 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, fmt.Sprintf("Cluster %s refused the delegate: %v", sec.Name, err))
 	default:
 		if apierrors.IsNotFound(err) {
-			r.readyNamespaces.Delete(sec.Name + "/" + proxy.Namespace) // deleted there meanwhile
+			r.forgetNamespace(sec.Name, proxy.Namespace) // deleted there meanwhile
 		}
 		// The namespace's default ServiceAccount not there yet, a quota, a webhook outage...
 		return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Creating the delegate in %s: %v", sec.Name, err))
@@ -372,10 +372,11 @@ func permanent(err error) bool {
 // ensureNamespace makes the delegate's namespace exist in the secondary with the managed-by label,
 // and waits for its default ServiceAccount (a pod created before it is refused).
 func (r *Reconciler) ensureNamespace(ctx context.Context, name string, labels map[string]string, sec clusters.Secondary) (reason, message string, err error) {
-	// The labels are part of the key: a Pod Security level changed in the primary is carried at
-	// the next reconcile of any proxy of the namespace (a change of it brings them all back).
-	key := sec.Name + "/" + name + "|" + canonicalLabels(labels)
-	if _, ok := r.readyNamespaces.Load(key); ok {
+	// The labels it was ensured with are remembered too: a Pod Security level changed in the
+	// primary is carried at the next reconcile of any proxy of the namespace (a change of it
+	// brings them all back).
+	key, want := sec.Name+"/"+name, canonicalLabels(labels)
+	if had, ok := r.readyNamespaces.Load(key); ok && had == want {
 		return "", "", nil
 	}
 	var notManaged *clusters.NamespaceNotManagedError
@@ -392,8 +393,14 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, name string, labels ma
 		}
 		return flotillav1.ReasonWaitingForDependencies, msg, nil
 	}
-	r.readyNamespaces.Store(key, true)
+	r.readyNamespaces.Store(key, want)
 	return "", "", nil
+}
+
+// forgetNamespace forgets that a secondary's namespace was ensured: the next proxy of it ensures it
+// again (the namespace cleanup deleted it there, say).
+func (r *Reconciler) forgetNamespace(cluster, namespace string) {
+	r.readyNamespaces.Delete(cluster + "/" + namespace)
 }
 
 // keepPodSecurity carries the primary namespace's Pod Security labels to the secondary's namespace
