@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -93,6 +94,9 @@ type cluster struct {
 	// every identityRecheckProbes, after any failed probe, and while it is IdentityChanged.
 	probesSinceIdentify int
 	capacity            *capacityWatch
+	// connectionLost says a probe met a refused or reset connection since the last answer: the
+	// server went away, and its watches with it (restartWatches).
+	connectionLost bool
 	// lastCapacity is what a restarted capacity watch knew; it serves until the new one syncs.
 	lastCapacity *Capacity
 	remote       *remoteWatch
@@ -271,17 +275,22 @@ func (c *cluster) stop() {
 }
 
 // restartWatches is called when a secondary answers again after an outage. An informer whose
-// list or watch failed meanwhile backs off for up to a minute before it lists again, so delegates'
-// status would lag that long: that one is stopped now, and this probe starts it afresh (it lists at
-// once). An informer that never failed (the probes failed, its watch did not) is left alone: a
+// list or watch failed meanwhile (or whose server went away: the probes met a refused or reset
+// connection) backs off for up to a minute before it lists again, so delegates' status would lag
+// that long: that one is stopped now, and this probe starts it afresh (it lists at once). An
+// informer whose watch held (a secondary that hung, or only its /readyz failed) is left alone: a
 // relist of a large secondary costs every replica, and proves nothing. A capacity watch restarted
 // leaves its last capacity to serve until the new one syncs (lastCapacity), so the webhook and
 // readiness never lose a secondary they knew.
 func (c *cluster) restartWatches(log logr.Logger) {
 	c.mu.Lock()
 	cw, rw := c.capacity, c.remote
-	restartCapacity := cw != nil && cw.reflectorFailed()
-	restartRemote := rw != nil && rw.reflectorFailed()
+	// A list or watch that failed says so; a server that went away (connection refused or reset)
+	// broke every watch too, though a reflector retries that without reporting it, backing off.
+	lost := c.connectionLost
+	c.connectionLost = false
+	restartCapacity := cw != nil && (lost || cw.reflectorFailed())
+	restartRemote := rw != nil && (lost || rw.reflectorFailed())
 	if restartCapacity {
 		if last, synced := cw.current(); synced {
 			c.lastCapacity = &last
@@ -397,6 +406,7 @@ func (c *cluster) applyProbe(log logr.Logger, err error, changed bool, pinned, a
 		log.V(1).Info("Probe failed", "failures", c.failures+1, "error", err.Error())
 		probeFailures.WithLabelValues(c.name).Inc()
 		c.failures++
+		c.connectionLost = c.connectionLost || connectionLost(err)
 		if c.failures >= c.registry.opts.FailureThreshold || !c.everAnswered {
 			c.state.Status = flotillav1.ClusterUnknown
 			c.state.Reason, c.state.Message = probeFailure(err, c.currentToken(), now)
@@ -595,6 +605,11 @@ func probeFailure(err error, token string, now time.Time) (reason, message strin
 		return flotillav1.ReasonProbeFailed, "No answer within the probe timeout"
 	}
 	return flotillav1.ReasonProbeFailed, shorten(err.Error())
+}
+
+// connectionLost says whether err is a refused or reset connection: the server is not there.
+func connectionLost(err error) bool {
+	return utilnet.IsConnectionRefused(err) || utilnet.IsConnectionReset(err)
 }
 
 func shorten(s string) string {

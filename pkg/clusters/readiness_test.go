@@ -1,6 +1,8 @@
 package clusters
 
 import (
+	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,5 +102,14 @@ func TestASecondaryBackRestartsOnlyFailedWatchesAndKeepsItsCapacity(t *testing.T
 	c.capacity = &capacityWatch{cancel: func() {}, synced: true, last: Capacity{NodeCount: 4}}
 	if s := c.snapshot(); s.Capacity.NodeCount != 4 {
 		t.Fatalf("the new watch's capacity does not serve once synced: %+v", s)
+	}
+	// A server that went away (a probe met a refused connection) broke the watches, though a
+	// reflector retries that quietly, backing off: restarted. (Seen: a secondary restarted kept
+	// its old capacity, cordoned nodes and all, for over 30 s.)
+	c.capacity = watch(false)
+	c.connectionLost = connectionLost(&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED})
+	c.restartWatches(logr.Discard())
+	if stopped != 2 || c.capacity != nil || c.connectionLost {
+		t.Fatalf("a watch of a server that went away was kept (stopped %d)", stopped)
 	}
 }
