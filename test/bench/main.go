@@ -251,7 +251,7 @@ func run(ctx context.Context, o options) (err error) {
 
 	rep := Report{Pods: n, Clusters: clusters, TargetRatio: 1.5, TargetRatioToSplit: 1.2, TargetAddedP50Millis: 100, TargetManagerMiB: 150,
 		TargetManagerCores: 0.5, TargetRatioDelete: 1.2, StandbyStartMiB: procMiB(standby.PID(), "VmRSS:"), BedMiB: round(bedMiB)}
-	if n >= 10000 { // issue #14's targets at 10,000 elected pods (over 10 secondaries)
+	if n >= 10000 { // the scale targets at 10,000 elected pods (over 10 secondaries)
 		rep.TargetRatioToSplit, rep.TargetManagerMiB = 1.3, 300
 	}
 	if err := rep.measureFloors(ctx, bed, o); err != nil {

@@ -138,7 +138,7 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 // heartbeatArgs make kwok renew the primary's fake nodes' Leases every grace/4. kwokctl multiplies
 // its heartbeat settings by --heartbeat-factor, 5 unless given: kwok renewed them every 200 s / 4 =
 // 50 s, longer than the primary's grace period, so its fake node went NotReady and back again and
-// again (issue #12, point 8). The node monitor period stays the 25 s that factor gave it, the one
+// again. The node monitor period stays the 25 s that factor gave it, the one
 // every spec was written against.
 func heartbeatArgs(grace time.Duration) (args, extra []string) {
 	lease := max(4, int(grace/time.Second))
