@@ -343,14 +343,16 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		})
 		prepareNamespace(ctx, s2, space)
 		DeferCleanup(func(ctx SpecContext) {
-			_ = s2.Clientset.CoreV1().Pods(space).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
 			// Gone before the next spec: a manager started meanwhile would relist them all, and
-			// its readiness waits for that secondary only until its deadline.
+			// its readiness waits for that secondary only until its deadline. One DeleteCollection
+			// of 20,000 pods can outlast the API server's request timeout and stop part way, so
+			// it is repeated until none is left.
 			Eventually(func(g Gomega) {
+				_ = s2.Clientset.CoreV1().Pods(space).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
 				pods, err := s2.Clientset.CoreV1().Pods(space).List(ctx, metav1.ListOptions{Limit: 1})
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(pods.Items).To(BeEmpty())
-			}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+			}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 			_ = s2.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{})
 		})
 		// Bound to a node that does not exist: no scheduler or kwok work, but every one of them is
