@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -80,7 +79,8 @@ type cluster struct {
 	config    *rest.Config // nil when the context cannot be used
 	configErr error
 	client    kubernetes.Interface
-	ctrl      client.Client // typed access to Flotilla's objects there
+	ctrl      client.Client    // typed access to Flotilla's objects there
+	watcher   client.WithWatch // the informers' client (no call timeout)
 
 	mu           sync.Mutex
 	state        Snapshot
@@ -152,6 +152,9 @@ func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config)
 		calls := rest.CopyConfig(restCfg)
 		calls.Timeout = r.opts.CallTimeout
 		c.ctrl, err = client.New(calls, client.Options{Scheme: flotillaScheme})
+	}
+	if err == nil {
+		c.watcher, err = client.NewWithWatch(restCfg, client.Options{Scheme: flotillaScheme})
 	}
 	if err != nil {
 		c.configErr = fmt.Errorf("context %q cannot be used: %w", entry.Context, err)
@@ -306,12 +309,12 @@ func (c *cluster) restartWatches(log logr.Logger) {
 		cw.stop()
 	}
 	if restartRemote {
-		log.Info("Secondary answers again: restarting its delegate informers, which failed")
+		log.Info("Secondary answers again: restarting the informers controllers follow there, which failed")
 		rw.cancel()
 	}
 }
 
-// stopWatches stops the secondary's informers (capacity, delegates, replicated objects); the
+// stopWatches stops the secondary's informers (capacity, and every declared Watch); the
 // next good probe starts new ones.
 func (c *cluster) stopWatches() {
 	c.mu.Lock()
@@ -326,7 +329,7 @@ func (c *cluster) stopWatches() {
 	}
 }
 
-// remoteWatch is the secondary's delegate and replicated-object informers (nil while not started).
+// remoteWatch is the secondary's informers of the declared Watches (nil while not started).
 func (c *cluster) remoteWatch() *remoteWatch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -513,18 +516,23 @@ func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Durati
 		c.mu.Unlock()
 	}
 	if needRemote {
-		rw := startRemoteWatch(ctx, c.client, reg.opts.PrimaryID)
+		var rw *remoteWatch
+		rw = startRemoteWatch(ctx, c.watcher, reg.opts.PrimaryID, func(watch string) {
+			if c.remoteWatch() == rw {
+				reg.notifyKind(sinkWatchStarts, watch, c.name)
+			}
+		})
 		c.mu.Lock()
 		c.remote = rw
 		c.mu.Unlock()
+		for _, w := range reg.declared() {
+			if _, err := rw.ensure(w); err != nil {
+				reg.log.Error(err, "Cannot watch a secondary", "cluster", c.name, "watch", w.Name)
+			}
+		}
 		for _, s := range reg.objectSinks() {
 			rw.attach(s)
 		}
-		go func() {
-			if cache.WaitForCacheSync(rw.done, rw.delegates.HasSynced) && c.remoteWatch() == rw {
-				reg.notifyKind(remoteWatchStarts, c.name)
-			}
-		}()
 	}
 	c.mu.Lock()
 	c.probesSinceOwnerCheck++

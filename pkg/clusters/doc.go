@@ -2,11 +2,13 @@
 //
 // The registration Secret (flotilla-system/kubeconfig, key config) is a kubeconfig whose every
 // context is a cluster. A Registry turns it into clients, one health-probe goroutine per cluster,
-// and, for secondaries, the informers that their virtual node's capacity, the proxy reconciler
-// (delegates) and the Replicator (what it applied) need. Other components read Snapshots and
-// Secondary clients from it and watch it through controller-runtime sources (DelegateSource,
-// ReplicaSource, ClusterSource), declared in their SetupWithManager as cluster-api's cluster cache
-// hands out watches; none of them dials a secondary or starts an informer there on its own.
+// each secondary's capacity (what its virtual node offers and the webhook places by), and the
+// informers controllers ask for. It knows connections, identity, health and capacity; it knows no
+// feature's kinds. A controller describes what it follows in secondaries as a Watch (kind, label
+// selector, what its cache keeps) and gets a controller-runtime source of it (Source, StartSource;
+// ClusterSource for cluster-state changes) in its SetupWithManager, as cluster-api's cluster cache
+// hands out watches; the registry runs one informer per Watch per secondary, and reads of it go
+// through Secondary.Cached. No component dials a secondary or starts an informer there on its own.
 //
 // # Usage
 //
@@ -15,7 +17,7 @@
 //	(&registration.Reconciler{Registry: reg}).SetupWithManager(mgr) // feeds the Secret
 //	for _, s := range reg.Snapshots() { ... }
 //	ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).
-//		WatchesRawSource(reg.DelegateSource(&handler.EnqueueRequestForObject{}))
+//		WatchesRawSource(reg.Source(delegates.Watch, &handler.EnqueueRequestForObject{}))
 //
 // # Implementation considerations
 //

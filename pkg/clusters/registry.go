@@ -115,6 +115,9 @@ type Registry struct {
 	// pinned are the identities pinned in the registration Secret (SetPinned); known are the IDs
 	// an earlier run recorded (Options.KnownIDs), less those of clusters removed since.
 	pinned, known map[string]string
+	// watches are the Watches the started sources declared, by name, in their order (source.go).
+	watches    map[string]Watch
+	watchOrder []string
 	// sinks receive events of the started sources (source.go).
 	sinks    []*sink
 	nextSink int
@@ -130,7 +133,7 @@ var _ manager.LeaderElectionRunnable = (*Registry)(nil)
 func NewRegistry(opts Options, log logr.Logger) *Registry {
 	opts.defaults()
 	r := &Registry{opts: opts, log: log, clusters: map[string]*cluster{}, claims: map[string]string{},
-		pinned: map[string]string{}, known: map[string]string{}}
+		pinned: map[string]string{}, known: map[string]string{}, watches: map[string]Watch{}}
 	// Claims start from what an earlier run knew: a second context for a known secondary that
 	// answers before it (it is down, or slower) is the duplicate, not the known one.
 	for name, id := range opts.KnownIDs {

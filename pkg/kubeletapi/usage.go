@@ -16,6 +16,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/delegates"
 )
 
 // usageTimeout bounds one read of a secondary's metrics API: a scrape of one virtual node never
@@ -167,7 +168,7 @@ func usageError(cluster string, err error) error {
 // delegate in the cache when it is there (the Summary API's pod reference carries it).
 func usageOf(pm *metricsv1beta1.PodMetrics, sec clusters.Secondary) podUsage {
 	u := podUsage{Namespace: pm.Namespace, Name: pm.Name, At: pm.Timestamp.Time, Window: pm.Window.Duration}
-	if d, _, err := sec.Delegate(pm.Namespace, pm.Name); err == nil && d != nil {
+	if d, _, err := delegates.Get(sec, pm.Namespace, pm.Name); err == nil && d != nil {
 		u.ProxyUID = d.Annotations[flotillav1.AnnotationProxyUID]
 	}
 	for _, c := range pm.Containers {

@@ -14,6 +14,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/delegates"
 )
 
 // Registry is what the cleanup needs of the cluster registry.
@@ -156,11 +157,11 @@ func (c *Cleanup) gather(ctx context.Context, sec clusters.Secondary, name strin
 // inUse says whether a delegate of the namespace is in the secondary's cache or a proxy of the
 // namespace is bound to the secondary's virtual node (its delegate may be on its way).
 func (c *Cleanup) inUse(ctx context.Context, sec clusters.Secondary, name string) (bool, error) {
-	delegates, synced := sec.Delegates()
+	live, synced := delegates.List(sec)
 	if !synced {
 		return true, nil // nothing proven yet
 	}
-	for _, d := range delegates {
+	for _, d := range live {
 		if d.Namespace == name {
 			return true, nil
 		}

@@ -14,7 +14,7 @@
 // virtual-kubelet's pod controller is not used for this: its CreatePod path marks a
 // restartPolicy: Never pod Failed on any transient error, stops retrying after 20 attempts, and
 // its NotifyPods path writes whole pods back (reverting label and finalizer edits). Delegates are
-// read from a label-selected informer per secondary owned by the cluster registry, watched through
-// the registry's DelegateSource; each of their events enqueues the proxy of the same namespace
-// and name.
+// read from a label-selected informer per secondary that the cluster registry runs for
+// delegates.Watch, watched through the registry's Source; each of their events enqueues the
+// proxy of the same namespace and name.
 package proxy

@@ -32,6 +32,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
+	"github.com/flotilla-dev/flotilla/pkg/delegates"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
@@ -49,8 +50,8 @@ const (
 type Secondaries interface {
 	Secondary(name string) (clusters.Secondary, bool)
 	PrimaryID() string
-	DelegateSource(h handler.EventHandler) source.Source
-	WatchStartSource(h handler.EventHandler) source.Source
+	Source(w clusters.Watch, h handler.EventHandler) source.Source
+	StartSource(w clusters.Watch, h handler.EventHandler) source.Source
 }
 
 // Reconciler makes each proxy pod bound to a virtual node have its delegate in that
@@ -130,7 +131,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	if !sec.Running {
 		// No calls to a secondary that does not answer: each would hold a worker the others need.
-		// Its proxies come back when its informers start again (WatchStartSource).
+		// Its proxies come back when its informers start again (StartSource).
 		return r.pending(proxy, flotillav1.ReasonSecondaryUnavailable, fmt.Sprintf("Secondary cluster %s does not answer", cluster))
 	}
 	release, ok := r.budget(cluster)
@@ -148,7 +149,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 	if translate.Terminal(proxy) {
 		return ctrl.Result{}, nil
 	}
-	delegate, synced, err := sec.Delegate(proxy.Namespace, proxy.Name)
+	delegate, synced, err := delegates.Get(sec, proxy.Namespace, proxy.Name)
 	if err != nil || !synced {
 		return ctrl.Result{RequeueAfter: transientRetry}, err
 	}
@@ -458,12 +459,12 @@ func (r *Reconciler) proxyRequests(ctx context.Context, what string, of client.O
 // reconcileDelete deletes the delegate, then lets the proxy go: the finalizer is removed once no
 // delegate of this proxy exists, and the proxy is deleted at once, as a kubelet does.
 func (r *Reconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (ctrl.Result, error) {
-	delegate, synced, err := sec.Delegate(proxy.Namespace, proxy.Name)
+	delegate, synced, err := delegates.Get(sec, proxy.Namespace, proxy.Name)
 	if err != nil || !synced {
 		return ctrl.Result{RequeueAfter: transientRetry}, err
 	}
 	if delegate == nil || delegate.Annotations[flotillav1.AnnotationProxyUID] != string(proxy.UID) {
-		if sec.DelegateDeleted(proxy.Namespace, proxy.Name, proxy.UID) {
+		if delegates.Deleted(sec, proxy.Namespace, proxy.Name, proxy.UID) {
 			return ctrl.Result{}, r.letGo(ctx, proxy) // the watch saw it deleted
 		}
 		// The cache may not show a delegate created a moment ago: only a live read, or the
@@ -680,8 +681,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, wor
 			return !r.own.echo(e.ObjectNew)
 		}})).
 		// A delegate has its proxy's namespace and name.
-		WatchesRawSource(r.Secondaries.DelegateSource(&handler.EnqueueRequestForObject{})).
-		WatchesRawSource(r.Secondaries.WatchStartSource(handler.EnqueueRequestsFromMapFunc(r.proxiesOf))).
+		WatchesRawSource(r.Secondaries.Source(delegates.Watch, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(r.Secondaries.StartSource(delegates.Watch, handler.EnqueueRequestsFromMapFunc(r.proxiesOf))).
 		// A Pod Security level changed in the primary reaches the secondaries' namespaces at once.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.proxiesIn), builder.WithPredicates(podSecurityChanged))
 	for _, s := range r.Dependencies {

@@ -16,6 +16,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/delegates"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -64,12 +65,12 @@ func (s *Sweeper) sweep(ctx context.Context, now time.Time) {
 		if !ok {
 			continue
 		}
-		delegates, synced := sec.Delegates()
+		live, synced := delegates.List(sec)
 		if !synced {
 			continue
 		}
 		deleted := 0
-		for _, d := range delegates {
+		for _, d := range live {
 			if deleted >= maxSweepPerRound {
 				break
 			}

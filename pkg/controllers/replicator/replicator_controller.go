@@ -42,7 +42,7 @@ type Registry interface {
 	Snapshots() []clusters.Snapshot
 	Secondary(name string) (clusters.Secondary, bool)
 	PrimaryID() string
-	ReplicaSource(h handler.EventHandler) source.Source
+	Source(w clusters.Watch, h handler.EventHandler) source.Source
 }
 
 // Reconciler applies each Replicator to the primary, then to its targets in parallel, and

@@ -2,6 +2,7 @@ package replicator
 
 import (
 	"context"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
 // SetupWithManager watches Replicators, what they applied in the primary (label
@@ -26,17 +28,34 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	labelled := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[flotillav1.LabelReplicator] != ""
 	}))
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("replicator").
 		For(&flotillav1.Replicator{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
-			predicate.AnnotationChangedPredicate{}, deletionPredicate()))).
-		Watches(&appsv1.Deployment{}, toReplicator, labelled).
-		Watches(&corev1.ConfigMap{}, toReplicator, labelled).
-		Watches(&corev1.Service{}, toReplicator, labelled).
-		Watches(&networkingv1.Ingress{}, toReplicator, labelled).
-		WatchesRawSource(r.Registry.ReplicaSource(toReplicator)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
-		Complete(r)
+			predicate.AnnotationChangedPredicate{}, deletionPredicate())))
+	for _, w := range driftWatches() {
+		b = b.Watches(w.Object, toReplicator, labelled).
+			WatchesRawSource(r.Registry.Source(w, toReplicator))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
+}
+
+// driftWatches are the kinds whose drift is repaired at once, in the primary and in every
+// secondary: this primary's objects that a Replicator applied (label flotilla.dev/replicator).
+// Secrets are not among them: Flotilla never reads a Secret of a secondary, and the periodic
+// resync repairs them.
+func driftWatches() []clusters.Watch {
+	objects := []client.Object{&appsv1.Deployment{}, &corev1.ConfigMap{}, &corev1.Service{}, &networkingv1.Ingress{}}
+	out := make([]clusters.Watch, 0, len(objects))
+	for _, o := range objects {
+		out = append(out, clusters.Watch{
+			Name:   "replicated " + fmt.Sprintf("%T", o),
+			Object: o,
+			Selector: func(primaryID string) string {
+				return flotillav1.LabelPrimary + "=" + primaryID + "," + flotillav1.LabelReplicator
+			},
+		})
+	}
+	return out
 }
 
 // deletionPredicate passes a Replicator whose deletion started (its generation does not change).

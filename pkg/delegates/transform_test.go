@@ -1,4 +1,4 @@
-package clusters
+package delegates
 
 import (
 	"encoding/json"
@@ -53,7 +53,7 @@ func secondarysDelegate() *corev1.Pod {
 
 func TestSlimDelegateKeepsEverythingFlotillaReadsAndDecides(t *testing.T) {
 	full := secondarysDelegate()
-	obj, err := slimDelegate(full.DeepCopy())
+	obj, err := slim(full.DeepCopy())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package clusters
+package delegates
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -6,7 +6,7 @@ import (
 	"github.com/flotilla-dev/flotilla/internal/resourcelists"
 )
 
-// slimDelegate is the delegate cache's transform: a delegate keeps what Flotilla reads of it, and
+// slim is the delegate cache's transform: a delegate keeps what Flotilla reads of it, and
 // nothing else stays in memory for each of the pods it runs.
 //   - Its metadata, without managedFields: the proxy UID annotation, the owner reference, the
 //     deletion timestamp, the resourceVersion of an optimistic lock.
@@ -19,7 +19,7 @@ import (
 // Left out: volumes (the secondary's own service-account token projection among them),
 // tolerations, environment, probes, mounts, security contexts: the delegate was made from the
 // proxy, which has them, and nothing of Flotilla reads them back.
-func slimDelegate(obj any) (any, error) {
+func slim(obj any) (any, error) {
 	d, ok := obj.(*corev1.Pod)
 	if !ok {
 		return obj, nil
