@@ -52,7 +52,7 @@ func parseNodeTarget(path string) (nodeTarget, bool) {
 			continue
 		}
 		node, ok := strings.CutSuffix(rest, p.suffix)
-		if ok && node != "" && !strings.Contains(node, "/") && strings.HasPrefix(node, flotillav1.VirtualNodePrefix) {
+		if _, virtual := flotillav1.ClusterOfNode(node); ok && virtual && !strings.Contains(node, "/") {
 			return nodeTarget{node: node, subresource: p.sub}, true
 		}
 	}
@@ -61,7 +61,7 @@ func parseNodeTarget(path string) (nodeTarget, bool) {
 
 // nodeUsage reads a virtual node's secondary and folds it into the meter.
 func (k *Server) nodeUsage(r *http.Request, node string) nodeReport {
-	cluster := strings.TrimPrefix(node, flotillav1.VirtualNodePrefix)
+	cluster, _ := flotillav1.ClusterOfNode(node)
 	var samples []podUsage
 	var err error
 	if sec, ok := k.Secondaries.Secondary(cluster); !ok {

@@ -297,7 +297,7 @@ func (k *Server) proxyOf(ctx context.Context, t target) (*corev1.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pod %s/%s: %w", t.namespace, t.pod, err)
 	}
-	if !strings.HasPrefix(pod.Spec.NodeName, flotillav1.VirtualNodePrefix) {
+	if _, ok := flotillav1.ClusterOfNode(pod.Spec.NodeName); !ok {
 		return nil, fmt.Errorf("pod %s/%s is not on a virtual node", t.namespace, t.pod)
 	}
 	return pod, nil
@@ -315,7 +315,7 @@ func (k *Server) secondaryOf(ctx context.Context, namespace, name string) (clust
 			return clusters.Secondary{}, errdefs.AsNotFound(fmt.Errorf("pod %s/%s: %w", namespace, name, err))
 		}
 	}
-	cluster, ok := strings.CutPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix)
+	cluster, ok := flotillav1.ClusterOfNode(proxy.Spec.NodeName)
 	if !ok {
 		return clusters.Secondary{}, errdefs.NotFoundf("pod %s/%s is not on a virtual node", namespace, name)
 	}

@@ -300,7 +300,7 @@ func deleteVirtualNodes(ctx context.Context, c client.Client, o Options) error {
 	}
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
-		if !strings.HasPrefix(n.Name, flotillav1.VirtualNodePrefix) {
+		if _, ok := flotillav1.ClusterOfNode(n.Name); !ok {
 			continue
 		}
 		if err := deleteOne(ctx, c, n, "virtual node "+n.Name, o.Out); err != nil {

@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 // Labels, annotations and names Flotilla sets and reads.
@@ -108,6 +109,13 @@ func ReplicatorCASecretName(replicator string) string {
 
 // VirtualNodeName is the name of the virtual node of a cluster.
 func VirtualNodeName(cluster string) string { return VirtualNodePrefix + cluster }
+
+// ClusterOfNode is the cluster whose virtual node a node name names; ok is false for a node
+// that is no virtual node (a real node of the primary, or none: "").
+func ClusterOfNode(nodeName string) (cluster string, ok bool) {
+	cluster, ok = strings.CutPrefix(nodeName, VirtualNodePrefix)
+	return cluster, ok && cluster != ""
+}
 
 // Pod election: annotations and labels on proxies and delegates.
 const (

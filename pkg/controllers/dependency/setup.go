@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -200,7 +199,7 @@ func isProxy(p *corev1.Pod) bool { return p.Labels[flotillav1.LabelProxy] == "tr
 // keysForProxy lists the copies a proxy uses in its secondary: its ConfigMaps and Secrets, and
 // the Services and NetworkPolicies that select it.
 func (r *Reconciler) keysForProxy(ctx context.Context, p *corev1.Pod) []Key {
-	cluster, ok := strings.CutPrefix(p.Spec.NodeName, flotillav1.VirtualNodePrefix)
+	cluster, ok := flotillav1.ClusterOfNode(p.Spec.NodeName)
 	if !ok {
 		return nil
 	}
@@ -250,8 +249,8 @@ func (r *Reconciler) keysForObject(ctx context.Context, kind, namespace, name st
 	seen := map[string]bool{}
 	var keys []Key
 	for i := range proxies.Items {
-		cluster, ok := strings.CutPrefix(proxies.Items[i].Spec.NodeName, flotillav1.VirtualNodePrefix)
-		if ok && cluster != "" && !seen[cluster] {
+		cluster, ok := flotillav1.ClusterOfNode(proxies.Items[i].Spec.NodeName)
+		if ok && !seen[cluster] {
 			seen[cluster] = true
 			keys = append(keys, Key{Cluster: cluster, Kind: kind, Namespace: namespace, Name: name})
 		}

@@ -109,7 +109,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if letGo := r.own.recall(proxy); letGo {
 		return ctrl.Result{}, nil
 	}
-	cluster, ok := strings.CutPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix)
+	cluster, ok := flotillav1.ClusterOfNode(proxy.Spec.NodeName)
 	if !ok {
 		return r.reconcileUnbound(ctx, proxy)
 	}

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,9 +52,10 @@ func (r *Reconciler) releaseWithoutDelegate(ctx context.Context, proxy *corev1.P
 	if reason == "" {
 		return false, nil
 	}
+	cluster, _ := flotillav1.ClusterOfNode(proxy.Spec.NodeName)
 	r.event(proxy, corev1.EventTypeWarning, reason, "Release",
 		"Released without deleting its delegate in %s (%s); the sweep removes a delegate left there if the cluster returns",
-		strings.TrimPrefix(proxy.Spec.NodeName, flotillav1.VirtualNodePrefix), reason)
+		cluster, reason)
 	return true, r.letGo(ctx, proxy)
 }
 
