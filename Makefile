@@ -201,7 +201,7 @@ dev-down: ## Stop the manager and every cluster dev-up or demo started
 
 .PHONY: demo
 demo: REAL_NODE = 1
-demo: build dev-up ## Build, start the bed (with its real node where the host allows), install Flotilla (in cluster there), show the clusters
+demo: build dev-up ## Build, start the bed (with its real node where the host allows), install the chart in every cluster (the manager in cluster there), join, show them
 	@KUBECTL=$(KUBECTL) HELM=$(TOOLS_DIR)/helm test/demo/demo.sh $(DEV_DIR)
 
 .PHONY: clean
