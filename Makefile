@@ -1,5 +1,6 @@
 # Flotilla. `make demo` shows it working on local clusters; `make test` runs every test.
-# Go is the only prerequisite: `make tools` builds everything else from the Go module proxy.
+# Go is the only prerequisite: test/tools/install.sh builds everything else from the Go module
+# proxy, each target only the sets of tools it uses (`make tools`: all of them).
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -27,9 +28,13 @@ UNIT_PKGS = $$(go list ./... | grep -v -e /test/e2e -e /test/integration)
 help: ## Show the targets
 	@grep -hE '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
+# $(call tools-for,SETS): build and cache the sets of test/tools/install.sh a target uses (seconds
+# once cached).
+tools-for = @test/tools/install.sh $(1)
+
 .PHONY: tools
-tools: ## Build and cache the test bed's binaries (kube-*, etcd, kwok, kubectl, helm, controller-gen, ginkgo, golangci-lint)
-	@test/tools/install.sh
+tools: ## Build and cache every tool (kube-*, etcd, kwok, kubectl, helm, metrics-server, cert-manager, controller-gen, ginkgo, golangci-lint)
+	$(call tools-for,all)
 
 .PHONY: build
 build: ## Build bin/flotilla-manager and bin/flotillactl
@@ -91,7 +96,8 @@ CHART := charts/flotilla
 CHART_CRDS := $(CHART)/templates/crds
 
 .PHONY: generate
-generate: tools ## Deep copies and CRDs from pkg/apis (controller-gen); CRDs also as chart templates; the chart's README
+generate: ## Deep copies and CRDs from pkg/apis (controller-gen); CRDs also as chart templates; the chart's README
+	$(call tools-for,generate)
 	$(CONTROLLER_GEN) object paths=./pkg/apis/...
 	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
 	@# The Replicator embeds core types (pod template, Service, Ingress): without their long
@@ -121,13 +127,23 @@ verify-generated: generate ## Fail when generated files are not up to date
 		echo "generated files changed: run make generate and commit"; exit 1; fi
 
 .PHONY: verify
-verify: ## gofmt, go vet and a tidy go.mod
+verify: ## gofmt, go vet, a tidy go.mod, docs/architecture.svg rendered from its source, no work-log numbering
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
+	@hack/docs-picture.sh --check $(PICTURE_SRC) $(PICTURE)
+	@hack/worklog-check.sh
+
+PICTURE_SRC := docs/architecture.dot
+PICTURE := docs/architecture.svg
+
+.PHONY: docs-picture
+docs-picture: ## Render docs/architecture.dot to docs/architecture.svg (Graphviz: apt-get install graphviz)
+	@hack/docs-picture.sh $(PICTURE_SRC) $(PICTURE)
 
 .PHONY: lint
-lint: tools ## golangci-lint with .golangci.yml (the style contract)
+lint: ## golangci-lint with .golangci.yml (the style contract)
+	$(call tools-for,lint)
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: unit
@@ -141,17 +157,20 @@ fuzz: ## Fuzz the webhook's admission and the delegate translation briefly (FUZZ
 	go test ./webhook -run '^$$' -fuzz FuzzAdmitAndDelegate -fuzztime $(FUZZTIME)
 
 .PHONY: chart
-chart: tools ## Helm chart: helm lint --strict of both roles, and its rendering specs (every value, the schema's refusals)
+chart: ## Helm chart: helm lint --strict of both roles, and its rendering specs (every value, the schema's refusals)
+	$(call tools-for,helm ginkgo)
 	$(TOOLS_DIR)/helm lint --strict $(CHART) -n flotilla-system
 	$(TOOLS_DIR)/helm lint --strict $(CHART) -n flotilla-system --set role=secondary
 	$(GINKGO) $(GINKGO_FLAGS) --label-filter=render ./test/integration/chart
 
 .PHONY: integration
-integration: tools ## Integration suites: controllers and the webhook on real API servers (envtest with the bed's kube-apiserver and etcd)
+integration: ## Integration suites: controllers and the webhook on real API servers (envtest with the bed's kube-apiserver and etcd)
+	$(call tools-for,kube helm ginkgo)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=15m ./test/integration/...
 
 .PHONY: e2e
-e2e: tools ## End-to-end suites on a fresh local test bed (one bed per run)
+e2e: ## End-to-end suites on a fresh local test bed (one bed per run)
+	$(call tools-for,bed ginkgo cert-manager)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
 
 .PHONY: test
@@ -165,12 +184,14 @@ BENCH_SKIP_SPLIT ?= false
 BENCH_RENEW_DEADLINE ?= 10s
 
 .PHONY: bench
-bench: tools ## Benchmark: N pods direct in one secondary, split over the secondaries, and elected (BENCH_PODS=200, BENCH_CLUSTERS=2, BENCH_MEMORY_LIMIT=512Mi: the chart's manager limit, BENCH_SKIP_DIRECT=true: no run in one secondary, BENCH_SKIP_SPLIT=true: no split-direct floor either, BENCH_RENEW_DEADLINE=10s: the managers' leader renewal deadline); JSON in bench.json
+bench: ## Benchmark: N pods direct in one secondary, split over the secondaries, and elected (BENCH_PODS=200, BENCH_CLUSTERS=2, BENCH_MEMORY_LIMIT=512Mi: the chart's manager limit, BENCH_SKIP_DIRECT=true: no run in one secondary, BENCH_SKIP_SPLIT=true: no split-direct floor either, BENCH_RENEW_DEADLINE=10s: the managers' leader renewal deadline); JSON in bench.json
+	$(call tools-for,bed)
 	go run ./test/bench --pods $(BENCH_PODS) --clusters $(BENCH_CLUSTERS) --memory-limit $(BENCH_MEMORY_LIMIT) --skip-direct=$(BENCH_SKIP_DIRECT) --skip-split=$(BENCH_SKIP_SPLIT) --renew-deadline $(BENCH_RENEW_DEADLINE) --out bench.json
 
 .PHONY: dev-up
 # REAL_NODE=1 gives the primary a real node (root, Debian's containerd; make demo asks for it).
-dev-up: tools ## Start a primary and two secondaries (REAL_NODE=1: and a real node in the primary); kubeconfig in .testbed/kubeconfig
+dev-up: ## Start a primary and two secondaries (REAL_NODE=1: and a real node in the primary); kubeconfig in .testbed/kubeconfig
+	$(call tools-for,bed)
 	go run ./test/testbed/cmd/flotilla-testbed up --dir $(DEV_DIR) $(if $(REAL_NODE),--real-node)
 
 .PHONY: dev-down
@@ -180,7 +201,7 @@ dev-down: ## Stop the manager and every cluster dev-up or demo started
 
 .PHONY: demo
 demo: REAL_NODE = 1
-demo: build dev-up ## Build, start the bed (with its real node where the host allows), install Flotilla (in cluster there), show the clusters
+demo: build dev-up ## Build, start the bed (with its real node where the host allows), install the chart in every cluster (the manager in cluster there), join, show them
 	@KUBECTL=$(KUBECTL) HELM=$(TOOLS_DIR)/helm test/demo/demo.sh $(DEV_DIR)
 
 .PHONY: clean

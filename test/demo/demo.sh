@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The demo: the bed is up (make dev-up). Install Flotilla with its chart in the primary (the manager
-# in cluster on the bed's real node where there is one, else on this host), join the two
-# secondaries, show what the primary sees, and elect 10 nginx replicas.
+# The demo: the bed is up (make dev-up). It takes the path docs/install.md gives users: the chart in
+# the primary (the manager in cluster on the bed's real node where there is one, else on this
+# host), the chart with role=secondary in each secondary, then flotillactl cluster join for each.
+# Then it shows what the primary sees, elects 10 nginx replicas and replicates plumber's sample.
 set -euo pipefail
 dir=$1
 kubectl=${KUBECTL:-kubectl}
@@ -48,7 +49,22 @@ KUBECONFIG
 fi
 
 echo
-echo "== flotillactl cluster join --context secondary1 / secondary2"
+echo "== helm install flotilla charts/flotilla --set role=secondary in secondary1 / secondary2 (the FlotillaPrimary CRD)"
+for c in secondary1 secondary2; do
+  adopt=()
+  # A bed kept from a demo that joined without the secondary chart holds the CRD join installed,
+  # which is no release's yet: the chart takes it over (same CRD, now Helm's to upgrade).
+  if ! "$helm" --kube-context "$c" status flotilla -n flotilla-system >/dev/null 2>&1 &&
+    "$kubectl" --context "$c" get crd flotillaprimaries.flotilla.dev >/dev/null 2>&1; then
+    adopt=(--take-ownership)
+  fi
+  "$helm" --kube-context "$c" upgrade --install flotilla charts/flotilla -n flotilla-system --create-namespace \
+    --set role=secondary "${adopt[@]}" >/dev/null
+  "$kubectl" --context "$c" get crd flotillaprimaries.flotilla.dev -L app.kubernetes.io/managed-by --no-headers
+done
+
+echo
+echo "== flotillactl cluster join --context secondary1 / secondary2 (identity, admission policy, FlotillaPrimary; the CRD is the chart's)"
 for c in secondary1 secondary2; do
   if [[ ${#join_args[@]} -gt 0 ]]; then
     server=$("$kubectl" config view --raw --minify --context "$c" -o jsonpath='{.clusters[0].cluster.server}' | sed "s#127.0.0.1#${join_args[1]}#")

@@ -1,7 +1,22 @@
 #!/usr/bin/env bash
 # Builds the test bed's tools from the Go module proxy and caches them outside the checkout, keyed by
-# version, so a second run costs seconds. Usage: test/tools/install.sh [print-dir]
-# Every step says what it does; a failure names the step that failed.
+# version, so a second run costs seconds. Every step says what it does; a failure names the step
+# that failed.
+#
+# Usage: test/tools/install.sh [print-dir | SET...]
+#   (none), all    every set below (make tools, make e2e)
+#   bed            what a test bed needs (make dev-up, make demo, make bench): kube-apiserver,
+#                  kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy, etcd,
+#                  kwok, kwokctl and kwok's stages, metrics-server, helm; as root, the real node's
+#                  Debian packages
+#   kube           kube-apiserver, kubectl, etcd (make integration: envtest)
+#   helm           helm (make chart)
+#   ginkgo         ginkgo (make chart, make integration)
+#   lint           golangci-lint (make lint)
+#   generate       controller-gen (make generate)
+#   cert-manager   cert-manager's controller, cainjector and CRDs (the e2e suite), and helm
+#   print-dir      print the cache folder and build nothing
+# The folder is the same for every set: its name holds the versions of test/tools/versions.env.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -16,12 +31,29 @@ if [[ "${1:-}" == "print-dir" ]]; then
   exit 0
 fi
 
+sets=" ${*:-all} "
+for s in $sets; do
+  case "$s" in
+  all | bed | kube | helm | ginkgo | lint | generate | cert-manager) ;;
+  *) echo "tools: unknown set $s (all, bed, kube, helm, ginkgo, lint, generate, cert-manager, print-dir)" >&2; exit 2 ;;
+  esac
+done
+# wanted SET...: whether one of these sets was asked for (all asks for every one).
+wanted() {
+  local s
+  [[ "$sets" == *" all "* ]] && return 0
+  for s in "$@"; do
+    [[ "$sets" == *" $s "* ]] && return 0
+  done
+  return 1
+}
+
 mkdir -p "$bin"
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
 step=""
-trap 'rc=$?; if [[ $rc -ne 0 ]]; then echo "make tools: FAILED at step: $step (exit $rc)" >&2; fi' EXIT
+trap 'rc=$?; if [[ $rc -ne 0 ]]; then echo "tools: FAILED at step: $step (exit $rc)" >&2; fi' EXIT
 
 run_step() { # name, target binary, command...
   local name=$1 target=$2
@@ -63,46 +95,75 @@ build_cert_manager() {
   (cd "$here/certmanager" && go build -trimpath -ldflags "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION" -o "$bin/$1" "${2:-.}")
 }
 
-run_step "kube-apiserver $KUBE_VERSION" kube-apiserver build_kube kube-apiserver
-run_step "kube-controller-manager $KUBE_VERSION" kube-controller-manager build_kube kube-controller-manager
-run_step "kube-scheduler $KUBE_VERSION" kube-scheduler build_kube kube-scheduler
-run_step "kubectl $KUBE_VERSION" kubectl build_kube kubectl
-run_step "kubelet $KUBE_VERSION" kubelet build_kube kubelet
-run_step "kube-proxy $KUBE_VERSION" kube-proxy build_kube kube-proxy
-run_step "etcd $ETCD_VERSION" etcd build_etcd
-run_step "kwok $KWOK_VERSION" kwok go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-run_step "kwokctl $KWOK_VERSION" kwokctl go_install kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
-run_step "controller-gen $CONTROLLER_GEN_VERSION" controller-gen go_install controller-gen "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
-run_step "ginkgo $GINKGO_VERSION" ginkgo go_install ginkgo "github.com/onsi/ginkgo/v2/ginkgo@$GINKGO_VERSION"
-run_step "golangci-lint $GOLANGCI_LINT_VERSION" golangci-lint go_install golangci-lint "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
-run_step "helm $HELM_VERSION" helm go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-run_step "cert-manager controller $CERT_MANAGER_VERSION" "cert-manager-controller-$CERT_MANAGER_VERSION" build_cert_manager "cert-manager-controller-$CERT_MANAGER_VERSION"
-run_step "cert-manager cainjector $CERT_MANAGER_VERSION" "cert-manager-cainjector-$CERT_MANAGER_VERSION" build_cert_manager "cert-manager-cainjector-$CERT_MANAGER_VERSION" ./cainjector
+if wanted bed kube; then
+  run_step "kube-apiserver $KUBE_VERSION" kube-apiserver build_kube kube-apiserver
+fi
+if wanted bed; then
+  run_step "kube-controller-manager $KUBE_VERSION" kube-controller-manager build_kube kube-controller-manager
+  run_step "kube-scheduler $KUBE_VERSION" kube-scheduler build_kube kube-scheduler
+fi
+if wanted bed kube; then
+  run_step "kubectl $KUBE_VERSION" kubectl build_kube kubectl
+fi
+if wanted bed; then
+  run_step "kubelet $KUBE_VERSION" kubelet build_kube kubelet
+  run_step "kube-proxy $KUBE_VERSION" kube-proxy build_kube kube-proxy
+fi
+if wanted bed kube; then
+  run_step "etcd $ETCD_VERSION" etcd build_etcd
+fi
+if wanted bed; then
+  run_step "kwok $KWOK_VERSION" kwok go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  run_step "kwokctl $KWOK_VERSION" kwokctl go_install kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+fi
+if wanted generate; then
+  run_step "controller-gen $CONTROLLER_GEN_VERSION" controller-gen go_install controller-gen "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
+fi
+if wanted ginkgo; then
+  run_step "ginkgo $GINKGO_VERSION" ginkgo go_install ginkgo "github.com/onsi/ginkgo/v2/ginkgo@$GINKGO_VERSION"
+fi
+if wanted lint; then
+  run_step "golangci-lint $GOLANGCI_LINT_VERSION" golangci-lint go_install golangci-lint "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
+fi
+if wanted bed helm cert-manager; then
+  run_step "helm $HELM_VERSION" helm go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+fi
+if wanted cert-manager; then
+  run_step "cert-manager controller $CERT_MANAGER_VERSION" "cert-manager-controller-$CERT_MANAGER_VERSION" build_cert_manager "cert-manager-controller-$CERT_MANAGER_VERSION"
+  run_step "cert-manager cainjector $CERT_MANAGER_VERSION" "cert-manager-cainjector-$CERT_MANAGER_VERSION" build_cert_manager "cert-manager-cainjector-$CERT_MANAGER_VERSION" ./cainjector
+fi
 # metrics-server (the bed's metrics.k8s.io in every cluster: kubectl top and HPAs). Named with its
 # version so that a version change rebuilds it.
 go_install_as() { # binary, package@version, installed name
   go_install "$1" "$2"
   mv "$bin/$1" "$bin/$3"
 }
-run_step "metrics-server $METRICS_SERVER_VERSION" "metrics-server-$METRICS_SERVER_VERSION" go_install_as metrics-server \
-  "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION" "metrics-server-$METRICS_SERVER_VERSION"
+if wanted bed; then
+  run_step "metrics-server $METRICS_SERVER_VERSION" "metrics-server-$METRICS_SERVER_VERSION" go_install_as metrics-server \
+    "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION" "metrics-server-$METRICS_SERVER_VERSION"
+fi
 
-step="kwok stages"
 # kwok's own stage manifests (node and pod lifecycles) ship in its module; the test bed loads them.
-kwok_dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-[[ -d "$kwok_dir/kustomize/stage" ]] || { echo "tools: kwok module has no kustomize/stage in $kwok_dir" >&2; exit 1; }
-mkdir -p "$bin/stages"
-cp -f "$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml "$bin/stages/"
-cp -f "$kwok_dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml "$bin/stages/"
-cp -f "$kwok_dir"/kustomize/stage/pod/general/pod-*.yaml "$bin/stages/"
-chmod -R u+w "$bin/stages"
-# kwok's emulation of the kubelet's /metrics/resource (a Metric object, also in its module): the
-# secondaries' metrics-server scrapes the fake nodes through it.
-mkdir -p "$bin/metrics"
-cp -f "$kwok_dir"/kustomize/metrics/resource/metrics-resource.yaml "$bin/metrics/"
-chmod -R u+w "$bin/metrics"
+kwok_files() {
+  local kwok_dir
+  kwok_dir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [[ -d "$kwok_dir/kustomize/stage" ]] || { echo "tools: kwok module has no kustomize/stage in $kwok_dir" >&2; return 1; }
+  mkdir -p "$bin/stages"
+  cp -f "$kwok_dir"/kustomize/stage/node/fast/node-initialize.yaml "$bin/stages/"
+  cp -f "$kwok_dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml "$bin/stages/"
+  cp -f "$kwok_dir"/kustomize/stage/pod/general/pod-*.yaml "$bin/stages/"
+  chmod -R u+w "$bin/stages"
+  # kwok's emulation of the kubelet's /metrics/resource (a Metric object, also in its module): the
+  # secondaries' metrics-server scrapes the fake nodes through it.
+  mkdir -p "$bin/metrics"
+  cp -f "$kwok_dir"/kustomize/metrics/resource/metrics-resource.yaml "$bin/metrics/"
+  chmod -R u+w "$bin/metrics"
+}
+if wanted bed; then
+  step="kwok stages"
+  kwok_files
+fi
 
-step="cert-manager CRDs $CERT_MANAGER_VERSION"
 # cert-manager's CRDs as its release installs them: the crd templates of the Helm chart in its
 # module, rendered with the helm above (its deploy/crds are, by their README, not for installing).
 # Cached next to the controller, named with the version.
@@ -135,9 +196,11 @@ cert_manager_crds() {
   mv "$out.tmp" "$out"
   echo "tools: cert-manager CRDs: $n in $out"
 }
-cert_manager_crds
+if wanted cert-manager; then
+  step="cert-manager CRDs $CERT_MANAGER_VERSION"
+  cert_manager_crds
+fi
 
-step="real node packages"
 # The bed's optional real node (testbed.Options.RealNode) runs containers with Debian's containerd,
 # runc and CNI plugins, and kube-proxy's iptables rules. They are installed when missing, only as
 # root with apt-get; otherwise the bed works with fake nodes only, so this never fails make tools.
@@ -173,6 +236,9 @@ real_node_packages() {
   rm -f "$log"
   echo "tools: real node packages: done in $((SECONDS - start))s"
 }
-real_node_packages
+if wanted bed; then
+  step="real node packages"
+  real_node_packages
+fi
 step=""
-echo "tools: all in $bin"
+echo "tools:${sets% } in $bin"
