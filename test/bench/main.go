@@ -103,7 +103,7 @@ type Report struct {
 	AddedP50Millis float64 `json:"addedP50Millis"`
 	// DelegateP50Millis is the delegates' own p50, created to Running in their secondary (the path
 	// a direct pod takes there); OwnAddedP50Millis is the elected p50 less it: Flotilla's own part
-	// (the webhook, the delegate's creation, the status back), the issue's "added p50".
+	// (the webhook, the delegate's creation, the status back).
 	DelegateP50Millis float64 `json:"delegateP50Millis"`
 	OwnAddedP50Millis float64 `json:"ownAddedP50Millis"`
 	// Flotilla's own part in its two legs, each a p50 over the elected pods: from the proxy's
