@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/logging"
 )
 
 // Entry is the raw kubeconfig entries a cluster was registered with.
@@ -406,7 +407,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 func (c *cluster) applyProbe(log logr.Logger, err error, changed bool, pinned, answeredID, version string, now time.Time) {
 	switch {
 	case err != nil:
-		log.V(1).Info("Probe failed", "failures", c.failures+1, "error", err.Error())
+		log.V(logging.Debug).Info("Probe failed", "failures", c.failures+1, "error", err.Error())
 		probeFailures.WithLabelValues(c.name).Inc()
 		c.failures++
 		c.connectionLost = c.connectionLost || connectionLost(err)

@@ -13,6 +13,7 @@ import (
 	statsv1alpha1 "k8s.io/kubelet/pkg/apis/stats/v1alpha1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/logging"
 )
 
 // Every virtual node is served at one address, so a kubelet's node-less paths (/metrics/resource,
@@ -82,7 +83,7 @@ func (k *Server) serveNode(w http.ResponseWriter, r *http.Request, t nodeTarget)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(summaryOf(report)); err != nil {
-		k.Log.V(1).Info("Writing a Summary failed", "node", t.node, "err", err)
+		k.Log.V(logging.Debug).Info("Writing a Summary failed", "node", t.node, "err", err)
 	}
 }
 

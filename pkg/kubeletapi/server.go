@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/clock"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/logging"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 )
@@ -183,7 +184,7 @@ func (k *Server) admit(w http.ResponseWriter, r *http.Request, g *gate, s *slot)
 	if err != nil {
 		refuse(w, err, "Unauthorized", http.StatusUnauthorized)
 		if !errors.Is(err, errUnauthenticated) && !errors.Is(err, errBusy) {
-			g.log.V(1).Info("Authentication failed", "error", err.Error())
+			g.log.V(logging.Debug).Info("Authentication failed", "error", err.Error())
 		}
 		return nil, false
 	}
@@ -238,7 +239,7 @@ func (k *Server) authorize(w http.ResponseWriter, r *http.Request, g *gate, s *s
 	if err != nil {
 		refuse(w, err, "authorization failed", http.StatusInternalServerError)
 		if !errors.Is(err, errBusy) {
-			g.log.V(1).Info("Authorization failed", "user", who.user, "error", err.Error())
+			g.log.V(logging.Debug).Info("Authorization failed", "user", who.user, "error", err.Error())
 		}
 		return false
 	}

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/logging"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/ssa"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
@@ -214,10 +215,10 @@ func (r *Reconciler) sync(ctx context.Context, sec clusters.Secondary, key Key, 
 	if yielded {
 		// A Replicator holds it: that satisfies the dependency, and it is not reflection's to
 		// update or delete. Not recorded, so it is looked at again when the source changes.
-		ctrl.LoggerFrom(ctx).V(1).Info("Copy left to the Replicator that holds it", "copy", key.String())
+		ctrl.LoggerFrom(ctx).V(logging.Debug).Info("Copy left to the Replicator that holds it", "copy", key.String())
 		return nil
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Copy updated", "copy", key.String())
+	ctrl.LoggerFrom(ctx).V(logging.Debug).Info("Copy updated", "copy", key.String())
 	r.mu.Lock()
 	if r.applied == nil {
 		r.applied, r.written = map[Key]string{}, map[Key]string{}
@@ -311,7 +312,7 @@ func (r *Reconciler) deleteCopy(ctx context.Context, sec clusters.Secondary, key
 	case err != nil && !apierrors.IsNotFound(err):
 		return fmt.Errorf("removing unused %s: %w", key, err)
 	}
-	ctrl.LoggerFrom(ctx).V(1).Info("Unused copy removed", "copy", key.String())
+	ctrl.LoggerFrom(ctx).V(logging.Debug).Info("Unused copy removed", "copy", key.String())
 	return nil
 }
 

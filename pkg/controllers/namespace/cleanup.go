@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/logging"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/delegates"
 )
@@ -116,7 +117,7 @@ func (c *Cleanup) cleanSecondary(ctx context.Context, sec clusters.Secondary) er
 		}
 		if !v.Delete {
 			if state.Foreign != "" {
-				c.Log.V(1).Info("Namespace kept: it holds what is not Flotilla's", "cluster", sec.Name, "namespace", ns.Name, "object", state.Foreign)
+				c.Log.V(logging.Debug).Info("Namespace kept: it holds what is not Flotilla's", "cluster", sec.Name, "namespace", ns.Name, "object", state.Foreign)
 			}
 			continue
 		}
