@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/hex"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Labels, annotations and names Flotilla sets and reads.
@@ -24,6 +26,14 @@ const (
 	// SystemNamespace; webhook.certManager.enabled), and WebhookTLSSecretName its Secret.
 	WebhookCertificateName = "flotilla-webhook"
 	WebhookTLSSecretName   = "flotilla-webhook-tls"
+	// WebhookConfigurationName names the MutatingWebhookConfiguration the manager owns (its pod,
+	// DaemonSet and Replicator webhooks): the manager writes it at start, flotillactl doctor checks
+	// that it is there, and uninstall deletes it.
+	WebhookConfigurationName = "flotilla"
+	// AnnotationInjectCAFrom is cert-manager's CA injector annotation, set on that configuration
+	// when cert-manager serves the webhook: the caBundle of every webhook in it is the CA of the
+	// named Certificate's Secret.
+	AnnotationInjectCAFrom = "cert-manager.io/inject-ca-from"
 	// ManagerLeaseName is the manager's leader-election Lease (in its namespace).
 	ManagerLeaseName = "flotilla-manager.flotilla.dev"
 	// ManagerDeploymentName is the chart's Deployment of the manager.
@@ -108,6 +118,16 @@ func ReplicatorCASecretName(replicator string) string {
 
 // VirtualNodeName is the name of the virtual node of a cluster.
 func VirtualNodeName(cluster string) string { return VirtualNodePrefix + cluster }
+
+// VirtualNodeExclusion is the node-affinity requirement that keeps a pod off every virtual node:
+// the DaemonSet webhook adds it to every required term of a DaemonSet's pod template, and
+// flotillactl doctor gives it as the fix for a DaemonSet that can reach virtual nodes. A function,
+// so that no caller can change what the others get.
+func VirtualNodeExclusion() corev1.NodeSelectorRequirement {
+	return corev1.NodeSelectorRequirement{
+		Key: LabelNodeType, Operator: corev1.NodeSelectorOpNotIn, Values: []string{NodeTypeVirtualKubelet},
+	}
+}
 
 // Pod election: annotations and labels on proxies and delegates.
 const (
