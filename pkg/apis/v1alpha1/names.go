@@ -161,6 +161,9 @@ const (
 	AnnotationDelegateIP = "flotilla.dev/delegate-ip"
 	// AnnotationProxyUID is the proxy's UID, on the delegate.
 	AnnotationProxyUID = "flotilla.dev/proxy-uid"
+	// AnnotationAdmittedBy names, on a proxy, the manager replica whose webhook admitted it: a
+	// replica matches only its own recent admissions against the proxies its cache shows.
+	AnnotationAdmittedBy = "flotilla.dev/admitted-by"
 	// AnnotationAtMostOnce asks that the pod never run twice: its proxy stays Terminating until its
 	// delegate is proven gone or its secondary is fenced (StatefulSet pods get this by default).
 	AnnotationAtMostOnce = "flotilla.dev/at-most-once"

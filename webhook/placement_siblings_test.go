@@ -235,7 +235,7 @@ func TestProxyBookTalliesAgreeWithACountOfItsProxies(t *testing.T) {
 			if c := clusters[next(len(clusters))]; c != "" {
 				p.Spec.NodeName = flotillav1.VirtualNodeName(c)
 			}
-			p.Annotations[AnnotationAdmittedBy] = replicas[next(2)]
+			p.Annotations[flotillav1.AnnotationAdmittedBy] = replicas[next(2)]
 			b.OnAdd(p, false)
 			pods[name] = p
 		}
@@ -248,7 +248,7 @@ func TestProxyBookTalliesAgreeWithACountOfItsProxies(t *testing.T) {
 				continue
 			}
 			wantLive[cluster]++
-			if !p.CreationTimestamp.Time.Before(since) && (replica == "" || p.Annotations[AnnotationAdmittedBy] == replica) {
+			if !p.CreationTimestamp.Time.Before(since) && (replica == "" || p.Annotations[flotillav1.AnnotationAdmittedBy] == replica) {
 				wantSince[cluster]++
 			}
 		}
