@@ -65,7 +65,7 @@ func (c *Certificates) Start(ctx context.Context) error {
 
 func (c *Certificates) now() time.Time {
 	if c.Clock == nil {
-		return time.Now()
+		return clock.RealClock{}.Now()
 	}
 	return c.Clock.Now()
 }

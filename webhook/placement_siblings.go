@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -203,8 +204,9 @@ type Spread struct {
 	// Window is how long an admission is remembered while the cache may not show its pod yet
 	// (10 s when zero).
 	Window time.Duration
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+	// Clock tells the time of admissions, to match them against the cache within Window (the
+	// real clock when nil).
+	Clock clock.PassiveClock
 	// Replica names this manager replica in the proxies it admits
 	// (flotillav1.AnnotationAdmittedBy), so that only its own admissions are matched against the
 	// cache: with two replicas serving the webhook, each counts the other's proxies once they are
@@ -222,10 +224,10 @@ type recentAdmission struct {
 }
 
 func (s *Spread) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
+	if s.Clock == nil {
+		return clock.RealClock{}.Now()
 	}
-	return time.Now()
+	return s.Clock.Now()
 }
 
 func (s *Spread) window() time.Duration {
