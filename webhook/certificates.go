@@ -65,7 +65,7 @@ func (c *Certificates) Start(ctx context.Context) error {
 
 func (c *Certificates) now() time.Time {
 	if c.Clock == nil {
-		return time.Now()
+		return clock.RealClock{}.Now()
 	}
 	return c.Clock.Now()
 }
@@ -166,13 +166,13 @@ func (c *Certificates) ensureConfiguration(ctx context.Context, caPEM []byte) er
 // keepInjection sets or removes cert-manager's inject-ca-from annotation, leaving the others.
 func keepInjection(annotations map[string]string, from string) map[string]string {
 	if from == "" {
-		delete(annotations, AnnotationInjectCAFrom)
+		delete(annotations, flotillav1.AnnotationInjectCAFrom)
 		return annotations
 	}
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[AnnotationInjectCAFrom] = from
+	annotations[flotillav1.AnnotationInjectCAFrom] = from
 	return annotations
 }
 

@@ -30,7 +30,7 @@ func TestEnsureReissuesACertificateTheCurrentCADidNotSign(t *testing.T) {
 	servedSignedByBundle := func() bool {
 		t.Helper()
 		var cfg admissionregistrationv1.MutatingWebhookConfiguration
-		if err := c.Get(t.Context(), client.ObjectKey{Name: ConfigurationName}, &cfg); err != nil {
+		if err := c.Get(t.Context(), client.ObjectKey{Name: flotillav1.WebhookConfigurationName}, &cfg); err != nil {
 			t.Fatal(err)
 		}
 		served, err := os.ReadFile(filepath.Join(certs.CertDir, "tls.crt"))
@@ -78,10 +78,10 @@ func TestEnsureLeavesTheCABundleToCertManagersInjector(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cfg admissionregistrationv1.MutatingWebhookConfiguration
-	if err := c.Get(t.Context(), client.ObjectKey{Name: ConfigurationName}, &cfg); err != nil {
+	if err := c.Get(t.Context(), client.ObjectKey{Name: flotillav1.WebhookConfigurationName}, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if got := cfg.Annotations[AnnotationInjectCAFrom]; got != "flotilla-system/flotilla-webhook" {
+	if got := cfg.Annotations[flotillav1.AnnotationInjectCAFrom]; got != "flotilla-system/flotilla-webhook" {
 		t.Errorf("inject-ca-from %q", got)
 	}
 	for _, w := range cfg.Webhooks {
@@ -98,7 +98,7 @@ func TestEnsureLeavesTheCABundleToCertManagersInjector(t *testing.T) {
 	if err := certs.Ensure(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Get(t.Context(), client.ObjectKey{Name: ConfigurationName}, &cfg); err != nil {
+	if err := c.Get(t.Context(), client.ObjectKey{Name: flotillav1.WebhookConfigurationName}, &cfg); err != nil {
 		t.Fatal(err)
 	}
 	for _, w := range cfg.Webhooks {

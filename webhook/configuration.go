@@ -25,10 +25,6 @@ type ConfigOptions struct {
 	AcceptAdmiralty bool
 }
 
-// AnnotationInjectCAFrom is cert-manager's CA injector annotation: the caBundle of every webhook of
-// the configuration is the CA of the named Certificate's Secret.
-const AnnotationInjectCAFrom = "cert-manager.io/inject-ca-from"
-
 // Configuration is the MutatingWebhookConfiguration Flotilla owns: only elected pods in enabled
 // namespaces reach the webhook (matchConditions), so its outage never blocks other pods.
 func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConfiguration {
@@ -45,10 +41,10 @@ func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConf
 	}
 	var annotations map[string]string
 	if o.CAInjectedFrom != "" {
-		annotations = map[string]string{AnnotationInjectCAFrom: o.CAInjectedFrom}
+		annotations = map[string]string{flotillav1.AnnotationInjectCAFrom: o.CAInjectedFrom}
 	}
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: ConfigurationName, Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"},
+		ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName, Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"},
 			Annotations: annotations},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:                    "pods.flotilla.dev",

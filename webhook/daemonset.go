@@ -15,12 +15,7 @@ import (
 // DaemonSetPath is where the DaemonSet mutation is served.
 const DaemonSetPath = "/mutate-apps-v1-daemonset"
 
-// virtualNodeExclusion is the node-affinity requirement that keeps a pod off every virtual node.
-var virtualNodeExclusion = corev1.NodeSelectorRequirement{
-	Key: flotillav1.LabelNodeType, Operator: corev1.NodeSelectorOpNotIn, Values: []string{flotillav1.NodeTypeVirtualKubelet},
-}
-
-// ExcludeVirtualNodes adds virtualNodeExclusion to every required node-affinity term of a pod
+// ExcludeVirtualNodes adds flotillav1.VirtualNodeExclusion to every required node-affinity term of a pod
 // template (one term when there is none) and says whether it changed anything.
 //
 // Why a mutation: a DaemonSet pod on a virtual node never runs (there is nothing to run it on),
@@ -47,7 +42,7 @@ func ExcludeVirtualNodes(spec *corev1.PodSpec) bool {
 	for i := range req.NodeSelectorTerms {
 		term := &req.NodeSelectorTerms[i]
 		if !excludes(term.MatchExpressions) {
-			term.MatchExpressions = append(term.MatchExpressions, virtualNodeExclusion)
+			term.MatchExpressions = append(term.MatchExpressions, flotillav1.VirtualNodeExclusion())
 			changed = true
 		}
 	}

@@ -29,7 +29,7 @@ func TestExcludeVirtualNodesKeepsDaemonSetPodsOffVirtualNodesOnly(t *testing.T) 
 		{name: "empty node affinity", affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}, wantChanged: true, wantOnReal: true},
 		{name: "one term keeps its own requirement", affinity: withTerms(zoneA), wantChanged: true, wantOnReal: true},
 		{name: "every ORed term gets the exclusion", affinity: withTerms(zoneB, zoneA), wantChanged: true, wantOnReal: true},
-		{name: "already excluded: idempotent", affinity: withTerms(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{virtualNodeExclusion}}), wantOnReal: true},
+		{name: "already excluded: idempotent", affinity: withTerms(corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{flotillav1.VirtualNodeExclusion()}}), wantOnReal: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := &corev1.PodSpec{Affinity: tc.affinity}

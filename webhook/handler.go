@@ -21,9 +21,6 @@ import (
 // Path is where the pod mutation is served.
 const Path = "/mutate-v1-pod"
 
-// ConfigurationName names the MutatingWebhookConfiguration Flotilla owns.
-const ConfigurationName = "flotilla"
-
 // Registry is what the webhook reads of the cluster registry.
 type Registry interface {
 	Snapshots() []clusters.Snapshot

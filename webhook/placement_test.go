@@ -1,12 +1,233 @@
 package webhook
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
+
+// The whole decision, table by table: which clusters a proxy fits, which its affinity names,
+// whether it waits gated, the spread it keeps, and where it is bound.
+func TestDecidePlacement(t *testing.T) {
+	pickFirst := func([]int64) int { return 0 }
+	overClusters := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule}
+	withSiblings := func(eu, us int) []ClusterView {
+		out := []ClusterView{twoClusters[0], twoClusters[1]}
+		out[0].Siblings, out[1].Siblings = eu, us
+		return out
+	}
+	tests := map[string]struct {
+		pod      *corev1.Pod
+		clusters []ClusterView
+		choose   func([]int64) int
+		want     placement
+		// wantWhy is in the decision's why (which is empty when wantWhy is).
+		wantWhy string
+	}{
+		"bound to the chosen feasible cluster": {pod: elected(), clusters: twoClusters, choose: pickFirst,
+			want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}, cluster: "eu"}},
+		"without choose the scheduler picks": {pod: elected(), clusters: twoClusters,
+			want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}}},
+		"full everywhere: waits for every cluster, unbound": {pod: elected(cpu("64")), clusters: twoClusters, choose: pickFirst,
+			want:    placement{clusterFit: clusterFit{waiting: []string{"eu", "us"}}, affinity: []string{"eu", "us"}},
+			wantWhy: "no cluster fits now: eu: node eu-n0 has only cpu 4 free of 64 requested; us: node us-n0 has only cpu 1 free of 64 requested"},
+		"no node matches: gated, no cluster named": {pod: elected(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"zz": "yes"} }),
+			clusters: twoClusters, choose: pickFirst, want: placement{gated: true}, wantWhy: "does not match the pod's node selector"},
+		"a spread over clusters keeps the cluster that is away and is not bound": {
+			pod: elected(func(p *corev1.Pod) {
+				p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overClusters}
+			}),
+			clusters: []ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]}, choose: pickFirst,
+			want: placement{clusterFit: clusterFit{feasible: []string{"us"}, waiting: []string{"eu"}}, affinity: []string{"eu", "us"},
+				spread: []corev1.TopologySpreadConstraint{overClusters}}},
+		"fewest siblings first": {pod: elected(), clusters: withSiblings(2, 1), choose: pickFirst,
+			want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}, cluster: "us"}},
+		"weights before fewest siblings": {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=3,us=1")), clusters: withSiblings(2, 1),
+			choose: pickFirst, want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}, cluster: "eu"}},
+		"a pod with scheduling gates is left to the scheduler": {
+			pod:      elected(func(p *corev1.Pod) { p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "wait"}} }),
+			clusters: twoClusters, choose: pickFirst,
+			want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := decidePlacement(tc.pod, constraintsOf(tc.pod), tc.clusters, tc.choose)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(got.why, tc.wantWhy) || (tc.wantWhy == "") != (got.why == "") {
+				t.Errorf("why %q, want it to contain %q", got.why, tc.wantWhy)
+			}
+			got.why = ""
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("placement %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecidePlacementRefusesWhatItCannotHonour(t *testing.T) {
+	overClusters := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule}
+	for name, tc := range map[string]struct {
+		pod      *corev1.Pod
+		clusters []ClusterView
+		want     string
+	}{
+		"no cluster registered": {elected(), nil, "no secondary cluster is registered"},
+		"no cluster chosen": {elected(annotate(flotillav1.AnnotationClusterSelector, flotillav1.LabelRegion+"=region-mars")), twoClusters,
+			"matches no registered cluster"},
+		"weights beside a spread over clusters": {elected(annotate(flotillav1.AnnotationClusterWeights, "eu=1"), func(p *corev1.Pod) {
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overClusters}
+		}), twoClusters, "cannot be combined with a topologySpreadConstraint"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := decidePlacement(tc.pod, constraintsOf(tc.pod), tc.clusters, nil)
+			var rej *Rejection
+			if !errors.As(err, &rej) || !strings.Contains(rej.Message, tc.want) {
+				t.Fatalf("err = %v, want a rejection containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A proxy gated at admission fits, by the same judgement, the clusters that have since changed.
+func TestRefitJudgesAGatedProxyAsAdmissionDid(t *testing.T) {
+	gated, err := Mutate(elected(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"zz": "yes"} }), twoClusters, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gated.Spec.SchedulingGates) != 1 {
+		t.Fatalf("proxy not gated: %+v", gated.Spec.SchedulingGates)
+	}
+	feasible, why, err := Refit(gated, twoClusters)
+	if err != nil || len(feasible) != 0 || !strings.Contains(why, "does not match the pod's node selector") {
+		t.Errorf("nothing changed: feasible %v, why %q, err %v", feasible, why, err)
+	}
+	relabelled := []ClusterView{twoClusters[0], clusterOf("us", true, "1", map[string]string{"zz": "yes"})}
+	feasible, why, err = Refit(gated, relabelled)
+	if err != nil || strings.Join(feasible, ",") != "us" || why != "" {
+		t.Errorf("us relabelled: feasible %v, why %q, err %v; want us", feasible, why, err)
+	}
+	broken := gated.DeepCopy()
+	broken.Annotations[flotillav1.AnnotationDelegateConstraints] = "{"
+	if _, _, err := Refit(broken, relabelled); err == nil || !strings.Contains(err.Error(), "does not parse") {
+		t.Errorf("unparsable constraints: %v", err)
+	}
+}
+
+func TestMutateChoosesFeasibleClusters(t *testing.T) {
+	tests := map[string]struct {
+		pod        *corev1.Pod
+		clusters   []ClusterView
+		want       []string
+		wantReject string
+		// wantWaiting: no cluster fits now, the proxy waits for these, and wantWhy is in its
+		// no-cluster-fits annotation.
+		wantWaiting bool
+		wantWhy     string
+		// wantGated: no cluster can take it as things are; it waits unbound behind the placement gate.
+		wantGated bool
+	}{
+		"every ready cluster with room": {pod: elected(), clusters: twoClusters, want: []string{"eu", "us"}},
+		"too big for us":                {pod: elected(cpu("2")), clusters: twoClusters, want: []string{"eu"}},
+		"too big for all, for now":      {pod: elected(cpu("64")), clusters: twoClusters, want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: node eu-n0 has only cpu 4 free of 64 requested"},
+		"not ready cluster is skipped":  {pod: elected(), clusters: []ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]}, want: []string{"us"}},
+		"waits for the cluster that is away, not the one it can never fit": {pod: elected(cpu("2")), clusters: []ClusterView{clusterOf("eu", false, "4", nil), clusterOf("us", true, "1", nil)},
+			want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: not ready (ProbeFailed)"},
+		"a cordoned virtual node takes nothing new": {pod: elected(), clusters: []ClusterView{func() ClusterView {
+			c := clusterOf("eu", true, "4", nil)
+			c.Cordoned = true
+			return c
+		}(), twoClusters[1]}, want: []string{"us"}},
+		"a virtual node's untolerated taint takes nothing new": {pod: elected(), clusters: []ClusterView{func() ClusterView {
+			c := clusterOf("eu", true, "4", nil)
+			c.Taints = []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule}}
+			return c
+		}(), twoClusters[1]}, want: []string{"us"}},
+		"every virtual node cordoned: waits for all": {pod: elected(), clusters: func() []ClusterView {
+			a, b := clusterOf("eu", true, "4", nil), clusterOf("us", true, "4", nil)
+			a.Cordoned, b.Cordoned = true, true
+			return []ClusterView{a, b}
+		}(), want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: its virtual node is cordoned; us: its virtual node is cordoned"},
+		"every node of every cluster cordoned: waits": {pod: elected(), clusters: func() []ClusterView {
+			a, b := clusterOf("eu", true, "4", nil), clusterOf("us", true, "4", nil)
+			a.Nodes, b.Nodes = nil, nil
+			return []ClusterView{a, b}
+		}(), want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: no eligible node"},
+		"selector matches no cluster":                {pod: elected(annotate(flotillav1.AnnotationClusterSelector, flotillav1.LabelRegion+"=region-mars")), clusters: twoClusters, wantReject: "matches no registered cluster"},
+		"nodeSelector applies to nodes":              {pod: elected(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "hdd"} }), clusters: twoClusters, want: []string{"us"}},
+		"flotilla.dev/clusters restricts":            {pod: elected(annotate(flotillav1.AnnotationClusters, "us")), clusters: twoClusters, want: []string{"us"}},
+		"unknown cluster is named":                   {pod: elected(annotate(flotillav1.AnnotationClusters, "us,mars")), clusters: twoClusters, wantReject: "unknown cluster(s) mars"},
+		"cluster selector":                           {pod: elected(annotate(flotillav1.AnnotationClusterSelector, flotillav1.LabelRegion+"=region-eu")), clusters: twoClusters, want: []string{"eu"}},
+		"bad cluster selector":                       {pod: elected(annotate(flotillav1.AnnotationClusterSelector, "a in (")), clusters: twoClusters, wantReject: "not a label selector"},
+		"no clusters":                                {pod: elected(), clusters: nil, wantReject: "no secondary cluster is registered"},
+		"weights restrict to the clusters they name": {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "us=1")), clusters: twoClusters, want: []string{"us"}},
+		"weight 0 takes none":                        {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=3, us=0")), clusters: twoClusters, want: []string{"eu"}},
+		"weights name an unknown cluster":            {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=1,mars=2")), clusters: twoClusters, wantReject: "unknown cluster mars"},
+		"malformed weight":                           {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=seventy")), clusters: twoClusters, wantReject: `"eu=seventy" is not <cluster>=<weight`},
+		"weight out of range":                        {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=1001")), clusters: twoClusters, wantReject: "is not <cluster>=<weight 0-1000>"},
+		"no positive weight":                         {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=0")), clusters: twoClusters, wantReject: "no cluster a positive weight"},
+		"weights beside a spread over clusters": {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=1"), func(p *corev1.Pod) {
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule}}
+		}), clusters: twoClusters, wantReject: "cannot be combined with a topologySpreadConstraint"},
+		"untolerated taint": {pod: elected(), clusters: []ClusterView{func() ClusterView {
+			c := clusterOf("eu", true, "4", nil)
+			c.Nodes[0].Taints = []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
+			return c
+		}()}, wantWaiting: true, wantGated: true, wantWhy: "has taint gpu=yes:NoSchedule the pod does not tolerate"},
+		// Seen on the demo's bed: bound at once to a cluster whose nodes never matched, its
+		// delegate Pending there for ever.
+		"nodeSelector no node of any cluster matches: gated, bound nowhere": {pod: elected(func(p *corev1.Pod) {
+			p.Spec.NodeSelector = map[string]string{"zz": "yes"}
+		}), clusters: twoClusters, wantWaiting: true, wantGated: true, wantWhy: "does not match the pod's node selector"},
+		"a spread left to the scheduler keeps the clusters that are only away": {pod: elected(func(p *corev1.Pod) {
+			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule}}
+		}), clusters: []ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]}, want: []string{"eu", "us"}},
+		"tolerated taint": {pod: elected(func(p *corev1.Pod) {
+			p.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+		}), clusters: []ClusterView{func() ClusterView {
+			c := clusterOf("eu", true, "4", nil)
+			c.Nodes[0].Taints = []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
+			return c
+		}()}, want: []string{"eu"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			out, err := Mutate(tc.pod, tc.clusters, Options{})
+			if tc.wantReject != "" {
+				var rej *Rejection
+				if !errors.As(err, &rej) || !strings.Contains(rej.Message, tc.wantReject) {
+					t.Fatalf("err = %v, want a rejection containing %q", err, tc.wantReject)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := feasibleOf(t, out)
+			if strings.Join(got, ",") != strings.Join(tc.want, ",") {
+				t.Errorf("feasible = %v, want %v", got, tc.want)
+			}
+			gated := len(out.Spec.SchedulingGates) == 1 && out.Spec.SchedulingGates[0].Name == flotillav1.SchedulingGatePlacement
+			if gated != tc.wantGated {
+				t.Errorf("scheduling gates %v, want the placement gate: %t", out.Spec.SchedulingGates, tc.wantGated)
+			}
+			why, waiting := out.Annotations[flotillav1.AnnotationNoClusterFits]
+			if waiting != tc.wantWaiting || !strings.Contains(why, tc.wantWhy) {
+				t.Errorf("no-cluster-fits annotation %q (set: %t), want set: %t containing %q", why, waiting, tc.wantWaiting, tc.wantWhy)
+			}
+		})
+	}
+}
 
 func TestMutateBindsTheProxyToTheChosenFeasibleCluster(t *testing.T) {
 	var seen []int64
@@ -91,5 +312,78 @@ func TestMutatePlacesAmongTheClustersWithFewestSiblings(t *testing.T) {
 				t.Errorf("nodeName %q, want %q", out.Spec.NodeName, want)
 			}
 		})
+	}
+}
+
+// Pods of one controller placed one after the other by weightedNext end in proportion to the
+// weights, within one pod per cluster, whatever the counts they start from.
+func TestWeightedNextSplitsInProportion(t *testing.T) {
+	for _, tc := range []struct {
+		weights map[string]int64
+		pods    int
+		want    map[string]int
+	}{
+		{map[string]int64{"a": 70, "b": 30}, 10, map[string]int{"a": 7, "b": 3}},
+		{map[string]int64{"a": 7, "b": 3}, 100, map[string]int{"a": 70, "b": 30}},
+		{map[string]int64{"a": 50, "b": 30, "c": 20}, 10, map[string]int{"a": 5, "b": 3, "c": 2}},
+		{map[string]int64{"a": 1, "b": 1}, 7, map[string]int{"a": 4, "b": 3}},
+		{map[string]int64{"a": 1, "b": 0}, 5, map[string]int{"a": 5}},
+	} {
+		t.Run(fmt.Sprint(tc.weights), func(t *testing.T) {
+			views := []ClusterView{{Name: "a"}, {Name: "b"}, {Name: "c"}}
+			feasible := []string{"a", "b", "c"}
+			for range tc.pods {
+				next := weightedNext(feasible, views, tc.weights)
+				for i := range views {
+					if views[i].Name == next[0] { // the first of a tie: Choose would pick among them
+						views[i].Siblings++
+					}
+				}
+			}
+			for _, v := range views {
+				if v.Siblings != tc.want[v.Name] {
+					t.Errorf("%s holds %d, want %d (all: %+v)", v.Name, v.Siblings, tc.want[v.Name], views)
+				}
+			}
+		})
+	}
+}
+
+// A spread over clusters stays on the proxy for the primary's scheduler (which then binds it);
+// one inside the secondary (zone, hostname) is the delegate's, and the webhook binds the proxy.
+func TestSpreadConstraintsGoWhereTheirKeyIs(t *testing.T) {
+	overClusters := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}
+	overZones := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.ScheduleAnyway}
+	choose := Options{Choose: func([]int64) int { return 0 }}
+
+	pod := elected(func(p *corev1.Pod) {
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overClusters, overZones}
+	})
+	out, err := Mutate(pod, twoClusters, choose)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Spec.NodeName != "" {
+		t.Errorf("bound to %s: a spread over clusters is the primary scheduler's to apply", out.Spec.NodeName)
+	}
+	if len(out.Spec.TopologySpreadConstraints) != 1 || out.Spec.TopologySpreadConstraints[0].TopologyKey != flotillav1.LabelCluster {
+		t.Errorf("proxy's constraints %+v, want the one over clusters", out.Spec.TopologySpreadConstraints)
+	}
+	var c translate.Constraints
+	if err := json.Unmarshal([]byte(out.Annotations[flotillav1.AnnotationDelegateConstraints]), &c); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.TopologySpreadConstraints) != 1 || c.TopologySpreadConstraints[0].TopologyKey != corev1.LabelTopologyZone {
+		t.Errorf("delegate's constraints %+v, want the one over zones", c.TopologySpreadConstraints)
+	}
+
+	zonesOnly := elected(func(p *corev1.Pod) { p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overZones} })
+	out, err = Mutate(zonesOnly, twoClusters, choose)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Spec.NodeName == "" || len(out.Spec.TopologySpreadConstraints) != 0 {
+		t.Errorf("node %q, proxy constraints %+v: want bound, none", out.Spec.NodeName, out.Spec.TopologySpreadConstraints)
 	}
 }

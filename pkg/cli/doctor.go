@@ -27,7 +27,6 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
-	"github.com/flotilla-dev/flotilla/webhook"
 )
 
 // severity ranks a doctor finding; only severityError makes doctor exit non-zero.
@@ -167,7 +166,7 @@ per finding, then a summary. It checks:
                  exec, auth-provider, tokenFile, file paths, impersonation, proxy-url...), or a
                  cluster that answers with another identity than the one pinned for it
                  (IdentityChanged: join it again to accept it). ERROR, with the reason.
-  webhook        The MutatingWebhookConfiguration ` + webhook.ConfigurationName + `: without it, elected
+  webhook        The MutatingWebhookConfiguration ` + flotillav1.WebhookConfigurationName + `: without it, elected
                  pods run in the primary and DaemonSets are not kept off virtual nodes (ERROR).
 
 A check the API server does not let doctor read in the primary is an ERROR. doctor exits
@@ -426,12 +425,14 @@ daemonset NAME) makes Flotilla's webhook add it for you.
 
 ` + exclusionYAML()
 
-// exclusionYAML renders the pod-template fragment the manager's DaemonSet webhook applies, from
-// the webhook's own function so the advice cannot drift from what the webhook does.
+// exclusionYAML renders the pod-template fragment the manager's DaemonSet webhook gives a template
+// without node affinity: one required term holding the vocabulary's exclusion, the requirement the
+// webhook adds, so the advice cannot drift from what the webhook does (a test holds the two equal).
 func exclusionYAML() string {
-	var spec corev1.PodSpec
-	webhook.ExcludeVirtualNodes(&spec)
-	fragment := map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"affinity": spec.Affinity}}}}
+	affinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{flotillav1.VirtualNodeExclusion()}}}}}}
+	fragment := map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"affinity": affinity}}}}
 	raw, err := yaml.Marshal(fragment)
 	if err != nil {
 		// An Affinity always encodes; failing here is a programming error, found by the tests.
@@ -706,7 +707,7 @@ func runningProxy(p *corev1.Pod) bool {
 // webhookFindings checks that the MutatingWebhookConfiguration exists; the manager writes it at
 // start, so its absence means the manager never ran or someone deleted it.
 func webhookFindings(ctx context.Context, c client.Client) ([]finding, error) {
-	name := webhook.ConfigurationName
+	name := flotillav1.WebhookConfigurationName
 	var cfg admissionregistrationv1.MutatingWebhookConfiguration
 	err := c.Get(ctx, client.ObjectKey{Name: name}, &cfg)
 	if apierrors.IsNotFound(err) {

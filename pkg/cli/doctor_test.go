@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/webhook"
@@ -117,6 +118,17 @@ func TestExclusionYAMLIsTheWebhooksTerm(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("exclusion YAML lacks %q:\n%s", want, got)
 		}
+	}
+	// The advice is what the DaemonSet webhook does to a template without node affinity (the
+	// webhook is linked into this test only, never into flotillactl).
+	var spec corev1.PodSpec
+	webhook.ExcludeVirtualNodes(&spec)
+	raw, err := yaml.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"affinity": spec.Affinity}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(raw) {
+		t.Errorf("exclusion YAML:\n%s\nthe webhook's:\n%s", got, raw)
 	}
 }
 
@@ -228,7 +240,7 @@ func TestDoctorReportsEveryCheckAndFailsWithoutTheWebhook(t *testing.T) {
 }
 
 func TestDoctorPassesWithTheWebhookAndJSON(t *testing.T) {
-	objs := append(primaryObjects(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName},
+	objs := append(primaryObjects(), &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "pods.flotilla.dev"}, {Name: "daemonsets.flotilla.dev"}}})
 	c := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(objs...).Build()
 	out, err := doctorWith(t, c, "-o", "json")
@@ -258,7 +270,7 @@ func TestDoctorPassesWithTheWebhookAndJSON(t *testing.T) {
 
 func TestDoctorOnACleanPrimary(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(
-		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName}}).Build()
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName}}).Build()
 	out, err := doctorWith(t, c)
 	if err != nil {
 		t.Fatalf("doctor failed: %v\n%s", err, out)
@@ -475,7 +487,7 @@ func fleet(t *testing.T) (client.Client, kubeContexts) {
 	const primaryID = "primary-id"
 	clusterNames := []string{"ok", "broken", "absent", "down", "wrong", "eu"}
 	objs := []client.Object{kubeSystem(primaryID),
-		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName}}}
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName}}}
 	for _, name := range clusterNames {
 		cd := &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: name},
 			Spec: flotillav1.ClusterDetectorSpec{Context: name}}

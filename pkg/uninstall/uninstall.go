@@ -25,7 +25,6 @@ import (
 	"github.com/spf13/pflag"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	"github.com/flotilla-dev/flotilla/webhook"
 )
 
 // ErrInUse says that elected pods or Replicators still exist and Orphan was not given.
@@ -238,8 +237,8 @@ func Held(l *coordinationv1.Lease, now time.Time) bool {
 }
 
 func deleteWebhookConfiguration(ctx context.Context, c client.Client, o Options) error {
-	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName}}
-	return deleteOne(ctx, c, cfg, "MutatingWebhookConfiguration "+webhook.ConfigurationName, o.Out)
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName}}
+	return deleteOne(ctx, c, cfg, "MutatingWebhookConfiguration "+flotillav1.WebhookConfigurationName, o.Out)
 }
 
 // releaseProxies removes Flotilla's finalizer from the proxies (Orphan only: otherwise there are none).

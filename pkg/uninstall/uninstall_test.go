@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	"github.com/flotilla-dev/flotilla/webhook"
 )
 
 func testScheme() *runtime.Scheme {
@@ -33,7 +32,7 @@ func testScheme() *runtime.Scheme {
 
 func installed(extra ...client.Object) []client.Object {
 	return append([]client.Object{
-		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName}},
 		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "flotilla-system", Name: flotillav1.ManagerDeploymentName}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-eu", Labels: map[string]string{flotillav1.LabelNodeType: flotillav1.NodeTypeVirtualKubelet, flotillav1.LabelCluster: "eu"}}},
 		// Another project's virtual-kubelet node and a real node: not Flotilla's.
@@ -72,7 +71,7 @@ func TestRunRefusesAndChangesNothingWhileElectedPodsOrReplicatorsExist(t *testin
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "flotilla-system", Name: flotillav1.ManagerDeploymentName}, &d); err != nil || *d.Spec.Replicas != 2 {
 		t.Fatalf("the Deployment was changed: %v %v", err, d.Spec.Replicas)
 	}
-	if !exists(t, c, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName}}) {
+	if !exists(t, c, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName}}) {
 		t.Fatal("the webhook configuration was deleted")
 	}
 }
@@ -85,7 +84,7 @@ func TestRunOrphansAndRemovesOnlyFlotillasObjects(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	gone := []client.Object{
-		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName}},
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "flotilla-eu"}},
 		&flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Namespace: "flotilla-system", Name: "eu"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "flotilla-system", Name: flotillav1.WebhookCASecretName}},
@@ -128,7 +127,7 @@ func TestRunWaitsForTheManagerToLetGoOfItsLease(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "laptop_1234") {
 		t.Fatalf("want a refusal naming the holder, got %v", err)
 	}
-	if !exists(t, c, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: webhook.ConfigurationName}}) {
+	if !exists(t, c, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName}}) {
 		t.Fatal("the webhook configuration was deleted while a manager ran (it would recreate it)")
 	}
 }

@@ -27,7 +27,6 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/test/testbed"
-	"github.com/flotilla-dev/flotilla/webhook"
 )
 
 // managerImage is the image the suite builds from managerBin, as make image does, and imports
@@ -149,7 +148,7 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 
 		var cfg admissionregistrationv1.MutatingWebhookConfiguration
 		Eventually(func(g Gomega) {
-			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &cfg)).To(Succeed())
+			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: flotillav1.WebhookConfigurationName}, &cfg)).To(Succeed())
 			g.Expect(cfg.Webhooks[0].ClientConfig.URL).To(BeNil())
 			g.Expect(cfg.Webhooks[0].ClientConfig.Service).NotTo(BeNil())
 			g.Expect(cfg.Webhooks[0].ClientConfig.Service.Name).To(Equal("flotilla-webhook"))
@@ -277,8 +276,8 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		Eventually(func(g Gomega) {
 			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.WebhookTLSSecretName}, &tls)).To(Succeed())
 			var cfg admissionregistrationv1.MutatingWebhookConfiguration
-			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &cfg)).To(Succeed())
-			g.Expect(cfg.Annotations).To(HaveKeyWithValue(webhook.AnnotationInjectCAFrom, flotillav1.SystemNamespace+"/"+flotillav1.WebhookCertificateName))
+			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: flotillav1.WebhookConfigurationName}, &cfg)).To(Succeed())
+			g.Expect(cfg.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationInjectCAFrom, flotillav1.SystemNamespace+"/"+flotillav1.WebhookCertificateName))
 			// cainjector merges (its CAInjectorMerging default): the CA of before stays beside
 			// cert-manager's until it expires, so the rollout never breaks admission.
 			want := certSummary(tls.Data["ca.crt"])
@@ -312,8 +311,8 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		Expect(err).NotTo(HaveOccurred(), "helm upgrade: %s", out)
 		Eventually(func(g Gomega) {
 			var cfg admissionregistrationv1.MutatingWebhookConfiguration
-			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &cfg)).To(Succeed())
-			g.Expect(cfg.Annotations).NotTo(HaveKey(webhook.AnnotationInjectCAFrom))
+			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: flotillav1.WebhookConfigurationName}, &cfg)).To(Succeed())
+			g.Expect(cfg.Annotations).NotTo(HaveKey(flotillav1.AnnotationInjectCAFrom))
 			g.Expect(certSummary(cfg.Webhooks[0].ClientConfig.CABundle)).NotTo(ContainElement(certSummary(tls.Data["ca.crt"])[0]))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "through-cert-manager", metav1.DeleteOptions{})).To(Succeed())
@@ -331,7 +330,7 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		logs, _ := kubectlIn(ctx, flotillav1.SystemNamespace, nil, "logs", "job/flotilla-uninstall")
 		Expect(logs).To(ContainSubstring("still in use"))
 		Expect(managerPods(ctx)).To(HaveLen(2))
-		Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &admissionregistrationv1.MutatingWebhookConfiguration{})).To(Succeed())
+		Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: flotillav1.WebhookConfigurationName}, &admissionregistrationv1.MutatingWebhookConfiguration{})).To(Succeed())
 
 		// The documented steps: delete the elected workloads and the Replicators (this spec's and
 		// whatever other specs left), then uninstall.
@@ -348,7 +347,7 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		Expect(err).NotTo(HaveOccurred(), "helm uninstall: %s", out)
 
 		cl := clientOf(bed.Primary)
-		Expect(apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Name: webhook.ConfigurationName}, &admissionregistrationv1.MutatingWebhookConfiguration{}))).To(BeTrue())
+		Expect(apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Name: flotillav1.WebhookConfigurationName}, &admissionregistrationv1.MutatingWebhookConfiguration{}))).To(BeTrue())
 		var nodes corev1.NodeList
 		Expect(cl.List(ctx, &nodes, client.HasLabels{flotillav1.LabelCluster})).To(Succeed())
 		Expect(nodes.Items).To(BeEmpty())

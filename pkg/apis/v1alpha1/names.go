@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // Labels, annotations and names Flotilla sets and reads.
@@ -25,6 +27,14 @@ const (
 	// SystemNamespace; webhook.certManager.enabled), and WebhookTLSSecretName its Secret.
 	WebhookCertificateName = "flotilla-webhook"
 	WebhookTLSSecretName   = "flotilla-webhook-tls"
+	// WebhookConfigurationName names the MutatingWebhookConfiguration the manager owns (its pod,
+	// DaemonSet and Replicator webhooks): the manager writes it at start, flotillactl doctor checks
+	// that it is there, and uninstall deletes it.
+	WebhookConfigurationName = "flotilla"
+	// AnnotationInjectCAFrom is cert-manager's CA injector annotation, set on that configuration
+	// when cert-manager serves the webhook: the caBundle of every webhook in it is the CA of the
+	// named Certificate's Secret.
+	AnnotationInjectCAFrom = "cert-manager.io/inject-ca-from"
 	// ManagerLeaseName is the manager's leader-election Lease (in its namespace).
 	ManagerLeaseName = "flotilla-manager.flotilla.dev"
 	// ManagerDeploymentName is the chart's Deployment of the manager.
@@ -117,6 +127,16 @@ func ClusterOfNode(nodeName string) (cluster string, ok bool) {
 	return cluster, ok && cluster != ""
 }
 
+// VirtualNodeExclusion is the node-affinity requirement that keeps a pod off every virtual node:
+// the DaemonSet webhook adds it to every required term of a DaemonSet's pod template, and
+// flotillactl doctor gives it as the fix for a DaemonSet that can reach virtual nodes. A function,
+// so that no caller can change what the others get.
+func VirtualNodeExclusion() corev1.NodeSelectorRequirement {
+	return corev1.NodeSelectorRequirement{
+		Key: LabelNodeType, Operator: corev1.NodeSelectorOpNotIn, Values: []string{NodeTypeVirtualKubelet},
+	}
+}
+
 // Pod election: annotations and labels on proxies and delegates.
 const (
 	// AnnotationElect marks a pod for election (any value).
@@ -149,6 +169,9 @@ const (
 	AnnotationDelegateIP = "flotilla.dev/delegate-ip"
 	// AnnotationProxyUID is the proxy's UID, on the delegate.
 	AnnotationProxyUID = "flotilla.dev/proxy-uid"
+	// AnnotationAdmittedBy names, on a proxy, the manager replica whose webhook admitted it: a
+	// replica matches only its own recent admissions against the proxies its cache shows.
+	AnnotationAdmittedBy = "flotilla.dev/admitted-by"
 	// AnnotationAtMostOnce asks that the pod never run twice: its proxy stays Terminating until its
 	// delegate is proven gone or its secondary is fenced (StatefulSet pods get this by default).
 	AnnotationAtMostOnce = "flotilla.dev/at-most-once"

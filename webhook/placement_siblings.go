@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -145,7 +146,7 @@ func (b *ProxyBook) record(obj any) {
 		cluster = ""
 	}
 	facts := proxyFacts{cluster: cluster, created: pod.CreationTimestamp.Time,
-		admittedBy: pod.Annotations[AnnotationAdmittedBy], deleting: pod.DeletionTimestamp != nil}
+		admittedBy: pod.Annotations[flotillav1.AnnotationAdmittedBy], deleting: pod.DeletionTimestamp != nil}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.byController == nil {
@@ -192,24 +193,24 @@ func (b *ProxyBook) counts(uid types.UID, replica string, since time.Time) (live
 	return live, createdSince
 }
 
-// AnnotationAdmittedBy names, on a proxy, the manager replica whose webhook admitted it.
-const AnnotationAdmittedBy = "flotilla.dev/admitted-by"
-
 // Spread gathers, for an elected pod with a controller, how many of that controller's proxies
-// each cluster holds (ClusterView.Siblings), and serialises the admissions of one controller's pods
-// so that a burst of them (a ReplicaSet creating 100 pods at once) spreads: each admission counts
-// the ones before it, also while the cache has not yet seen their pods.
+// each cluster holds (ClusterView.Siblings, by which placement spreads a controller's pods), and
+// serialises the admissions of one controller's pods so that a burst of them (a ReplicaSet
+// creating 100 pods at once) spreads: each admission counts the ones before it, also while the
+// cache has not yet seen their pods.
 type Spread struct {
 	// Proxies is the book of the manager's cached proxies.
 	Proxies *ProxyBook
 	// Window is how long an admission is remembered while the cache may not show its pod yet
 	// (10 s when zero).
 	Window time.Duration
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
-	// Replica names this manager replica in the proxies it admits (AnnotationAdmittedBy), so
-	// that only its own admissions are matched against the cache: with two replicas serving the
-	// webhook, each counts the other's proxies once they are cached.
+	// Clock tells the time of admissions, to match them against the cache within Window (the
+	// real clock when nil).
+	Clock clock.PassiveClock
+	// Replica names this manager replica in the proxies it admits
+	// (flotillav1.AnnotationAdmittedBy), so that only its own admissions are matched against the
+	// cache: with two replicas serving the webhook, each counts the other's proxies once they are
+	// cached.
 	Replica string
 
 	mu       sync.Mutex
@@ -223,10 +224,10 @@ type recentAdmission struct {
 }
 
 func (s *Spread) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
+	if s.Clock == nil {
+		return clock.RealClock{}.Now()
 	}
-	return time.Now()
+	return s.Clock.Now()
 }
 
 func (s *Spread) window() time.Duration {
@@ -259,7 +260,7 @@ func (s *Spread) Place(ctx context.Context, pod *corev1.Pod, views []ClusterView
 		return out, err
 	}
 	if s.Replica != "" {
-		out.Annotations[AnnotationAdmittedBy] = s.Replica
+		out.Annotations[flotillav1.AnnotationAdmittedBy] = s.Replica
 	}
 	if s.admitted == nil {
 		s.admitted = map[types.UID][]recentAdmission{}

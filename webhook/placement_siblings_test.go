@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -55,7 +56,7 @@ func proxyOn(name, cluster string, uid types.UID, created time.Time) *corev1.Pod
 
 func TestSpreadPlacesABurstOfOneControllersPodsEvenly(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	s := &Spread{Proxies: proxyCache(t), Now: func() time.Time { return now }}
+	s := &Spread{Proxies: proxyCache(t), Clock: clocktesting.NewFakePassiveClock(now)}
 	count := map[string]int{}
 	for range 10 {
 		count[place(t, s, elected(ownedBy("rs-1")))]++
@@ -75,7 +76,7 @@ func TestSpreadCountsAnAdmittedPodOnceWhenTheCacheShowsIt(t *testing.T) {
 	cache := proxyCache(t,
 		proxyOn("old-1", "eu", "rs-1", now.Add(-time.Hour)), proxyOn("old-2", "eu", "rs-1", now.Add(-time.Hour)),
 		proxyOn("old-3", "us", "rs-1", now.Add(-time.Hour)), proxyOn("new-1", "us", "rs-1", now))
-	s := &Spread{Proxies: cache, Now: func() time.Time { return now }}
+	s := &Spread{Proxies: cache, Clock: clocktesting.NewFakePassiveClock(now)}
 	s.admitted = map[types.UID][]recentAdmission{"rs-1": {{cluster: "us", at: now}}}
 	got := s.siblings("rs-1", now)
 	if got["eu"] != 2 || got["us"] != 2 {
@@ -87,7 +88,7 @@ func TestSpreadIgnoresTerminatingProxiesAndForgetsOldAdmissions(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	gone := proxyOn("gone", "eu", "rs-1", now.Add(-time.Hour))
 	gone.DeletionTimestamp, gone.Finalizers = &metav1.Time{Time: now}, []string{flotillav1.FinalizerDelegate}
-	s := &Spread{Proxies: proxyCache(t, gone), Now: func() time.Time { return now }}
+	s := &Spread{Proxies: proxyCache(t, gone), Clock: clocktesting.NewFakePassiveClock(now)}
 	s.admitted = map[types.UID][]recentAdmission{"rs-1": {{cluster: "eu", at: now.Add(-time.Minute)}}}
 	got := s.siblings("rs-1", now)
 	if len(got) != 0 {
@@ -124,8 +125,8 @@ func TestSpreadOverTwoReplicasEndsEven(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	cache := proxyCache(t)
 	replicas := []*Spread{
-		{Proxies: cache, Replica: "a", Now: func() time.Time { return now }},
-		{Proxies: cache, Replica: "b", Now: func() time.Time { return now }},
+		{Proxies: cache, Replica: "a", Clock: clocktesting.NewFakePassiveClock(now)},
+		{Proxies: cache, Replica: "b", Clock: clocktesting.NewFakePassiveClock(now)},
 	}
 	const lag = 3
 	var inFlight []*corev1.Pod
@@ -155,7 +156,7 @@ func TestSpreadOverTwoReplicasEndsEven(t *testing.T) {
 func TestProxyBookFollowsTheInformersEvents(t *testing.T) {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	count := func(b *ProxyBook) map[string]int {
-		s := &Spread{Proxies: b, Now: func() time.Time { return now }}
+		s := &Spread{Proxies: b, Clock: clocktesting.NewFakePassiveClock(now)}
 		return s.siblings("rs-1", now)
 	}
 	b := proxyCache(t)
@@ -235,7 +236,7 @@ func TestProxyBookTalliesAgreeWithACountOfItsProxies(t *testing.T) {
 			if c := clusters[next(len(clusters))]; c != "" {
 				p.Spec.NodeName = flotillav1.VirtualNodeName(c)
 			}
-			p.Annotations[AnnotationAdmittedBy] = replicas[next(2)]
+			p.Annotations[flotillav1.AnnotationAdmittedBy] = replicas[next(2)]
 			b.OnAdd(p, false)
 			pods[name] = p
 		}
@@ -248,7 +249,7 @@ func TestProxyBookTalliesAgreeWithACountOfItsProxies(t *testing.T) {
 				continue
 			}
 			wantLive[cluster]++
-			if !p.CreationTimestamp.Time.Before(since) && (replica == "" || p.Annotations[AnnotationAdmittedBy] == replica) {
+			if !p.CreationTimestamp.Time.Before(since) && (replica == "" || p.Annotations[flotillav1.AnnotationAdmittedBy] == replica) {
 				wantSince[cluster]++
 			}
 		}
