@@ -147,16 +147,30 @@ func NewRegistry(opts Options, log logr.Logger) *Registry {
 
 // SetPinned records the identities pinned in the registration Secret (AnnotationClusterIDs):
 // a cluster answering with another ID is IdentityChanged; a new pin (join again) is accepted at
-// the next probe.
+// the next probe. A pin never takes an identity from the registered cluster that claimed it
+// first: the same cluster added again under a second name is pinned to the same ID, and is the
+// duplicate (claim), whatever order the pins are read in.
 func (r *Registry) SetPinned(pinned map[string]string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.pinned = map[string]string{}
-	for name, id := range pinned {
+	names := make([]string, 0, len(pinned))
+	for name := range pinned {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		id := pinned[name]
 		r.pinned[name] = id
-		if id != "" && id != r.opts.PrimaryID {
-			r.claims[id] = name
+		if id == "" || id == r.opts.PrimaryID {
+			continue
 		}
+		if owner, ok := r.claims[id]; ok && owner != name {
+			if _, still := r.clusters[owner]; still {
+				continue
+			}
+		}
+		r.claims[id] = name
 	}
 }
 

@@ -190,6 +190,29 @@ func TestClaimRefusesASecondRegistrationOfTheSameCluster(t *testing.T) {
 	}
 }
 
+// The same cluster added under a second name is pinned to the same ID as the first: whatever
+// order the pins are read in, the second name is the duplicate, never the first.
+func TestAPinNeverTakesAnIdentityFromTheClusterThatClaimedItFirst(t *testing.T) {
+	for _, second := range []string{"again", "a-again", "zz"} {
+		r := NewRegistry(Options{PrimaryID: "p"}, logr.Discard())
+		if err := r.Apply(kubeconfig(t, map[string]string{"secondary1": "https://a", second: "https://a"})); err != nil {
+			t.Fatal(err)
+		}
+		if owner := r.claim("x", "secondary1"); owner != "secondary1" {
+			t.Fatalf("first claim owner = %s", owner)
+		}
+		for range 20 { // a map's order differs from one range to the next
+			r.SetPinned(map[string]string{"secondary1": "x", second: "x"})
+			if owner := r.claim("x", second); owner != "secondary1" {
+				t.Fatalf("%s pinned to the same ID took it: owner = %s, want secondary1", second, owner)
+			}
+			if owner := r.claim("x", "secondary1"); owner != "secondary1" {
+				t.Fatalf("secondary1 lost its identity to %s", owner)
+			}
+		}
+	}
+}
+
 func jwt(t *testing.T, claims map[string]any) string {
 	t.Helper()
 	raw, err := json.Marshal(claims)
