@@ -119,7 +119,7 @@ var flotillaScheme = func() *runtime.Scheme {
 func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config) *cluster {
 	c := &cluster{registry: r, name: name, entry: entry}
 	c.state = Snapshot{Name: name, Entry: entry, Status: flotillav1.ClusterUnknown, Reason: flotillav1.ReasonProbing,
-		Message: "Not probed yet", LastTransition: time.Now()}
+		Message: "Not probed yet", LastTransition: r.opts.Clock.Now()}
 	if id := r.knownID(name); id != "" {
 		c.state.ID = id
 		if id == r.opts.PrimaryID {
@@ -178,7 +178,7 @@ func newDetached(r *Registry, name string, prev Snapshot) *cluster {
 	st := prev
 	st.Capacity, st.CapacitySynced, st.TokenExpiry = Capacity{}, false, nil
 	if st.Status != flotillav1.ClusterUnknown || st.LastTransition.IsZero() {
-		st.LastTransition = time.Now()
+		st.LastTransition = r.opts.Clock.Now()
 	}
 	st.Status, st.Reason = flotillav1.ClusterUnknown, flotillav1.ReasonNotRegistered
 	st.Message = fmt.Sprintf("Cluster %s is no longer in the registration Secret: its delegates are left running and its virtual node is cordoned; "+
@@ -383,7 +383,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 
 	c.mu.Lock()
 	before := c.state
-	now := time.Now()
+	now := c.registry.opts.Clock.Now()
 	c.state.LastProbe = now
 	c.applyProbe(log, err, changed, pinned, answeredID, version, now)
 	id = c.state.ID

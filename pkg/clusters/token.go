@@ -100,7 +100,7 @@ func (c *cluster) renewToken(ctx context.Context, log logr.Logger) {
 		return
 	}
 	claims, err := parseToken(tok)
-	if err != nil || !renewalDue(time.Now(), claims.Iat, claims.Exp, c.registry.opts.RenewalFraction) {
+	if err != nil || !renewalDue(c.registry.opts.Clock.Now(), claims.Iat, claims.Exp, c.registry.opts.RenewalFraction) {
 		return
 	}
 	ns, name, ok := serviceAccountOf(claims.Sub)

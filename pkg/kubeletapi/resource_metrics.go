@@ -70,7 +70,7 @@ func (k *Server) nodeUsage(r *http.Request, node string) nodeReport {
 	} else {
 		samples, err = k.usage.read(r.Context(), sec, k.Secondaries.PrimaryID())
 	}
-	return k.usage.observe(node, samples, err, time.Now(), k.Log)
+	return k.usage.observe(node, samples, err, k.now(), k.Log)
 }
 
 // serveNode answers a virtual node's resource metrics or Summary.

@@ -57,13 +57,22 @@ type Server struct {
 	ServingHosts []string
 	ServingIPs   []net.IP
 	Log          logr.Logger
-	// Clock tells the caches of reviews when their entries expire (default: the real one).
+	// Clock tells the caches of reviews when their entries expire, the serving certificate's
+	// validity and the usage rates (default: the real one).
 	Clock clock.PassiveClock
 	// MaxInFlight bounds the requests waiting on a review at once (default DefaultMaxInFlight).
 	MaxInFlight int
 
 	// usage keeps the CPU counters of the virtual nodes' resource metrics between scrapes.
 	usage *usageMeter
+}
+
+// now is the server's clock.
+func (k *Server) now() time.Time {
+	if k.Clock == nil {
+		return time.Now()
+	}
+	return k.Clock.Now()
 }
 
 // NeedLeaderElection says no: every replica serves the kubelet API.
@@ -76,7 +85,7 @@ func (k *Server) Start(ctx context.Context) error {
 		return err
 	}
 	go cas.keepReloaded(ctx, k.clientCAs, clientCAReload, k.Log)
-	now := time.Now()
+	now := k.now()
 	ca, err := pki.NewCA("flotilla-kubelet-ca", now, 5*365*24*time.Hour)
 	if err != nil {
 		return err

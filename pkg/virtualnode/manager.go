@@ -379,7 +379,7 @@ func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p 
 	}
 	s.log.Info("Virtual node running")
 	last := Desired(initial, s.m.opts.NodeOptions)
-	lastCapacityPush := time.Now()
+	lastCapacityPush := s.m.now()
 	ticker := time.NewTicker(s.m.opts.StatusInterval)
 	defer ticker.Stop()
 	s.reconcileSpec(ctx, last)
@@ -403,7 +403,7 @@ func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p 
 			continue
 		}
 		want := Desired(snap, s.m.opts.NodeOptions)
-		c := decideStatusPush(last, want, time.Since(lastCapacityPush), s.m.opts.StatusInterval)
+		c := decideStatusPush(last, want, s.m.now().Sub(lastCapacityPush), s.m.opts.StatusInterval)
 		if c.hold > 0 && deferred == nil {
 			deferred = time.After(c.hold)
 		}
@@ -413,7 +413,7 @@ func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p 
 			}
 			last = want
 			if c.capacity {
-				lastCapacityPush = time.Now()
+				lastCapacityPush = s.m.now()
 			}
 		}
 		if spec || c.ready {

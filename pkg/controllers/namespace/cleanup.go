@@ -1,6 +1,7 @@
 package namespace
 
 import (
+	"k8s.io/utils/clock"
 	"context"
 	"fmt"
 	"time"
@@ -40,9 +41,19 @@ type Cleanup struct {
 	// dependency grace, after which the last copies have gone too.
 	Grace time.Duration
 	Log   logr.Logger
+	// Clock measures Grace (default: the real one).
+	Clock clock.PassiveClock
 
 	// emptySince is when each namespace (cluster/name) was first seen empty, until it is not.
 	emptySince map[string]time.Time
+}
+
+// now is the cleanup's clock.
+func (c *Cleanup) now() time.Time {
+	if c.Clock == nil {
+		return time.Now()
+	}
+	return c.Clock.Now()
 }
 
 // NeedLeaderElection says yes: one replica deletes.
@@ -109,7 +120,7 @@ func (c *Cleanup) cleanSecondary(ctx context.Context, sec clusters.Secondary) er
 		if err != nil {
 			return err
 		}
-		v := Decide(state, c.emptySince[key], time.Now(), c.Grace)
+		v := Decide(state, c.emptySince[key], c.now(), c.Grace)
 		if v.EmptySince.IsZero() {
 			delete(c.emptySince, key)
 		} else {

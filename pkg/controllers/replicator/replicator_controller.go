@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"k8s.io/utils/clock"
 	"cmp"
 	"context"
 	"errors"
@@ -59,6 +60,8 @@ type Reconciler struct {
 	// Resync is how often a synced Replicator is looked at again (DefaultResync when zero). Drift
 	// is seen at once through the watches; a resync catches what a watch cannot show.
 	Resync time.Duration
+	// Clock dates what was applied and the TLS bundle's certificates (default: the real one).
+	Clock clock.PassiveClock
 	// Retry is how soon a Replicator not synced everywhere is tried again (DefaultRetry when zero).
 	Retry time.Duration
 
@@ -68,6 +71,14 @@ type Reconciler struct {
 }
 
 func (r *Reconciler) resync() time.Duration { return cmp.Or(r.Resync, DefaultResync) }
+
+// now is the reconciler's clock.
+func (r *Reconciler) now() time.Time {
+	if r.Clock == nil {
+		return time.Now()
+	}
+	return r.Clock.Now()
+}
 
 func (r *Reconciler) retry() time.Duration { return cmp.Or(r.Retry, DefaultRetry) }
 
@@ -251,13 +262,13 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 		key := appliedKey(rep, cluster, o.GetKind(), o.GetName())
 		hash, err := ssa.Hash(o.Object)
 		readable := primary || o.GetKind() != "Secret"
-		if err == nil && r.applied.Unchanged(key, hash, liveRV, readable, time.Now(), blindReapply) {
+		if err == nil && r.applied.Unchanged(key, hash, liveRV, readable, r.now(), blindReapply) {
 			pr.applied = append(pr.applied, ar)
 			continue
 		}
 		holder, err := ssa.Apply(ctx, w, o, flotillav1.FieldManagerReplicator, flotillav1.FieldManagerReflection)
 		if err == nil && holder == "" && hash != "" {
-			r.applied.Record(key, hash, o.GetResourceVersion(), time.Now())
+			r.applied.Record(key, hash, o.GetResourceVersion(), r.now())
 		} else {
 			r.applied.Forget(key)
 		}

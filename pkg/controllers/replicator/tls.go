@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -51,7 +50,7 @@ func (r *Reconciler) ownCAMaterial(ctx context.Context, rep *flotillav1.Replicat
 		return nil, nil, err
 	}
 	bundle, _, err := pki.EnsureBundle(pki.StoredFrom(caData, serverData, clientData),
-		pki.BundleSpec{CACommonName: rep.Name + "-ca", ClientCommonName: rep.Name + "-client", Hosts: Hosts(rep)}, time.Now())
+		pki.BundleSpec{CACommonName: rep.Name + "-ca", ClientCommonName: rep.Name + "-client", Hosts: Hosts(rep)}, r.now())
 	if err != nil {
 		return nil, nil, fmt.Errorf("TLS material of Replicator %s: %w", rep.Name, err)
 	}
