@@ -127,8 +127,9 @@ verify: ## gofmt, go vet and a tidy go.mod
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
 
 .PHONY: lint
-lint: tools ## golangci-lint with .golangci.yml (the style contract)
+lint: tools ## golangci-lint with .golangci.yml (the style contract, the layers), then proof that a wrong import fails it
 	$(GOLANGCI_LINT) run ./...
+	GOLANGCI_LINT=$(GOLANGCI_LINT) test/lint/layers.sh
 
 .PHONY: unit
 unit: ## Unit tests (no clusters)
