@@ -142,9 +142,10 @@ docs-picture: ## Render docs/architecture.dot to docs/architecture.svg (Graphviz
 	@hack/docs-picture.sh $(PICTURE_SRC) $(PICTURE)
 
 .PHONY: lint
-lint: ## golangci-lint with .golangci.yml (the style contract)
+lint: ## golangci-lint with .golangci.yml (the style contract, the layers), then proof that a wrong import fails it
 	$(call tools-for,lint)
 	$(GOLANGCI_LINT) run ./...
+	GOLANGCI_LINT=$(GOLANGCI_LINT) test/lint/layers.sh
 
 .PHONY: unit
 unit: ## Unit tests (no clusters)

@@ -1,4 +1,5 @@
-// Package ociimage builds Flotilla's single-binary container images without Docker.
+// Package ociimage owns how Flotilla's single-binary container images are built: without Docker,
+// so that `make image` and the test bed need nothing but Go.
 //
 // An image has no base: one layer holds one static binary, owned by root and run as a
 // numeric non-root user, so that the kubelet can enforce runAsNonRoot and nothing but the

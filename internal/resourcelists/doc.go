@@ -1,4 +1,5 @@
-// Package resourcelists shares equal resource lists between the objects Flotilla's caches keep.
+// Package resourcelists owns one shared copy of each distinct resource list the caches keep,
+// because the pods of a workload, their proxies and their delegates all repeat the same lists.
 //
 // Every pod carries resource lists: each container's requests and limits, the resources its
 // status reports, the overhead. The pods of one workload carry the same lists, and Flotilla

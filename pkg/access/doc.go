@@ -1,7 +1,8 @@
-// Package access builds what a primary may do in a secondary: the ServiceAccount Flotilla uses
+// Package access owns what a primary may do in a secondary: the ServiceAccount Flotilla uses
 // there, its least-privilege RBAC, and the ValidatingAdmissionPolicy that confines its writes to
-// namespaces labelled flotilla.dev/managed-by=<primary ID>. `flotillactl cluster join` applies it;
-// the functions here are pure, so what is granted is reviewed and tested in one place.
+// namespaces labelled flotilla.dev/managed-by=<primary ID>. It exists so that what is granted is
+// built by pure functions, reviewed and tested in one place; `flotillactl cluster join` applies it.
+// It belongs to the pure core (docs/architecture.md): of this module it imports only pkg/apis.
 //
 // What is granted: reads of nodes and pods (capacity, status), writes of the kinds delegates
 // need (namespaces, pods, ConfigMaps, Services, ServiceAccounts, NetworkPolicies) and of Secrets

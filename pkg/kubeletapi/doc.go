@@ -1,8 +1,9 @@
-// Package kubeletapi is the kubelet API of Flotilla's virtual nodes: an authenticated stream proxy
-// that takes `kubectl logs`, `exec`, `attach` and `port-forward` on a proxy pod in the primary to
-// its delegate in the secondary. It is not node lifecycle (package virtualnode): every virtual node
-// advertises the same address, every replica of the manager serves it, and it holds no state but
-// its serving certificate and caches.
+// Package kubeletapi owns the kubelet API of Flotilla's virtual nodes. `kubectl logs`, `exec`,
+// `attach` and `port-forward` reach a pod through its node's kubelet, and a virtual node has none:
+// this authenticated stream proxy takes them from a proxy pod in the primary to its delegate in the
+// secondary. It is not node lifecycle (package virtualnode): every virtual node advertises the same
+// address, every replica of the manager serves it, and it holds no state but its serving
+// certificate and caches.
 //
 // Callers are authenticated by client certificate (the API server's, against the cluster's client
 // CA) or bearer token (TokenReview), then authorised by SubjectAccessReview. Anonymous callers are

@@ -27,11 +27,6 @@ const (
 	summarySuffix         = "/summary"
 )
 
-// ResourceMetricsPath is where a virtual node's kubelet resource metrics are served.
-func ResourceMetricsPath(node string) string {
-	return resourceMetricsPrefix + node + resourceMetricsSuffix
-}
-
 // SummaryPath is where a virtual node's Summary API (the kubelet's /stats/summary) is served.
 func SummaryPath(node string) string { return summaryPrefix + node + summarySuffix }
 

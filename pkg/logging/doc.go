@@ -1,6 +1,7 @@
-// Package logging sets up Flotilla's logs: logrus does the writing (text or JSON, a level flag),
-// and a logr.Logger bridged to it through logrusr is what controller-runtime, client-go (klog) and
-// Flotilla's own code receive. Code gets its logger from the context, never from a global.
+// Package logging owns how Flotilla's processes log, so that every library they link logs one way:
+// logrus does the writing (text or JSON, a level flag), and a logr.Logger bridged to it through
+// logrusr is what controller-runtime, client-go (klog) and Flotilla's own code receive. Code gets
+// its logger from the context, never from a global.
 //
 // # Usage
 //

@@ -1,6 +1,6 @@
-// Package pki issues the certificates Flotilla serves with: a CA, server certificates signed by
-// it, and client certificates. The webhook's serving certificate comes from here, and so does the
-// Replicator's Ingress TLS: EnsureBundle decides, without I/O, which parts of a Replicator's CA,
-// server and client certificates to keep, renew or rotate, and the bundle maps them to the data of
-// the Secrets that hold them. Keys are ECDSA P-256; everything is returned PEM-encoded.
+// Package pki owns the certificates Flotilla serves with: a CA, server certificates signed by it,
+// and client certificates, for the webhook, the kubelet API and a Replicator's Ingress TLS. It
+// exists so that one table-tested mechanism serves in cluster and on a host alike (why not
+// cert-controller: docs/architecture.md). EnsureBundle decides, without I/O, which parts of a
+// Replicator's certificates to keep, renew or rotate. Keys are ECDSA P-256, all of it PEM-encoded.
 package pki

@@ -10,4 +10,8 @@
 // annotations, and the clusters its required node affinity allows (named in clear in the seal, as
 // the proxy cache drops the affinity). What the webhook judged in the
 // spec (volumes, claims, scheduler) is immutable and is checked again by the reconciler itself.
+//
+// The MAC (Key, NewKey, Stamp, Verify, AllowedClusters) needs no cluster and belongs to the pure
+// core; Ensure, which reads or creates the key's Secret through a client, is the one part that
+// does I/O (an exemption in .golangci.yml until it moves up, to the manager's wiring).
 package seal

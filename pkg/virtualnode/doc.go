@@ -1,5 +1,7 @@
-// Package virtualnode runs one virtual node in the primary per usable secondary, with
-// virtual-kubelet's node controller.
+// Package virtualnode owns the virtual Node objects of the primary: one per usable secondary, run
+// by virtual-kubelet's node controller under a supervisor. They exist so that the primary's
+// scheduler and users see each secondary as a node that proxy pods are bound to, whose Ready,
+// capacity, labels and taints (failover included) follow the cluster registry's snapshots.
 //
 // # Implementation considerations
 //

@@ -12,7 +12,6 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
-	"github.com/flotilla-dev/flotilla/pkg/kubeletapi"
 )
 
 // NodeOptions are the parts of a virtual node that do not come from the secondary.
@@ -47,7 +46,7 @@ func Desired(s clusters.Snapshot, opts NodeOptions) *corev1.Node {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.VirtualNodeLabels(),
 			// metrics-server (v0.7 and later) scrapes a node at this path instead of
 			// /metrics/resource: every virtual node is served at one address, so the path names it.
-			Annotations: map[string]string{AnnotationResourceMetricsPath: kubeletapi.ResourceMetricsPath(name)}},
+			Annotations: map[string]string{AnnotationResourceMetricsPath: flotillav1.VirtualNodeResourceMetricsPath(name)}},
 		Spec: corev1.NodeSpec{Taints: Taints()},
 	}
 	if s.Reason == flotillav1.ReasonNotRegistered {
