@@ -46,8 +46,6 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 }
 
-// +kubebuilder:rbac:groups=flotilla.dev,namespace=flotilla-system,resources=clusterdetectors,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=flotilla.dev,namespace=flotilla-system,resources=clusterdetectors/status,verbs=get;update;patch
 
 // Reconcile creates, updates or deletes one ClusterDetector.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {

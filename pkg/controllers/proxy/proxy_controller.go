@@ -93,8 +93,6 @@ type Reconciler struct {
 	own ownWrites
 }
 
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods/status,verbs=get;update;patch
 
 // Reconcile is one pass over one proxy. What it decides for the proxy's status (Pending with a
 // reason, Failed, the delegate's status) is written once, by the deferred patch.

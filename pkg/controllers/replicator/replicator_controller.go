@@ -94,8 +94,6 @@ type placeResult struct {
 	problem string
 }
 
-// +kubebuilder:rbac:groups=flotilla.dev,resources=replicators,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=flotilla.dev,resources=replicators/status;replicators/finalizers,verbs=get;update;patch
 
 // Reconcile is one pass over one Replicator, with one status patch at the end.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
