@@ -517,23 +517,7 @@ func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Durati
 		c.mu.Unlock()
 	}
 	if needRemote {
-		var rw *remoteWatch
-		rw = startRemoteWatch(ctx, c.watcher, reg.opts.PrimaryID, func(watch string) {
-			if c.remoteWatch() == rw {
-				reg.notifyKind(sinkWatchStarts, watch, c.name)
-			}
-		})
-		c.mu.Lock()
-		c.remote = rw
-		c.mu.Unlock()
-		for _, w := range reg.declared() {
-			if _, err := rw.ensure(w); err != nil {
-				reg.log.Error(err, "Cannot watch a secondary", "cluster", c.name, "watch", w.Name)
-			}
-		}
-		for _, s := range reg.objectSinks() {
-			rw.attach(s)
-		}
+		c.startRemoteWatch(ctx)
 	}
 	c.mu.Lock()
 	c.probesSinceOwnerCheck++
@@ -553,6 +537,29 @@ func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Durati
 	c.state.OwnerMessage = msg
 	c.ownerChecked, c.probesSinceOwnerCheck = true, 0
 	c.mu.Unlock()
+}
+
+// startRemoteWatch starts the secondary's informers of every declared Watch and feeds them to
+// the started sources.
+func (c *cluster) startRemoteWatch(ctx context.Context) {
+	reg := c.registry
+	var rw *remoteWatch
+	rw = startRemoteWatch(ctx, c.watcher, reg.opts.PrimaryID, func(watch string) {
+		if c.remoteWatch() == rw {
+			reg.notifyKind(sinkWatchStarts, watch, c.name)
+		}
+	})
+	c.mu.Lock()
+	c.remote = rw
+	c.mu.Unlock()
+	for _, w := range reg.declared() {
+		if _, err := rw.ensure(w); err != nil {
+			reg.log.Error(err, "Cannot watch a secondary", "cluster", c.name, "watch", w.Name)
+		}
+	}
+	for _, s := range reg.objectSinks() {
+		rw.attach(s)
+	}
 }
 
 // ownerRecheckProbes is how many good probes pass between two checks that the FlotillaPrimary still exists.

@@ -46,7 +46,6 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 }
 
-
 // Reconcile creates, updates or deletes one ClusterDetector.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {
 	if !r.Registry.Configured() {

@@ -1,7 +1,6 @@
 package namespace
 
 import (
-	"k8s.io/utils/clock"
 	"context"
 	"fmt"
 	"time"
@@ -10,13 +9,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	"github.com/flotilla-dev/flotilla/pkg/logging"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/delegates"
+	"github.com/flotilla-dev/flotilla/pkg/logging"
 )
 
 // Registry is what the cleanup needs of the cluster registry.

@@ -93,7 +93,6 @@ type Reconciler struct {
 	own ownWrites
 }
 
-
 // Reconcile is one pass over one proxy. What it decides for the proxy's status (Pending with a
 // reason, Failed, the delegate's status) is written once, by the deferred patch.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, reterr error) {

@@ -1,7 +1,6 @@
 package replicator
 
 import (
-	"k8s.io/utils/clock"
 	"cmp"
 	"context"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -93,7 +93,6 @@ type placeResult struct {
 	// problem is a namespace condition reason ("" when none).
 	problem string
 }
-
 
 // Reconcile is one pass over one Replicator, with one status patch at the end.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Result, retErr error) {
