@@ -18,6 +18,9 @@ type StatusInput struct {
 	// Secret's error, if any.
 	Primary     bool
 	ConfigError error
+	// PrimaryVersion is the primary's API server version, shown when its context is not
+	// registered (the manager reaches it in cluster, and probes only what is registered).
+	PrimaryVersion string
 }
 
 // setSpec sets the spec and labels a ClusterDetector must have.
@@ -42,6 +45,13 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 	st := &cd.Status
 	st.ClusterStatus, st.Reason, st.Message = s.Status, s.Reason, s.Message
 	st.ClusterID, st.KubernetesVersion = s.ID, s.Version
+	if in.Primary && s.Entry.Context == "" {
+		// No context of the registration reaches the primary: its context and cluster columns stay
+		// empty, and the reason says why (the manager runs there; no context is needed).
+		st.KubernetesVersion = in.PrimaryVersion
+		st.Reason = flotillav1.ReasonPrimary
+		st.Message = "The primary cluster, where Flotilla runs: the manager reaches it in cluster, so no context of the registration Secret names it"
+	}
 	st.VirtualNode = ""
 	if s.UsableSecondary() {
 		st.VirtualNode = flotillav1.VirtualNodeName(cd.Name)
@@ -75,8 +85,10 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 	registered := metav1.Condition{Type: flotillav1.ConditionRegistered, ObservedGeneration: cd.Generation,
 		Status: metav1.ConditionTrue, Reason: flotillav1.ReasonRegistered}
 	switch {
+	case in.Primary && s.Entry.Context == "":
+		registered.Reason, registered.Message = flotillav1.ReasonPrimary, "The primary cluster, where Flotilla runs (reached in cluster, not through a registered context)"
 	case in.Primary:
-		registered.Reason, registered.Message = flotillav1.ReasonPrimary, "The primary cluster, where Flotilla runs"
+		registered.Reason, registered.Message = flotillav1.ReasonPrimary, fmt.Sprintf("The primary cluster, where Flotilla runs; registered by context %s", s.Entry.Context)
 	case s.Reason == flotillav1.ReasonInvalidContext || s.Reason == flotillav1.ReasonDuplicateCluster ||
 		s.Reason == flotillav1.ReasonIdentityChanged:
 		registered.Status, registered.Reason, registered.Message = metav1.ConditionFalse, s.Reason, s.Message

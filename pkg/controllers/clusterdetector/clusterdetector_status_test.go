@@ -87,3 +87,25 @@ func TestSetStatus(t *testing.T) {
 		t.Errorf("detector = %+v", cd)
 	}
 }
+
+// kubectl get clusterdetectors -o wide: the primary's row shows its version, and a reason that
+// says why its context and cluster are empty when no registered context names it.
+func TestThePrimarysRowSaysWhatItIs(t *testing.T) {
+	inCluster := StatusInput{Primary: true, PrimaryVersion: "v1.35.4",
+		Snapshot: clusters.Snapshot{Name: "primary", Role: clusters.RolePrimary, Status: flotillav1.ClusterRunning}}
+	cd := &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Name: "primary"}}
+	setSpec(cd, inCluster)
+	setStatus(cd, inCluster)
+	if cd.Status.KubernetesVersion != "v1.35.4" || cd.Status.Reason != flotillav1.ReasonPrimary || cd.Status.Message == "" {
+		t.Errorf("primary reached in cluster: version %q reason %q message %q", cd.Status.KubernetesVersion, cd.Status.Reason, cd.Status.Message)
+	}
+	registered := inCluster
+	registered.Snapshot.Entry = clusters.Entry{Context: "primary-ctx", Cluster: "primary-cluster", User: "admin"}
+	registered.Snapshot.Version = "v1.35.5"
+	cd = &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Name: "primary"}}
+	setSpec(cd, registered)
+	setStatus(cd, registered)
+	if cd.Spec.Context != "primary-ctx" || cd.Spec.Cluster != "primary-cluster" || cd.Status.KubernetesVersion != "v1.35.5" || cd.Status.Reason != "" {
+		t.Errorf("primary registered by a context: spec %+v version %q reason %q", cd.Spec, cd.Status.KubernetesVersion, cd.Status.Reason)
+	}
+}
