@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -137,7 +138,7 @@ func (r *Reconciler) input(name string) (StatusInput, bool) {
 }
 
 // SetupWithManager watches ClusterDetectors and the registry's cluster changes.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
 	// The primary's detector also shows the registration's state and which context is the
 	// primary, so every change reaches it as well as the changed cluster's own.
 	toDetectors := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -151,5 +152,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("clusterdetector").
 		For(&flotillav1.ClusterDetector{}).
 		WatchesRawSource(r.Registry.ClusterSource(toDetectors)).
+		WithOptions(options).
 		Complete(r)
 }

@@ -21,7 +21,7 @@ import (
 // SetupWithManager watches Replicators, what they applied in the primary (label
 // flotilla.dev/replicator) and, through the registry, in every secondary: an edit or a deletion
 // anywhere brings the Replicator back within a reconcile.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
 	toReplicator := handler.EnqueueRequestsFromMapFunc(r.replicatorOf)
 	labelled := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[flotillav1.LabelReplicator] != ""
@@ -35,7 +35,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Service{}, toReplicator, labelled).
 		Watches(&networkingv1.Ingress{}, toReplicator, labelled).
 		WatchesRawSource(r.Registry.ReplicaSource(toReplicator)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(options).
 		Complete(r)
 }
 
