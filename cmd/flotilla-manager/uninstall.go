@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/pkg/setup"
 	"github.com/flotilla-dev/flotilla/pkg/uninstall"
 )
 
@@ -41,7 +42,7 @@ func runUninstall(args []string) int {
 		fmt.Fprintln(os.Stderr, "flotilla-manager uninstall:", err)
 		return 1
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	c, err := client.New(cfg, client.Options{Scheme: setup.NewScheme()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "flotilla-manager uninstall:", err)
 		return 1

@@ -14,7 +14,7 @@
 //
 //	reg := clusters.NewRegistry(clusters.Options{PrimaryID: id}, log)
 //	mgr.Add(reg)                                          // probes run while the manager runs
-//	(&registration.Reconciler{Registry: reg}).SetupWithManager(mgr) // feeds the Secret
+//	(&registration.Reconciler{Registry: reg}).SetupWithManager(ctx, mgr, controller.Options{}) // feeds the Secret
 //	for _, s := range reg.Snapshots() { ... }
 //	ctrl.NewControllerManagedBy(mgr).For(&corev1.Pod{}).
 //		WatchesRawSource(reg.Source(delegates.Watch, &handler.EnqueueRequestForObject{}))

@@ -40,9 +40,9 @@ type Options struct {
 	// KnownIDs maps cluster names to the IDs recorded before (ClusterDetector status), so a
 	// secondary that is down when the manager starts keeps its virtual node and shows NotReady.
 	KnownIDs map[string]string
-	// ProbeInterval is the time between two health probes of a cluster. Default 2s.
+	// ProbeInterval is the time between two health probes of a cluster. Default DefaultProbeInterval.
 	ProbeInterval time.Duration
-	// ProbeTimeout bounds one probe, so a hung API server counts as down. Default 2s.
+	// ProbeTimeout bounds one probe, so a hung API server counts as down. Default DefaultProbeTimeout.
 	ProbeTimeout time.Duration
 	// FailureThreshold is how many failed probes in a row make a cluster Unknown. Default 2.
 	FailureThreshold int
@@ -54,7 +54,7 @@ type Options struct {
 	Burst int
 	// TokenRenewer, when set, is called for a context whose token is past RenewalFraction of its lifetime.
 	TokenRenewer TokenRenewer
-	// RenewalFraction of a token's lifetime after which it is renewed. Default 0.5.
+	// RenewalFraction of a token's lifetime after which it is renewed. Default DefaultRenewalFraction.
 	RenewalFraction float64
 	// Elected closes when this replica becomes the leader (the manager's Elected()): only the
 	// leader writes (token renewal, cleanup). Nil: this replica always leads.
@@ -69,10 +69,10 @@ type Options struct {
 
 func (o *Options) defaults() {
 	if o.ProbeInterval == 0 {
-		o.ProbeInterval = 2 * time.Second
+		o.ProbeInterval = DefaultProbeInterval
 	}
 	if o.ProbeTimeout == 0 {
-		o.ProbeTimeout = 2 * time.Second
+		o.ProbeTimeout = DefaultProbeTimeout
 	}
 	if o.FailureThreshold == 0 {
 		o.FailureThreshold = 2
@@ -87,7 +87,7 @@ func (o *Options) defaults() {
 		o.Burst = 600
 	}
 	if o.RenewalFraction <= 0 || o.RenewalFraction >= 1 {
-		o.RenewalFraction = 0.5
+		o.RenewalFraction = DefaultRenewalFraction
 	}
 	if o.CapacitySyncDeadline == 0 {
 		o.CapacitySyncDeadline = 30 * time.Second

@@ -37,6 +37,9 @@ type Registry interface {
 	Removed(name string) bool
 }
 
+// DefaultFailoverAfter is Options.FailoverAfter when zero: the manager's --failover-after default.
+const DefaultFailoverAfter = 30 * time.Second
+
 // Options configure the virtual nodes. Zero values take the documented defaults.
 type Options struct {
 	NodeOptions
@@ -50,7 +53,7 @@ type Options struct {
 	// ResyncInterval is how often the set of nodes is compared with the registry. Default 10s.
 	ResyncInterval time.Duration
 	// FailoverAfter is how long a secondary must stay Unknown before its node gets the
-	// flotilla.dev/unreachable:NoExecute taint. Default 30s.
+	// flotilla.dev/unreachable:NoExecute taint. Default DefaultFailoverAfter.
 	FailoverAfter time.Duration
 	// Clock tells the failover hysteresis (default: the real one).
 	Clock clock.PassiveClock
@@ -70,7 +73,7 @@ func (o *Options) defaults() {
 		o.ResyncInterval = 10 * time.Second
 	}
 	if o.FailoverAfter == 0 {
-		o.FailoverAfter = 30 * time.Second
+		o.FailoverAfter = DefaultFailoverAfter
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

@@ -3,7 +3,6 @@ package clusterdetector
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,10 +10,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -46,11 +45,9 @@ type Reconciler struct {
 	Refresh time.Duration
 	// Recorder emits an Event when a cluster's status changes.
 	Recorder events.EventRecorder
-	// Discovery reads the primary's version, shown in its ClusterDetector when no registered
-	// context names the primary (nil: not shown).
-	Discovery discovery.ServerVersionInterface
-
-	primaryVersion atomic.Pointer[string]
+	// PrimaryVersion is the primary's API server version (read once at start), shown in its
+	// ClusterDetector when no registered context names the primary.
+	PrimaryVersion string
 }
 
 // Reconcile creates, updates or deletes one ClusterDetector.
@@ -119,23 +116,6 @@ func (r *Reconciler) refresh() time.Duration {
 	return r.Refresh
 }
 
-// versionOfPrimary is the primary's API server version, read once (it changes only with an
-// upgrade of the primary, which restarts nothing of Flotilla's but is read again at its next start).
-func (r *Reconciler) versionOfPrimary() string {
-	if v := r.primaryVersion.Load(); v != nil {
-		return *v
-	}
-	if r.Discovery == nil {
-		return ""
-	}
-	info, err := r.Discovery.ServerVersion()
-	if err != nil {
-		return "" // read again at the next reconcile
-	}
-	r.primaryVersion.Store(&info.GitVersion)
-	return info.GitVersion
-}
-
 // input finds what the named ClusterDetector shows. The primary's always exists; a context that
 // turns out to be the primary's is shown there, not under its own name.
 func (r *Reconciler) input(name string) (StatusInput, bool) {
@@ -148,7 +128,7 @@ func (r *Reconciler) input(name string) (StatusInput, bool) {
 				break
 			}
 		}
-		return StatusInput{Snapshot: snap, Primary: true, ConfigError: r.Registry.ConfigError(), PrimaryVersion: r.versionOfPrimary()}, true
+		return StatusInput{Snapshot: snap, Primary: true, ConfigError: r.Registry.ConfigError(), PrimaryVersion: r.PrimaryVersion}, true
 	}
 	snap, ok := r.Registry.Snapshot(name)
 	if !ok || snap.Role == clusters.RolePrimary {
@@ -158,7 +138,7 @@ func (r *Reconciler) input(name string) (StatusInput, bool) {
 }
 
 // SetupWithManager watches ClusterDetectors and the registry's cluster changes.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
 	// The primary's detector also shows the registration's state and which context is the
 	// primary, so every change reaches it as well as the changed cluster's own.
 	toDetectors := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -172,5 +152,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("clusterdetector").
 		For(&flotillav1.ClusterDetector{}).
 		WatchesRawSource(r.Registry.ClusterSource(toDetectors)).
+		WithOptions(options).
 		Complete(r)
 }

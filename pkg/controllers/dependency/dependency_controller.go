@@ -55,6 +55,9 @@ type Reconciler struct {
 	Grace time.Duration
 	// Clock measures Grace (default: the real one).
 	Clock clock.PassiveClock
+	// Metadata watches the primary's ConfigMaps and Secrets: SetupWithManager adds it to the
+	// manager and reads Versions from it.
+	Metadata *MetadataWatch
 
 	mu      sync.Mutex
 	applied map[Key]string // the primary's resourceVersion last copied

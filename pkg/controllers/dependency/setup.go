@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -142,7 +141,8 @@ func (w *MetadataWatch) WaitingProxies(proxies client.Reader) []source.Source {
 
 // SetupWithManager wires the sync: proxies, Services and NetworkPolicies from the manager's cache,
 // ConfigMaps and Secrets from w. Each event becomes the keys of the copies it may change.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, w *MetadataWatch) error {
+func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
+	w := r.Metadata
 	if err := mgr.Add(w); err != nil {
 		return fmt.Errorf("adding the metadata watch: %w", err)
 	}
@@ -165,8 +165,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, w *MetadataWatch) error 
 			}))).
 		WatchesRawSource(w.source(translate.KindConfigMap, r.keysForObject)).
 		WatchesRawSource(w.source(translate.KindSecret, r.keysForObject)).
-		WithOptions(controller.TypedOptions[Key]{MaxConcurrentReconciles: 4,
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[Key](100*time.Millisecond, time.Minute)}).
+		WithOptions(keyOptions(options)).
 		Complete(r)
 }
 

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -658,11 +657,8 @@ const nodeNameField = "spec.nodeName"
 // secondary's delegate informer (re)starts, every proxy bound to it is checked against the live
 // list: delegates removed while nothing watched (the secondary unregistered or unreachable) show
 // in no event, and a proxy must never stay Running without one.
-func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, workers int) error {
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, options controller.Options) error {
 	isProxy := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[flotillav1.LabelProxy] == "true" })
-	if workers <= 0 {
-		workers = 1
-	}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, nodeNameField, func(o client.Object) []string {
 		if p, ok := o.(*corev1.Pod); ok && p.Spec.NodeName != "" {
 			return []string{p.Spec.NodeName}
@@ -686,10 +682,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, wor
 		b = b.WatchesRawSource(s)
 	}
 	return b.
-		// Per-item backoff only: client-go's default also caps all items at 10/s, which would
-		// throttle a burst of elected pods behind the first failures.
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers,
-			RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](20*time.Millisecond, 10*time.Second)}).
+		WithOptions(options).
 		Complete(r)
 }
 

@@ -65,12 +65,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // SetupWithManager watches the registration Secret only. The controller runs on every replica,
 // not only the leader: each replica's webhook and kubelet API read their own registry.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
 	isRegistration := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		key := clusters.RegistrationKey()
 		return o.GetNamespace() == key.Namespace && o.GetName() == key.Name
 	})
 	needLeader := false
+	options.NeedLeaderElection = &needLeader
 	// Once at start, whether the Secret exists or not: a missing Secret is a state too (no
 	// clusters yet, or the known ones detached), and readiness waits for it to be read.
 	atStart := source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
@@ -81,6 +82,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("registration").
 		For(&corev1.Secret{}, builder.WithPredicates(isRegistration)).
 		WatchesRawSource(atStart).
-		WithOptions(controller.Options{NeedLeaderElection: &needLeader}).
+		WithOptions(options).
 		Complete(r)
 }

@@ -23,7 +23,7 @@ import (
 // SetupWithManager watches Replicators, what they applied in the primary (label
 // flotilla.dev/replicator) and, through the registry, in every secondary: an edit or a deletion
 // anywhere brings the Replicator back within a reconcile.
-func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
 	toReplicator := handler.EnqueueRequestsFromMapFunc(r.replicatorOf)
 	labelled := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[flotillav1.LabelReplicator] != ""
@@ -36,7 +36,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		b = b.Watches(w.Object, toReplicator, labelled).
 			WatchesRawSource(r.Registry.Source(w, toReplicator))
 	}
-	return b.WithOptions(controller.Options{MaxConcurrentReconciles: 4}).Complete(r)
+	return b.WithOptions(options).Complete(r)
 }
 
 // driftWatches are the kinds whose drift is repaired at once, in the primary and in every

@@ -138,6 +138,37 @@ func (c *Cluster) ReadyNode(ctx context.Context, name, cpu, memory string) error
 	return nil
 }
 
+// LiftNotReadyTaint removes the node.kubernetes.io/not-ready taint the API server's
+// TaintNodesByCondition admission puts on every new node, once the node is Ready, as the node
+// lifecycle controller (not running here) does. A virtual node keeps the taints Flotilla gave it.
+func (c *Cluster) LiftNotReadyTaint(ctx context.Context, name string) error {
+	var node corev1.Node
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &node); err != nil {
+		return fmt.Errorf("getting node %s in %s: %w", name, c.Name, err)
+	}
+	ready := false
+	for _, cond := range node.Status.Conditions {
+		ready = ready || cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue
+	}
+	if !ready {
+		return fmt.Errorf("node %s in %s is not Ready", name, c.Name)
+	}
+	taints := node.Spec.Taints[:0]
+	for _, t := range node.Spec.Taints {
+		if t.Key != corev1.TaintNodeNotReady {
+			taints = append(taints, t)
+		}
+	}
+	if len(taints) == len(node.Spec.Taints) {
+		return nil
+	}
+	node.Spec.Taints = taints
+	if err := c.Client.Update(ctx, &node); err != nil {
+		return fmt.Errorf("lifting the not-ready taint of node %s in %s: %w", name, c.Name, err)
+	}
+	return nil
+}
+
 // RepoRoot is the repository's top directory.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)

@@ -7,7 +7,6 @@ package replicator_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -26,18 +25,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
-	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
-	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
-	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
+	"github.com/flotilla-dev/flotilla/pkg/setup"
 	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
 	"github.com/flotilla-dev/flotilla/test/testbed"
-	"github.com/flotilla-dev/flotilla/webhook"
 )
 
 var (
@@ -56,31 +50,26 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	primary, err = clusterenv.Start("primary")
 	Expect(err).NotTo(HaveOccurred())
 	Expect(primary.Namespace(ctx, flotillav1.SystemNamespace, nil)).To(Succeed())
-	var primaryID string
-	Eventually(func() error { primaryID, err = clusters.ClusterID(ctx, primary.Client); return err }).WithContext(ctx).Should(Succeed())
+	// The manager reads the primary's ID once, at setup: kube-system is there first.
+	Eventually(func() error { _, err := clusters.ClusterID(ctx, primary.Client); return err }).WithContext(ctx).Should(Succeed())
 
-	// The webhook as the manager serves it out of cluster (URL mode, its own CA and configuration):
-	// the API server sends every Replicator to the check of its author's rights.
+	// The manager as cmd/flotilla-manager builds it (pkg/setup), its webhook served out of cluster
+	// (URL mode, its own CA and configuration): the API server sends every Replicator to the check
+	// of its author's rights.
 	port, err := testbed.FreePort()
 	Expect(err).NotTo(HaveOccurred())
-	certDir := GinkgoT().TempDir()
-	mgr, err := ctrl.NewManager(primary.Config, ctrl.Options{Scheme: clusterenv.Scheme,
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: "127.0.0.1", Port: port, CertDir: certDir})})
+	opts := setup.DefaultOptions()
+	opts.Manager.MetricsBindAddress, opts.Manager.HealthProbeBindAddress = "0", "0"
+	opts.LeaderElection.Enabled = false
+	opts.VirtualNodes.KubeletPort = 0
+	opts.Webhook.BindHost, opts.Webhook.Port, opts.Webhook.CertDir = "127.0.0.1", port, GinkgoT().TempDir()
+	opts.Webhook.URL = fmt.Sprintf("https://127.0.0.1:%d", port)
+	opts.Replicator.Timeout = 5 * time.Second
+	mgr, err := setup.New(ctx, primary.Config, opts, ctrl.Log)
 	Expect(err).NotTo(HaveOccurred())
-	certs := &webhook.Certificates{Client: primary.Client, CertDir: certDir, SecretName: "suite-webhook-ca",
-		IPs: []net.IP{net.ParseIP("127.0.0.1")}, Config: webhook.ConfigOptions{URL: fmt.Sprintf("https://127.0.0.1:%d", port)}}
-	Expect(certs.Ensure(ctx)).To(Succeed())
-	mgr.GetWebhookServer().Register(webhook.ReplicatorPath, &admission.Webhook{Handler: &webhook.ReplicatorHandler{
-		Decoder: admission.NewDecoder(mgr.GetScheme()), Reviews: mgr.GetClient(), Namespaces: mgr.GetAPIReader()}})
-	registry := clusters.NewRegistry(clusters.Options{PrimaryID: primaryID}, ctrl.Log.WithName("clusters"))
-	Expect(mgr.Add(registry)).To(Succeed())
-	// No registration Secret here: that is read too, and the registry is then ready (no clusters).
-	Expect((&registration.Reconciler{Client: mgr.GetClient(), Registry: registry}).SetupWithManager(mgr)).To(Succeed())
-	Expect((&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry,
-		Recorder: mgr.GetEventRecorder("flotilla"), Timeout: 5 * time.Second}).SetupWithManager(mgr)).To(Succeed())
 	stopManager = clusterenv.Run(mgr)
-	Eventually(registry.Ready).WithContext(ctx).WithTimeout(20*time.Second).Should(Succeed(),
+	// No registration Secret here: that is read too, and the registry is then ready (no clusters).
+	Eventually(mgr.Registry.Ready).WithContext(ctx).WithTimeout(20*time.Second).Should(Succeed(),
 		"a missing registration Secret is read as no clusters, and the manager gets ready")
 	probe := plumberSample()
 	probe.Name, probe.Spec.ReplicationNamespace = "webhook-probe", "webhook-probe"
@@ -152,10 +141,11 @@ var _ = Describe("the Replicator", func() {
 	}, SpecTimeout(2*time.Minute))
 
 	It("cannot touch the manager's own Secrets, whatever it is named", func(ctx SpecContext) {
-		// The webhook's CA: a Replicator named after it once took it as its own CA, and deleted it.
-		webhookCA := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: flotillav1.WebhookCASecretName},
-			Data: map[string][]byte{"ca.crt": []byte("webhook CA"), "ca.key": []byte("webhook key")}}
-		Expect(primary.Client.Create(ctx, webhookCA)).To(Succeed())
+		// The webhook's CA, which the manager made: a Replicator named after it once took it as its
+		// own CA, and deleted it.
+		webhookCA := &corev1.Secret{}
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.WebhookCASecretName},
+			webhookCA)).To(Succeed())
 		rep := plumberSample()
 		rep.Name, rep.Spec.ReplicationNamespace = "flotilla-webhook", "named-like-the-manager"
 		Expect(primary.Client.Create(ctx, rep)).To(Succeed())

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/flotilla-dev/flotilla/pkg/setup"
+)
+
+func parse(t *testing.T, args ...string) options {
+	t.Helper()
+	t.Setenv("POD_IP", "")
+	t.Setenv("FLOTILLA_CONTAINER_MEMORY_LIMIT", "")
+	o := newOptions()
+	fs := pflag.NewFlagSet("flotilla-manager", pflag.ContinueOnError)
+	o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parsing %q: %v", args, err)
+	}
+	return o
+}
+
+func TestFlagsDefaultToSetupsDefaults(t *testing.T) {
+	if got, want := parse(t).manager, setup.DefaultOptions(); !reflect.DeepEqual(got, want) {
+		t.Errorf("the flags' defaults are not setup.DefaultOptions():\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestFlagsFillSetupOptions(t *testing.T) {
+	o := parse(t, "--leader-elect=false", "--leader-election-namespace=ops", "--probe-interval=1s", "--probe-timeout=3s",
+		"--kube-api-qps=200", "--kube-api-burst=400", "--accept-admiralty-annotation=false", "--webhook-cert-dir=/certs",
+		"--webhook-ca-injected-from=ops/flotilla-webhook", "--failover-after=45s", "--proxy-workers=8", "--pod-network=flat",
+		"--replication-timeout=5s", "--log-level=debug")
+	m := o.manager
+	for name, c := range map[string]struct{ got, want any }{
+		"leader election":    {m.LeaderElection.Enabled, false},
+		"lease namespace":    {m.LeaderElection.Namespace, "ops"},
+		"probe interval":     {m.Clusters.ProbeInterval, time.Second},
+		"probe timeout":      {m.Clusters.ProbeTimeout, 3 * time.Second},
+		"QPS":                {m.Manager.QPS, float32(200)},
+		"burst":              {m.Manager.Burst, 400},
+		"admiralty":          {m.Election.AcceptAdmiralty, false},
+		"certificate dir":    {m.Webhook.CertDir, "/certs"},
+		"CA injected from":   {m.Webhook.CAInjectedFrom, "ops/flotilla-webhook"},
+		"failover after":     {m.VirtualNodes.FailoverAfter, 45 * time.Second},
+		"proxy workers":      {m.Election.ProxyWorkers, 8},
+		"pod network":        {m.Election.PodNetwork, setup.PodNetworkFlat},
+		"replication budget": {m.Replicator.Timeout, 5 * time.Second},
+		"log level":          {o.logging.Level, "debug"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %v, want %v", name, c.got, c.want)
+		}
+	}
+}
+
+// The chart passes these flags (templates/deployment.yaml): each must still exist.
+func TestEveryFlagTheChartPassesExists(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "charts", "flotilla", "templates", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := newOptions()
+	fs := pflag.NewFlagSet("flotilla-manager", pflag.ContinueOnError)
+	o.addFlags(fs)
+	passed := regexp.MustCompile(`(?m)^\s*- --([a-z0-9-]+)=`).FindAllSubmatch(raw, -1)
+	if len(passed) == 0 {
+		t.Fatal("no flag found in the chart's Deployment")
+	}
+	for _, m := range passed {
+		if fs.Lookup(string(m[1])) == nil {
+			t.Errorf("the chart passes --%s, which flotilla-manager does not define", m[1])
+		}
+	}
+}

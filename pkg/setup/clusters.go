@@ -1,0 +1,104 @@
+package setup
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterdetector"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
+	"github.com/flotilla-dev/flotilla/pkg/kubeletapi"
+	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
+)
+
+// addClusters adds the cluster registry and what is fed by it or reads it first: the
+// registration, ClusterDetector and Replicator reconcilers, the virtual nodes and their kubelet
+// API, and the registry's readiness check.
+func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, log logr.Logger) (*clusters.Registry, error) {
+	primaryClient, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return nil, fmt.Errorf("building the primary's client: %w", err)
+	}
+	primary, err := clusters.ReadPrimary(ctx, mgr.GetAPIReader(), primaryClient.Discovery())
+	if err != nil {
+		return nil, err
+	}
+	log.WithName("setup").Info("Primary identified", "primaryID", primary.ID, "version", primary.Version, "knownClusters", len(primary.KnownIDs))
+
+	registry := clusters.NewRegistry(clusters.Options{
+		PrimaryID: primary.ID, KnownIDs: primary.KnownIDs,
+		ProbeInterval: opts.Clusters.ProbeInterval, ProbeTimeout: opts.Clusters.ProbeTimeout,
+		TokenRenewer: clusters.SecretTokenRenewer(mgr.GetClient()), RenewalFraction: opts.Clusters.TokenRenewalFraction,
+		Elected: mgr.Elected(), Clock: opts.Clock,
+	}, log.WithName("clusters"))
+	if err := mgr.Add(registry); err != nil {
+		return nil, fmt.Errorf("adding the cluster registry: %w", err)
+	}
+	if err := addClusterControllers(ctx, mgr, registry, primary.Version, opts); err != nil {
+		return nil, err
+	}
+	nodes := virtualnode.NewManager(registry, primaryClient, virtualnode.Options{
+		NodeOptions: virtualnode.NodeOptions{
+			Address: opts.VirtualNodes.nodeAddress(), KubeletPort: opts.VirtualNodes.KubeletPort, PrimaryVersion: primary.Version,
+		},
+		FailoverAfter: opts.VirtualNodes.FailoverAfter, Clock: opts.Clock,
+	}, log.WithName("virtualnode"))
+	if err := mgr.Add(nodes); err != nil {
+		return nil, fmt.Errorf("adding the virtual nodes: %w", err)
+	}
+	if err := addKubeletAPI(mgr, registry, opts.VirtualNodes, log); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("clusters", func(*http.Request) error { return registry.Ready() }); err != nil {
+		return nil, fmt.Errorf("adding the clusters readiness check: %w", err)
+	}
+	return registry, nil
+}
+
+// addClusterControllers sets up the registration, ClusterDetector and Replicator reconcilers.
+func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, primaryVersion string, opts Options) error {
+	recorder := mgr.GetEventRecorder(eventSource)
+	if err := (&registration.Reconciler{Client: mgr.GetClient(), Registry: registry, Recorder: recorder}).
+		SetupWithManager(ctx, mgr, registrationOptions()); err != nil {
+		return fmt.Errorf("setting up the registration controller: %w", err)
+	}
+	if err := (&clusterdetector.Reconciler{Client: mgr.GetClient(), Registry: registry,
+		PrimaryName: opts.Clusters.PrimaryName, PrimaryVersion: primaryVersion, Recorder: recorder}).
+		SetupWithManager(ctx, mgr, clusterDetectorOptions()); err != nil {
+		return fmt.Errorf("setting up the ClusterDetector controller: %w", err)
+	}
+	if err := (&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry, Recorder: recorder,
+		Timeout: opts.Replicator.Timeout, Resync: opts.Replicator.Resync, Retry: opts.Replicator.Retry}).
+		SetupWithManager(ctx, mgr, replicatorOptions()); err != nil {
+		return fmt.Errorf("setting up the Replicator controller: %w", err)
+	}
+	return nil
+}
+
+// addKubeletAPI adds the virtual nodes' kubelet API, unless its port is 0.
+func addKubeletAPI(mgr ctrl.Manager, registry *clusters.Registry, opts VirtualNodeOptions, log logr.Logger) error {
+	if opts.KubeletPort <= 0 {
+		return nil
+	}
+	// Its own client and rate limiter: its callers must never spend the budget of the virtual
+	// nodes' client, which renews their Leases.
+	kubeletClient, err := kubeletapi.NewPrimaryClient(mgr.GetConfig())
+	if err != nil {
+		return err
+	}
+	kubelet := &kubeletapi.Server{Primary: kubeletClient, Secondaries: registry,
+		Addr:         net.JoinHostPort("", strconv.Itoa(int(opts.KubeletPort))),
+		ServingHosts: []string{"localhost"}, ServingIPs: []net.IP{net.ParseIP(opts.nodeAddress())}, Log: log.WithName("kubelet")}
+	if err := mgr.Add(kubelet); err != nil {
+		return fmt.Errorf("adding the kubelet API: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,157 @@
+package setup
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/metadata"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/namespace"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/proxy"
+	"github.com/flotilla-dev/flotilla/pkg/seal"
+	"github.com/flotilla-dev/flotilla/webhook"
+)
+
+// addElection adds pod election: the webhook (certificates, configuration, handlers), the
+// namespace cleanup, the sweep, and the dependency and proxy reconcilers.
+func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, opts Options, log logr.Logger) error {
+	// The manager's client reads from a cache that has not started: a direct client writes what
+	// must exist before it does.
+	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return fmt.Errorf("building a client: %w", err)
+	}
+	podHandler, sealKey, err := addWebhook(ctx, mgr, direct, registry, opts)
+	if err != nil {
+		return err
+	}
+	nsInformer, err := mgr.GetCache().GetInformer(ctx, &corev1.Namespace{})
+	if err != nil {
+		return fmt.Errorf("watching the primary's namespaces: %w", err)
+	}
+	if err := mgr.Add(&namespace.Cleanup{Primary: mgr.GetClient(), Informer: nsInformer, Registry: registry,
+		Interval: opts.Election.NamespaceCleanupInterval, Grace: opts.Election.DependencyGrace,
+		Log: log.WithName("namespace-cleanup")}); err != nil {
+		return fmt.Errorf("adding the namespace cleanup: %w", err)
+	}
+	if err := mgr.Add(&proxy.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: opts.Election.SweepInterval,
+		Log: log.WithName("sweep"), Clock: opts.Clock}); err != nil {
+		return fmt.Errorf("adding the sweep: %w", err)
+	}
+	meta, err := metadata.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating the metadata client: %w", err)
+	}
+	dependencies := dependency.NewMetadataWatch(meta)
+	if err := (&dependency.Reconciler{Cache: mgr.GetClient(), Primary: mgr.GetAPIReader(), Secondaries: registry,
+		Metadata: dependencies, Grace: opts.Election.DependencyGrace, Clock: opts.Clock}).
+		SetupWithManager(ctx, mgr, dependencyOptions()); err != nil {
+		return fmt.Errorf("setting up the dependency sync: %w", err)
+	}
+	if err := (&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: mgr.GetEventRecorder(eventSource),
+		FlatNetwork: opts.Election.PodNetwork == PodNetworkFlat, SealKey: sealKey, Refit: podHandler.Refit,
+		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
+		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),
+		PerCluster:   opts.Election.proxyWorkersPerCluster(), Clock: opts.Clock,
+	}).SetupWithManager(ctx, mgr, proxyOptions(opts.Election)); err != nil {
+		return fmt.Errorf("setting up the proxy controller: %w", err)
+	}
+	return nil
+}
+
+// addWebhook writes the webhook's certificate and configuration, reads (or makes) the admission
+// seal's key, and registers the pod, DaemonSet and Replicator handlers. It returns the pod
+// handler, whose judgement the proxy reconciler asks again for gated proxies, and the seal's key.
+func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, registry *clusters.Registry, opts Options) (*webhook.Handler, seal.Key, error) {
+	if err := addCertificates(ctx, mgr, direct, opts); err != nil {
+		return nil, nil, err
+	}
+	sealKey, err := seal.Ensure(ctx, direct, flotillav1.SealSecretName)
+	if err != nil {
+		return nil, nil, err
+	}
+	var choose func([]int64) int
+	if opts.Election.ProxyPlacement == ProxyPlacementWebhook {
+		choose = webhook.WeightedRandom
+	}
+	// On every replica (each serves the webhook): the book's handler also starts the proxy
+	// informer there.
+	proxies := &webhook.ProxyBook{}
+	proxyInformer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("watching proxies: %w", err)
+	}
+	if _, err := proxyInformer.AddEventHandler(proxies); err != nil {
+		return nil, nil, fmt.Errorf("watching proxies: %w", err)
+	}
+	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}); err != nil {
+		return nil, nil, fmt.Errorf("watching virtual nodes: %w", err)
+	}
+	decoder := admission.NewDecoder(mgr.GetScheme())
+	podHandler := &webhook.Handler{
+		Registry: registry, Options: webhook.Options{AcceptAdmiralty: opts.Election.AcceptAdmiralty, Choose: choose},
+		VirtualNodes: mgr.GetClient(),
+		Spread:       &webhook.Spread{Proxies: proxies, Replica: replicaName(opts.Clock)},
+		Decoder:      decoder, Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
+		SealKey: sealKey,
+	}
+	server := mgr.GetWebhookServer()
+	server.Register(webhook.Path, &admission.Webhook{Handler: podHandler})
+	server.Register(webhook.DaemonSetPath, &admission.Webhook{Handler: &webhook.DaemonSetHandler{Decoder: decoder}})
+	// A Replicator is admitted only when its author may write what it will write (one
+	// SubjectAccessReview per right); the namespace is read live, a cached miss would ask too much.
+	server.Register(webhook.ReplicatorPath, &admission.Webhook{Handler: &webhook.ReplicatorHandler{
+		Decoder: decoder, Reviews: direct, Namespaces: mgr.GetAPIReader()}})
+	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
+		return nil, nil, fmt.Errorf("adding the webhook readiness check: %w", err)
+	}
+	return podHandler, sealKey, nil
+}
+
+// addCertificates writes the webhook's serving certificate and configuration now (the webhook
+// server needs the files when it starts) and adds their renewal.
+func addCertificates(ctx context.Context, mgr ctrl.Manager, direct client.Client, opts Options) error {
+	service := opts.Webhook.Service + "." + flotillav1.SystemNamespace + ".svc"
+	certs := &webhook.Certificates{
+		Client: direct, CertDir: opts.Webhook.CertDir, SecretName: flotillav1.WebhookCASecretName,
+		DNSNames: []string{"localhost", service, service + ".cluster.local"},
+		IPs:      []net.IP{net.ParseIP("127.0.0.1")},
+		Config: webhook.ConfigOptions{URL: opts.Webhook.URL, Service: opts.Webhook.Service, Namespace: flotillav1.SystemNamespace,
+			AcceptAdmiralty: opts.Election.AcceptAdmiralty, CAInjectedFrom: opts.Webhook.CAInjectedFrom},
+		Clock: opts.Clock,
+	}
+	if err := certs.Ensure(ctx); err != nil {
+		return fmt.Errorf("setting up the webhook's certificates: %w", err)
+	}
+	if err := mgr.Add(certs); err != nil {
+		return fmt.Errorf("adding the certificate renewal: %w", err)
+	}
+	return nil
+}
+
+// replicaName names this manager replica: its pod (hostname) in cluster, plus the process ID and
+// start time, so that a restarted replica is another one.
+func replicaName(c clock.PassiveClock) string {
+	if c == nil {
+		c = clock.RealClock{}
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		host = "manager"
+	}
+	return fmt.Sprintf("%s-%d-%d", host, os.Getpid(), c.Now().Unix())
+}
+
+// eventSource is the reporting controller of Flotilla's Events.
+const eventSource = "flotilla"

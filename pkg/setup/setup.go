@@ -1,0 +1,136 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/version"
+)
+
+// Manager is the controller-runtime manager with all of Flotilla added to it; Start runs it.
+type Manager struct {
+	ctrl.Manager
+	// Registry is the cluster registry that the controllers, the webhook, the virtual nodes and
+	// the kubelet API share.
+	Registry *clusters.Registry
+}
+
+// NewScheme knows the core kinds and Flotilla's.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(flotillav1.AddToScheme(s))
+	return s
+}
+
+// New builds the manager for the primary that cfg reaches: its caches, the registry, every
+// controller, the webhook, the virtual nodes and their kubelet API, and the health and readiness
+// checks. It reads the primary and writes the webhook's certificate and the admission seal's key
+// with ctx; the manager runs with the context given to Start.
+func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (*Manager, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = opts.Manager.QPS, opts.Manager.Burst
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "flotilla-manager/" + version.Get().Version
+	}
+	if opts.Webhook.CertDir == "" {
+		dir, err := os.MkdirTemp("", "flotilla-webhook-")
+		if err != nil {
+			return nil, fmt.Errorf("creating the webhook certificate directory: %w", err)
+		}
+		opts.Webhook.CertDir = dir
+	}
+	mgrOpts, err := managerOptions(opts, log)
+	if err != nil {
+		return nil, err
+	}
+	mgr, err := ctrl.NewManager(cfg, mgrOpts)
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := addHealthChecks(mgr); err != nil {
+		return nil, err
+	}
+	registry, err := addClusters(ctx, mgr, opts, log)
+	if err != nil {
+		return nil, err
+	}
+	if err := addElection(ctx, mgr, registry, opts, log); err != nil {
+		return nil, err
+	}
+	return &Manager{Manager: mgr, Registry: registry}, nil
+}
+
+// managerOptions are the controller-runtime manager's: caches, webhook server, metrics, probes
+// and leader election.
+func managerOptions(opts Options, log logr.Logger) (ctrl.Options, error) {
+	cacheOpts, err := cacheOptions()
+	if err != nil {
+		return ctrl.Options{}, err
+	}
+	metricsOpts := metricsserver.Options{BindAddress: opts.Manager.MetricsBindAddress, SecureServing: opts.Manager.MetricsSecure}
+	if opts.Manager.MetricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	le := opts.LeaderElection
+	return ctrl.Options{
+		Scheme: NewScheme(),
+		Logger: log,
+		Cache:  cacheOpts,
+		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: opts.Webhook.BindHost, Port: opts.Webhook.Port,
+			CertDir: opts.Webhook.CertDir}),
+		Metrics:                       metricsOpts,
+		HealthProbeBindAddress:        opts.Manager.HealthProbeBindAddress,
+		PprofBindAddress:              opts.Manager.PprofBindAddress,
+		LeaderElection:                le.Enabled,
+		LeaderElectionID:              le.ID,
+		LeaderElectionNamespace:       le.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &le.LeaseDuration,
+		RenewDeadline:                 &le.RenewDeadline,
+		RetryPeriod:                   &le.RetryPeriod,
+	}, nil
+}
+
+// informersSyncedWithin is how long the readiness check waits for the informers: well inside
+// the kubelet's 1 s probe timeout, a probe that waits would fail anyway.
+const informersSyncedWithin = 100 * time.Millisecond
+
+// addHealthChecks adds /healthz and the readiness of the manager's informers against the primary.
+func addHealthChecks(mgr ctrl.Manager) error {
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding health check: %w", err)
+	}
+	cache := mgr.GetCache()
+	if err := mgr.AddReadyzCheck("informers", func(req *http.Request) error {
+		cctx, cancel := context.WithTimeout(req.Context(), informersSyncedWithin)
+		defer cancel()
+		if !cache.WaitForCacheSync(cctx) {
+			return errors.New("informers not synced")
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("adding readiness check: %w", err)
+	}
+	return nil
+}
