@@ -53,7 +53,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, rep *flotillav1.Replic
 		base := rep.DeepCopy()
 		meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: flotillav1.ConditionSynced, Status: metav1.ConditionFalse,
 			Reason: flotillav1.ReasonCleanupPending, Message: fmt.Sprintf("Removing what was applied; waiting for %v", pending)})
-		_ = r.Client.Status().Patch(ctx, rep, client.MergeFrom(base))
+		if err := r.Client.Status().Patch(ctx, rep, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("saying the cleanup of Replicator %s waits: %w", rep.Name, err)
+		}
 		return ctrl.Result{RequeueAfter: r.retry()}, nil
 	}
 	if err := r.deleteCA(ctx, rep); err != nil {

@@ -497,9 +497,15 @@ func (r *Reconciler) prune(ctx context.Context, rep *flotillav1.Replicator, resu
 		}
 		if acc, ok := r.accessTo(a.Cluster); ok {
 			cctx, cancel := context.WithTimeout(ctx, r.Timeout)
-			_ = deleteApplied(cctx, acc, rep, a)
+			err := deleteApplied(cctx, acc, rep, a)
 			cancel()
 			r.applied.Forget(appliedKey(rep, a.Cluster, a.Kind, a.Name))
+			if err != nil {
+				// It stays listed as applied, so the next pass deletes it again.
+				r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonApplyFailed, "Prune",
+					"Cluster %s: removing %s %s, no longer wanted, failed: %v", a.Cluster, a.Kind, a.Name, err)
+				keepListed(results, a)
+			}
 		}
 	}
 	var leftovers []placeResult
@@ -520,6 +526,16 @@ func (r *Reconciler) prune(ctx context.Context, rep *flotillav1.Replicator, resu
 		}
 	}
 	return leftovers
+}
+
+// keepListed keeps an object whose removal failed in its cluster's applied list.
+func keepListed(results []placeResult, a flotillav1.AppliedResource) {
+	for i := range results {
+		if results[i].sync.Name == a.Cluster {
+			results[i].applied = append(results[i].applied, a)
+			return
+		}
+	}
 }
 
 // remembered is what the status says was applied in a cluster, marked not applied now.

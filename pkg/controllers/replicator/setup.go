@@ -71,6 +71,8 @@ func (r *Reconciler) replicatorOf(ctx context.Context, o client.Object) []reconc
 	value := o.GetLabels()[flotillav1.LabelReplicator]
 	var reps flotillav1.ReplicatorList
 	if err := r.Client.List(ctx, &reps); err != nil {
+		// A cache read fails only while the manager stops; the resync brings it back otherwise.
+		ctrl.LoggerFrom(ctx).Error(err, "Listing Replicators to map an applied object back", "object", client.ObjectKeyFromObject(o))
 		return nil
 	}
 	for _, rep := range reps.Items {
