@@ -91,7 +91,10 @@ CHART := charts/flotilla
 CHART_CRDS := $(CHART)/templates/crds
 
 .PHONY: generate
-generate: tools ## Deep copies and CRDs from pkg/apis (controller-gen); CRDs also as chart templates; the chart's README
+generate: tools ## The rule on a Replicator's resource kinds (hack/replicatedkinds); deep copies and CRDs from pkg/apis (controller-gen); CRDs also as chart templates; the chart's README
+	@# The kinds a Replicator's resources may hold are v1alpha1.ReplicatedKinds: their CEL rule is
+	@# generated into pkg/apis before controller-gen carries it into the CRD.
+	go run ./hack/replicatedkinds
 	$(CONTROLLER_GEN) object paths=./pkg/apis/...
 	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
 	@# The Replicator embeds core types (pod template, Service, Ingress): without their long
@@ -121,9 +124,10 @@ verify-generated: generate ## Fail when generated files are not up to date
 		echo "generated files changed: run make generate and commit"; exit 1; fi
 
 .PHONY: verify
-verify: ## gofmt, go vet and a tidy go.mod
+verify: ## gofmt, go vet, a tidy go.mod, and the generated rule on a Replicator's resource kinds up to date (Go file and CRD)
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	go run ./hack/replicatedkinds -verify
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
 
 .PHONY: lint

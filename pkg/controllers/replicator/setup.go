@@ -2,10 +2,9 @@ package replicator
 
 import (
 	"context"
+	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,17 +25,42 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	labelled := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[flotillav1.LabelReplicator] != ""
 	}))
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("replicator").
 		For(&flotillav1.Replicator{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
-			predicate.AnnotationChangedPredicate{}, deletionPredicate()))).
-		Watches(&appsv1.Deployment{}, toReplicator, labelled).
-		Watches(&corev1.ConfigMap{}, toReplicator, labelled).
-		Watches(&corev1.Service{}, toReplicator, labelled).
-		Watches(&networkingv1.Ingress{}, toReplicator, labelled).
-		WatchesRawSource(r.Registry.ReplicaSource(toReplicator)).
+			predicate.AnnotationChangedPredicate{}, deletionPredicate())))
+	watched, err := watchedKinds(mgr.GetScheme())
+	if err != nil {
+		return err
+	}
+	for _, obj := range watched {
+		b = b.Watches(obj, toReplicator, labelled)
+	}
+	return b.WatchesRawSource(r.Registry.ReplicaSource(toReplicator)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		Complete(r)
+}
+
+// watchedKinds are empty objects of the kinds whose drift is repaired at once
+// (flotillav1.ReplicatedKinds' Watched), typed as the scheme knows them: the manager's cache shares
+// their informers with every other controller watching the same kinds.
+func watchedKinds(scheme *runtime.Scheme) ([]client.Object, error) {
+	var out []client.Object
+	for _, k := range flotillav1.ReplicatedKinds {
+		if !k.Watched {
+			continue
+		}
+		obj, err := scheme.New(k.GroupVersionKind())
+		if err != nil {
+			return nil, fmt.Errorf("watching what Replicators applied of %s: %w", k.Kind, err)
+		}
+		o, ok := obj.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("watching what Replicators applied of %s: %T is no object", k.Kind, obj)
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 // deletionPredicate passes a Replicator whose deletion started (its generation does not change).
