@@ -15,6 +15,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/ssa"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
@@ -194,7 +195,7 @@ func (r *Reconciler) sync(ctx context.Context, sec clusters.Secondary, key Key, 
 	if copied == nil {
 		return fmt.Errorf("copying %s: no copy of a %T", key, src)
 	}
-	yielded, err := apply(ctx, sec.Client, copied)
+	yielded, err := copies.Apply(ctx, sec.Client, copied)
 	if err != nil {
 		return err
 	}

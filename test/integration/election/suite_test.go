@@ -30,6 +30,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/proxy"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
+	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
 	"github.com/flotilla-dev/flotilla/test/testbed"
@@ -175,7 +176,7 @@ func startManager(ctx context.Context, primaryID string) {
 	Expect((&dependency.Reconciler{Cache: mgr.GetClient(), Primary: mgr.GetAPIReader(), Secondaries: registry,
 		Grace: grace}).SetupWithManager(mgr, dependencies)).To(Succeed())
 	Expect((&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: recorder, SealKey: sealKey, Refit: podHandler.Refit,
-		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: primaryID},
+		Reflector:    &copies.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: primaryID},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient())}).SetupWithManager(ctx, mgr, 4)).To(Succeed())
 	Expect(mgr.Add(&proxy.Sweeper{Proxies: mgr.GetClient(), Registry: registry, Interval: 2 * time.Second,
 		Log: ctrl.Log.WithName("sweep")})).To(Succeed())
