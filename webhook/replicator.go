@@ -44,26 +44,6 @@ func (r Right) String() string {
 	return r.Verb + " " + res + " in namespace " + r.Namespace
 }
 
-// replicatedResources maps every kind a Replicator may write to its API group and resource. The
-// group is fixed by the kind: a manifest whose apiVersion names another group would make the
-// manager write some other API's object of that kind, which no right checked here covers.
-var replicatedResources = map[string]schema.GroupResource{
-	"ConfigMap":               {Group: "", Resource: "configmaps"},
-	"Secret":                  {Group: "", Resource: "secrets"},
-	"Service":                 {Group: "", Resource: "services"},
-	"ServiceAccount":          {Group: "", Resource: "serviceaccounts"},
-	"Ingress":                 {Group: "networking.k8s.io", Resource: "ingresses"},
-	"NetworkPolicy":           {Group: "networking.k8s.io", Resource: "networkpolicies"},
-	"Deployment":              {Group: "apps", Resource: "deployments"},
-	"StatefulSet":             {Group: "apps", Resource: "statefulsets"},
-	"DaemonSet":               {Group: "apps", Resource: "daemonsets"},
-	"Job":                     {Group: "batch", Resource: "jobs"},
-	"CronJob":                 {Group: "batch", Resource: "cronjobs"},
-	"PodDisruptionBudget":     {Group: "policy", Resource: "poddisruptionbudgets"},
-	"HorizontalPodAutoscaler": {Group: "autoscaling", Resource: "horizontalpodautoscalers"},
-	"Certificate":             {Group: "cert-manager.io", Resource: "certificates"},
-}
-
 // writeVerbs are what the Replicator does to each object it owns: server-side apply (create for
 // a new object, patch for an existing one) and delete (pruning, and its own deletion).
 var writeVerbs = []string{"create", "patch", "delete"}
@@ -91,7 +71,11 @@ func ReplicatorRights(spec *flotillav1.ReplicatorSpec, namespaceExists bool) ([]
 			continue
 		}
 		seen[k] = true
-		gr := replicatedResources[k]
+		rk, ok := flotillav1.ReplicatedKindOf(k)
+		if !ok {
+			return nil, fmt.Errorf("a Replicator does not write %s objects", k)
+		}
+		gr := rk.GroupResource()
 		for _, v := range writeVerbs {
 			out = append(out, Right{Verb: v, Group: gr.Group, Resource: gr.Resource, Namespace: ns})
 		}
@@ -109,7 +93,10 @@ func ReplicatorRights(spec *flotillav1.ReplicatorSpec, namespaceExists bool) ([]
 	return out, nil
 }
 
-// replicatedKinds lists the kinds a Replicator writes, in its apply order.
+// replicatedKinds lists the kinds a Replicator writes, in its apply order: each one of
+// flotillav1.ReplicatedKinds, whose group is fixed by the kind (a manifest whose apiVersion names
+// another group would make the manager write some other API's object of that kind, which no right
+// checked here covers).
 func replicatedKinds(spec *flotillav1.ReplicatorSpec) ([]string, error) {
 	var kinds []string
 	if spec.ConfigMapName != "" {
@@ -131,8 +118,8 @@ func replicatedKinds(spec *flotillav1.ReplicatorSpec) ([]string, error) {
 		kinds = append(kinds, "Ingress")
 	}
 	for i, m := range spec.Resources {
-		gr, ok := replicatedResources[m.Kind]
-		if !ok || m.Kind == "Certificate" {
+		k, ok := flotillav1.ReplicatedKindOf(m.Kind)
+		if !ok || !k.InResources {
 			// The CRD's own rule refuses it, after this webhook (a mutating webhook runs before
 			// validation): a denial here would hide the schema's message, and the object is never
 			// stored either way.
@@ -142,8 +129,8 @@ func replicatedKinds(spec *flotillav1.ReplicatorSpec) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("resources[%d]: apiVersion %q: %w", i, m.APIVersion, err)
 		}
-		if gv.Group != gr.Group {
-			return nil, fmt.Errorf("resources[%d]: a %s must have an apiVersion of group %q, not %q", i, m.Kind, gr.Group, m.APIVersion)
+		if gv.Group != k.Group {
+			return nil, fmt.Errorf("resources[%d]: a %s must have an apiVersion of group %q, not %q", i, m.Kind, k.Group, m.APIVersion)
 		}
 		kinds = append(kinds, m.Kind)
 	}

@@ -51,13 +51,14 @@ type Grant struct {
 
 var (
 	watched  = []string{"get", "list", "watch"}
-	written  = []string{"get", "create", "update", "patch", "delete"}
 	informed = []string{"get", "list", "watch", "create", "update", "patch", "delete"}
 )
 
 // Grants are the ClusterRole rules of a primary in a secondary, each with its reason: only what a
 // code path uses. Writes are further confined to managed namespaces by the admission policy. RBAC
-// cannot select namespaces by label, so what must be read or watched is granted cluster-wide.
+// cannot select namespaces by label, so what must be read or watched is granted cluster-wide. The
+// rules of the kinds a Replicator writes and of the dependency copies are derived from their
+// tables (kindGrants); the others are listed here.
 func Grants(primaryID string) []Grant {
 	core := func(verbs []string, resources ...string) rbacv1.PolicyRule {
 		return rbacv1.PolicyRule{APIGroups: []string{""}, Resources: resources, Verbs: verbs}
@@ -65,7 +66,7 @@ func Grants(primaryID string) []Grant {
 	group := func(g string, verbs []string, resources ...string) rbacv1.PolicyRule {
 		return rbacv1.PolicyRule{APIGroups: []string{g}, Resources: resources, Verbs: verbs}
 	}
-	return []Grant{
+	grants := []Grant{
 		{core(watched, "nodes"), "capacity of the virtual node (informer on nodes)"},
 		{core(informed, "pods"), "capacity (informer on all pods: requests of pods that are not delegates), delegates (create, delete, informer), a Replicator's namespace check (list)"},
 		{core([]string{"list"}, "events"), "a delegate that does not start or stay up: its Events, listed by its UID, shown on its proxy"},
@@ -74,22 +75,20 @@ func Grants(primaryID string) []Grant {
 		{core([]string{"update", "patch"}, "pods/resize"), "in-place resize of a proxy (its containers' requests and limits) carried to the delegate; admitted by the policy only for this primary's delegates"},
 		{core([]string{"create"}, "pods/exec", "pods/attach", "pods/portforward"), "kubectl exec, attach and port-forward on a proxy; admitted by the policy only in managed namespaces"},
 		{core([]string{"get", "list", "create", "update", "patch", "delete"}, "namespaces"), "namespaces of delegates and Replicators (created labelled managed-by, Pod Security labels kept in step), a Replicator's namespace deleted with it, those created for delegates listed (label-selected) and deleted once the primary's is gone"},
-		{core(informed, "configmaps", "services"), "dependency copies and Replicator objects (applied, deleted), drift watch of what Replicators applied (informer, label-selected), a Replicator's namespace check (list)"},
-		{core([]string{"create", "update", "patch", "delete"}, "secrets"), "dependency copies and a Replicator's TLS Secrets: written, never read"},
-		{core(append([]string{"list"}, written...), "serviceaccounts"), "the ServiceAccount a delegate runs as (created; an existing one is read to tell whether it is Flotilla's); listed before a Replicator deletes a namespace it created"},
-		{core([]string{"list"}, "persistentvolumeclaims"), "listed before a Replicator deletes a namespace it created: a user's claim keeps it"},
-		{group("networking.k8s.io", written, "networkpolicies"), "NetworkPolicies copied with the delegates they select"},
-		{group("networking.k8s.io", informed, "ingresses"), "a Replicator's Ingress (applied, drift watch)"},
-		{group("metrics.k8s.io", []string{"list"}, "pods"), "kubectl top and HPAs in the primary: the delegates' usage (listed selected by this primary's label) behind the virtual nodes' resource metrics"},
-		{group("apps", informed, "deployments"), "a Replicator's Deployment (applied, drift watch)"},
-		{group("apps", append([]string{"list"}, written...), "statefulsets", "daemonsets"), "a Replicator's extra resources (allow-list); listed before it deletes a namespace it created"},
-		{group("batch", append([]string{"list"}, written...), "jobs", "cronjobs"), "a Replicator's extra resources (allow-list); listed before it deletes a namespace it created"},
-		{group("policy", written, "poddisruptionbudgets"), "a Replicator's extra resources (allow-list)"},
-		{group("autoscaling", append([]string{"list"}, written...), "horizontalpodautoscalers"), "a Replicator's extra resources (allow-list); listed in its namespace to leave replicas alone under an HPA"},
-		{group(flotillav1.GroupVersion.Group, []string{"get", "list", "watch", "create"}, "flotillaprimaries"), "the FlotillaPrimary that owns everything of this primary there"},
-		{rbacv1.PolicyRule{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"},
-			Verbs: []string{"update", "patch", "delete"}, ResourceNames: []string{primaryID}}, "its own FlotillaPrimary only"},
 	}
+	grants = append(grants, kindGrants()...)
+	listed := "listed before a Replicator deletes a namespace it created (a user's object keeps it) and, for pods, ConfigMaps and Services, by its namespace check"
+	return append(grants,
+		Grant{core([]string{"list"}, "pods", "configmaps", "services", "serviceaccounts", "persistentvolumeclaims"), listed},
+		Grant{group("apps", []string{"list"}, "deployments", "statefulsets", "daemonsets"), listed},
+		Grant{group("batch", []string{"list"}, "jobs", "cronjobs"), listed},
+		Grant{group("networking.k8s.io", []string{"list"}, "ingresses"), listed},
+		Grant{group("autoscaling", []string{"list"}, "horizontalpodautoscalers"), "listed in a Replicator's namespace to leave replicas alone under an HPA"},
+		Grant{group("metrics.k8s.io", []string{"list"}, "pods"), "kubectl top and HPAs in the primary: the delegates' usage (listed selected by this primary's label) behind the virtual nodes' resource metrics"},
+		Grant{group(flotillav1.GroupVersion.Group, []string{"get", "list", "watch", "create"}, "flotillaprimaries"), "the FlotillaPrimary that owns everything of this primary there"},
+		Grant{rbacv1.PolicyRule{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"},
+			Verbs: []string{"update", "patch", "delete"}, ResourceNames: []string{primaryID}}, "its own FlotillaPrimary only"},
+	)
 }
 
 // Rules are the ClusterRole rules of a primary in a secondary (Grants without the reasons).

@@ -8,5 +8,7 @@
 // need (namespaces, pods, ConfigMaps, Services, ServiceAccounts, NetworkPolicies) and of Secrets
 // WITHOUT get/list/watch, kubectl logs/exec/attach/port-forward into pods, its own FlotillaPrimary,
 // and a token for its own ServiceAccount (renewal). Never: RBAC objects, cluster-admin, reads of
-// Secrets.
+// Secrets. The rules of the kinds a Replicator writes and of the dependency copies are derived
+// from their tables, v1alpha1.ReplicatedKinds and translate.DependencyKinds: a kind added to
+// either is granted with it.
 package access

@@ -19,6 +19,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/namespace"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/proxy"
+	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/webhook"
 )
@@ -61,7 +62,7 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 	}
 	if err := (&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: mgr.GetEventRecorder(eventSource),
 		FlatNetwork: opts.Election.PodNetwork == PodNetworkFlat, SealKey: sealKey, Refit: podHandler.Refit,
-		Reflector:    &dependency.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
+		Reflector:    &copies.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),
 		PerCluster:   opts.Election.proxyWorkersPerCluster(), Clock: opts.Clock,
 	}).SetupWithManager(ctx, mgr, proxyOptions(opts.Election)); err != nil {

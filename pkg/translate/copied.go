@@ -12,6 +12,25 @@ type Copied struct {
 	ConfigMaps, Secrets map[string]bool
 }
 
+// Add records that the object of kind named name was copied (ConfigMaps and Secrets: the kinds a
+// pod spec's references KeepCopied keeps; other kinds are not recorded).
+func (c *Copied) Add(kind, name string) {
+	switch kind {
+	case KindConfigMap:
+		c.ConfigMaps = addName(c.ConfigMaps, name)
+	case KindSecret:
+		c.Secrets = addName(c.Secrets, name)
+	}
+}
+
+func addName(names map[string]bool, name string) map[string]bool {
+	if names == nil {
+		names = map[string]bool{}
+	}
+	names[name] = true
+	return names
+}
+
 // publishedByEveryCluster are ConfigMaps each cluster publishes in every namespace: a reference
 // to one means the cluster the pod runs in (the CA of its own API server), so it stays.
 var publishedByEveryCluster = map[string]bool{"kube-root-ca.crt": true}

@@ -103,3 +103,13 @@ func TestNotOffloadable(t *testing.T) {
 		t.Fatalf("problems %v, want 3", p)
 	}
 }
+
+func TestCopiedAddRecordsWhatKeepCopiedKeeps(t *testing.T) {
+	var c Copied
+	c.Add(KindConfigMap, "conf")
+	c.Add(KindSecret, "db")
+	c.Add(KindService, "web")
+	if !c.ConfigMaps["conf"] || !c.Secrets["db"] || len(c.ConfigMaps) != 1 || len(c.Secrets) != 1 {
+		t.Errorf("copied = %+v", c)
+	}
+}

@@ -32,6 +32,12 @@ func SecretCopy(src *corev1.Secret, primaryID string, owner metav1.OwnerReferenc
 		Data:       src.Data, Type: src.Type, Immutable: src.Immutable}
 }
 
+// ServiceAccountCopy is the secondary's ServiceAccount of the name a delegate runs as: nothing of
+// the primary's (its tokens and RBAC are each cluster's own), only Flotilla's metadata.
+func ServiceAccountCopy(src *corev1.ServiceAccount, primaryID string, owner metav1.OwnerReference) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{ObjectMeta: CopyMeta(src.Name, src.Namespace, primaryID, owner)}
+}
+
 // ServiceCopy is the secondary's copy of a Service that selects elected pods. What belongs to the
 // primary's network is cleared so that the secondary allocates its own: cluster IPs (headless kept),
 // node ports, health-check node port, load-balancer IP, external IPs, IP families; the type becomes

@@ -4,18 +4,17 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
-// Kinds of objects copied to secondaries.
+// Kinds of objects copied to secondaries (DependencyKinds).
 const (
-	KindConfigMap     = "ConfigMap"
-	KindSecret        = "Secret"
-	KindService       = "Service"
-	KindNetworkPolicy = "NetworkPolicy"
-	KindIngress       = "Ingress"
+	KindConfigMap      = "ConfigMap"
+	KindSecret         = "Secret"
+	KindServiceAccount = "ServiceAccount"
+	KindService        = "Service"
+	KindNetworkPolicy  = "NetworkPolicy"
+	KindIngress        = "Ingress"
 )
 
 // Ref is a referenced ConfigMap or Secret.
@@ -109,24 +108,23 @@ func volumeDependencies(volumes []corev1.Volume, ref func(cm bool, name string, 
 	}
 }
 
-// Uses says whether a proxy references (ConfigMap, Secret) or is selected by (Service,
-// NetworkPolicy) an object of the primary.
+// Uses says whether a proxy references (ConfigMap, Secret, ServiceAccount) or is selected by
+// (Service, NetworkPolicy) an object of the primary of a kind of DependencyKinds. An Ingress is
+// used through its backend Services: Uses of each of them.
 func Uses(proxy *corev1.Pod, kind string, obj metav1.Object) bool {
-	switch o := obj.(type) {
-	case *corev1.Service:
-		return len(o.Spec.Selector) > 0 && labels.SelectorFromSet(o.Spec.Selector).Matches(labels.Set(proxy.Labels))
-	case *networkingv1.NetworkPolicy:
-		sel, err := metav1.LabelSelectorAsSelector(&o.Spec.PodSelector)
-		return err == nil && sel.Matches(labels.Set(proxy.Labels))
+	k, ok := DependencyKindOf(kind)
+	if !ok {
+		return false
 	}
-	cms, secrets := Dependencies(proxy)
-	refs := cms
-	if kind == KindSecret {
-		refs = secrets
-	}
-	for _, ref := range refs {
-		if ref.Name == obj.GetName() {
-			return true
+	switch k.Use {
+	case UseSelector:
+		o, ok := obj.(Object)
+		return ok && k.Selects(o, proxy)
+	case UseReference:
+		for _, ref := range k.References(proxy) {
+			if ref.Name == obj.GetName() {
+				return true
+			}
 		}
 	}
 	return false

@@ -111,14 +111,14 @@ type ReplicatorSpec struct {
 	// +optional
 	TLS *ReplicatorTLS `json:"tls,omitempty"`
 
-	// Resources are further namespaced manifests, of the kinds ConfigMap, Secret, Service,
-	// Ingress, Deployment, StatefulSet, DaemonSet, Job, CronJob, ServiceAccount,
-	// PodDisruptionBudget, HorizontalPodAutoscaler, NetworkPolicy.
+	// Resources are further namespaced manifests (at most MaxResources), of the kinds
+	// ReplicatedKinds allows in them: the rules are Manifests', generated from that table.
 	// +optional
-	// +kubebuilder:validation:MaxItems=100
-	// +kubebuilder:validation:XValidation:rule="self.all(r, r.kind in ['ConfigMap', 'Secret', 'Service', 'Ingress', 'Deployment', 'StatefulSet', 'DaemonSet', 'Job', 'CronJob', 'ServiceAccount', 'PodDisruptionBudget', 'HorizontalPodAutoscaler', 'NetworkPolicy'])",message="resources may only hold ConfigMap, Secret, Service, Ingress, Deployment, StatefulSet, DaemonSet, Job, CronJob, ServiceAccount, PodDisruptionBudget, HorizontalPodAutoscaler or NetworkPolicy"
-	Resources []Manifest `json:"resources,omitempty"`
+	Resources Manifests `json:"resources,omitempty"`
 }
+
+// MaxResources is how many manifests a Replicator's resources may hold.
+const MaxResources = 100
 
 // Manifest is one Kubernetes object of Resources: its kind and metadata are in the schema (so that
 // CEL can check them at apply time), the rest is kept as written.

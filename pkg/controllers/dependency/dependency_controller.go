@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -16,6 +15,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
 	"github.com/flotilla-dev/flotilla/pkg/ssa"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
@@ -102,25 +102,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, key Key) (ctrl.Result, error
 	return r.release(ctx, sec, key)
 }
 
-// source is the primary's object (metadata only for ConfigMaps and Secrets), nil when it is gone.
+// source is the primary's object (metadata only for kinds read through the metadata watch), nil
+// when it is gone.
 func (r *Reconciler) source(ctx context.Context, key Key) (client.Object, error) {
-	var obj client.Object
-	switch key.Kind {
-	case translate.KindConfigMap, translate.KindSecret:
+	kind, ok := translate.DependencyKindOf(key.Kind)
+	switch {
+	case !ok || !kind.Synced():
+		return nil, fmt.Errorf("unknown kind %q", key.Kind)
+	case kind.Read == translate.ReadMetadata:
 		rv, ok := r.Versions.Version(key.Kind, key.Namespace, key.Name)
 		if !ok {
 			return nil, nil
 		}
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, ResourceVersion: rv}}, nil
-	case translate.KindService:
-		obj = &corev1.Service{}
-	case translate.KindNetworkPolicy:
-		obj = &networkingv1.NetworkPolicy{}
-	case translate.KindIngress:
-		obj = &networkingv1.Ingress{}
-	default:
-		return nil, fmt.Errorf("unknown kind %q", key.Kind)
 	}
+	var obj client.Object = kind.New()
 	if err := r.Cache.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
@@ -136,23 +132,12 @@ func (r *Reconciler) inUse(ctx context.Context, key Key, src client.Object) (boo
 	if err := r.Cache.List(ctx, &proxies, client.InNamespace(key.Namespace)); err != nil {
 		return false, fmt.Errorf("listing proxies in %s: %w", key.Namespace, err)
 	}
-	node := flotillav1.VirtualNodeName(key.Cluster)
-	uses := func(p *corev1.Pod) bool { return translate.Uses(p, key.Kind, src) }
-	if ing, ok := src.(*networkingv1.Ingress); ok {
-		// An Ingress follows the delegates its backend Services select.
-		backends, err := r.backends(ctx, ing)
-		if err != nil {
-			return false, err
-		}
-		uses = func(p *corev1.Pod) bool {
-			for _, svc := range backends {
-				if translate.Uses(p, translate.KindService, svc) {
-					return true
-				}
-			}
-			return false
-		}
+	kind, _ := translate.DependencyKindOf(key.Kind)
+	uses, err := r.usedBy(ctx, kind, src)
+	if err != nil {
+		return false, err
 	}
+	node := flotillav1.VirtualNodeName(key.Cluster)
 	for i := range proxies.Items {
 		p := &proxies.Items[i]
 		if p.Spec.NodeName == node && !translate.Terminal(p) && uses(p) {
@@ -162,17 +147,30 @@ func (r *Reconciler) inUse(ctx context.Context, key Key, src client.Object) (boo
 	return false, nil
 }
 
-// backends reads the Services of the primary an Ingress sends to (those that exist).
-func (r *Reconciler) backends(ctx context.Context, ing *networkingv1.Ingress) ([]*corev1.Service, error) {
+// usedBy says which proxies use obj, of kind: those that reference it or that it selects, and for
+// a kind that sends to Services (an Ingress), those its backend Services select.
+func (r *Reconciler) usedBy(ctx context.Context, kind translate.DependencyKind, obj client.Object) (func(*corev1.Pod) bool, error) {
+	if kind.Use != translate.UseBackends {
+		return func(p *corev1.Pod) bool { return translate.Uses(p, kind.Kind, obj) }, nil
+	}
+	backends, err := r.backends(ctx, kind, obj)
+	if err != nil {
+		return nil, err
+	}
+	return func(p *corev1.Pod) bool { return selectedByAny(p, backends) }, nil
+}
+
+// backends reads the Services of the primary obj sends to (those that exist).
+func (r *Reconciler) backends(ctx context.Context, kind translate.DependencyKind, obj client.Object) ([]*corev1.Service, error) {
 	var out []*corev1.Service
-	for _, name := range translate.IngressServices(ing) {
+	for _, name := range kind.Backends(obj) {
 		svc := &corev1.Service{}
-		err := r.Cache.Get(ctx, client.ObjectKey{Namespace: ing.Namespace, Name: name}, svc)
+		err := r.Cache.Get(ctx, client.ObjectKey{Namespace: obj.GetNamespace(), Name: name}, svc)
 		switch {
 		case apierrors.IsNotFound(err):
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("reading Service %s/%s of Ingress %s: %w", ing.Namespace, name, ing.Name, err)
+			return nil, fmt.Errorf("reading Service %s/%s of %s %s: %w", obj.GetNamespace(), name, kind.Kind, obj.GetName(), err)
 		}
 		out = append(out, svc)
 	}
@@ -189,29 +187,19 @@ func (r *Reconciler) sync(ctx context.Context, sec clusters.Secondary, key Key, 
 		return nil
 	}
 	owner := translate.Owner(r.Secondaries.PrimaryID(), sec.OwnerUID)
-	primaryID := r.Secondaries.PrimaryID()
-	var copied client.Object
-	switch o := src.(type) {
-	case *corev1.Service:
-		copied = translate.ServiceCopy(o, primaryID, owner)
-	case *networkingv1.NetworkPolicy:
-		copied = translate.NetworkPolicyCopy(o, primaryID, owner)
-	case *networkingv1.Ingress:
-		copied = translate.IngressCopy(o, primaryID, owner)
-	default:
-		full, err := r.read(ctx, key)
+	kind, _ := translate.DependencyKindOf(key.Kind)
+	if kind.Read == translate.ReadMetadata {
+		full, err := r.read(ctx, kind, key)
 		if err != nil || full == nil {
 			return err
 		}
-		rv = full.GetResourceVersion()
-		switch f := full.(type) {
-		case *corev1.ConfigMap:
-			copied = translate.ConfigMapCopy(f, primaryID, owner)
-		case *corev1.Secret:
-			copied = translate.SecretCopy(f, primaryID, owner)
-		}
+		src, rv = full, full.GetResourceVersion()
 	}
-	yielded, err := apply(ctx, sec.Client, copied)
+	var copied client.Object = kind.Copy(src, r.Secondaries.PrimaryID(), owner)
+	if copied == nil {
+		return fmt.Errorf("copying %s: no copy of a %T", key, src)
+	}
+	yielded, err := copies.Apply(ctx, sec.Client, copied)
 	if err != nil {
 		return err
 	}
@@ -232,19 +220,16 @@ func (r *Reconciler) sync(ctx context.Context, sec clusters.Secondary, key Key, 
 	return nil
 }
 
-// read gets a ConfigMap or Secret of the primary in full; nil when it is gone or never copied.
-func (r *Reconciler) read(ctx context.Context, key Key) (client.Object, error) {
-	var obj client.Object = &corev1.ConfigMap{}
-	if key.Kind == translate.KindSecret {
-		obj = &corev1.Secret{}
-	}
+// read gets the primary's object in full; nil when it is gone or never copied.
+func (r *Reconciler) read(ctx context.Context, kind translate.DependencyKind, key Key) (client.Object, error) {
+	var obj client.Object = kind.New()
 	if err := r.Primary.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: key.Name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("reading %s %s/%s: %w", key.Kind, key.Namespace, key.Name, err)
 	}
-	if s, ok := obj.(*corev1.Secret); ok && s.Type == corev1.SecretTypeServiceAccountToken {
+	if kind.NotCopied != nil && kind.NotCopied(obj) != "" {
 		return nil, nil // the secondary has its own
 	}
 	return obj, nil
@@ -273,23 +258,15 @@ func (r *Reconciler) forget(key Key) {
 }
 
 func (r *Reconciler) deleteCopy(ctx context.Context, sec clusters.Secondary, key Key) error {
-	var obj client.Object
-	switch key.Kind {
-	case translate.KindSecret:
-		obj = &corev1.Secret{}
-	case translate.KindConfigMap:
-		obj = &corev1.ConfigMap{}
-	case translate.KindService:
-		obj = &corev1.Service{}
-	case translate.KindNetworkPolicy:
-		obj = &networkingv1.NetworkPolicy{}
-	case translate.KindIngress:
-		obj = &networkingv1.Ingress{}
+	kind, ok := translate.DependencyKindOf(key.Kind)
+	if !ok {
+		return fmt.Errorf("removing unused %s: unknown kind", key)
 	}
+	var obj client.Object = kind.New()
 	obj.SetNamespace(key.Namespace)
 	obj.SetName(key.Name)
 	var rv string
-	if key.Kind == translate.KindSecret {
+	if kind.WriteOnly {
 		// Never read in a secondary: deleted only as reflection last wrote it (and the admission
 		// policy installed at join lets Flotilla delete only Secrets that carry its label).
 		r.mu.Lock()

@@ -6,7 +6,7 @@ import (
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -26,8 +26,9 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
-// MetadataWatch watches the metadata (never the content) of the primary's ConfigMaps and Secrets:
-// enough to know when a copy is stale, without holding every Secret of the cluster in memory.
+// MetadataWatch watches the metadata (never the content) of the primary's objects of the kinds
+// read that way (translate.ReadMetadata: ConfigMaps and Secrets): enough to know when a copy is
+// stale, without holding every Secret of the cluster in memory.
 type MetadataWatch struct {
 	factory metadatainformer.SharedInformerFactory
 	inform  map[string]toolscache.SharedIndexInformer
@@ -37,8 +38,11 @@ type MetadataWatch struct {
 func NewMetadataWatch(c metadata.Interface) *MetadataWatch {
 	w := &MetadataWatch{factory: metadatainformer.NewFilteredSharedInformerFactory(c, 0, metav1.NamespaceAll, nil),
 		inform: map[string]toolscache.SharedIndexInformer{}}
-	w.inform[translate.KindConfigMap] = w.factory.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Informer()
-	w.inform[translate.KindSecret] = w.factory.ForResource(corev1.SchemeGroupVersion.WithResource("secrets")).Informer()
+	for _, k := range translate.DependencyKinds {
+		if k.Read == translate.ReadMetadata {
+			w.inform[k.Kind] = w.factory.ForResource(k.Resource).Informer()
+		}
+	}
 	for _, inf := range w.inform {
 		_ = inf.SetTransform(MetadataOnlyKey)
 	}
@@ -118,9 +122,10 @@ func metadataSource[R comparable](w *MetadataWatch, kind string, keys func(ctx c
 	})
 }
 
-// WaitingProxies is a source for the proxy reconciler: a ConfigMap or Secret that appears or
-// changes in the primary brings back at once the Pending proxies of its namespace that reference
-// it (instead of their polling for it). proxies reads proxies (the manager's cache).
+// WaitingProxies are sources for the proxy reconciler: a referenced object read through the
+// metadata watch (a ConfigMap or Secret) that appears or changes in the primary brings back at
+// once the Pending proxies of its namespace that reference it (instead of their polling for it).
+// proxies reads proxies (the manager's cache).
 func (w *MetadataWatch) WaitingProxies(proxies client.Reader) []source.Source {
 	keys := func(ctx context.Context, kind, namespace, name string) []reconcile.Request {
 		var list corev1.PodList
@@ -136,36 +141,42 @@ func (w *MetadataWatch) WaitingProxies(proxies client.Reader) []source.Source {
 		}
 		return out
 	}
-	return []source.Source{metadataSource(w, translate.KindConfigMap, keys), metadataSource(w, translate.KindSecret, keys)}
+	var out []source.Source
+	for _, k := range translate.DependencyKinds {
+		if k.Read == translate.ReadMetadata && k.Use == translate.UseReference {
+			out = append(out, metadataSource(w, k.Kind, keys))
+		}
+	}
+	return out
 }
 
-// SetupWithManager wires the sync: proxies, Services and NetworkPolicies from the manager's cache,
-// ConfigMaps and Secrets from w. Each event becomes the keys of the copies it may change.
+// SetupWithManager wires the sync: proxies and the kinds read from the manager's cache
+// (Services, Ingresses, NetworkPolicies) from it, the kinds read as metadata (ConfigMaps and
+// Secrets) from r.Metadata. Each event becomes the keys of the copies it may change.
 func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
 	w := r.Metadata
 	if err := mgr.Add(w); err != nil {
 		return fmt.Errorf("adding the metadata watch: %w", err)
 	}
 	r.Versions = w
-	return builder.TypedControllerManagedBy[Key](mgr).
+	b := builder.TypedControllerManagedBy[Key](mgr).
 		Named("dependencies").
 		WatchesRawSource(source.TypedKind(mgr.GetCache(), &corev1.Pod{},
-			handler.TypedEnqueueRequestsFromMapFunc(r.keysForProxy), proxyChanged())).
-		WatchesRawSource(source.TypedKind(mgr.GetCache(), &corev1.Service{},
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, s *corev1.Service) []Key {
-				return r.keysForObject(ctx, translate.KindService, s.Namespace, s.Name)
-			}))).
-		WatchesRawSource(source.TypedKind(mgr.GetCache(), &networkingv1.NetworkPolicy{},
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, n *networkingv1.NetworkPolicy) []Key {
-				return r.keysForObject(ctx, translate.KindNetworkPolicy, n.Namespace, n.Name)
-			}))).
-		WatchesRawSource(source.TypedKind(mgr.GetCache(), &networkingv1.Ingress{},
-			handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, i *networkingv1.Ingress) []Key {
-				return r.keysForObject(ctx, translate.KindIngress, i.Namespace, i.Name)
-			}))).
-		WatchesRawSource(w.source(translate.KindConfigMap, r.keysForObject)).
-		WatchesRawSource(w.source(translate.KindSecret, r.keysForObject)).
-		WithOptions(keyOptions(options)).
+			handler.TypedEnqueueRequestsFromMapFunc(r.keysForProxy), proxyChanged()))
+	for _, k := range translate.DependencyKinds {
+		switch k.Read {
+		case translate.ReadCache:
+			kind := k.Kind
+			var obj client.Object = k.New()
+			b = b.WatchesRawSource(source.TypedKind(mgr.GetCache(), obj,
+				handler.TypedEnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []Key {
+					return r.keysForObject(ctx, kind, o.GetNamespace(), o.GetName())
+				})))
+		case translate.ReadMetadata:
+			b = b.WatchesRawSource(w.source(k.Kind, r.keysForObject))
+		}
+	}
+	return b.WithOptions(keyOptions(options)).
 		Complete(r)
 }
 
@@ -195,46 +206,54 @@ func selectedByAny(p *corev1.Pod, services []*corev1.Service) bool {
 
 func isProxy(p *corev1.Pod) bool { return p.Labels[flotillav1.LabelProxy] == "true" }
 
-// keysForProxy lists the copies a proxy uses in its secondary: its ConfigMaps and Secrets, and
-// the Services and NetworkPolicies that select it.
+// keysForProxy lists the copies a proxy uses in its secondary, of every kind kept in sync: the
+// objects it references, and those that select it or send to Services that do.
 func (r *Reconciler) keysForProxy(ctx context.Context, p *corev1.Pod) []Key {
 	cluster, ok := flotillav1.ClusterOfNode(p.Spec.NodeName)
 	if !ok {
 		return nil
 	}
 	var keys []Key
-	cms, secrets := translate.Dependencies(p)
-	for _, c := range cms {
-		keys = append(keys, Key{Cluster: cluster, Kind: translate.KindConfigMap, Namespace: p.Namespace, Name: c.Name})
-	}
-	for _, s := range secrets {
-		keys = append(keys, Key{Cluster: cluster, Kind: translate.KindSecret, Namespace: p.Namespace, Name: s.Name})
-	}
-	var services corev1.ServiceList
-	if err := r.Cache.List(ctx, &services, client.InNamespace(p.Namespace)); err == nil {
-		for i := range services.Items {
-			if translate.Uses(p, translate.KindService, &services.Items[i]) {
-				keys = append(keys, Key{Cluster: cluster, Kind: translate.KindService, Namespace: p.Namespace, Name: services.Items[i].Name})
-			}
+	for _, k := range translate.DependencyKinds {
+		if !k.Synced() {
+			continue
 		}
-	}
-	var ingresses networkingv1.IngressList
-	if err := r.Cache.List(ctx, &ingresses, client.InNamespace(p.Namespace)); err == nil {
-		for i := range ingresses.Items {
-			if backends, err := r.backends(ctx, &ingresses.Items[i]); err == nil && selectedByAny(p, backends) {
-				keys = append(keys, Key{Cluster: cluster, Kind: translate.KindIngress, Namespace: p.Namespace, Name: ingresses.Items[i].Name})
-			}
-		}
-	}
-	var policies networkingv1.NetworkPolicyList
-	if err := r.Cache.List(ctx, &policies, client.InNamespace(p.Namespace)); err == nil {
-		for i := range policies.Items {
-			if translate.Uses(p, translate.KindNetworkPolicy, &policies.Items[i]) {
-				keys = append(keys, Key{Cluster: cluster, Kind: translate.KindNetworkPolicy, Namespace: p.Namespace, Name: policies.Items[i].Name})
-			}
+		for _, name := range r.usedNames(ctx, k, p) {
+			keys = append(keys, Key{Cluster: cluster, Kind: k.Kind, Namespace: p.Namespace, Name: name})
 		}
 	}
 	return keys
+}
+
+// usedNames names the objects of kind the proxy uses: those it references, or, of those in the
+// cache, those that select it (directly or through their backend Services). An object that cannot
+// be read is left out: its own events bring its keys.
+func (r *Reconciler) usedNames(ctx context.Context, kind translate.DependencyKind, p *corev1.Pod) []string {
+	var names []string
+	if kind.Use == translate.UseReference {
+		for _, ref := range kind.References(p) {
+			names = append(names, ref.Name)
+		}
+		return names
+	}
+	list := kind.NewList()
+	if err := r.Cache.List(ctx, list, client.InNamespace(p.Namespace)); err != nil {
+		return nil
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil
+	}
+	for _, item := range items {
+		obj, ok := item.(client.Object)
+		if !ok {
+			continue
+		}
+		if uses, err := r.usedBy(ctx, kind, obj); err == nil && uses(p) {
+			names = append(names, obj.GetName())
+		}
+	}
+	return names
 }
 
 // keysForObject lists the copies of an object of the primary: one per secondary that has, or may

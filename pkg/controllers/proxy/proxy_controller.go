@@ -28,7 +28,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
-	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
+	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/delegates"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
@@ -58,7 +58,7 @@ type Reconciler struct {
 	Secondaries Secondaries
 	Recorder    events.EventRecorder
 	// Reflector copies the delegates' ConfigMaps, Secrets and ServiceAccounts to their secondary.
-	Reflector *dependency.Reflector
+	Reflector *copies.Reflector
 	// FlatNetwork reports delegates' IPs in the proxies' status (--pod-network=flat).
 	FlatNetwork bool
 	// Refit says which clusters fit a proxy the webhook gated because none did (the webhook's
@@ -288,8 +288,8 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	ownerRef := translate.Owner(primaryID, sec.OwnerUID)
 	var copied translate.Copied
 	if r.Reflector != nil {
-		var missing *dependency.Missing
-		var foreign *dependency.ForeignServiceAccount
+		var missing *copies.Missing
+		var foreign *copies.ForeignServiceAccount
 		var err error
 		copied, err = r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef)
 		switch {

@@ -30,24 +30,16 @@ const (
 	defaultIngressClass = "nginx"
 )
 
-// Allowed maps the kinds a Replicator may carry to their group-version-kind.
-var Allowed = map[string]schema.GroupVersionKind{
-	"ConfigMap":               corev1.SchemeGroupVersion.WithKind("ConfigMap"),
-	"Secret":                  corev1.SchemeGroupVersion.WithKind("Secret"),
-	"Service":                 corev1.SchemeGroupVersion.WithKind("Service"),
-	"ServiceAccount":          corev1.SchemeGroupVersion.WithKind("ServiceAccount"),
-	"Ingress":                 networkingv1.SchemeGroupVersion.WithKind("Ingress"),
-	"NetworkPolicy":           networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"),
-	"Deployment":              appsv1.SchemeGroupVersion.WithKind("Deployment"),
-	"StatefulSet":             appsv1.SchemeGroupVersion.WithKind("StatefulSet"),
-	"DaemonSet":               appsv1.SchemeGroupVersion.WithKind("DaemonSet"),
-	"Job":                     {Group: "batch", Version: "v1", Kind: "Job"},
-	"CronJob":                 {Group: "batch", Version: "v1", Kind: "CronJob"},
-	"PodDisruptionBudget":     {Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
-	"HorizontalPodAutoscaler": {Group: "autoscaling", Version: "v2", Kind: "HorizontalPodAutoscaler"},
-	// Not allowed in resources: the Certificates of tls.issuerRef, listed so that they are removed too.
-	"Certificate": certificateGVK,
-}
+// Allowed maps the kinds a Replicator writes (flotillav1.ReplicatedKinds: those its resources may
+// hold, and the Certificates of tls.issuerRef, listed so that they are removed too) to their
+// group-version-kind.
+var Allowed = func() map[string]schema.GroupVersionKind {
+	out := make(map[string]schema.GroupVersionKind, len(flotillav1.ReplicatedKinds))
+	for _, k := range flotillav1.ReplicatedKinds {
+		out[k.Kind] = k.GroupVersionKind()
+	}
+	return out
+}()
 
 // Place is one cluster a Replicator applies to, and what is known of it.
 type Place struct {

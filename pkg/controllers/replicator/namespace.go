@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -77,15 +78,11 @@ func checkNamespace(ctx context.Context, read client.Reader, in Inputs, cluster 
 // ServiceAccountOf is the ServiceAccount the pods of a workload run as ("" when the object has
 // no pod template, or names none: the namespace's default one).
 func ServiceAccountOf(u *unstructured.Unstructured) string {
-	var path []string
-	switch u.GetKind() {
-	case "Deployment", "StatefulSet", "DaemonSet", "Job":
-		path = []string{"spec", "template", "spec"}
-	case "CronJob":
-		path = []string{"spec", "jobTemplate", "spec", "template", "spec"}
-	default:
+	kind, ok := flotillav1.ReplicatedKindOf(u.GetKind())
+	if !ok || kind.PodSpec == nil {
 		return ""
 	}
+	path := slices.Clip(kind.PodSpec)
 	name, _, _ := unstructured.NestedString(u.Object, append(path, "serviceAccountName")...)
 	if name == "" {
 		// The deprecated alias, which the API server still honours when the other is empty.

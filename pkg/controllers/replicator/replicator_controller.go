@@ -258,7 +258,7 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 		}
 		key := appliedKey(rep, cluster, o.GetKind(), o.GetName())
 		hash, err := ssa.Hash(o.Object)
-		readable := primary || o.GetKind() != "Secret"
+		readable := readableIn(o.GetKind(), primary)
 		if err == nil && r.applied.Unchanged(key, hash, liveRV, readable, r.now(), blindReapply) {
 			pr.applied = append(pr.applied, ar)
 			continue
@@ -293,6 +293,13 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 	return pr
 }
 
+// readableIn says whether Flotilla reads objects of a kind in a cluster: everything in the primary,
+// and in a secondary all but the kinds it only writes (Secrets).
+func readableIn(kind string, primary bool) bool {
+	k, _ := flotillav1.ReplicatedKindOf(kind)
+	return primary || !k.WriteOnly
+}
+
 // readLive reads what decides parts of the desired objects: the live Deployment's selector and
 // whether an HPA scales it.
 // notOurs says why an object the Replicator would apply must be left alone: it exists, and is
@@ -303,7 +310,7 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 // Flotilla's.
 func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, place Place) (foreign, liveRV string, err error) {
 	primary := place.Primary
-	if o.GetKind() == "Secret" && !primary {
+	if !readableIn(o.GetKind(), primary) {
 		return "", "", nil
 	}
 	var have metav1.Object
@@ -568,15 +575,15 @@ func (r *Reconciler) accessTo(cluster string) (access, bool) {
 
 // deleteApplied deletes one object this Replicator applied (only if it still carries its label).
 func deleteApplied(ctx context.Context, acc access, rep *flotillav1.Replicator, a flotillav1.AppliedResource) error {
-	gvk, ok := Allowed[a.Kind]
+	kind, ok := flotillav1.ReplicatedKindOf(a.Kind)
 	if !ok || a.ApplyStatus == flotillav1.ApplyStatusDependencyCopy {
 		return nil // a dependency copy is reflection's to remove
 	}
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gvk)
+	u.SetGroupVersionKind(kind.GroupVersionKind())
 	u.SetNamespace(rep.Spec.ReplicationNamespace)
 	u.SetName(a.Name)
-	if a.Kind != "Secret" || a.Cluster == PrimaryName {
+	if readableIn(a.Kind, a.Cluster == PrimaryName) {
 		if err := acc.read.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 			return client.IgnoreNotFound(err)
 		}

@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,30 +30,51 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 		Named("replicator").
 		For(&flotillav1.Replicator{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, deletionPredicate())))
-	for _, w := range driftWatches() {
-		b = b.Watches(w.Object, toReplicator, labelled).
-			WatchesRawSource(r.Registry.Source(w, toReplicator))
+	watched, err := watchedKinds(mgr.GetScheme())
+	if err != nil {
+		return err
+	}
+	for _, obj := range watched {
+		b = b.Watches(obj, toReplicator, labelled).
+			WatchesRawSource(r.Registry.Source(driftWatch(obj), toReplicator))
 	}
 	return b.WithOptions(options).Complete(r)
 }
 
-// driftWatches are the kinds whose drift is repaired at once, in the primary and in every
-// secondary: this primary's objects that a Replicator applied (label flotilla.dev/replicator).
-// Secrets are not among them: Flotilla never reads a Secret of a secondary, and the periodic
-// resync repairs them.
-func driftWatches() []clusters.Watch {
-	objects := []client.Object{&appsv1.Deployment{}, &corev1.ConfigMap{}, &corev1.Service{}, &networkingv1.Ingress{}}
-	out := make([]clusters.Watch, 0, len(objects))
-	for _, o := range objects {
-		out = append(out, clusters.Watch{
-			Name:   "replicated " + fmt.Sprintf("%T", o),
-			Object: o,
-			Selector: func(primaryID string) string {
-				return flotillav1.LabelPrimary + "=" + primaryID + "," + flotillav1.LabelReplicator
-			},
-		})
+// driftWatch follows, in every secondary, this primary's objects of one kind that a Replicator
+// applied (label flotilla.dev/replicator), so drift there is repaired at once. Secrets are never
+// among the watched kinds: Flotilla never reads a Secret of a secondary, and the periodic resync
+// repairs them.
+func driftWatch(obj client.Object) clusters.Watch {
+	return clusters.Watch{
+		Name:   "replicated " + fmt.Sprintf("%T", obj),
+		Object: obj,
+		Selector: func(primaryID string) string {
+			return flotillav1.LabelPrimary + "=" + primaryID + "," + flotillav1.LabelReplicator
+		},
 	}
-	return out
+}
+
+// watchedKinds are empty objects of the kinds whose drift is repaired at once
+// (flotillav1.ReplicatedKinds' Watched), typed as the scheme knows them: the manager's cache shares
+// their informers with every other controller watching the same kinds.
+func watchedKinds(scheme *runtime.Scheme) ([]client.Object, error) {
+	var out []client.Object
+	for _, k := range flotillav1.ReplicatedKinds {
+		if !k.Watched {
+			continue
+		}
+		obj, err := scheme.New(k.GroupVersionKind())
+		if err != nil {
+			return nil, fmt.Errorf("watching what Replicators applied of %s: %w", k.Kind, err)
+		}
+		o, ok := obj.(client.Object)
+		if !ok {
+			return nil, fmt.Errorf("watching what Replicators applied of %s: %T is no object", k.Kind, obj)
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 // deletionPredicate passes a Replicator whose deletion started (its generation does not change).

@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -96,8 +95,8 @@ func (r *Reconciler) deleteCA(ctx context.Context, rep *flotillav1.Replicator) e
 	return nil
 }
 
-// certificateGVK is cert-manager's Certificate (API of cert-manager v1.20).
-var certificateGVK = schema.GroupVersionKind{Group: "cert-manager.io", Version: "v1", Kind: "Certificate"}
+// certificateGVK is cert-manager's Certificate.
+var certificateGVK = Allowed["Certificate"]
 
 // errCertificatesPending says cert-manager has not issued yet; the Replicator retries.
 var errCertificatesPending = errors.New("waiting for cert-manager to issue")

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 	"github.com/flotilla-dev/flotilla/pkg/uninstall"
 )
 
@@ -417,8 +419,15 @@ var _ = Describe("the chart's rendering", Label("render"), func() {
 })
 
 // replicatorWrites are the resources only Replicators write in the primary.
-var replicatorWrites = []string{"namespaces", "configmaps", "secrets", "services", "serviceaccounts", "deployments", "statefulsets",
-	"daemonsets", "jobs", "cronjobs", "poddisruptionbudgets", "horizontalpodautoscalers", "ingresses", "networkpolicies", "certificates"}
+// replicatorWrites are the resources a Replicator writes in the primary: its namespace and every
+// kind of v1alpha1.ReplicatedKinds.
+var replicatorWrites = func() []string {
+	out := []string{"namespaces"}
+	for _, k := range flotillav1.ReplicatedKinds {
+		out = append(out, k.Resource)
+	}
+	return out
+}()
 
 // managerWrites lists, per resource, the write verbs the manager's ClusterRole grants on it.
 func managerWrites(objs []*unstructured.Unstructured) map[string][]string {
@@ -467,6 +476,56 @@ var _ = Describe("the manager's rights in the primary", Label("render"), func() 
 		docs, err := os.ReadFile(filepath.Join(chartDir, "..", "..", "docs", "replicator.md"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(docs)).To(ContainSubstring("replicator.enabled"), "docs/replicator.md says how to grant these")
+	})
+})
+
+// managerGrants lists, per group/resource, the verbs the manager's ClusterRole grants on it
+// (cluster-wide: no resourceNames).
+func managerGrants(objs []*unstructured.Unstructured) map[string][]string {
+	out := map[string][]string{}
+	for _, r := range nested(find(objs, "ClusterRole", "flotilla-manager"), "rules").([]any) {
+		rule := r.(map[string]any)
+		if _, named := rule["resourceNames"]; named {
+			continue
+		}
+		groups, _ := rule["apiGroups"].([]any)
+		resources, _ := rule["resources"].([]any)
+		verbs, _ := rule["verbs"].([]any)
+		for _, g := range groups {
+			for _, res := range resources {
+				for _, v := range verbs {
+					key := g.(string) + "/" + res.(string)
+					out[key] = append(out[key], v.(string))
+				}
+			}
+		}
+	}
+	return out
+}
+
+var _ = Describe("the manager's rights in the primary, against the kind tables", Label("render"), func() {
+	It("read every dependency kind as the table reads it, watch every kind whose drift a Replicator repairs, and with replicator.enabled read and write every kind a Replicator writes", func(ctx SpecContext) {
+		grants := managerGrants(render(ctx))
+		for _, k := range translate.DependencyKinds {
+			if k.Read == translate.ReadNothing {
+				continue
+			}
+			// A metadata informer lists and watches; the content is read by name. The cache lists,
+			// watches and gets.
+			Expect(grants[k.Resource.Group+"/"+k.Resource.Resource]).To(ContainElements("get", "list", "watch"),
+				"the dependency sync reads %s in the primary (translate.DependencyKinds)", k.Kind)
+		}
+		for _, k := range flotillav1.ReplicatedKinds {
+			if k.Watched {
+				Expect(grants[k.Group+"/"+k.Resource]).To(ContainElements("list", "watch"),
+					"the Replicator's informer of %s runs whether or not replicator.enabled (v1alpha1.ReplicatedKinds)", k.Kind)
+			}
+		}
+		enabled := managerGrants(render(ctx, "replicator.enabled=true"))
+		for _, k := range flotillav1.ReplicatedKinds {
+			Expect(enabled[k.Group+"/"+k.Resource]).To(ContainElements("get", "create", "update", "patch", "delete"),
+				"with replicator.enabled a Replicator reads and writes %s (v1alpha1.ReplicatedKinds)", k.Kind)
+		}
 	})
 })
 
