@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(git rev-parse --show-toplevel)"
 
-pattern='\b(stop|session|wave|issue)s? #?[0-9]+\b|(^|[[:space:]([])#[0-9]{1,5}\b'
+pattern='(^|[^-[:alnum:]])(stop|session|wave|issue)s? #?[0-9]+\b|(^|[[:space:]([])#[0-9]{1,5}\b'
 
 # -I skips binary files; git grep exits 1 when nothing matches.
 if hits=$(git grep -n -I -i -E "$pattern" -- . ':(exclude)*.svg' ':(exclude)go.sum'); then
