@@ -11,12 +11,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/ssa"
 )
 
 // reconcileDelete removes what the Replicator applied in every cluster it knows of, then its
@@ -172,4 +174,126 @@ func isIssued(o client.Object, rep *flotillav1.Replicator) bool {
 		}
 	}
 	return false
+}
+
+// prune deletes what this Replicator applied before and no longer wants: objects dropped from
+// its spec, and everything in clusters no longer targeted. Nothing is deleted in a cluster whose
+// pass stopped early (what it applied there stays listed, so it is known later); a cluster no
+// longer targeted whose cleanup fails stays in the status until it succeeds. It returns the
+// results to add for those clusters.
+func (r *Reconciler) prune(ctx context.Context, rep *flotillav1.Replicator, results []placeResult, targets []string) []placeResult {
+	wanted, complete := map[string]bool{}, map[string]bool{}
+	for i := range results {
+		pr := &results[i]
+		complete[pr.sync.Name] = len(pr.applied) > 0 || pr.sync.Synced
+		for _, a := range pr.applied {
+			wanted[a.Cluster+"/"+a.Kind+"/"+a.Name] = true
+		}
+		if !complete[pr.sync.Name] {
+			pr.applied = remembered(rep, pr.sync.Name, pr.sync.Message)
+		}
+	}
+	targeted := map[string]bool{PrimaryName: true}
+	for _, t := range targets {
+		targeted[t] = true
+	}
+	for _, a := range rep.Status.Applied {
+		if !targeted[a.Cluster] || !complete[a.Cluster] || wanted[a.Cluster+"/"+a.Kind+"/"+a.Name] {
+			continue
+		}
+		if acc, ok := r.accessTo(a.Cluster); ok {
+			cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+			err := deleteApplied(cctx, acc, rep, a)
+			cancel()
+			r.applied.Forget(appliedKey(rep, a.Cluster, a.Kind, a.Name))
+			if err != nil {
+				// It stays listed as applied, so the next pass deletes it again.
+				r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonApplyFailed, "Prune",
+					"Cluster %s: removing %s %s, no longer wanted, failed: %v", a.Cluster, a.Kind, a.Name, err)
+				keepListed(results, a)
+			}
+		}
+	}
+	var leftovers []placeResult
+	for _, c := range rep.Status.Clusters {
+		if targeted[c.Name] {
+			continue
+		}
+		err := fmt.Errorf("not answering")
+		if acc, ok := r.accessTo(c.Name); ok {
+			cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+			err = r.cleanCluster(cctx, acc, rep, c.Name)
+			cancel()
+		}
+		if err != nil {
+			msg := "no longer targeted; removing what was applied failed: " + err.Error()
+			leftovers = append(leftovers, placeResult{sync: flotillav1.ClusterSync{Name: c.Name, Role: c.Role, Message: msg},
+				applied: remembered(rep, c.Name, msg)})
+		}
+	}
+	return leftovers
+}
+
+// keepListed keeps an object whose removal failed in its cluster's applied list.
+func keepListed(results []placeResult, a flotillav1.AppliedResource) {
+	for i := range results {
+		if results[i].sync.Name == a.Cluster {
+			results[i].applied = append(results[i].applied, a)
+			return
+		}
+	}
+}
+
+// remembered is what the status says was applied in a cluster, marked not applied now.
+func remembered(rep *flotillav1.Replicator, cluster, msg string) []flotillav1.AppliedResource {
+	var out []flotillav1.AppliedResource
+	for _, a := range rep.Status.Applied {
+		if a.Cluster == cluster {
+			a.ApplyStatus, a.Message = flotillav1.ApplyStatusFailed, msg
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// access is how Flotilla writes to and reads (uncached) one cluster.
+type access struct {
+	w       client.Client
+	read    client.Reader
+	primary bool
+}
+
+// accessTo reaches a cluster named in a Replicator's status.
+func (r *Reconciler) accessTo(cluster string) (access, bool) {
+	if cluster == PrimaryName {
+		return access{w: r.Client, read: r.Live, primary: true}, true
+	}
+	sec, ok := r.Registry.Secondary(cluster)
+	return access{w: sec.Client, read: sec.Client}, ok
+}
+
+// deleteApplied deletes one object this Replicator applied (only if it still carries its label).
+func deleteApplied(ctx context.Context, acc access, rep *flotillav1.Replicator, a flotillav1.AppliedResource) error {
+	kind, ok := flotillav1.ReplicatedKindOf(a.Kind)
+	if !ok || a.ApplyStatus == flotillav1.ApplyStatusDependencyCopy {
+		return nil // a dependency copy is reflection's to remove
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(kind.GroupVersionKind())
+	u.SetNamespace(rep.Spec.ReplicationNamespace)
+	u.SetName(a.Name)
+	if readableIn(a.Kind, a.Cluster == PrimaryName) {
+		if err := acc.read.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if u.GetLabels()[flotillav1.LabelReplicator] != LabelValue(rep.Name) || (a.Cluster != PrimaryName && ssa.Holds(u, flotillav1.FieldManagerReflection)) {
+			return nil // someone else's now, or shared with reflection (which removes it when unused)
+		}
+	}
+	// In a secondary, Secrets are never read: the admission policy lets Flotilla delete only
+	// those carrying its primary label.
+	if err := acc.w.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %s %s in %s: %w", a.Kind, a.Name, a.Cluster, err)
+	}
+	return nil
 }

@@ -1,0 +1,317 @@
+package replicator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/ssa"
+)
+
+func (r *Reconciler) applyPrimary(ctx context.Context, in Inputs) placeResult {
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	return r.applyPlace(ctx, in, PrimaryName, true, r.Client, r.Live)
+}
+
+// applyTargets applies to every secondary at once, each bounded by Timeout.
+func (r *Reconciler) applyTargets(ctx context.Context, in Inputs, names []string) []placeResult {
+	out := make([]placeResult, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sec, ok := r.Registry.Secondary(name)
+			if !ok {
+				out[i] = failed(name, "the cluster is not usable (not answering, or not a secondary)")
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, r.Timeout)
+			defer cancel()
+			out[i] = r.applyPlace(cctx, in, name, false, sec.Client, sec.Client)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func failed(cluster, msg string) placeResult {
+	return placeResult{sync: flotillav1.ClusterSync{Name: cluster, Role: roleOf(cluster == PrimaryName), Message: msg}}
+}
+
+func roleOf(primary bool) string {
+	if primary {
+		return flotillav1.RolePrimary
+	}
+	return flotillav1.RoleSecondary
+}
+
+// applyPlace ensures the namespace and applies every desired object in one cluster.
+func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, live client.Reader) placeResult {
+	rep := in.Replicator
+	pr := placeResult{sync: flotillav1.ClusterSync{Name: cluster, Role: roleOf(primary)}}
+	if reason, err := r.ensureNamespace(ctx, in, cluster, primary, w, live); err != nil {
+		pr.sync.Message, pr.problem = err.Error(), reason
+		return pr
+	}
+	place := Place{Cluster: cluster, Primary: primary}
+	if err := readLive(ctx, live, rep, &place); err != nil {
+		pr.sync.Message = err.Error()
+		return pr
+	}
+	objs, err := Desired(in, place)
+	if err != nil {
+		pr.sync.Message = err.Error()
+		return pr
+	}
+	var failures []string
+	for _, o := range objs {
+		ar := flotillav1.AppliedResource{Cluster: cluster, Kind: o.GetKind(), Name: o.GetName(), ApplyStatus: flotillav1.ApplyStatusOK}
+		if err := r.serviceAccountAllowed(ctx, live, in, place, o, objs); err != nil {
+			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
+			failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
+			pr.applied = append(pr.applied, ar)
+			continue
+		}
+		foreign, liveRV, err := notOurs(ctx, live, rep, in.PrimaryID, o, place)
+		if err != nil || foreign != "" {
+			if err == nil {
+				err = errors.New(foreign)
+				r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonObjectNotOurs, "Apply", "In %s, %s", cluster, foreign)
+			}
+			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
+			failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
+			pr.applied = append(pr.applied, ar)
+			continue
+		}
+		key := appliedKey(rep, cluster, o.GetKind(), o.GetName())
+		hash, err := ssa.Hash(o.Object)
+		readable := readableIn(o.GetKind(), primary)
+		if err == nil && r.applied.Unchanged(key, hash, liveRV, readable, r.now(), blindReapply) {
+			pr.applied = append(pr.applied, ar)
+			continue
+		}
+		holder, err := ssa.Apply(ctx, w, o, flotillav1.FieldManagerReplicator, flotillav1.FieldManagerReflection)
+		if err == nil && holder == "" && hash != "" {
+			r.applied.Record(key, hash, o.GetResourceVersion(), r.now())
+		} else {
+			r.applied.Forget(key)
+		}
+		switch {
+		case err != nil:
+			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
+			failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
+		case holder != "":
+			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusDependencyCopy,
+				"copied first by Flotilla's dependency reflection for the elected pods that use it, which keeps it in sync: left to it"
+		}
+		pr.applied = append(pr.applied, ar)
+	}
+	if len(failures) > 0 {
+		pr.sync.Message = failures[0]
+		if len(failures) > 1 {
+			pr.sync.Message += fmt.Sprintf(" (and %d more)", len(failures)-1)
+		}
+		return pr
+	}
+	pr.sync.Synced = true
+	now := metav1.Now()
+	pr.sync.LastSyncTime = &now
+	r.readReplicas(ctx, in, cluster, primary, live, &pr.sync)
+	return pr
+}
+
+// readableIn says whether Flotilla reads objects of a kind in a cluster: everything in the primary,
+// and in a secondary all but the kinds it only writes (Secrets).
+func readableIn(kind string, primary bool) bool {
+	k, _ := flotillav1.ReplicatedKindOf(kind)
+	return primary || !k.WriteOnly
+}
+
+// readLive reads what decides parts of the desired objects: the live Deployment's selector and
+// whether an HPA scales it.
+// notOurs says why an object the Replicator would apply must be left alone: it exists, and is
+// neither this Replicator's (its label), nor a dependency copy of this primary's, nor plumber's (plumber's field manager: a plumber
+// Deployment is taken over, as users migrating expect). A user's object of the same name is never
+// overwritten, so never deleted with the Replicator either. Secrets are never read in a
+// secondary; there the admission policy installed by join refuses overwriting what is not
+// Flotilla's.
+func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, place Place) (foreign, liveRV string, err error) {
+	primary := place.Primary
+	if !readableIn(o.GetKind(), primary) {
+		return "", "", nil
+	}
+	var have metav1.Object
+	if o.GetKind() == "Deployment" && o.GetName() == rep.Spec.DeploymentName {
+		// readLive has just read it.
+		if place.LiveDeployment == nil {
+			return "", "", nil
+		}
+		have = place.LiveDeployment
+	} else {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(o.GroupVersionKind())
+		err = live.Get(ctx, client.ObjectKeyFromObject(o), u)
+		have = u
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", "", nil
+	case err != nil:
+		return "", "", fmt.Errorf("reading %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+	case have.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name):
+		return "", have.GetResourceVersion(), nil
+	case !primary && have.GetAnnotations()[flotillav1.AnnotationOwner] == flotillav1.OwnerReflect && have.GetLabels()[flotillav1.LabelPrimary] == primaryID:
+		// A dependency copy of this primary's (placement Elect: the delegates' ConfigMap and
+		// Service): one owner per copy, the apply yields to reflection's field manager.
+		return "", have.GetResourceVersion(), nil
+	}
+	if ssa.Holds(have, plumberFieldManager) {
+		return "", have.GetResourceVersion(), nil
+	}
+	return fmt.Sprintf("%s %s/%s exists and is not this Replicator's: left alone (rename it, or delete it to let the Replicator create its own)",
+		o.GetKind(), o.GetNamespace(), o.GetName()), "", nil
+}
+
+func readLive(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, place *Place) error {
+	if rep.Spec.DeploymentName == "" {
+		return nil
+	}
+	ns := rep.Spec.ReplicationNamespace
+	var d appsv1.Deployment
+	err := live.Get(ctx, client.ObjectKey{Namespace: ns, Name: rep.Spec.DeploymentName}, &d)
+	switch {
+	case err == nil:
+		place.LiveSelector, place.LiveDeployment = d.Spec.Selector, &d
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading Deployment %s/%s: %w", ns, rep.Spec.DeploymentName, err)
+	}
+	var hpas autoscalingv2.HorizontalPodAutoscalerList
+	if err := live.List(ctx, &hpas, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("listing HorizontalPodAutoscalers in %s: %w", ns, err)
+	}
+	for _, h := range hpas.Items {
+		ref := h.Spec.ScaleTargetRef
+		if ref.Kind == "Deployment" && ref.Name == rep.Spec.DeploymentName {
+			place.HPA = true
+		}
+	}
+	return nil
+}
+
+// readReplicas fills the Deployment's replica counts in one cluster: its own Deployment's, or
+// with placement Elect, the proxies elected to that cluster.
+func (r *Reconciler) readReplicas(ctx context.Context, in Inputs, cluster string, primary bool, live client.Reader, cs *flotillav1.ClusterSync) {
+	rep := in.Replicator
+	if rep.Spec.DeploymentSpec == nil || rep.Spec.DeploymentName == "" {
+		return
+	}
+	if rep.Spec.Placement == flotillav1.PlacementElect {
+		if !primary {
+			cs.Replicas, cs.ReadyReplicas = r.electedReplicas(ctx, rep, cluster)
+		}
+		return
+	}
+	var d appsv1.Deployment
+	if err := live.Get(ctx, client.ObjectKey{Namespace: rep.Spec.ReplicationNamespace, Name: rep.Spec.DeploymentName}, &d); err == nil {
+		cs.Replicas, cs.ReadyReplicas = d.Status.Replicas, d.Status.ReadyReplicas
+	}
+}
+
+// electedReplicas counts the proxies of the Deployment bound to a cluster's virtual node, and
+// those Ready (their status is their delegate's).
+func (r *Reconciler) electedReplicas(ctx context.Context, rep *flotillav1.Replicator, cluster string) (total, ready int32) {
+	var proxies corev1.PodList
+	sel := Selector(rep, nil).MatchLabels
+	if err := r.Client.List(ctx, &proxies, client.InNamespace(rep.Spec.ReplicationNamespace), client.MatchingLabels(sel)); err != nil {
+		return 0, 0
+	}
+	for _, p := range proxies.Items {
+		if p.Spec.NodeName != flotillav1.VirtualNodeName(cluster) || p.DeletionTimestamp != nil {
+			continue
+		}
+		total++
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	return total, ready
+}
+
+// ensureNamespace creates the replication namespace where it is missing, marked as created by
+// this Replicator; an existing one must be the Replicator's or opt in (NamespaceAllowed), and in a
+// secondary also be writable by this primary.
+func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, read client.Reader) (string, error) {
+	rep := in.Replicator
+	name := rep.Spec.ReplicationNamespace
+	created := map[string]string{flotillav1.AnnotationCreatedBy: createdBy(in)}
+	if !primary {
+		var notAllowed *NamespaceNotAllowedError
+		if _, err := checkNamespace(ctx, read, in, cluster, false); errors.As(err, &notAllowed) {
+			return flotillav1.ReasonNamespaceNotAllowed, err
+		} else if err != nil {
+			return "", err
+		}
+		var notManaged *clusters.NamespaceNotManagedError
+		made, err := clusters.EnsureManagedNamespace(ctx, w, cluster, name, in.PrimaryID, in.PodSecurityLabels, created)
+		if errors.As(err, &notManaged) {
+			return flotillav1.ReasonNamespaceNotManaged, err
+		} else if err != nil {
+			return "", err
+		}
+		if made {
+			r.applied.ForgetPrefix(appliedPrefix(rep, cluster)) // what was in it went with it
+		}
+		return "", nil
+	}
+	var ns corev1.Namespace
+	err := read.Get(ctx, client.ObjectKey{Name: name}, &ns)
+	if apierrors.IsNotFound(err) {
+		ns = corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}, Annotations: created}}
+		if rep.Spec.Placement == flotillav1.PlacementElect {
+			ns.Labels[flotillav1.LabelEnabled] = "true"
+		}
+		if err := w.Create(ctx, &ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("creating namespace %s: %w", name, err)
+		}
+		r.applied.ForgetPrefix(appliedPrefix(rep, cluster))
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading namespace %s: %w", name, err)
+	}
+	if !NamespaceAllowed(&ns, createdBy(in), in.PrimaryID, true) {
+		return flotillav1.ReasonNamespaceNotAllowed, &NamespaceNotAllowedError{Namespace: name, Cluster: cluster}
+	}
+	if rep.Spec.Placement == flotillav1.PlacementElect && ns.Labels[flotillav1.LabelEnabled] != "true" {
+		return flotillav1.ReasonNamespaceNotEnabled, fmt.Errorf("namespace %s is not labelled %s=true: its pods cannot be elected", name, flotillav1.LabelEnabled)
+	}
+	return "", nil
+}
+
+// appliedKey names an object of a Replicator in a cluster in the ledger of what was applied.
+func appliedKey(rep *flotillav1.Replicator, cluster, kind, name string) string {
+	return appliedPrefix(rep, cluster) + kind + "/" + rep.Spec.ReplicationNamespace + "/" + name
+}
+
+func appliedPrefix(rep *flotillav1.Replicator, cluster string) string {
+	return string(rep.UID) + "/" + cluster + "/"
+}
+
+func createdBy(in Inputs) string { return in.PrimaryID + "/" + string(in.Replicator.UID) }
