@@ -29,6 +29,11 @@ type Spec struct {
 	User       string            // numeric uid:gid, e.g. 65532:65532 (numeric so the kubelet can enforce runAsNonRoot)
 	Binaries   map[string]string // platform ("linux/amd64") -> path of a static binary on the host
 	Labels     map[string]string // OCI labels (optional)
+	// Links are absolute paths made symbolic links to the entrypoint (optional): a multi-call
+	// binary answers to each name, as busybox's applets do (/bin/sh, /bin/sleep).
+	Links []string
+	// Env is the image's environment (optional), e.g. PATH=/bin for the links.
+	Env []string
 }
 
 // sourceDateEpochEnv is the reproducible-builds convention for a build's timestamp.
@@ -56,6 +61,11 @@ func (s Spec) validate() (*validated, error) {
 	}
 	if len(s.Binaries) == 0 {
 		return nil, fmt.Errorf("image %s: no binaries (want at least one platform such as linux/amd64)", s.Ref)
+	}
+	for _, l := range s.Links {
+		if !path.IsAbs(l) || path.Clean(l) != l || l == "/" || l == s.Entrypoint {
+			return nil, fmt.Errorf("link %q: want the clean absolute path of a file other than the entrypoint, such as /bin/sh", l)
+		}
 	}
 	created, err := buildTime()
 	if err != nil {
@@ -136,7 +146,7 @@ func (v *validated) image(p v1.Platform) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the %s binary: %w", p, err)
 	}
-	layer, err := binaryLayer(v.spec.Entrypoint, content, v.created)
+	layer, err := binaryLayer(v.spec.Entrypoint, v.spec.Links, content, v.created)
 	if err != nil {
 		return nil, fmt.Errorf("layer of %s: %w", bin, err)
 	}
@@ -150,6 +160,7 @@ func (v *validated) image(p v1.Platform) (v1.Image, error) {
 			User:       v.spec.User,
 			WorkingDir: "/",
 			Labels:     v.spec.Labels,
+			Env:        v.spec.Env,
 		},
 		RootFS: v1.RootFS{Type: "layers"},
 	}
@@ -184,10 +195,10 @@ func (v *validated) index() (v1.ImageIndex, error) {
 	return idx, nil
 }
 
-// binaryLayer is a gzipped tar of the binary at entrypoint (and its parent directories),
-// owned by 0:0 with no user or group names, every timestamp at mtime. It is compressed
-// here, once, rather than by go-containerregistry at each read of the layer.
-func binaryLayer(entrypoint string, content []byte, mtime time.Time) (v1.Layer, error) {
+// binaryLayer is a gzipped tar of the binary at entrypoint, the symbolic links to it, and their
+// parent directories, owned by 0:0 with no user or group names, every timestamp at mtime. It is
+// compressed here, once, rather than by go-containerregistry at each read of the layer.
+func binaryLayer(entrypoint string, links []string, content []byte, mtime time.Time) (v1.Layer, error) {
 	var buf bytes.Buffer
 	zw, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
 	if err != nil {
@@ -195,9 +206,16 @@ func binaryLayer(entrypoint string, content []byte, mtime time.Time) (v1.Layer, 
 	}
 	tw := tar.NewWriter(zw)
 	rel := strings.TrimPrefix(entrypoint, "/")
-	for _, dir := range parentDirs(rel) {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755, ModTime: mtime}); err != nil {
-			return nil, fmt.Errorf("tar header of %s: %w", dir, err)
+	written := map[string]bool{}
+	for _, p := range append([]string{rel}, relatives(links)...) {
+		for _, dir := range parentDirs(p) {
+			if written[dir] {
+				continue
+			}
+			written[dir] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o755, ModTime: mtime}); err != nil {
+				return nil, fmt.Errorf("tar header of %s: %w", dir, err)
+			}
 		}
 	}
 	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: 0o755, Size: int64(len(content)), ModTime: mtime}
@@ -206,6 +224,11 @@ func binaryLayer(entrypoint string, content []byte, mtime time.Time) (v1.Layer, 
 	}
 	if _, err := tw.Write(content); err != nil {
 		return nil, fmt.Errorf("tar of %s: %w", rel, err)
+	}
+	for _, l := range relatives(links) {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: l, Linkname: entrypoint, Mode: 0o777, ModTime: mtime}); err != nil {
+			return nil, fmt.Errorf("tar header of %s: %w", l, err)
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, fmt.Errorf("tar: %w", err)
@@ -217,6 +240,16 @@ func binaryLayer(entrypoint string, content []byte, mtime time.Time) (v1.Layer, 
 	return tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(compressed)), nil
 	}, tarball.WithMediaType(types.OCILayer))
+}
+
+// relatives are the links' paths without their leading slash, sorted, each once.
+func relatives(links []string) []string {
+	out := make([]string, 0, len(links))
+	for _, l := range links {
+		out = append(out, strings.TrimPrefix(l, "/"))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // parentDirs lists the directories above rel, outermost first ("a/b/c" -> "a", "a/b").

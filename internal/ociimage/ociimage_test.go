@@ -245,6 +245,46 @@ func TestNestedEntrypoint(t *testing.T) {
 	}
 }
 
+// A multi-call binary answers to its links' names (busybox's applets): they are symbolic links to
+// the entrypoint, their directories made once, and the environment reaches the config.
+func TestLinksAndEnv(t *testing.T) {
+	spec := testSpec(map[string]string{"linux/amd64": fakeELF(t, elf.EM_X86_64, "")})
+	spec.Links = []string{"/bin/sleep", "/bin/sh", "/bin/sh"}
+	spec.Env = []string{"PATH=/bin"}
+	out := filepath.Join(t.TempDir(), "image.tar")
+	if err := WriteTarball(spec, "", out); err != nil {
+		t.Fatal(err)
+	}
+	img := readTarball(t, out)
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdrs, _ := layerFiles(t, layers[0])
+	var got []string
+	for _, h := range hdrs {
+		entry := h.Name
+		if h.Typeflag == tar.TypeSymlink {
+			entry += "->" + h.Linkname
+		}
+		got = append(got, entry)
+	}
+	if want := "bin/ flotilla-test bin/sh->/flotilla-test bin/sleep->/flotilla-test"; strings.Join(got, " ") != want {
+		t.Errorf("entries: got %q, want %q", got, want)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Config.Env, " ") != "PATH=/bin" {
+		t.Errorf("env: got %q", cfg.Config.Env)
+	}
+	spec.Links = []string{"bin/sh"}
+	if err := WriteTarball(spec, "", out); err == nil || !strings.Contains(err.Error(), "absolute path") {
+		t.Errorf("a relative link: got %v", err)
+	}
+}
+
 func TestRefused(t *testing.T) {
 	amd64 := fakeELF(t, elf.EM_X86_64, "")
 	cases := map[string]struct {

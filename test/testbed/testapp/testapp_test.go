@@ -1,0 +1,110 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// lockedBuffer is written by the server's goroutines and read by the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestRunScript(t *testing.T) {
+	t.Setenv("GREETING", "hello")
+	tests := map[string]struct {
+		script   string
+		wantOut  string
+		wantCode int
+	}{
+		"echo":                    {script: `echo "a  b" c`, wantOut: "a  b c\n"},
+		"echo -n":                 {script: `echo -n x`, wantOut: "x"},
+		"list":                    {script: `echo one; echo two`, wantOut: "one\ntwo\n"},
+		"and stops on failure":    {script: `false && echo no; echo yes`, wantOut: "yes\n"},
+		"or runs on failure":      {script: `false || echo fallback`, wantOut: "fallback\n"},
+		"exit code":               {script: `echo bye; exit 3; echo never`, wantOut: "bye\n", wantCode: 3},
+		"last command's code":     {script: `true; false`, wantCode: 1},
+		"variables":               {script: `echo $GREETING ${GREETING}! '$GREETING'`, wantOut: "hello hello! $GREETING\n"},
+		"quoted separators":       {script: `echo "a;b && c"`, wantOut: "a;b && c\n"},
+		"unknown command":         {script: `nosuch`, wantCode: 127},
+		"sleep a fraction":        {script: `sleep 0.01 && echo slept`, wantOut: "slept\n"},
+		"unterminated quote":      {script: `echo "oops`, wantCode: 2},
+		"printenv missing var":    {script: `printenv NOT_SET_ANYWHERE`, wantCode: 1},
+		"printenv set var":        {script: `printenv GREETING`, wantOut: "hello\n"},
+		"a newline separates too": {script: "echo a\necho b", wantOut: "a\nb\n"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out, errs bytes.Buffer
+			code := runScript(tc.script, &out, &errs)
+			if code != tc.wantCode || out.String() != tc.wantOut {
+				t.Errorf("code %d out %q (stderr %q), want %d %q", code, out.String(), errs.String(), tc.wantCode, tc.wantOut)
+			}
+		})
+	}
+}
+
+func get(t *testing.T, srv *httptest.Server, path string) (int, string) {
+	t.Helper()
+	resp, err := srv.Client().Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestServerAnswersWhoItIsLogsAndFlipsReadiness(t *testing.T) {
+	t.Setenv("POD_NAME", "web-1")
+	t.Setenv("NODE_NAME", "secondary1-real")
+	var log lockedBuffer
+	s := newServer(&log)
+	srv := httptest.NewServer(s.handler())
+	defer srv.Close()
+
+	if code, body := get(t, srv, "/"); code != http.StatusOK || !strings.Contains(body, "pod=web-1") || !strings.Contains(body, "node=secondary1-real") {
+		t.Errorf("/ = %d %q", code, body)
+	}
+	if code, _ := get(t, srv, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz at start = %d", code)
+	}
+	get(t, srv, "/ready/off")
+	if code, _ := get(t, srv, "/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz after off = %d", code)
+	}
+	get(t, srv, "/ready/on")
+	if code, _ := get(t, srv, "/readyz"); code != http.StatusOK {
+		t.Errorf("/readyz after on = %d", code)
+	}
+	get(t, srv, "/exit?code=7")
+	select {
+	case code := <-s.exit:
+		if code != 7 {
+			t.Errorf("exit code %d, want 7", code)
+		}
+	default:
+		t.Error("/exit asked for no exit")
+	}
+	if !strings.Contains(log.String(), "request GET /readyz") {
+		t.Errorf("requests not logged:\n%s", log.String())
+	}
+}
