@@ -15,11 +15,11 @@ import (
 // TestAppImage is the bed's application image (test/testbed/testapp): an HTTP server that says
 // which pod and node answer, logs each request, drains on SIGTERM, exits on request, and serves
 // a readiness endpoint that can be flipped; with `sh -c`, echo, sleep, cat, env, printenv,
-// hostname, true and false as busybox has them. Real nodes import it; nothing is pulled.
+// hostname, true, false and `wget -qO- URL` as busybox has them. Real nodes import it; nothing is pulled.
 const TestAppImage = "testbed.local/testapp:1"
 
 // testAppApplets are the names the testapp binary answers to in the image, as links in /bin.
-var testAppApplets = []string{"sh", "echo", "sleep", "cat", "env", "printenv", "hostname", "true", "false", "testapp"}
+var testAppApplets = []string{"sh", "echo", "sleep", "cat", "env", "printenv", "hostname", "true", "false", "wget", "testapp"}
 
 // BuildTestAppImage builds test/testbed/testapp, static, into TestAppImage and writes the image
 // as a tarball in dir (for ImportImage); it returns the tarball's path.

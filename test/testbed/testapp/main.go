@@ -4,7 +4,7 @@
 //
 //	testapp [serve]   an HTTP server (see serve)
 //	sh -c SCRIPT      a small shell: commands separated by ";", "&&" or "||" (see runScript)
-//	echo, sleep, true, false, cat, hostname, env, printenv, exit
+//	echo, sleep, true, false, cat, hostname, env, printenv, exit, wget -qO- URL
 //
 // The specs of other projects' suites write `sh -c "echo ..."` or `sleep 3600`: they run as they
 // were written.

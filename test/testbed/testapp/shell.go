@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -191,6 +192,8 @@ func applet(name string, args []string, stdout, stderr io.Writer) int {
 		return printenv(args, stdout)
 	case "cat":
 		return cat(args, stdout, stderr)
+	case "wget":
+		return wget(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "%s: not found\n", name)
 	return 127
@@ -225,6 +228,36 @@ func printenv(args []string, stdout io.Writer) int {
 		fmt.Fprintln(stdout, v)
 	}
 	return code
+}
+
+// wget fetches a URL to stdout, as busybox's `wget -qO- URL` (and `-q -O -`); a status other
+// than 2xx fails, as it does there.
+func wget(args []string, stdout, stderr io.Writer) int {
+	var url string
+	for _, a := range args {
+		switch a {
+		case "-q", "-O-", "-qO-", "-O", "-":
+		default:
+			url = a
+		}
+	}
+	if url == "" {
+		fmt.Fprintln(stderr, "wget: want a URL (wget -qO- URL)")
+		return 2
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		fmt.Fprintln(stderr, "wget:", err)
+		return 1
+	}
+	defer func() { _ = resp.Body.Close() }()
+	_, _ = io.Copy(stdout, resp.Body)
+	if resp.StatusCode/100 != 2 {
+		fmt.Fprintf(stderr, "wget: server returned error: HTTP %d\n", resp.StatusCode)
+		return 1
+	}
+	return 0
 }
 
 func cat(args []string, stdout, stderr io.Writer) int {

@@ -108,3 +108,18 @@ func TestServerAnswersWhoItIsLogsAndFlipsReadiness(t *testing.T) {
 		t.Errorf("requests not logged:\n%s", log.String())
 	}
 }
+
+func TestWgetFetchesAndFailsOnAnErrorStatus(t *testing.T) {
+	var log lockedBuffer
+	srv := httptest.NewServer(newServer(&log).handler())
+	defer srv.Close()
+	var out, errs bytes.Buffer
+	if code := runScript("wget -qO- "+srv.URL+"/readyz", &out, &errs); code != 0 || out.String() != "ready\n" {
+		t.Errorf("wget /readyz: code %d out %q err %q", code, out.String(), errs.String())
+	}
+	out.Reset()
+	runScript("wget -qO- "+srv.URL+"/ready/off", &out, &errs)
+	if code := runScript("wget -q -O - "+srv.URL+"/readyz", &out, &errs); code != 1 {
+		t.Errorf("wget of a 503: code %d, want 1", code)
+	}
+}
