@@ -120,6 +120,9 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 		}
 	case RoleSecondary:
 		args = append(args, "--enable-crds=Stage,ClusterLogs,ClusterExec,ClusterAttach,ClusterPortForward,Metric,ClusterResourceUsage")
+		if opts.SecondaryRealNodes {
+			extra = append(extra, secondaryRealNodeExtraArgs()...)
+		}
 	}
 	for _, e := range orderExtraArgs(extra) {
 		args = append(args, "--extra-args", e)
