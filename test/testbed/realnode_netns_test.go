@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -151,7 +152,15 @@ func TestSecondaryRealNodes(t *testing.T) {
 			if err != nil || !strings.Contains(string(logs), want) {
 				t.Fatalf("logs through %s: %q, %v; want %q", c.Name, logs, err, want)
 			}
-			t.Logf("logs through %s: %s; RSS of the node %d MiB", c.Name, strings.TrimSpace(string(logs)), n.RSS()>>20)
+			var usage []string
+			for name, p := range n.state.Procs {
+				usage = append(usage, name+" "+rss(p.PID))
+			}
+			for _, pid := range (&realNodeState{RunDir: n.runDir}).shimPIDs() {
+				usage = append(usage, "shim "+rss(pid))
+			}
+			sort.Strings(usage)
+			t.Logf("logs through %s: %s; RSS of the node %d MiB (%s)", c.Name, strings.TrimSpace(string(logs)), n.RSS()>>20, strings.Join(usage, ", "))
 		})
 	}
 	if t.Failed() {
