@@ -116,6 +116,19 @@ func TestSecondaryRealNodes(t *testing.T) {
 			if node.Labels[RealNodeKey] != "true" || len(node.Spec.Taints) == 0 || node.Spec.Taints[0].Key != RealNodeKey {
 				t.Errorf("node %s: labels %v, taints %v", n.Name, node.Labels, node.Spec.Taints)
 			}
+			// Only its kubelet renews its Lease: the secondary's kwok leaves unannotated nodes alone (N4).
+			// The kubelet creates it a moment after it registers the node.
+			var holder string
+			err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+				lease, err := cs.CoordinationV1().Leases("kube-node-lease").Get(ctx, n.Name, metav1.GetOptions{})
+				if err == nil && lease.Spec.HolderIdentity != nil {
+					holder = *lease.Spec.HolderIdentity
+				}
+				return holder != "", nil
+			})
+			if err != nil || holder != n.Name {
+				t.Errorf("the Lease of %s is held by %q, not its kubelet: %v", n.Name, holder, err)
+			}
 			if err := n.ImportImage(ctx, tar); err != nil {
 				t.Fatal(err)
 			}
