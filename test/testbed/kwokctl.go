@@ -120,7 +120,8 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 		}
 	case RoleSecondary:
 		args = append(args, "--enable-crds=Stage,ClusterLogs,ClusterExec,ClusterAttach,ClusterPortForward,Metric,ClusterResourceUsage")
-		if opts.SecondaryRealNodes {
+		if c.RealNode != nil {
+			args = append(args, "--config", c.RealNode.kwokctlConfigPath())
 			extra = append(extra, secondaryRealNodeExtraArgs()...)
 		}
 	}

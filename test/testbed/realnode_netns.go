@@ -215,6 +215,19 @@ func secondaryRealNodeExtraArgs() []string {
 	}
 }
 
+// secondaryServiceIP is the `kubernetes` Service's ClusterIP in a secondary: kwokctl gives it
+// no --service-cluster-ip-range, so its range is 10.0.0.0/24. Only the secondary real node's
+// kube-proxy routes it, inside the node's network namespace.
+const secondaryServiceIP = "10.0.0.1"
+
+func (n *SecondaryRealNode) kwokctlConfigPath() string { return filepath.Join(n.Dir, "kwokctl.yaml") }
+
+// prepareFiles writes what the secondary's kwokctl reads: the `kubernetes` Service IP in its API
+// server's certificate, which pods using in-cluster configuration dial (G2).
+func (n *SecondaryRealNode) prepareFiles() error {
+	return writeFile(n.kwokctlConfigPath(), kwokctlConfig(net.ParseIP(secondaryServiceIP)))
+}
+
 // claim takes this node's slot on the host (cleaning up after a crashed bed whose slot it was),
 // saves what teardown needs, then creates the network namespace, the veth and the cgroups.
 func (n *SecondaryRealNode) claim(ctx context.Context) error {

@@ -165,6 +165,25 @@ func TestSecondaryRealNodes(t *testing.T) {
 			if err != nil || !strings.Contains(string(logs), want) {
 				t.Fatalf("logs through %s: %q, %v; want %q", c.Name, logs, err, want)
 			}
+			// In-cluster configuration: the `kubernetes` ClusterIP through the node's kube-proxy,
+			// the API server's certificate carrying that IP.
+			version := probePod("realnode.local/rnprobe:1")
+			version.Name = "version"
+			version.Spec.RestartPolicy = corev1.RestartPolicyNever
+			version.Spec.NodeSelector = pod.Spec.NodeSelector
+			version.Spec.Containers[0].Args = []string{"version"}
+			if _, err := cs.CoreV1().Pods("default").Create(ctx, version, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				got, err = cs.CoreV1().Pods("default").Get(ctx, version.Name, metav1.GetOptions{})
+				return err == nil && (got.Status.Phase == corev1.PodSucceeded || got.Status.Phase == corev1.PodFailed), nil
+			})
+			out, _ := cs.CoreV1().Pods("default").GetLogs(version.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			wantSvc := "https://" + net.JoinHostPort(secondaryServiceIP, "443") + "/version: 200 OK"
+			if err != nil || got.Status.Phase != corev1.PodSucceeded || !strings.Contains(string(out), wantSvc) {
+				t.Errorf("a pod on %s did not reach its API server at the kubernetes ClusterIP: %v %q", n.Name, err, out)
+			}
 			var usage []string
 			for name, p := range n.state.Procs {
 				usage = append(usage, name+" "+rss(p.PID))

@@ -267,6 +267,9 @@ func (b *Bed) startAll(ctx context.Context, opts Options) error {
 	if len(b.SecondaryRealNodes) > 0 {
 		pause := sync.OnceValues(func() (string, error) { return buildPauseImage(ctx, filepath.Join(b.WorkDir, "images")) })
 		for i, n := range b.SecondaryRealNodes {
+			if err := n.prepareFiles(); err != nil {
+				return err
+			}
 			// Claims one after the other (each takes the host lock), the rest overlaps.
 			if err := n.claim(ctx); err != nil {
 				return fmt.Errorf("claiming the host for %s: %w", n.Name, err)
