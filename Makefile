@@ -194,10 +194,11 @@ bench: ## Benchmark: N pods direct in one secondary, split over the secondaries,
 	go run ./test/bench --pods $(BENCH_PODS) --clusters $(BENCH_CLUSTERS) --memory-limit $(BENCH_MEMORY_LIMIT) --skip-direct=$(BENCH_SKIP_DIRECT) --skip-split=$(BENCH_SKIP_SPLIT) --renew-deadline $(BENCH_RENEW_DEADLINE) --out bench.json
 
 .PHONY: dev-up
-# REAL_NODE=1 gives the primary a real node (root, Debian's containerd; make demo asks for it).
+# REAL_NODE=1 gives the primary a real node (root, Debian's containerd; make demo asks for it);
+# SECONDARY_REAL_NODES=1 gives each secondary one, each in a network namespace of its own.
 dev-up: ## Start a primary and two secondaries (REAL_NODE=1: and a real node in the primary); kubeconfig in .testbed/kubeconfig
 	$(call tools-for,bed)
-	go run ./test/testbed/cmd/flotilla-testbed up --dir $(DEV_DIR) $(if $(REAL_NODE),--real-node)
+	go run ./test/testbed/cmd/flotilla-testbed up --dir $(DEV_DIR) $(if $(REAL_NODE),--real-node) $(if $(SECONDARY_REAL_NODES),--secondary-real-nodes)
 
 .PHONY: dev-down
 dev-down: ## Stop the manager and every cluster dev-up or demo started

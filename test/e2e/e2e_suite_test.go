@@ -68,8 +68,19 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	if realNodeErr != nil {
 		GinkgoWriter.Printf("no real node in the bed: %v\n", realNodeErr)
 	}
+	// FLOTILLA_E2E_SECONDARY_REAL_NODES=1 gives each secondary a real node too (off by default);
+	// FLOTILLA_E2E_SECONDARY_POD_NETWORK=flat routes between their pods.
+	secondaryRealNodes := false
+	if os.Getenv("FLOTILLA_E2E_SECONDARY_REAL_NODES") == "1" {
+		if err := testbed.SecondaryRealNodesAvailable(); err != nil {
+			GinkgoWriter.Printf("no real nodes in the secondaries: %v\n", err)
+		} else {
+			secondaryRealNodes = true
+		}
+	}
 	// Pods in secondaries start within 2-4 s, not 2-12 s: specs wait on many.
 	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter, RealNode: realNodeErr == nil,
+		SecondaryRealNodes: secondaryRealNodes, SecondaryPodNetwork: testbed.PodNetwork(os.Getenv("FLOTILLA_E2E_SECONDARY_POD_NETWORK")),
 		PodStartJitter: time.Second})
 	Expect(err).NotTo(HaveOccurred())
 	// Registered first, so it runs last: after the manager is stopped, stop the bed and prove that

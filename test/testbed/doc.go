@@ -23,4 +23,8 @@
 // Secondaries run with kwok's Stage CRD enabled and kwok's default stages loaded, except that the
 // pod-complete stage finishes every pod whose restartPolicy is Never or OnFailure, not only Job
 // pods: a delegate pod in a secondary is never owned by a Job there.
+//
+// As root, the primary can get one real node (Options.RealNode: containerd, a kubelet and
+// kube-proxy on this host) and each secondary one too (Options.SecondaryRealNodes), each of the
+// latter in a network namespace of its own; their teardown restores the host, also after a crash.
 package testbed

@@ -120,6 +120,10 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 		}
 	case RoleSecondary:
 		args = append(args, "--enable-crds=Stage,ClusterLogs,ClusterExec,ClusterAttach,ClusterPortForward,Metric,ClusterResourceUsage")
+		if c.RealNode != nil {
+			args = append(args, "--config", c.RealNode.kwokctlConfigPath())
+			extra = append(extra, secondaryRealNodeExtraArgs()...)
+		}
 	}
 	for _, e := range orderExtraArgs(extra) {
 		args = append(args, "--extra-args", e)

@@ -326,8 +326,10 @@ func (n *RealNode) prepareFiles() error {
 // pause image. It runs while the clusters start.
 func (n *RealNode) prepare(ctx context.Context) error {
 	start := time.Now()
-	if err := n.claimHost(ctx); err != nil {
-		return err
+	if n.state == nil {
+		if err := n.claimHost(ctx); err != nil {
+			return err
+		}
 	}
 	cfg := n.config("", "")
 	for _, f := range []struct {
@@ -501,24 +503,34 @@ func (n *RealNode) startProc(name, bin string, args ...string) error {
 
 // importPause builds test/testbed/pause, static, into the sandbox image and imports it.
 func (n *RealNode) importPause(ctx context.Context) error {
+	tar, err := buildPauseImage(ctx, filepath.Join(n.Dir, "images"))
+	if err != nil {
+		return err
+	}
+	return n.ImportImage(ctx, tar)
+}
+
+// buildPauseImage builds test/testbed/pause, static, into the sandbox image PauseImage, a
+// tarball in dir, and returns its path.
+func buildPauseImage(ctx context.Context, dir string) (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		return errors.New("locating test/testbed/pause")
+		return "", errors.New("locating test/testbed/pause")
 	}
-	bin := filepath.Join(n.Dir, "images", "pause")
+	bin := filepath.Join(dir, "pause")
 	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "./pause")
 	build.Dir = filepath.Dir(file)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
 	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the pause program: %w: %s", err, out)
+		return "", fmt.Errorf("building the pause program: %w: %s", err, out)
 	}
 	platform := "linux/" + runtime.GOARCH
-	tar := filepath.Join(n.Dir, "images", "pause.tar")
+	tar := filepath.Join(dir, "pause.tar")
 	spec := ociimage.Spec{Ref: PauseImage, Entrypoint: "/pause", User: "65535:65535", Binaries: map[string]string{platform: bin}}
 	if err := ociimage.WriteTarball(spec, platform, tar); err != nil {
-		return fmt.Errorf("writing the pause image: %w", err)
+		return "", fmt.Errorf("writing the pause image: %w", err)
 	}
-	return n.ImportImage(ctx, tar)
+	return tar, nil
 }
 
 // ImportImage imports a docker-save or OCI tarball into containerd's k8s.io namespace, where the

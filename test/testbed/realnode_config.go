@@ -196,6 +196,8 @@ type realNodeConfig struct {
 	KubeProxyHealthz  int
 	KubeProxyMetrics  int
 	LeaseDurationSecs int
+	CgroupRoot        string // "" for the cgroup root; a node beside another kubelet gets its own
+	NoIPMasq          bool   // pods leave the node with their own address (a flat pod network)
 }
 
 // containerd 1.6 on this kind of host: restrict_oom_score_adj because root lacks CAP_SYS_RESOURCE
@@ -228,7 +230,7 @@ state = "{{.RunDir}}/state"
 
 // containerd adds the loopback network itself; host-local keeps its leases in the run dir.
 var cniTmpl = template.Must(template.New("cni").Parse(`{"cniVersion": "0.4.0", "name": "realnode", "plugins": [
-  {"type": "bridge", "bridge": "{{.Bridge}}", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+  {"type": "bridge", "bridge": "{{.Bridge}}", "isGateway": true, "ipMasq": {{not .NoIPMasq}}, "hairpinMode": true,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "{{.PodCIDR}}", "gateway": "{{.Gateway}}"}]],
             "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "{{.RunDir}}/cni-ipam"}},
   {"type": "portmap", "capabilities": {"portMappings": true}}]}
@@ -263,6 +265,9 @@ serializeImagePulls: false
 nodeLeaseDurationSeconds: {{.LeaseDurationSecs}}
 registerWithTaints:
 - {key: "{{.Taint}}", value: "true", effect: NoSchedule}
+{{- if .CgroupRoot}}
+cgroupRoot: {{.CgroupRoot}}
+{{- end}}
 `))
 
 // kube-proxy in iptables mode; localhostNodePorts off (it would set route_localnet) and conntrack

@@ -240,31 +240,34 @@ func (s *realNodeState) teardown(ctx context.Context, log io.Writer) error {
 }
 
 // deletePods deletes the real node's pods while its kubelet runs: a kubelet stopped first leaves
-// its containers running, their netns and volumes mounted (G10). The node is cordoned first so
-// that their controllers' replacements land elsewhere.
+// its containers running, their netns and volumes mounted (G10).
 func (s *realNodeState) deletePods(ctx context.Context) error {
 	if s.Kubeconfig == "" || !s.Procs["kubelet"].alive() {
 		return nil
 	}
-	cs, err := realNodeClient(s.Kubeconfig)
+	return deleteNodePods(ctx, s.Kubeconfig, RealNodeName)
+}
+
+// deleteNodePods cordons a node, so that its pods' controllers put their replacements elsewhere,
+// deletes its pods and waits until the kubelet has removed them (containers stopped, network torn
+// down). A cluster that no longer answers is not an error: the later steps kill the containers.
+func deleteNodePods(ctx context.Context, kubeconfig, node string) error {
+	cs, err := realNodeClient(kubeconfig)
 	if err != nil {
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 	defer cancel()
-	_, err = cs.CoreV1().Nodes().Patch(cctx, RealNodeName, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	_, err = cs.CoreV1().Nodes().Patch(cctx, node, types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), metav1.PatchOptions{})
 	if err != nil {
-		// The primary is gone already (a normal state at teardown): nothing to delete through it;
-		// the later steps kill the containers.
+		// Not found, or the cluster is gone already (a normal state at teardown): nothing to
+		// delete through it.
 		return nil
 	}
-	sel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + RealNodeName}
+	sel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}
 	pods, err := cs.CoreV1().Pods(metav1.NamespaceAll).List(cctx, sel)
 	if err != nil {
-		return fmt.Errorf("listing the pods of %s: %w", RealNodeName, err)
+		return fmt.Errorf("listing the pods of %s: %w", node, err)
 	}
 	grace := int64(2)
 	for _, p := range pods.Items {
@@ -284,7 +287,7 @@ func (s *realNodeState) deletePods(ctx context.Context) error {
 		return len(left) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%d pods still on %s (the next steps kill them): %w", len(left), RealNodeName, err)
+		return fmt.Errorf("%d pods still on %s (the next steps kill them): %w", len(left), node, err)
 	}
 	return nil
 }

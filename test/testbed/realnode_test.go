@@ -136,7 +136,7 @@ func TestRealNodeConfigsCarryTheRecipesSettings(t *testing.T) {
 
 // hostSnapshot is what the real node may change on this host, as a test compares it.
 type hostSnapshot struct {
-	sysctls, rules, mounts, links, netns, paths, cgroups []string
+	sysctls, rules, mounts, links, netns, paths, cgroups, routes []string
 }
 
 func snapshotForTest(t *testing.T) hostSnapshot {
@@ -177,12 +177,21 @@ func snapshotForTest(t *testing.T) hostSnapshot {
 		}
 	}
 	s.cgroups = kubepodsDirs()
+	for _, h := range cgroupHierarchies() {
+		fl, _ := filepath.Glob(filepath.Join(h, "fl-*"))
+		s.cgroups = append(s.cgroups, fl...)
+	}
+	if _, err := os.Lstat(netnsRunRoot); err == nil {
+		s.paths = append(s.paths, netnsRunRoot)
+	}
+	out, _ := exec.Command("ip", "-o", "route", "show", "table", "all").Output()
+	s.routes = strings.Split(strings.TrimSpace(string(out)), "\n")
 	for _, name := range kubeProxyNfacct {
 		if ok, _ := nfacctExists(name); ok {
 			s.paths = append(s.paths, "nfacct:"+name)
 		}
 	}
-	for _, l := range [][]string{s.sysctls, s.rules, s.mounts, s.links, s.netns, s.paths, s.cgroups} {
+	for _, l := range [][]string{s.sysctls, s.rules, s.mounts, s.links, s.netns, s.paths, s.cgroups, s.routes} {
 		sort.Strings(l)
 	}
 	return s
@@ -190,9 +199,9 @@ func snapshotForTest(t *testing.T) hostSnapshot {
 
 func (s hostSnapshot) diff(after hostSnapshot) []string {
 	var out []string
-	names := []string{"sysctls", "iptables rules", "mounts", "links", "netns", "host paths and nfacct objects", "cgroups"}
-	before := [][]string{s.sysctls, s.rules, s.mounts, s.links, s.netns, s.paths, s.cgroups}
-	now := [][]string{after.sysctls, after.rules, after.mounts, after.links, after.netns, after.paths, after.cgroups}
+	names := []string{"sysctls", "iptables rules", "mounts", "links", "netns", "host paths and nfacct objects", "cgroups", "routes"}
+	before := [][]string{s.sysctls, s.rules, s.mounts, s.links, s.netns, s.paths, s.cgroups, s.routes}
+	now := [][]string{after.sysctls, after.rules, after.mounts, after.links, after.netns, after.paths, after.cgroups, after.routes}
 	for i := range names {
 		if !slices.Equal(before[i], now[i]) {
 			out = append(out, fmt.Sprintf("%s: before %q, after %q", names[i], before[i], now[i]))
@@ -242,6 +251,17 @@ func main() {
 		check(err)
 		body, _ := io.ReadAll(resp.Body)
 		fmt.Printf("GET %s: %s %s\n", u, resp.Status, body)
+	case "listen":
+		l, err := net.Listen("tcp", os.Args[2])
+		check(err)
+		fmt.Printf("listening on %s\n", os.Args[2])
+		for {
+			conn, err := l.Accept()
+			check(err)
+			fmt.Fprintf(conn, "hello from %s\n", conn.LocalAddr())
+			fmt.Printf("accepted %s\n", conn.RemoteAddr())
+			conn.Close()
+		}
 	case "dial":
 		conn, err := net.DialTimeout("tcp", os.Args[2], 5*time.Second)
 		check(err)

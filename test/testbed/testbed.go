@@ -68,11 +68,32 @@ type Options struct {
 	// a kubelet and kube-proxy on this host, which must be root (RealNodeAvailable says whether
 	// it can). It is tainted RealNodeKey=true:NoSchedule. Stop or StopDir restore the host.
 	RealNode bool
+	// SecondaryRealNodes gives each secondary one real node (<secondary>-real) besides its fake
+	// ones, each in a network namespace of its own (fl-<secondary>) with its own containerd,
+	// kubelet, kube-proxy, bridge and pod range; tainted and labelled RealNodeKey=true as the
+	// primary's. Root only (SecondaryRealNodesAvailable says whether this host can). Stop or
+	// StopDir restore the host.
+	SecondaryRealNodes bool
+	// SecondaryPodNetwork says how the pods of the secondaries' real nodes reach each other:
+	// PodNetworkIsolated (the default) not at all, each node's pods NATed behind its node IP;
+	// PodNetworkFlat through the host, which routes each node's pod range to it and forwards
+	// (net.ipv4.ip_forward=1 while the bed runs), pods keeping their own addresses.
+	SecondaryPodNetwork PodNetwork
 	// StartTimeout bounds the start of each cluster, its readiness and its nodes. Default 3m.
 	StartTimeout time.Duration
 	// Log receives progress lines. Default: discarded.
 	Log io.Writer
 }
+
+// PodNetwork is how the pods of the secondaries' real nodes reach each other.
+type PodNetwork string
+
+const (
+	// PodNetworkIsolated keeps each secondary real node's pods to itself.
+	PodNetworkIsolated PodNetwork = "isolated"
+	// PodNetworkFlat routes between the secondary real nodes' pod ranges through the host.
+	PodNetworkFlat PodNetwork = "flat"
+)
 
 // Cluster is one running cluster of the bed.
 type Cluster struct {
@@ -88,6 +109,9 @@ type Cluster struct {
 	Clientset kubernetes.Interface
 	// Nodes are the names of the fake nodes created in this cluster.
 	Nodes []string
+	// RealNode is a secondary's real node, nil unless Options.SecondaryRealNodes (the primary's
+	// is Bed.RealNode).
+	RealNode *SecondaryRealNode
 
 	dir string // kwokctl's folder for this cluster
 }
@@ -104,6 +128,9 @@ type Bed struct {
 	Secondaries []*Cluster
 	// RealNode is the primary's real node, nil unless Options.RealNode.
 	RealNode *RealNode
+	// SecondaryRealNodes are the secondaries' real nodes, in the secondaries' order; empty unless
+	// Options.SecondaryRealNodes.
+	SecondaryRealNodes []*SecondaryRealNode
 
 	tools kwokctl
 	log   io.Writer
@@ -148,6 +175,13 @@ func (o *Options) defaults() error {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
+	switch o.SecondaryPodNetwork {
+	case "":
+		o.SecondaryPodNetwork = PodNetworkIsolated
+	case PodNetworkIsolated, PodNetworkFlat:
+	default:
+		return fmt.Errorf("testbed: unknown SecondaryPodNetwork %q (isolated or flat)", o.SecondaryPodNetwork)
+	}
 	return nil
 }
 
@@ -183,6 +217,18 @@ func Start(ctx context.Context, opts Options) (*Bed, error) {
 			return nil, fmt.Errorf("planning the real node: %w", err)
 		}
 	}
+	if opts.SecondaryRealNodes && len(bed.Secondaries) > 0 {
+		if err := SecondaryRealNodesAvailableIn(tools.toolsDir); err != nil {
+			return nil, err
+		}
+		if bed.SecondaryRealNodes, err = planSecondaryRealNodes(opts.WorkDir, tools.toolsDir, bed.Secondaries, bed.RealNode, opts.Log); err != nil {
+			return nil, fmt.Errorf("planning the secondaries' real nodes: %w", err)
+		}
+		for i, n := range bed.SecondaryRealNodes {
+			bed.Secondaries[i].RealNode = n
+			n.flat = opts.SecondaryPodNetwork == PodNetworkFlat
+		}
+	}
 
 	started := time.Now()
 	if err := bed.startAll(ctx, opts); err != nil {
@@ -202,10 +248,14 @@ func Start(ctx context.Context, opts Options) (*Bed, error) {
 // real node's containerd and images come up alongside; its kubelet joins the primary once that runs.
 func (b *Bed) startAll(ctx context.Context, opts Options) error {
 	var wg sync.WaitGroup
-	errs := make([]error, len(b.Clusters())+1)
+	errs := make([]error, len(b.Clusters())+1+len(b.SecondaryRealNodes))
 	if b.RealNode != nil {
-		// Its kwokctl config must exist before the primary is created; the rest overlaps.
+		// Its kwokctl config must exist before the primary is created; the rest overlaps. It
+		// claims the host first, so that its snapshot predates what the secondaries' nodes create.
 		if err := b.RealNode.prepareFiles(); err != nil {
+			return err
+		}
+		if err := b.RealNode.claimHost(ctx); err != nil {
 			return err
 		}
 		wg.Go(func() {
@@ -213,6 +263,23 @@ func (b *Bed) startAll(ctx context.Context, opts Options) error {
 				errs[len(errs)-1] = fmt.Errorf("preparing the real node: %w", err)
 			}
 		})
+	}
+	if len(b.SecondaryRealNodes) > 0 {
+		pause := sync.OnceValues(func() (string, error) { return buildPauseImage(ctx, filepath.Join(b.WorkDir, "images")) })
+		for i, n := range b.SecondaryRealNodes {
+			if err := n.prepareFiles(); err != nil {
+				return err
+			}
+			// Claims one after the other (each takes the host lock), the rest overlaps.
+			if err := n.claim(ctx); err != nil {
+				return fmt.Errorf("claiming the host for %s: %w", n.Name, err)
+			}
+			wg.Go(func() {
+				if err := n.prepare(ctx, pause); err != nil {
+					errs[len(b.Clusters())+1+i] = fmt.Errorf("preparing %s: %w", n.Name, err)
+				}
+			})
+		}
 	}
 	for i, c := range b.Clusters() {
 		wg.Add(1)
@@ -226,16 +293,31 @@ func (b *Bed) startAll(ctx context.Context, opts Options) error {
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil || b.RealNode == nil {
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	jctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
-	ca := filepath.Join(b.tools.clusterDir(b.Primary.Name), "pki", "ca.crt")
-	if err := b.RealNode.join(jctx, b.Primary, ca); err != nil {
-		return fmt.Errorf("joining the real node to the primary: %w", err)
+	joinErrs := make([]error, len(b.SecondaryRealNodes)+1)
+	if b.RealNode != nil {
+		wg.Go(func() {
+			ca := filepath.Join(b.tools.clusterDir(b.Primary.Name), "pki", "ca.crt")
+			if err := b.RealNode.join(jctx, b.Primary, ca); err != nil {
+				joinErrs[0] = fmt.Errorf("joining the real node to the primary: %w", err)
+			}
+		})
 	}
-	return nil
+	for i, n := range b.SecondaryRealNodes {
+		c := b.Secondaries[i]
+		wg.Go(func() {
+			ca := filepath.Join(b.tools.clusterDir(c.Name), "pki", "ca.crt")
+			if err := n.join(jctx, c, ca); err != nil {
+				joinErrs[i+1] = fmt.Errorf("joining %s to %s: %w", n.Name, c.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(joinErrs...)
 }
 
 func (b *Bed) startCluster(ctx context.Context, c *Cluster, opts Options) error {
@@ -343,7 +425,7 @@ func (b *Bed) writeKubeconfig() error {
 // Stop stops every cluster of the bed and makes sure none of their processes is left running.
 // A real node goes first, while the primary can still delete its pods, and the host is restored.
 func (b *Bed) Stop(ctx context.Context) error {
-	var errs []error
+	errs := stopSecondaryRealNodes(ctx, b.WorkDir, b.log)
 	if b.RealNode != nil {
 		errs = append(errs, b.RealNode.stop(ctx))
 	}
@@ -364,7 +446,23 @@ func (b *Bed) PIDs() []int {
 	if b.RealNode != nil {
 		pids = append(pids, b.RealNode.PIDs()...)
 	}
+	for _, n := range b.SecondaryRealNodes {
+		pids = append(pids, n.PIDs()...)
+	}
 	return pids
+}
+
+// stopSecondaryRealNodes tears down, concurrently, every secondary real node whose state is under
+// workDir (realnode-<secondary>/).
+func stopSecondaryRealNodes(ctx context.Context, workDir string, log io.Writer) []error {
+	dirs, _ := filepath.Glob(filepath.Join(workDir, "realnode-*"))
+	errs := make([]error, len(dirs))
+	var wg sync.WaitGroup
+	for i, d := range dirs {
+		wg.Go(func() { errs[i] = stopSecondaryRealNodeDir(ctx, d, log) })
+	}
+	wg.Wait()
+	return errs
 }
 
 // StopDir stops every cluster recorded under a bed's work dir, for a bed whose Bed value is gone
@@ -378,8 +476,8 @@ func StopDir(ctx context.Context, workDir, toolsDir string, log io.Writer) error
 		return err
 	}
 	tools = tools.withWorkDir(filepath.Join(workDir, "kwok"))
-	// A real node first, while the primary may still delete its pods; then the host is restored.
-	var errs []error
+	// Real nodes first, while their clusters may still delete their pods; then the host is restored.
+	errs := stopSecondaryRealNodes(ctx, workDir, log)
 	if err := stopRealNodeDir(ctx, filepath.Join(workDir, "realnode"), log); err != nil {
 		errs = append(errs, err)
 	}
@@ -546,6 +644,11 @@ func (b *Bed) SaveLogs(dir string) error {
 	if b.RealNode != nil {
 		if err := copyLogs(filepath.Join(b.RealNode.Dir, "logs"), filepath.Join(dir, RealNodeName)); err != nil {
 			return fmt.Errorf("saving the logs of the real node: %w", err)
+		}
+	}
+	for _, n := range b.SecondaryRealNodes {
+		if err := copyLogs(filepath.Join(n.Dir, "logs"), filepath.Join(dir, n.Name)); err != nil {
+			return fmt.Errorf("saving the logs of %s: %w", n.Name, err)
 		}
 	}
 	return nil

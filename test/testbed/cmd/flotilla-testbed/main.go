@@ -21,7 +21,9 @@ const usage = `Usage: flotilla-testbed up|down|status [flags]
   up      start a primary and N secondaries (kwok fake nodes) under --dir, and write
           <dir>/kubeconfig with contexts primary, secondary1, ...; a bed already running there is kept;
           --real-node adds the primary's real node (root only; when this host cannot run it, says why
-          and starts without it)
+          and starts without it); --secondary-real-nodes gives each secondary one real node
+          (<secondary>-real) in a network namespace of its own (likewise root only), their pods
+          isolated from each other or, with --secondary-pod-network flat, routed through the host
   down    stop every cluster recorded under --dir (and its real node, restoring the host) and remove
           its state (logs/ is kept, the real node's in logs/realnode)
   status  say whether the bed under --dir answers
@@ -41,6 +43,8 @@ func main() {
 	nodes := fs.Int("nodes", 2, "fake nodes per secondary")
 	tools := fs.String("tools-dir", "", "folder of the binaries `make tools` built (default $FLOTILLA_TOOLS_DIR)")
 	realNode := fs.Bool("real-node", false, "up: give the primary one real node (containerd, kubelet, kube-proxy; needs root)")
+	secondaryRealNodes := fs.Bool("secondary-real-nodes", false, "up: give each secondary one real node in its own network namespace (needs root)")
+	podNetwork := fs.String("secondary-pod-network", "isolated", "up: isolated, or flat (the host routes between the secondaries' real nodes' pods)")
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		os.Exit(2)
@@ -51,7 +55,7 @@ func main() {
 	var err error
 	switch cmd {
 	case "up":
-		err = up(ctx, *dir, *tools, *secondaries, *nodes, *realNode)
+		err = up(ctx, *dir, *tools, *secondaries, *nodes, *realNode, *secondaryRealNodes, testbed.PodNetwork(*podNetwork))
 	case "down":
 		err = down(ctx, *dir, *tools)
 	case "status":
@@ -66,7 +70,7 @@ func main() {
 	}
 }
 
-func up(ctx context.Context, dir, tools string, secondaries, nodes int, realNode bool) error {
+func up(ctx context.Context, dir, tools string, secondaries, nodes int, realNode, secondaryRealNodes bool, podNetwork testbed.PodNetwork) error {
 	if status(ctx, dir) == nil {
 		fmt.Printf("testbed: already running; kubeconfig %s\n", filepath.Join(dir, "kubeconfig"))
 		return nil
@@ -82,9 +86,15 @@ func up(ctx context.Context, dir, tools string, secondaries, nodes int, realNode
 			realNode = false
 		}
 	}
+	if secondaryRealNodes {
+		if err := testbed.SecondaryRealNodesAvailableIn(tools); err != nil {
+			fmt.Printf("testbed: starting without real nodes in the secondaries: %v\n", err)
+			secondaryRealNodes = false
+		}
+	}
 	bed, err := testbed.Start(ctx, testbed.Options{
 		WorkDir: dir, ToolsDir: tools, Secondaries: secondaries, NodesPerSecondary: nodes,
-		NoSecondaries: secondaries == 0, RealNode: realNode, Log: os.Stdout,
+		NoSecondaries: secondaries == 0, RealNode: realNode, SecondaryRealNodes: secondaryRealNodes, SecondaryPodNetwork: podNetwork, Log: os.Stdout,
 	})
 	if err != nil {
 		return err
@@ -95,6 +105,10 @@ func up(ctx context.Context, dir, tools string, secondaries, nodes int, realNode
 	if n := bed.RealNode; n != nil {
 		fmt.Printf("testbed: real node %s (taint %s=true:NoSchedule), host IP %s, pods %s, Services %s (kubernetes %s)\n",
 			n.Name, testbed.RealNodeKey, n.HostIP, n.PodCIDR, n.ServiceCIDR, n.KubernetesServiceIP)
+	}
+	for _, n := range bed.SecondaryRealNodes {
+		fmt.Printf("testbed: real node %s of %s (taint %s=true:NoSchedule), netns %s, node IP %s, pods %s\n",
+			n.Name, n.Cluster, testbed.RealNodeKey, n.Netns, n.NodeIP, n.PodCIDR)
 	}
 	return nil
 }
@@ -123,14 +137,24 @@ func down(ctx context.Context, dir, tools string) error {
 	return errors.Join(errs...)
 }
 
-// keepRealNodeLogs moves the real node's logs (containerd, kubelet, kube-proxy) to logs/realnode,
-// replacing those of an earlier bed, so that they outlive the state `down` removes.
+// keepRealNodeLogs moves the real nodes' logs (containerd, kubelet, kube-proxy) to
+// logs/realnode and logs/realnode-<secondary>, replacing those of an earlier bed, so that they
+// outlive the state `down` removes.
 func keepRealNodeLogs(dir string) error {
-	src := filepath.Join(dir, "realnode", "logs")
+	nodes, _ := filepath.Glob(filepath.Join(dir, "realnode-*"))
+	var errs []error
+	for _, n := range append([]string{filepath.Join(dir, "realnode")}, nodes...) {
+		errs = append(errs, keepNodeLogs(dir, filepath.Base(n)))
+	}
+	return errors.Join(errs...)
+}
+
+func keepNodeLogs(dir, node string) error {
+	src := filepath.Join(dir, node, "logs")
 	if _, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	dst := filepath.Join(dir, "logs", "realnode")
+	dst := filepath.Join(dir, "logs", node)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
 		return fmt.Errorf("keeping the real node's logs: %w", err)
 	}
