@@ -53,16 +53,27 @@ type NodeCapacity struct {
 	Free   corev1.ResourceList
 }
 
-// EligibleNode says whether a node's resources count: Ready, schedulable, without NoSchedule or
-// NoExecute taints, and not itself a virtual node.
+// EligibleNode says whether a node's resources count in the cluster's capacity (what its virtual
+// node offers every pod): a usable node without NoSchedule or NoExecute taints.
 func EligibleNode(n *corev1.Node) bool {
-	if n.Spec.Unschedulable || n.Labels[flotillav1.LabelNodeType] == flotillav1.NodeTypeVirtualKubelet {
+	if !usableNode(n) {
 		return false
 	}
 	for _, t := range n.Spec.Taints {
 		if t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute {
 			return false
 		}
+	}
+	return true
+}
+
+// usableNode says whether a pod may land on a node at all: Ready, schedulable, and not itself a
+// virtual node. A tainted one is usable by the pods that tolerate its taints: the webhook fits a
+// delegate to it node by node (Capacity.Nodes), though its resources are not in the capacity
+// every pod sees.
+func usableNode(n *corev1.Node) bool {
+	if n.Spec.Unschedulable || n.Labels[flotillav1.LabelNodeType] == flotillav1.NodeTypeVirtualKubelet {
+		return false
 	}
 	for _, c := range n.Status.Conditions {
 		if c.Type == corev1.NodeReady {
@@ -77,11 +88,12 @@ func EligibleNode(n *corev1.Node) bool {
 // allocatable floored at zero, everything quantized so small churn does not rewrite the node.
 func ComputeCapacity(nodes []*corev1.Node, pods []PodUsage) Capacity {
 	c := Capacity{NodeCount: len(nodes), Capacity: corev1.ResourceList{}}
-	eligible := map[string]bool{}
+	eligible, usable := map[string]bool{}, map[string]bool{}
 	agree := map[string]*string{corev1.LabelOSStable: &c.OS, corev1.LabelArchStable: &c.Arch,
 		corev1.LabelTopologyRegion: &c.Region, corev1.LabelTopologyZone: &c.Zone}
 	mixed := map[string]bool{}
 	for _, n := range nodes {
+		usable[n.Name] = usableNode(n)
 		if !EligibleNode(n) {
 			continue
 		}
@@ -102,7 +114,7 @@ func ComputeCapacity(nodes []*corev1.Node, pods []PodUsage) Capacity {
 	used := corev1.ResourceList{}
 	usedOnNode := map[string]corev1.ResourceList{}
 	for _, u := range pods {
-		if !eligible[u.NodeName] || u.Terminal {
+		if !usable[u.NodeName] || u.Terminal {
 			continue
 		}
 		if usedOnNode[u.NodeName] == nil {
@@ -110,14 +122,14 @@ func ComputeCapacity(nodes []*corev1.Node, pods []PodUsage) Capacity {
 		}
 		addTo(usedOnNode[u.NodeName], u.Requests)
 		addOnePod(usedOnNode[u.NodeName])
-		if u.OfPrimary {
+		if u.OfPrimary || !eligible[u.NodeName] {
 			continue
 		}
 		addTo(used, u.Requests)
 		addOnePod(used)
 	}
 	for _, n := range nodes {
-		if eligible[n.Name] {
+		if usable[n.Name] {
 			c.Nodes = append(c.Nodes, NodeCapacity{Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints,
 				Free: subtractFloored(n.Status.Allocatable, usedOnNode[n.Name])})
 		}

@@ -3,6 +3,7 @@ package clusters
 import (
 	"context"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -191,6 +192,31 @@ func TestComputeCapacity(t *testing.T) {
 				t.Errorf("os/arch/region/zone = %s/%s/%s/%s", c.OS, c.Arch, c.Region, c.Zone)
 			}
 		})
+	}
+}
+
+// A tainted node does not add to what the virtual node offers every pod, but a pod that tolerates
+// its taint may land there: the webhook sees it, with its taint and what is free on it.
+func TestATaintedNodeIsListedForThePodsThatTolerateIt(t *testing.T) {
+	c := ComputeCapacity([]*corev1.Node{node("a", "4", "8Gi"), node("gpu", "8", "16Gi", noSchedule), node("off", "8", "16Gi", notReady)},
+		usagesOf([]*corev1.Pod{pod("on-gpu", "gpu", "2", "2Gi")}, "me"))
+	if cpu := c.Capacity[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("4")) != 0 || c.EligibleNodes != 1 {
+		t.Errorf("capacity cpu %s from %d nodes, want 4 from the untainted one", cpu.String(), c.EligibleNodes)
+	}
+	if free := c.Allocatable[corev1.ResourceCPU]; free.Cmp(resource.MustParse("4")) != 0 {
+		t.Errorf("allocatable cpu %s: a pod on the tainted node is not in the capacity it is not in", free.String())
+	}
+	var names []string
+	for _, n := range c.Nodes {
+		names = append(names, n.Name)
+		if n.Name == "gpu" {
+			if len(n.Taints) != 1 || n.Free.Cpu().Cmp(resource.MustParse("6")) != 0 {
+				t.Errorf("gpu node: taints %v free cpu %s, want its taint and 6", n.Taints, n.Free.Cpu().String())
+			}
+		}
+	}
+	if strings.Join(names, ",") != "a,gpu" {
+		t.Errorf("nodes listed %v, want a and gpu (not the NotReady one)", names)
 	}
 }
 
