@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -31,6 +32,8 @@ var (
 	managerKubeconfig string
 	// realNodeErr says why the bed has no real node (nil: it has one).
 	realNodeErr error
+	// secondaryRealNodesErr says why the secondaries have no real node (nil: each has one).
+	secondaryRealNodesErr error
 )
 
 func TestE2E(t *testing.T) {
@@ -68,16 +71,18 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	if realNodeErr != nil {
 		GinkgoWriter.Printf("no real node in the bed: %v\n", realNodeErr)
 	}
-	// FLOTILLA_E2E_SECONDARY_REAL_NODES=1 gives each secondary a real node too (off by default);
-	// FLOTILLA_E2E_SECONDARY_POD_NETWORK=flat routes between their pods.
-	secondaryRealNodes := false
-	if os.Getenv("FLOTILLA_E2E_SECONDARY_REAL_NODES") == "1" {
-		if err := testbed.SecondaryRealNodesAvailable(); err != nil {
-			GinkgoWriter.Printf("no real nodes in the secondaries: %v\n", err)
-		} else {
-			secondaryRealNodes = true
-		}
+	// Each secondary gets a real node too where this host allows (root, Debian's containerd): the
+	// real delegates' specs run there. FLOTILLA_E2E_SECONDARY_REAL_NODES=0 leaves them out (those
+	// specs are then skipped, saying so); FLOTILLA_E2E_SECONDARY_POD_NETWORK=flat routes between
+	// the secondaries' pods.
+	secondaryRealNodesErr = testbed.SecondaryRealNodesAvailable()
+	if os.Getenv("FLOTILLA_E2E_SECONDARY_REAL_NODES") == "0" {
+		secondaryRealNodesErr = errors.New("FLOTILLA_E2E_SECONDARY_REAL_NODES=0 leaves them out")
 	}
+	if secondaryRealNodesErr != nil {
+		GinkgoWriter.Printf("no real nodes in the secondaries: %v\n", secondaryRealNodesErr)
+	}
+	secondaryRealNodes := secondaryRealNodesErr == nil
 	// Pods in secondaries start within 2-4 s, not 2-12 s: specs wait on many.
 	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter, RealNode: realNodeErr == nil,
 		SecondaryRealNodes: secondaryRealNodes, SecondaryPodNetwork: testbed.PodNetwork(os.Getenv("FLOTILLA_E2E_SECONDARY_POD_NETWORK")),
