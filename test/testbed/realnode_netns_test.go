@@ -19,10 +19,10 @@ import (
 
 func TestSubnetsCarvesTheIthRange(t *testing.T) {
 	if got := subnets([]string{"172.31.250.0/24", "10.0.0.0/30"}, 30, 1); len(got) != 1 || got[0] != "172.31.250.4/30" {
-		t.Fatalf("subnets /30 #1 = %v", got)
+		t.Fatalf("subnets /30, index 1 = %v", got)
 	}
 	if got := subnets([]string{"10.246.0.0/16"}, 24, 2); len(got) != 1 || got[0] != "10.246.2.0/24" {
-		t.Fatalf("subnets /24 #2 = %v", got)
+		t.Fatalf("subnets /24, index 2 = %v", got)
 	}
 }
 
