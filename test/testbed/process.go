@@ -1,11 +1,12 @@
 package testbed
 
 import (
-	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -114,16 +115,50 @@ func (p *Process) Kill() error {
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	low, _ := ephemeralPorts()
+	handedOutMu.Lock()
+	defer handedOutMu.Unlock()
+	for range 200 {
+		// Below the kernel's ephemeral range: no outgoing connection ever takes it as its source
+		// port, so a process restarted on the same port (the e2e manager after a SIGKILL) finds
+		// it free. A port from the ephemeral range once was an API client's by then.
+		port := freePortFloor + rand.IntN(low-freePortFloor)
+		if handedOut[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		handedOut[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("finding a free port: none free below %d after 200 tries", low)
+}
+
+// freePortFloor is the lowest port FreePort hands out (above the registered services').
+const freePortFloor = 20000
+
+var (
+	handedOutMu sync.Mutex
+	// handedOut are the ports this process was given: two callers never get the same one.
+	handedOut = map[int]bool{}
+)
+
+// ephemeralPorts is the kernel's ephemeral port range (/proc/sys/net/ipv4/ip_local_port_range),
+// 32768-60999 when it cannot be read or leaves too little room below it.
+func ephemeralPorts() (low, high int) {
+	low, high = 32768, 60999
+	raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
+		return low, high
 	}
-	defer l.Close()
-	addr, ok := l.Addr().(*net.TCPAddr)
-	if !ok {
-		return 0, errors.New("finding a free port: not a TCP address")
+	var l, h int
+	if _, err := fmt.Sscanf(string(raw), "%d %d", &l, &h); err != nil || l < freePortFloor+1000 {
+		return low, high
 	}
-	return addr.Port, nil
+	return l, h
 }
 
 // ProcessAlive says whether a PID names a live (not zombie) process.

@@ -56,3 +56,19 @@ func TestBuildTestAppImage(t *testing.T) {
 		}
 	}
 }
+
+// FreePort hands out ports below the kernel's ephemeral range, each once.
+func TestFreePortIsBelowTheEphemeralRangeAndNeverTwice(t *testing.T) {
+	low, _ := ephemeralPorts()
+	seen := map[int]bool{}
+	for range 50 {
+		p, err := FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p < freePortFloor || p >= low || seen[p] {
+			t.Fatalf("port %d: want one in [%d, %d), not given before", p, freePortFloor, low)
+		}
+		seen[p] = true
+	}
+}
