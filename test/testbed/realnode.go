@@ -332,20 +332,8 @@ func (n *RealNode) prepare(ctx context.Context) error {
 		}
 	}
 	cfg := n.config("", "")
-	for _, f := range []struct {
-		path string
-		tmpl *template.Template
-	}{
-		{filepath.Join(n.Dir, "containerd", "config.toml"), containerdTmpl},
-		{filepath.Join(n.Dir, "cni", "net.d", "10-realnode.conflist"), cniTmpl},
-	} {
-		raw, err := render(f.tmpl, cfg)
-		if err != nil {
-			return err
-		}
-		if err := writeFile(f.path, raw); err != nil {
-			return err
-		}
+	if err := writeRuntimeConfig(n.Dir, cfg); err != nil {
+		return err
 	}
 	bin, err := exec.LookPath("containerd")
 	if err != nil {
@@ -659,6 +647,27 @@ func writeFile(path string, raw []byte) error {
 	}
 	if err := os.WriteFile(path, raw, 0o600); err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	return nil
+}
+
+// writeRuntimeConfig writes a real node's containerd configuration and CNI network list from cfg
+// into its dir.
+func writeRuntimeConfig(dir string, cfg realNodeConfig) error {
+	for _, f := range []struct {
+		path string
+		tmpl *template.Template
+	}{
+		{filepath.Join(dir, "containerd", "config.toml"), containerdTmpl},
+		{filepath.Join(dir, "cni", "net.d", "10-realnode.conflist"), cniTmpl},
+	} {
+		raw, err := render(f.tmpl, cfg)
+		if err != nil {
+			return err
+		}
+		if err := writeFile(f.path, raw); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"text/template"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -412,20 +411,8 @@ func makeNodeCgroups(name string) error {
 func (n *SecondaryRealNode) prepare(ctx context.Context, pauseTar func() (string, error)) error {
 	start := time.Now()
 	cfg := n.config("", "")
-	for _, f := range []struct {
-		path string
-		tmpl *template.Template
-	}{
-		{filepath.Join(n.Dir, "containerd", "config.toml"), containerdTmpl},
-		{filepath.Join(n.Dir, "cni", "net.d", "10-realnode.conflist"), cniTmpl},
-	} {
-		raw, err := render(f.tmpl, cfg)
-		if err != nil {
-			return err
-		}
-		if err := writeFile(f.path, raw); err != nil {
-			return err
-		}
+	if err := writeRuntimeConfig(n.Dir, cfg); err != nil {
+		return err
 	}
 	bin, err := exec.LookPath("containerd")
 	if err != nil {
