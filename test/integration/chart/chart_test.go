@@ -50,7 +50,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	Expect(primary.Namespace(ctx, flotillav1.SystemNamespace, nil)).To(Succeed())
 	// clusterenv installed the CRDs already.
-	for _, o := range render(ctx, "manager.enabled=false", "crds.install=false") {
+	// replicator.enabled: the manager's RBAC writes of Replicators, and the policy that narrows them.
+	for _, o := range render(ctx, "manager.enabled=false", "crds.install=false", "replicator.enabled=true") {
 		Expect(primary.Client.Create(ctx, o)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
 	}
 	Expect(primary.Namespace(ctx, "enabled", map[string]string{flotillav1.LabelEnabled: "true"})).To(Succeed())
@@ -167,6 +168,62 @@ var _ = Describe("the chart's fence on the manager's nodes and Leases", func() {
 		Expect(mgr.Create(ctx, lease(flotillav1.SystemNamespace, "flotilla-manager.flotilla.dev"))).To(Succeed())
 		Expect(mgr.Delete(ctx, node("flotilla-east"))).To(Succeed())
 		Expect(primary.Client.Delete(ctx, node("worker-1"))).To(Succeed())
+	})
+})
+
+var _ = Describe("the chart's fence on the Replicators' writes", func() {
+	It("lets the manager write workloads, Secrets and namespaces only where Replicators may: its namespace, namespaces a Replicator created, namespaces that opted in", func(ctx SpecContext) {
+		mgr := as(manager, "system:serviceaccounts", "system:authenticated")
+		Expect(primary.Namespace(ctx, "argocd", nil)).To(Succeed())
+		Expect(primary.Namespace(ctx, "opted-in", map[string]string{flotillav1.LabelReplicationAllowed: "true"})).To(Succeed())
+		// What a Replicator creates (pkg/controllers/replicator, ensureNamespace).
+		created := func(name string) *corev1.Namespace {
+			return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name,
+				Annotations: map[string]string{flotillav1.AnnotationCreatedBy: "primary-id/replicator-uid"}}}
+		}
+		Expect(primary.Client.Create(ctx, created("replicated"))).To(Succeed())
+		deployment := func(namespace string) *appsv1.Deployment {
+			labels := map[string]string{"app": "web"}
+			return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "web"},
+				Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+					Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+						Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}
+		}
+		secret := func(namespace, name string) *corev1.Secret {
+			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, StringData: map[string]string{"k": "v"}}
+		}
+		const refused = "only in namespaces a Replicator created"
+		Eventually(func() error { return mgr.Create(ctx, deployment("argocd")) }).WithContext(ctx).WithTimeout(30 * time.Second).
+			Should(MatchError(And(ContainSubstring(refused), ContainSubstring("namespace argocd"),
+				ContainSubstring(flotillav1.LabelReplicationAllowed+"=true"))))
+		Expect(mgr.Create(ctx, secret("argocd", "creds"))).To(MatchError(ContainSubstring(refused)))
+		// What is there already is neither changed nor deleted.
+		Expect(primary.Client.Create(ctx, secret("argocd", "repo-creds"))).To(Succeed())
+		var theirs corev1.Secret
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: "argocd", Name: "repo-creds"}, &theirs)).To(Succeed())
+		base := theirs.DeepCopy()
+		theirs.StringData = map[string]string{"k": "stolen"}
+		Expect(mgr.Patch(ctx, &theirs, client.MergeFrom(base))).To(MatchError(ContainSubstring(refused)))
+		Expect(mgr.Delete(ctx, secret("argocd", "repo-creds"))).To(MatchError(ContainSubstring(refused)))
+		// The controls: a namespace that opted in, one a Replicator created, and the manager's own.
+		for _, ns := range []string{"opted-in", "replicated"} {
+			Expect(mgr.Create(ctx, deployment(ns))).To(Succeed(), "in %s", ns)
+			Expect(mgr.Create(ctx, secret(ns, "web-tls"))).To(Succeed(), "in %s", ns)
+			Expect(mgr.Delete(ctx, deployment(ns))).To(Succeed(), "in %s", ns)
+		}
+		Expect(mgr.Create(ctx, secret(flotillav1.SystemNamespace, flotillav1.ReplicatorCASecretName("web")))).To(Succeed(), "a Replicator's CA")
+
+		// Namespaces: created only marked as a Replicator's, deleted only when they are.
+		const notOurs = "only namespaces a Replicator created"
+		Expect(mgr.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "unmarked"}})).
+			To(MatchError(And(ContainSubstring(notOurs), ContainSubstring("namespace unmarked"))))
+		Expect(mgr.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}})).
+			To(MatchError(And(ContainSubstring(notOurs), ContainSubstring("namespace argocd"))))
+		Expect(mgr.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "opted-in"}})).
+			To(MatchError(ContainSubstring(notOurs)), "opting in lets Replicators write there, not delete it")
+		Expect(mgr.Create(ctx, created("mine"))).To(Succeed())
+		Expect(mgr.Delete(ctx, created("mine"))).To(Succeed())
+		Expect(mgr.Delete(ctx, created("replicated"))).To(Succeed())
 	})
 })
 

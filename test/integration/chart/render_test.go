@@ -404,7 +404,7 @@ var _ = Describe("the chart's rendering", Label("render"), func() {
 		args := []string{"--set", "manager.replicas=3,manager.priorityClassName=flotilla-high,manager.logFormat=text",
 			"--set", `manager.podAnnotations.example\.com/team=fleet,manager.nodeSelector.kubernetes\.io/os=linux`,
 			"--set-json", `manager.tolerations=[{"key":"dedicated","operator":"Exists","effect":"NoSchedule"}]`,
-			"--set", "manager.extraArgs={--proxy-workers=8},admissionPolicy.extraManagerUsers={alice}"}
+			"--set", "manager.extraArgs={--proxy-workers=8},admissionPolicy.extraManagerUsers={alice},replicator.enabled=true"}
 		objs, out, err := helmTemplate(ctx, args...)
 		Expect(err).NotTo(HaveOccurred(), out)
 		strict := client.WithFieldValidation(primary.Client, metav1.FieldValidationStrict)
@@ -453,6 +453,7 @@ func init() {
 		for _, res := range replicatorWrites {
 			Expect(writes).To(HaveKey(res), "replicator.enabled grants the writes of Replicators")
 		}
+		Expect(find(objs, "ValidatingAdmissionPolicy", replicationPolicy)).NotTo(BeNil(), "and narrows them to the namespaces Replicators may write")
 	}}
 }
 
@@ -552,7 +553,7 @@ var _ = Describe("the uninstall Job's rights", Label("render"), func() {
 })
 
 var _ = Describe("docs/security.md on the manager's rights", Label("render"), func() {
-	It("names every resource the chart lets the manager write, and the policy that narrows its node writes", func(ctx SpecContext) {
+	It("names every resource the chart lets the manager write, and the policies that narrow its node writes and the Replicators' writes", func(ctx SpecContext) {
 		raw, err := os.ReadFile(filepath.Join(chartDir, "..", "..", "docs", "security.md"))
 		Expect(err).NotTo(HaveOccurred())
 		doc := string(raw)
@@ -568,7 +569,46 @@ var _ = Describe("docs/security.md on the manager's rights", Label("render"), fu
 			}
 			Expect(find(objs, "ValidatingAdmissionPolicy", "flotilla-manager-nodes")).NotTo(BeNil())
 		}
+		Expect(find(render(ctx, "replicator.enabled=true"), "ValidatingAdmissionPolicy", replicationPolicy)).NotTo(BeNil())
 		Expect(section).To(ContainSubstring("flotilla-manager-nodes"))
+		Expect(section).To(ContainSubstring(replicationPolicy))
+	})
+})
+
+// replicationPolicy is the chart's policy that keeps the manager's Replicator writes in the
+// namespaces Replicators may write.
+const replicationPolicy = "flotilla-manager-replication"
+
+var _ = Describe("the chart's policy on the Replicators' writes", Label("render"), func() {
+	It("is there with replicator.enabled only, fails closed, and matches the manager's every write of namespaces and of every kind a Replicator writes", func(ctx SpecContext) {
+		Expect(find(render(ctx), "ValidatingAdmissionPolicy", replicationPolicy)).To(BeNil(), "no writes granted, nothing to narrow")
+		objs := render(ctx, "replicator.enabled=true", "admissionPolicy.extraManagerUsers={alice@example.com}")
+		policy := find(objs, "ValidatingAdmissionPolicy", replicationPolicy)
+		Expect(policy).NotTo(BeNil())
+		Expect(nested(policy, "spec", "failurePolicy")).To(Equal("Fail"))
+		binding := find(objs, "ValidatingAdmissionPolicyBinding", replicationPolicy)
+		Expect(nested(binding, "spec", "policyName")).To(Equal(replicationPolicy))
+		Expect(nested(binding, "spec", "validationActions")).To(ConsistOf("Deny"))
+		matched := map[string][]any{}
+		for _, r := range nested(policy, "spec", "matchConstraints", "resourceRules").([]any) {
+			rule := r.(map[string]any)
+			Expect(rule["apiVersions"]).To(ConsistOf("*"), "every version of a kind")
+			for _, g := range rule["apiGroups"].([]any) {
+				for _, res := range rule["resources"].([]any) {
+					key := g.(string) + "/" + res.(string)
+					matched[key] = append(matched[key], rule["operations"].([]any)...)
+				}
+			}
+		}
+		Expect(matched["/namespaces"]).To(ContainElements("CREATE", "UPDATE", "DELETE"))
+		for _, k := range flotillav1.ReplicatedKinds {
+			Expect(matched[k.Group+"/"+k.Resource]).To(ContainElements("CREATE", "UPDATE", "DELETE"),
+				"a Replicator writes %s (v1alpha1.ReplicatedKinds): the policy must match it", k.Kind)
+		}
+		raw, err := json.Marshal(nested(policy, "spec", "matchConditions"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(raw)).To(And(ContainSubstring("'system:serviceaccount:flotilla-system:flotilla'"), ContainSubstring("'alice@example.com'")),
+			"matched on the manager's identities, as flotilla-manager-nodes")
 	})
 })
 
