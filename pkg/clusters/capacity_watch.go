@@ -75,8 +75,8 @@ func (w *capacityWatch) relistDue(now time.Time) bool {
 	if w.pods == nil {
 		return false
 	}
-	over, _, _ := w.pods.overLimit()
-	return over && now.Sub(w.started) >= podRecordsRelistInterval
+	after, ok := relistAfter(w.pods.overLimit())
+	return ok && now.Sub(w.started) >= after
 }
 
 func (w *capacityWatch) markDirty() {

@@ -32,7 +32,25 @@ const (
 	// podRecordsRelistInterval is how long a capacity watch over the limit waits before it lists
 	// the secondary's pods again (the pods it did not keep may be gone by then).
 	podRecordsRelistInterval = 5 * time.Minute
+	// podRecordsRelistSoon is how long it waits instead once deletions brought what it holds
+	// under 90 % of its limit: the pods it refused are likely going too (a namespace or a
+	// workload deleted), and the secondary should not offer nothing for minutes after.
+	podRecordsRelistSoon = 30 * time.Second
 )
+
+// relistAfter is how old a capacity watch that refused pods must be before it lists them again:
+// podRecordsRelistSoon once what it holds fell under 90 % of its limit, else
+// podRecordsRelistInterval. ok is false for a watch that refused none.
+func relistAfter(over bool, held, limit int) (after time.Duration, ok bool) {
+	switch {
+	case !over:
+		return 0, false
+	case held*10 < limit*9:
+		return podRecordsRelistSoon, true
+	default:
+		return podRecordsRelistInterval, true
+	}
+}
 
 // podRecordLimit is how many pod records a secondary's capacity watch keeps: what its nodes can
 // run (the sum of their allocatable "pods", 110 a node by default, whatever their state, since

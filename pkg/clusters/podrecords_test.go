@@ -239,3 +239,24 @@ func TestACapacityWatchOverItsLimitIsListedAgain(t *testing.T) {
 		t.Fatalf("what the watch knew does not serve until the new one syncs: %+v", s)
 	}
 }
+
+func TestRelistAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		over        bool
+		held, limit int
+		want        time.Duration
+		ok          bool
+	}{
+		{"nothing refused: no relist", false, 10, 100, 0, false},
+		{"refused, still full", true, 100, 100, podRecordsRelistInterval, true},
+		{"refused, at 90 %", true, 90, 100, podRecordsRelistInterval, true},
+		{"refused, deletions brought it under 90 %", true, 89, 100, podRecordsRelistSoon, true},
+		{"refused, emptied", true, 0, 1110, podRecordsRelistSoon, true},
+	} {
+		got, ok := relistAfter(tc.over, tc.held, tc.limit)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: relistAfter = %s, %v; want %s, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
