@@ -20,6 +20,11 @@ type Capacity struct {
 	// Nodes are the eligible nodes with what is free on each (every pod counted, delegates
 	// included), for the webhook's feasibility check.
 	Nodes []NodeCapacity
+	// PodsOverLimit says the secondary holds more pods bound to nodes than the manager keeps
+	// records of (podRecordLimit): what they take is not known, so Allocatable and every node's
+	// Free are zero, nothing offered rather than room that may be taken, until a list of its pods
+	// finds them within the limit again.
+	PodsOverLimit bool
 }
 
 // PodUsage is what capacity reads of a pod: where it runs and what it takes of its node.

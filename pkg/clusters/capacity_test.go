@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
@@ -278,38 +277,35 @@ func TestCapacityCacheKeepsARecordPerPodAndOneListPerShape(t *testing.T) {
 	}
 }
 
-// A client-go informer stores the records the transform makes: keyed, updated and deleted by them.
-func TestCapacityInformerStoresRecords(t *testing.T) {
+// The pods controller stores the records the transform makes: keyed, updated and deleted by them.
+func TestCapacityPodsControllerStoresRecords(t *testing.T) {
 	p := pod("a", "n", "1", "1Gi")
 	p.Namespace = "ns"
 	cs := fake.NewClientset(p)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	slim := &capacitySlim{primaryID: "me"}
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim.transform))
-	inf := factory.Core().V1().Pods().Informer()
-	factory.Start(ctx.Done())
-	defer func() { cancel(); factory.Shutdown() }() // the informers stop when their context is done
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		t.Fatal("the informer did not sync")
+	records := newPodRecords(func() int { return 10 })
+	ctl := newPodsController(cs, &capacitySlim{primaryID: "me"}, records, func() {}, nil)
+	go ctl.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), ctl.HasSynced) {
+		t.Fatal("the controller did not sync")
 	}
-	lister := corev1Lister{inf.GetIndexer()}
 	p.Spec.NodeName = "m"
 	if _, err := cs.CoreV1().Pods("ns").Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
-		u := lister.usages()
+		u := records.usages()
 		return len(u) == 1 && u[0].NodeName == "m", nil
 	}); err != nil {
-		t.Fatalf("the update did not reach the store: %v", lister.usages())
+		t.Fatalf("the update did not reach the store: %v", records.usages())
 	}
 	if err := cs.CoreV1().Pods("ns").Delete(ctx, "a", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextCancel(ctx, 10*time.Millisecond, true, func(context.Context) (bool, error) {
-		return len(lister.usages()) == 0, nil
+		return len(records.usages()) == 0, nil
 	}); err != nil {
-		t.Fatalf("the delete did not reach the store: %v", lister.usages())
+		t.Fatalf("the delete did not reach the store: %v", records.usages())
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -18,11 +19,15 @@ import (
 // capacityRecomputeInterval bounds how often a secondary's capacity is recomputed while its pods churn.
 const capacityRecomputeInterval = 2 * time.Second
 
-// capacityWatch keeps a secondary's nodes and pods in slim informers and its Capacity up to date.
+// capacityWatch keeps a secondary's nodes in a slim informer, records of its pods (podRecords,
+// bounded by what its nodes can run) and its Capacity up to date.
 type capacityWatch struct {
-	cancel context.CancelFunc
-	nodes  cache.SharedIndexInformer
-	pods   cache.SharedIndexInformer
+	cancel  context.CancelFunc
+	log     logr.Logger
+	nodes   cache.SharedIndexInformer
+	pods    *podRecords
+	podsCtl cache.Controller
+	started time.Time
 	// failed is set when a list or watch of its informers fails (reflectorFailed).
 	failed atomic.Bool
 
@@ -33,34 +38,29 @@ type capacityWatch struct {
 	announced Capacity // what subscribers were last told of
 }
 
-// nonTerminalPods selects the pods that take room on a node: a secondary's finished pods (a
-// CronJob's history, evicted pods) are never listed or kept, so what the watch holds is bounded by
-// what its nodes can run, not by what ever ran there.
-const nonTerminalPods = "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)
-
-func startCapacityWatch(ctx context.Context, cs kubernetes.Interface, primaryID string, changed func()) *capacityWatch {
+func startCapacityWatch(ctx context.Context, log logr.Logger, cs kubernetes.Interface, primaryID string, changed func()) *capacityWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	slim := &capacitySlim{primaryID: primaryID}
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim.transform))
-	podFactory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim.transform),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = nonTerminalPods }))
-	w := &capacityWatch{cancel: cancel, nodes: nodeFactory.Core().V1().Nodes().Informer(), pods: podFactory.Core().V1().Pods().Informer(), dirty: true}
-	for _, inf := range []cache.SharedIndexInformer{w.nodes, w.pods} {
-		_ = inf.SetWatchErrorHandler(func(r *cache.Reflector, err error) {
-			w.failed.Store(true)
-			cache.DefaultWatchErrorHandler(ctx, r, err)
-		})
+	w := &capacityWatch{cancel: cancel, log: log, nodes: nodeFactory.Core().V1().Nodes().Informer(), started: time.Now(), dirty: true}
+	onError := func(ctx context.Context, r *cache.Reflector, err error) {
+		w.failed.Store(true)
+		cache.DefaultWatchErrorHandler(ctx, r, err)
 	}
-	mark := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { w.markDirty() },
-		UpdateFunc: func(any, any) { w.markDirty() },
-		DeleteFunc: func(any) { w.markDirty() },
+	_ = w.nodes.SetWatchErrorHandlerWithContext(onError)
+	w.pods = newPodRecords(func() int { return podRecordLimit(corev1Lister{w.nodes.GetIndexer()}.nodes()) })
+	w.podsCtl = newPodsController(cs, slim, w.pods, w.markDirty, onError)
+	mark := func() {
+		w.pods.nodesChanged.Store(true)
+		w.markDirty()
 	}
-	_, _ = w.nodes.AddEventHandler(mark)
-	_, _ = w.pods.AddEventHandler(mark)
+	_, _ = w.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { mark() },
+		UpdateFunc: func(any, any) { mark() },
+		DeleteFunc: func(any) { mark() },
+	})
 	nodeFactory.Start(ctx.Done())
-	podFactory.Start(ctx.Done())
-	go w.loop(ctx, changed, nodeFactory, podFactory)
+	go w.loop(ctx, changed, nodeFactory)
 	return w
 }
 
@@ -68,39 +68,58 @@ func startCapacityWatch(ctx context.Context, cs kubernetes.Interface, primaryID 
 // is it worth restarting (a fresh informer lists at once, a failed one backs off up to a minute).
 func (w *capacityWatch) reflectorFailed() bool { return w.failed.Load() }
 
+// relistDue says whether the watch refused pods for lack of room and is old enough to be
+// restarted: a new one lists the secondary's pods again, and finds whether they fit now (those
+// refused and never changed since would otherwise be missed for ever).
+func (w *capacityWatch) relistDue(now time.Time) bool {
+	if w.pods == nil {
+		return false
+	}
+	after, ok := relistAfter(w.pods.overLimit())
+	return ok && now.Sub(w.started) >= after
+}
+
 func (w *capacityWatch) markDirty() {
 	w.mu.Lock()
 	w.dirty = true
 	w.mu.Unlock()
 }
 
-// loop recomputes at most every capacityRecomputeInterval, and calls changed when the result moved
-// by more than 1 % or the node count changed.
-func (w *capacityWatch) loop(ctx context.Context, changed func(), factories ...informers.SharedInformerFactory) {
-	defer func() {
-		for _, f := range factories {
-			f.Shutdown()
-		}
-	}()
-	if !cache.WaitForCacheSync(ctx.Done(), w.nodes.HasSynced, w.pods.HasSynced) {
+// loop starts the pods' records once the nodes are listed (their limit is read from the nodes),
+// then recomputes at most every capacityRecomputeInterval, and calls changed when the result
+// moved by more than 1 % or the node count changed.
+func (w *capacityWatch) loop(ctx context.Context, changed func(), nodeFactory informers.SharedInformerFactory) {
+	defer nodeFactory.Shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), w.nodes.HasSynced) {
+		return
+	}
+	go w.podsCtl.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), w.podsCtl.HasSynced) {
 		return
 	}
 	ticker := time.NewTicker(capacityRecomputeInterval)
 	defer ticker.Stop()
 	nodeLister := corev1Lister{w.nodes.GetIndexer()}
-	podLister := corev1Lister{w.pods.GetIndexer()}
 	for {
 		w.mu.Lock()
 		dirty := w.dirty
 		w.dirty = false
 		w.mu.Unlock()
 		if dirty {
-			c := ComputeCapacity(nodeLister.nodes(), podLister.usages())
+			c := ComputeCapacity(nodeLister.nodes(), w.pods.usages())
+			if over, held, limit := w.pods.overLimit(); over {
+				c = c.withoutRoom()
+				if !w.last.PodsOverLimit {
+					w.log.Info("Secondary has more pods bound to nodes than the manager keeps records of: its capacity "+
+						"offers nothing until a list of its pods finds them within the limit", "held", held, "limit", limit,
+						"relistIn", podRecordsRelistInterval.String())
+				}
+			}
 			w.mu.Lock()
 			a := w.announced
 			moved := !w.synced || c.NodeCount != a.NodeCount || c.EligibleNodes != a.EligibleNodes ||
 				ChangedMoreThan(a.Capacity, c.Capacity, 0.01) || ChangedMoreThan(a.Allocatable, c.Allocatable, 0.01) ||
-				c.OS != a.OS || c.Arch != a.Arch || c.Region != a.Region || c.Zone != a.Zone
+				c.OS != a.OS || c.Arch != a.Arch || c.Region != a.Region || c.Zone != a.Zone || c.PodsOverLimit != a.PodsOverLimit
 			if moved {
 				w.announced = c
 			}
@@ -135,16 +154,6 @@ func (l corev1Lister) nodes() []*corev1.Node {
 	for _, o := range l.store.List() {
 		if n, ok := o.(*corev1.Node); ok {
 			out = append(out, n)
-		}
-	}
-	return out
-}
-
-func (l corev1Lister) usages() []PodUsage {
-	var out []PodUsage
-	for _, o := range l.store.List() {
-		if r, ok := o.(*podRecord); ok {
-			out = append(out, r.PodUsage)
 		}
 	}
 	return out

@@ -397,7 +397,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 		c.restartWatches(log)
 	}
 	if err == nil && !changed {
-		c.settleRole(ctx, id, opts.ProbeTimeout)
+		c.settleRole(ctx, log, id, opts.ProbeTimeout)
 	}
 	c.announce(log, before, now)
 }
@@ -484,9 +484,24 @@ func (c *cluster) identify(ctx context.Context) (id, version string, err error) 
 	return string(ns.UID), v.GitVersion, nil
 }
 
+// takeCapacityDueForRelist takes away the capacity watch when it refused pods for lack of room and
+// is due to list them again (relistDue): the next one lists them, and what this one knew serves
+// until it syncs (lastCapacity). Nil when there is none to take. c.mu is held.
+func (c *cluster) takeCapacityDueForRelist(now time.Time) *capacityWatch {
+	cw := c.capacity
+	if cw == nil || !cw.relistDue(now) {
+		return nil
+	}
+	if last, synced := cw.current(); synced {
+		c.lastCapacity = &last
+	}
+	c.capacity = nil
+	return cw
+}
+
 // settleRole decides primary, secondary or duplicate once the cluster's ID is known, and for a
 // secondary starts the capacity informers and ensures its FlotillaPrimary.
-func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Duration) {
+func (c *cluster) settleRole(ctx context.Context, log logr.Logger, id string, timeout time.Duration) {
 	reg := c.registry
 	role := RoleSecondary
 	reason, message := "", ""
@@ -501,17 +516,26 @@ func (c *cluster) settleRole(ctx context.Context, id string, timeout time.Durati
 	if reason != "" {
 		c.state.Status, c.state.Reason, c.state.Message = flotillav1.ClusterUnknown, reason, message
 	}
-	needCapacity := role == RoleSecondary && reason == "" && c.capacity == nil
+	secondary := role == RoleSecondary && reason == ""
+	var relist *capacityWatch
+	if secondary {
+		relist = c.takeCapacityDueForRelist(time.Now())
+	}
+	needCapacity := secondary && c.capacity == nil
 	// The delegates' informers feed the leader's reconcilers only: a standby keeps none (its
 	// memory stays flat however many delegates there are). A replica that becomes leader starts
 	// them at its next probe, and their first sync re-checks every proxy bound here.
-	needRemote := role == RoleSecondary && reason == "" && c.remote == nil && reg.isLeader()
+	needRemote := secondary && c.remote == nil && reg.isLeader()
 	c.mu.Unlock()
-	if role != RoleSecondary || reason != "" {
+	if relist != nil {
+		log.Info("Listing the secondary's pods again: its capacity watch refused pods for lack of room")
+		relist.stop()
+	}
+	if !secondary {
 		return
 	}
 	if needCapacity {
-		cw := startCapacityWatch(ctx, c.client, reg.opts.PrimaryID, func() { reg.notify(c.name) })
+		cw := startCapacityWatch(ctx, log, c.client, reg.opts.PrimaryID, func() { reg.notify(c.name) })
 		c.mu.Lock()
 		c.capacity = cw
 		c.mu.Unlock()
