@@ -169,9 +169,20 @@ chart: ## Helm chart: helm lint --strict of both roles, and its rendering specs 
 	$(GINKGO) $(GINKGO_FLAGS) --label-filter=render ./test/integration/chart
 
 .PHONY: integration
-integration: ## Integration suites: controllers and the webhook on real API servers (envtest with the bed's kube-apiserver and etcd)
-	$(call tools-for,kube helm ginkgo)
+integration: ## Integration suites: controllers and the webhook on real API servers (envtest with the bed's kube-apiserver and etcd; its kube-scheduler and kube-controller-manager where a spec needs them)
+	$(call tools-for,bed helm ginkgo)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=15m ./test/integration/...
+
+.PHONY: real-nodes
+real-nodes: ## The bed's real nodes as root: the primary's, then the secondaries' with each pod network (isolated, flat), each torn down and the host checked
+	$(call tools-for,bed)
+	@if [ "$$(id -u)" -ne 0 ]; then echo "real-nodes: skipped: the real nodes need root (containerd, network namespaces, iptables); CI runs as root"; exit 0; fi; \
+	set -e; \
+	FLOTILLA_REAL_NODE=1 go test -count=1 -v -timeout 10m -run '^TestRealNode$$' ./test/testbed; \
+	for net in isolated flat; do \
+		echo "real-nodes: the secondaries' real nodes, pod network $$net"; \
+		FLOTILLA_REAL_NODE=1 FLOTILLA_SECONDARY_POD_NETWORK=$$net go test -count=1 -v -timeout 10m -run '^TestSecondaryRealNodes$$' ./test/testbed; \
+	done
 
 .PHONY: e2e
 e2e: ## End-to-end suites on a fresh local test bed (one bed per run)
@@ -179,7 +190,7 @@ e2e: ## End-to-end suites on a fresh local test bed (one bed per run)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
 
 .PHONY: test
-test: verify verify-generated lint unit fuzz chart integration e2e ## Every test: verify, generated files, lint, unit, fuzz, chart, integration, e2e
+test: verify verify-generated lint unit fuzz chart integration real-nodes e2e ## Every test: verify, generated files, lint, unit, fuzz, chart, integration, the real nodes, e2e
 
 BENCH_PODS ?= 200
 BENCH_CLUSTERS ?= 2
@@ -196,7 +207,7 @@ bench: ## Benchmark: N pods direct in one secondary, split over the secondaries,
 .PHONY: dev-up
 # REAL_NODE=1 gives the primary a real node (root, Debian's containerd; make demo asks for it);
 # SECONDARY_REAL_NODES=1 gives each secondary one, each in a network namespace of its own.
-dev-up: ## Start a primary and two secondaries (REAL_NODE=1: and a real node in the primary); kubeconfig in .testbed/kubeconfig
+dev-up: ## Start a primary and two secondaries (REAL_NODE=1: a real node in the primary; SECONDARY_REAL_NODES=1: one in each secondary); kubeconfig in .testbed/kubeconfig
 	$(call tools-for,bed)
 	go run ./test/testbed/cmd/flotilla-testbed up --dir $(DEV_DIR) $(if $(REAL_NODE),--real-node) $(if $(SECONDARY_REAL_NODES),--secondary-real-nodes)
 
@@ -207,7 +218,8 @@ dev-down: ## Stop the manager and every cluster dev-up or demo started
 
 .PHONY: demo
 demo: REAL_NODE = 1
-demo: build dev-up ## Build, start the bed (with its real node where the host allows), install the chart in every cluster (the manager in cluster there), join, show them
+demo: SECONDARY_REAL_NODES = 1
+demo: build dev-up ## Build, start the bed (with real nodes in every cluster where the host allows), install the chart in every cluster (the manager in cluster there), join, show them
 	@KUBECTL=$(KUBECTL) HELM=$(TOOLS_DIR)/helm test/demo/demo.sh $(DEV_DIR)
 
 .PHONY: clean

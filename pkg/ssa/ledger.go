@@ -5,14 +5,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Ledger remembers what an applier last applied and the resourceVersion the API server gave it
+// Ledger remembers what an applier last applied and the Version of the object the API server gave
 // back, so that a resync writes only what changed: an object that still is what was applied (same
-// desired content, resourceVersion untouched since) is not applied again. An idle cluster then gets
+// desired content, Version untouched since) is not applied again. An idle cluster then gets
 // no writes. An object that cannot be read (a Secret in a secondary) cannot show drift; it is applied
 // again once blindFor has passed since its last apply.
 type Ledger struct {
@@ -21,8 +24,8 @@ type Ledger struct {
 }
 
 type ledgerEntry struct {
-	hash, resourceVersion string
-	at                    time.Time
+	hash, version string
+	at            time.Time
 }
 
 // Hash is the fingerprint of a desired object's content.
@@ -36,9 +39,9 @@ func Hash(obj any) (string, error) {
 }
 
 // Unchanged says whether applying hash to key can be skipped: it was the last one applied and the
-// live object still has the resourceVersion that apply returned (liveRV; "" when it is gone), or,
+// live object still has the Version that apply returned (liveVersion; "" when it is gone), or,
 // for an object that cannot be read, the last apply is younger than blindFor.
-func (l *Ledger) Unchanged(key, hash, liveRV string, readable bool, now time.Time, blindFor time.Duration) bool {
+func (l *Ledger) Unchanged(key, hash, liveVersion string, readable bool, now time.Time, blindFor time.Duration) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	e, ok := l.entries[key]
@@ -46,20 +49,45 @@ func (l *Ledger) Unchanged(key, hash, liveRV string, readable bool, now time.Tim
 	case !ok || e.hash != hash:
 		return false
 	case readable:
-		return liveRV != "" && liveRV == e.resourceVersion
+		return liveVersion != "" && liveVersion == e.version
 	default:
 		return now.Sub(e.at) < blindFor
 	}
 }
 
-// Record notes a successful apply of hash to key, which the API server answered with resourceVersion.
-func (l *Ledger) Record(key, hash, resourceVersion string, now time.Time) {
+// Record notes a successful apply of hash to key, which the API server answered with an object of
+// that Version.
+func (l *Ledger) Record(key, hash, version string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.entries == nil {
 		l.entries = map[string]ledgerEntry{}
 	}
-	l.entries[key] = ledgerEntry{hash: hash, resourceVersion: resourceVersion, at: now}
+	l.entries[key] = ledgerEntry{hash: hash, version: version, at: now}
+}
+
+// Version is what of a live object moves when someone changes what an apply wrote. For an object
+// the API server keeps a generation for (a Deployment, an Ingress): its UID, generation, labels
+// and annotations, since its status moves its resourceVersion on its own (a Deployment's
+// controller counting replicas) and is no drift; else its resourceVersion. "" for no object.
+func Version(o metav1.Object) string {
+	if o.GetGeneration() == 0 {
+		return o.GetResourceVersion()
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%d\n", o.GetUID(), o.GetGeneration())
+	for _, m := range []map[string]string{o.GetLabels(), o.GetAnnotations()} {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			fmt.Fprintf(h, "%q=%q\n", k, m[k])
+		}
+		h.Write([]byte{0})
+	}
+	return "g:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // Forget drops key, after its object was deleted or given up.

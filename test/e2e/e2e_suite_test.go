@@ -34,6 +34,9 @@ var (
 	realNodeErr error
 	// secondaryRealNodesErr says why the secondaries have no real node (nil: each has one).
 	secondaryRealNodesErr error
+	// secondaryPodNetwork is how the secondaries' real nodes' pods reach each other and the
+	// primary's: flat unless FLOTILLA_E2E_SECONDARY_POD_NETWORK=isolated.
+	secondaryPodNetwork = testbed.PodNetworkFlat
 )
 
 func TestE2E(t *testing.T) {
@@ -71,14 +74,17 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	if realNodeErr != nil {
 		GinkgoWriter.Printf("no real node in the bed: %v\n", realNodeErr)
 	}
-	// FLOTILLA_E2E_SECONDARY_REAL_NODES=1 gives each secondary a real node too, where this host
-	// allows (root, Debian's containerd): the real delegates' specs run there, and are skipped,
-	// saying why, without them. Not yet the default: with real nodes in the secondaries, the
-	// Replicator's idle spec counts one write of its kinds per resync window in a secondary, not
-	// yet explained. FLOTILLA_E2E_SECONDARY_POD_NETWORK=flat routes between the secondaries' pods.
-	secondaryRealNodesErr = errors.New("not asked for: FLOTILLA_E2E_SECONDARY_REAL_NODES=1 turns them on")
-	if os.Getenv("FLOTILLA_E2E_SECONDARY_REAL_NODES") == "1" {
+	// Each secondary gets a real node too, where this host allows (root, Debian's containerd):
+	// the real delegates' specs run there, and are skipped, saying why, without them
+	// (FLOTILLA_E2E_SECONDARY_REAL_NODES=0 leaves them out). Their pod network is flat, so the
+	// manager's --pod-network=flat is proved; FLOTILLA_E2E_SECONDARY_POD_NETWORK=isolated keeps
+	// each secondary's pods to itself (make real-nodes proves both networks of the bed).
+	secondaryRealNodesErr = errors.New("left out: FLOTILLA_E2E_SECONDARY_REAL_NODES=0")
+	if os.Getenv("FLOTILLA_E2E_SECONDARY_REAL_NODES") != "0" {
 		secondaryRealNodesErr = testbed.SecondaryRealNodesAvailable()
+	}
+	if v := os.Getenv("FLOTILLA_E2E_SECONDARY_POD_NETWORK"); v != "" {
+		secondaryPodNetwork = testbed.PodNetwork(v)
 	}
 	if secondaryRealNodesErr != nil {
 		GinkgoWriter.Printf("no real nodes in the secondaries: %v\n", secondaryRealNodesErr)
@@ -86,7 +92,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	secondaryRealNodes := secondaryRealNodesErr == nil
 	// Pods in secondaries start within 2-4 s, not 2-12 s: specs wait on many.
 	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter, RealNode: realNodeErr == nil,
-		SecondaryRealNodes: secondaryRealNodes, SecondaryPodNetwork: testbed.PodNetwork(os.Getenv("FLOTILLA_E2E_SECONDARY_POD_NETWORK")),
+		SecondaryRealNodes: secondaryRealNodes, SecondaryPodNetwork: secondaryPodNetwork, AuditWrites: true,
 		PodStartJitter: time.Second})
 	Expect(err).NotTo(HaveOccurred())
 	// Registered first, so it runs last: after the manager is stopped, stop the bed and prove that

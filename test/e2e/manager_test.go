@@ -28,10 +28,10 @@ type managerProcess struct {
 // startManager starts the manager on free ports. A port found free can be taken by another
 // process before the manager binds it (the manager then exits at once): it is started again on
 // other ports, a few times.
-func startManager(bin, kubeconfig, logPath string) (*managerProcess, error) {
+func startManager(bin, kubeconfig, logPath string, extraArgs ...string) (*managerProcess, error) {
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		m, err := startManagerOnce(bin, kubeconfig, logPath)
+		m, err := startManagerOnce(bin, kubeconfig, logPath, extraArgs...)
 		if err != nil {
 			return nil, err
 		}
@@ -62,7 +62,7 @@ func (m *managerProcess) startedWithin(d time.Duration) bool {
 	return !m.Exited()
 }
 
-func startManagerOnce(bin, kubeconfig, logPath string) (*managerProcess, error) {
+func startManagerOnce(bin, kubeconfig, logPath string, extraArgs ...string) (*managerProcess, error) {
 	probePort, err := testbed.FreePort()
 	if err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func startManagerOnce(bin, kubeconfig, logPath string) (*managerProcess, error) 
 	if err != nil {
 		return nil, err
 	}
-	p, err := testbed.StartProcess("flotilla-manager", bin, []string{
+	p, err := testbed.StartProcess("flotilla-manager", bin, append([]string{
 		"--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", probePort),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
@@ -97,7 +97,7 @@ func startManagerOnce(bin, kubeconfig, logPath string) (*managerProcess, error) 
 		// A resync every 30 s: the idle-writes spec watches whole resyncs.
 		"--replicator-resync-interval", "30s", "--replicator-retry-interval", "3s",
 		"--kubelet-port", fmt.Sprint(kubeletPort),
-	}, logPath)
+	}, extraArgs...), logPath)
 	if err != nil {
 		return nil, err
 	}

@@ -2,19 +2,33 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/test/testbed"
@@ -42,9 +56,7 @@ var _ = Describe("real delegates", Ordered, Label("real-nodes"), func() {
 		if !apierrors.IsAlreadyExists(err) {
 			Expect(err).NotTo(HaveOccurred())
 		}
-		DeferCleanup(func(ctx SpecContext) {
-			_ = bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
-		})
+		DeferCleanup(func(ctx SpecContext) { deleteNamespaceEverywhere(ctx, ns) }, NodeTimeout(3*time.Minute))
 	})
 
 	It("serves HTTP from every delegate of an elected Deployment through its secondary's Service, and logs each request", func(ctx SpecContext) {
@@ -114,6 +126,169 @@ var _ = Describe("real delegates", Ordered, Label("real-nodes"), func() {
 			g.Expect(string(raw)).To(ContainSubstring("request GET / from"))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
+
+	It("follows a delegate's log as requests arrive, and attaches, execs with stdin and a TTY, and port-forwards real HTTP, all through the primary", func(ctx SpecContext) {
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "talk",
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}}, Spec: onRealNode(appContainer("talk", nil))}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "talk", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(podReady(p)).To(BeTrue(), "proxy talk: %s %s", p.Status.Phase, p.Status.Message)
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		// kubectl against the primary, as a user runs it: each stream goes through the virtual
+		// node's kubelet API to the real kubelet of the delegate's secondary.
+		tools, err := testbed.ToolsDir("")
+		Expect(err).NotTo(HaveOccurred())
+		kubectl := func(args ...string) []string {
+			return append([]string{"--kubeconfig", bed.KubeconfigPath, "--context", testbed.PrimaryName, "-n", ns}, args...)
+		}
+		dir := GinkgoT().TempDir()
+		local, err := testbed.FreePort()
+		Expect(err).NotTo(HaveOccurred())
+		forward, err := testbed.StartProcess("port-forward", filepath.Join(tools, "kubectl"), kubectl("port-forward", "pod/talk", fmt.Sprintf("%d:8080", local)),
+			filepath.Join(dir, "port-forward.log"))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = forward.Stop(5 * time.Second) })
+		followLog := filepath.Join(dir, "logs-f.log")
+		follow, err := testbed.StartProcess("logs -f", filepath.Join(tools, "kubectl"), kubectl("logs", "-f", "talk"), followLog)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = follow.Stop(5 * time.Second) })
+		attachLog := filepath.Join(dir, "attach.log")
+		attach, err := testbed.StartProcess("attach", filepath.Join(tools, "kubectl"), kubectl("attach", "talk", "-c", "talk"), attachLog)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() { _ = attach.Stop(5 * time.Second) })
+
+		// Each request through the port-forward is answered by the delegate's own server, and
+		// shows up in the followed log and the attached stream while they stay open.
+		httpClient := &http.Client{Timeout: 5 * time.Second}
+		for i := range 3 {
+			path := fmt.Sprintf("/hello-%d-%d", i, time.Now().UnixNano())
+			Eventually(func(g Gomega) {
+				resp, err := httpClient.Get(fmt.Sprintf("http://127.0.0.1:%d%s", local, path))
+				g.Expect(err).NotTo(HaveOccurred())
+				defer func() { _ = resp.Body.Close() }()
+				body, err := io.ReadAll(resp.Body)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(string(body)).To(ContainSubstring("pod=talk"))
+				for _, file := range []string{followLog, attachLog} {
+					raw, err := os.ReadFile(file)
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(string(raw)).To(ContainSubstring("request GET "+path+" from"), "in %s", filepath.Base(file))
+				}
+			}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+		}
+
+		// exec -i: standard input reaches the container's process.
+		cat := exec.CommandContext(ctx, filepath.Join(tools, "kubectl"), kubectl("exec", "-i", "talk", "--", "cat")...)
+		cat.Stdin = strings.NewReader("through standard input\n")
+		out, err := cat.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(string(out)).To(Equal("through standard input\n"))
+
+		// exec -i -t: a shell on a terminal of the real container (the terminal turns "\n" into
+		// "\r\n" on the way out, which only a TTY does).
+		req := bed.Primary.Clientset.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name("talk").SubResource("exec").
+			VersionedParams(&corev1.PodExecOptions{Container: "talk", Command: []string{"sh"}, Stdin: true, Stdout: true, TTY: true}, scheme.ParameterCodec)
+		executor, err := remotecommand.NewSPDYExecutor(bed.Primary.RESTConfig, http.MethodPost, req.URL())
+		Expect(err).NotTo(HaveOccurred())
+		// As a user types: a line, its answer, then exit (a terminal whose input ends at once is
+		// hung up before it answers).
+		stdin, typing := io.Pipe()
+		terminal := &syncBuffer{}
+		streamCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			done <- executor.StreamWithContext(streamCtx, remotecommand.StreamOptions{Stdin: stdin, Stdout: terminal, Tty: true})
+		}()
+		_, err = typing.Write([]byte("tty\n"))
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(terminal.String).WithContext(streamCtx).WithTimeout(20*time.Second).
+			Should(MatchRegexp(`/dev/pts/[0-9]+\r\n`), "the shell's answer on its terminal")
+		_, err = typing.Write([]byte("exit 0\n"))
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(done).WithContext(streamCtx).WithTimeout(20*time.Second).Should(Receive(BeNil()), terminal.String())
+		_ = typing.Close()
+	}, SpecTimeout(3*time.Minute))
+
+	It("shows an image its node cannot pull as ErrImagePull or ImagePullBackOff with the kubelet's message on the proxy, and a Warning Event", func(ctx SpecContext) {
+		const image = "registry.invalid/flotilla/absent:1"
+		c := appContainer("absent", []string{"sleep", "infinity"})
+		c.Image, c.ImagePullPolicy = image, corev1.PullIfNotPresent
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "absent",
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}}, Spec: onRealNode(c)}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "absent", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Status.ContainerStatuses).To(HaveLen(1))
+			waiting := p.Status.ContainerStatuses[0].State.Waiting
+			g.Expect(waiting).NotTo(BeNil(), "container state %+v", p.Status.ContainerStatuses[0].State)
+			g.Expect(waiting.Reason).To(BeElementOf("ErrImagePull", "ImagePullBackOff"))
+			g.Expect(waiting.Message).To(ContainSubstring(image))
+			events, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=absent"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(events.Items).To(ContainElement(And(HaveField("Type", corev1.EventTypeWarning), HaveField("Message", ContainSubstring(image)))),
+				"Events on the proxy")
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
+	It("serves the real container's usage to kubectl top pod on its proxy, and an HPA scales the elected Deployment on it", func(ctx SpecContext) {
+		labels := map[string]string{"app": "spin"}
+		replicas := int32(1)
+		c := appContainer("spin", []string{"spin", "40"})
+		c.Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}
+		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "spin"},
+			Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+					Spec: onRealNode(c)}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.AutoscalingV2().HorizontalPodAutoscalers(ns).Delete(ctx, "spin", metav1.DeleteOptions{})
+			_ = bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "spin", metav1.DeleteOptions{})
+		})
+		var proxy string
+		Eventually(func(g Gomega) {
+			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=spin"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(HaveLen(1))
+			g.Expect(pods.Items[0].Status.Phase).To(Equal(corev1.PodRunning))
+			proxy = pods.Items[0].Name
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		// At 50 % of its 100m request: the container's 400m is far above, so it scales to its maximum.
+		_, err = bed.Primary.Clientset.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, &autoscalingv2.HorizontalPodAutoscaler{
+			ObjectMeta: metav1.ObjectMeta{Name: "spin"},
+			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+				ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "spin"},
+				MinReplicas:    &replicas, MaxReplicas: 2,
+				Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ResourceMetricSourceType, Resource: &autoscalingv2.ResourceMetricSource{
+					Name: corev1.ResourceCPU, Target: autoscalingv2.MetricTarget{Type: autoscalingv2.UtilizationMetricType, AverageUtilization: ptr.To[int32](50)}}}},
+			}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		// kubectl top pod on the proxy, through the primary's metrics API: the real container's
+		// CPU (kwok's pods show 1m unless told otherwise) and memory.
+		top := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(proxy) + `\s+(\d+)m\s+(\d+)Mi\s*$`)
+		Eventually(func(g Gomega) {
+			out, err := kubectlIn(ctx, ns, nil, "top", "pod", proxy)
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			m := top.FindStringSubmatch(out)
+			g.Expect(m).NotTo(BeNil(), out)
+			cpu, _ := strconv.Atoi(m[1])
+			mem, _ := strconv.Atoi(m[2])
+			g.Expect(cpu).To(BeNumerically(">=", 150), "CPU of a container spinning 40 %% of a core: %s", out)
+			g.Expect(mem).To(BeNumerically(">=", 1), out)
+			AddReportEntry("kubectl top pod on a real delegate", strings.TrimSpace(out))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+
+		Eventually(func(g Gomega) {
+			d, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Get(ctx, "spin", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Spec.Replicas).To(HaveValue(BeEquivalentTo(2)), "the HPA scales on the real usage")
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	}, SpecTimeout(5*time.Minute))
 
 	It("shows a crashing container's restarts, CrashLoopBackOff and exit code on the proxy, as the kubelet reports them", func(ctx SpecContext) {
 		c := appContainer("crash", []string{"sh", "-c", "echo starting; exit 3"})
@@ -234,10 +409,16 @@ func onRealNode(c corev1.Container) corev1.PodSpec {
 // runInSecondary runs a script in a pod of the application image on a secondary's real node and
 // returns its output once it has completed.
 func runInSecondary(g Gomega, ctx SpecContext, c *testbed.Cluster, name, script string) string {
+	return runInCluster(g, ctx, c, "real-delegates", name, script)
+}
+
+// runInCluster runs a script in a pod of the application image on a cluster's real node, in a
+// namespace, and returns its output once it has completed.
+func runInCluster(g Gomega, ctx SpecContext, c *testbed.Cluster, namespace, name, script string) string {
 	spec := onRealNode(appContainer("client", []string{"sh", "-c", script}))
 	spec.RestartPolicy = corev1.RestartPolicyNever
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}
-	pods := c.Clientset.CoreV1().Pods("real-delegates")
+	pods := c.Clientset.CoreV1().Pods(namespace)
 	_, err := pods.Create(ctx, pod, metav1.CreateOptions{})
 	g.Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = pods.Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}) }()
@@ -254,4 +435,174 @@ func runInSecondary(g Gomega, ctx SpecContext, c *testbed.Cluster, name, script 
 	raw, err := pods.GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
 	g.Expect(err).NotTo(HaveOccurred())
 	return string(raw)
+}
+
+// A flat pod network (routes between every cluster's pod range, as Submariner or Cilium
+// ClusterMesh give) with the manager's --pod-network=flat: a proxy carries its delegate's IP, and
+// the primary's own pods and Services reach delegates in the secondaries.
+var _ = Describe("real delegates on a flat pod network", Ordered, Label("real-nodes"), func() {
+	const ns = "flat-delegates"
+
+	BeforeAll(func(ctx SpecContext) {
+		if bed.RealNode == nil {
+			Skip(fmt.Sprintf("the primary has no real node: %v", realNodeErr))
+		}
+		for _, c := range bed.Secondaries {
+			if c.RealNode == nil {
+				Skip(fmt.Sprintf("secondary %s has no real node: %v", c.Name, secondaryRealNodesErr))
+			}
+		}
+		if secondaryPodNetwork != testbed.PodNetworkFlat {
+			Skip(fmt.Sprintf("the bed's pod network is %s (FLOTILLA_E2E_SECONDARY_POD_NETWORK)", secondaryPodNetwork))
+		}
+		joinBothSecondaries(ctx)
+		tar, err := testbed.BuildTestAppImage(ctx, filepath.Join(workDir, "images"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bed.RealNode.ImportImage(ctx, tar)).To(Succeed())
+		for _, c := range bed.Secondaries {
+			Expect(c.RealNode.ImportImage(ctx, tar)).To(Succeed())
+		}
+		// The manager again, saying the pod network is flat; as it was after these specs.
+		restart := func(args ...string) {
+			Expect(manager.Stop(20 * time.Second)).To(Succeed())
+			var err error
+			manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"), args...)
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(func() (int, error) { return httpStatus(http.DefaultClient, manager.probeURL+"/readyz") }).
+				WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(http.StatusOK))
+		}
+		restart("--pod-network=flat")
+		DeferCleanup(func() { restart() })
+		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		DeferCleanup(func(ctx SpecContext) { deleteNamespaceEverywhere(ctx, ns) }, NodeTimeout(3*time.Minute))
+	})
+
+	var proxies map[string]string // proxy name: its IP
+	var serviceIP string
+
+	It("gives each proxy its delegate's IP, and a pod of the primary reaches every delegate at it and through the primary's Service", func(ctx SpecContext) {
+		labels := map[string]string{"app": "flat"}
+		replicas := int32(4)
+		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "flat"},
+			Spec: appsv1.DeploymentSpec{Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+					Spec: onRealNode(appContainer("web", nil))}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		svc, err := bed.Primary.Clientset.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "flat"},
+			Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		serviceIP = svc.Spec.ClusterIP
+
+		Eventually(func(g Gomega) {
+			list, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=flat"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(list.Items).To(HaveLen(4))
+			proxies = map[string]string{}
+			clusters := map[string]bool{}
+			for i := range list.Items {
+				p := &list.Items[i]
+				g.Expect(podReady(p)).To(BeTrue(), "proxy %s: %s %s", p.Name, p.Status.Phase, p.Status.Message)
+				g.Expect(p.Status.PodIP).NotTo(BeEmpty(), "proxy %s: a flat network gives it its delegate's IP", p.Name)
+				g.Expect(p.Status.PodIP).To(Equal(p.Annotations[flotillav1.AnnotationDelegateIP]), "proxy %s", p.Name)
+				proxies[p.Name] = p.Status.PodIP
+				cluster, _ := flotillav1.ClusterOfNode(p.Spec.NodeName)
+				clusters[cluster] = true
+			}
+			g.Expect(clusters).To(HaveLen(2), "delegates in both secondaries")
+		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+
+		// From a pod on the primary's real node: each proxy's IP is its delegate, in its
+		// secondary; the Service of the primary reaches them all.
+		var script strings.Builder
+		for _, ip := range proxies {
+			fmt.Fprintf(&script, "wget -qO- http://%s:8080/direct; ", ip)
+		}
+		script.WriteString(strings.Repeat(fmt.Sprintf("wget -qO- http://%s:8080/service; ", serviceIP), 24))
+		seen := map[string]bool{}
+		Eventually(func(g Gomega) {
+			out := runInCluster(g, ctx, bed.Primary, ns, fmt.Sprintf("client-%d", time.Now().UnixNano()%100000), script.String())
+			for name := range proxies {
+				g.Expect(out).To(ContainSubstring("pod="+name+" "), "a delegate at its proxy's IP answers with its proxy's name")
+			}
+			for _, f := range strings.Fields(out) {
+				if name, ok := strings.CutPrefix(f, "pod="); ok {
+					seen[name] = true
+				}
+			}
+			g.Expect(len(seen)).To(BeNumerically(">=", 3), "the primary's Service spreads over the delegates: %v", seen)
+		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+	}, SpecTimeout(4*time.Minute))
+
+	It("makes a proxy NotReady and drops it from the primary's EndpointSlice when its container's readiness probe fails, and brings it back", func(ctx SpecContext) {
+		Expect(proxies).NotTo(BeEmpty())
+		var name, ip string
+		for name, ip = range proxies {
+			break
+		}
+		readyIn := func(want bool) {
+			Eventually(func(g Gomega) {
+				p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(podReady(p)).To(Equal(want), "proxy %s Ready", name)
+				slices, err := bed.Primary.Clientset.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=flat"})
+				g.Expect(err).NotTo(HaveOccurred())
+				found := false
+				for _, s := range slices.Items {
+					for _, e := range s.Endpoints {
+						if len(e.Addresses) > 0 && e.Addresses[0] == ip {
+							found = true
+							g.Expect(e.Conditions.Ready).NotTo(BeNil())
+							g.Expect(*e.Conditions.Ready).To(Equal(want), "the endpoint %s of proxy %s ready", ip, name)
+						}
+					}
+				}
+				g.Expect(found).To(BeTrue(), "proxy %s (%s) in the primary's EndpointSlice", name, ip)
+			}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			out := runInCluster(g, ctx, bed.Primary, ns, fmt.Sprintf("off-%d", time.Now().UnixNano()%100000), fmt.Sprintf("wget -qO- http://%s:8080/ready/off", ip))
+			g.Expect(out).To(ContainSubstring("ready off"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		readyIn(false)
+		Eventually(func(g Gomega) {
+			out := runInCluster(g, ctx, bed.Primary, ns, fmt.Sprintf("on-%d", time.Now().UnixNano()%100000), fmt.Sprintf("wget -qO- http://%s:8080/ready/on", ip))
+			g.Expect(out).To(ContainSubstring("ready on"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		readyIn(true)
+	}, SpecTimeout(3*time.Minute))
+})
+
+// deleteNamespaceEverywhere deletes a namespace of the primary and waits until it is gone there
+// and in every secondary (Flotilla removes the ones it made): real containers take their grace
+// period to stop, and the next specs count the writes in the secondaries.
+func deleteNamespaceEverywhere(ctx SpecContext, ns string) {
+	_ = bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+	Eventually(func(g Gomega) {
+		for _, c := range bed.Clusters() {
+			_, err := c.Clientset.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace %s still in %s: %v", ns, c.Name, err)
+		}
+	}).WithContext(ctx).WithTimeout(150 * time.Second).WithPolling(time.Second).Should(Succeed())
+}
+
+// syncBuffer is a bytes.Buffer a stream writes while a spec reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -60,6 +60,25 @@ func (k kwokctl) withWorkDir(dir string) kwokctl { k.workDir = dir; return k }
 
 func (k kwokctl) clusterDir(name string) string { return filepath.Join(k.workDir, "clusters", name) }
 
+// auditWritesPolicy logs each write once (when its response is sent) with its user and object,
+// no bodies; reads, Events and Leases not at all.
+const auditWritesPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted, Panic]
+rules:
+- level: None
+  resources:
+  - group: ""
+    resources: [events]
+  - group: events.k8s.io
+    resources: [events]
+  - group: coordination.k8s.io
+    resources: [leases]
+- level: Metadata
+  verbs: [create, update, patch, delete, deletecollection]
+- level: None
+`
+
 func (k kwokctl) bin(name string) string { return filepath.Join(k.toolsDir, name) }
 
 // run runs kwokctl; its (JSON, verbose) output is shown only when it fails.
@@ -120,6 +139,16 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 		}
 	case RoleSecondary:
 		args = append(args, "--enable-crds=Stage,ClusterLogs,ClusterExec,ClusterAttach,ClusterPortForward,Metric,ClusterResourceUsage")
+		if opts.AuditWrites {
+			policy := filepath.Join(k.workDir, "audit-writes.yaml")
+			if err := os.MkdirAll(k.workDir, 0o750); err != nil {
+				return fmt.Errorf("creating %s: %w", k.workDir, err)
+			}
+			if err := os.WriteFile(policy, []byte(auditWritesPolicy), 0o600); err != nil {
+				return fmt.Errorf("writing the audit policy: %w", err)
+			}
+			args = append(args, "--kube-audit-policy", policy)
+		}
 		if c.RealNode != nil {
 			args = append(args, "--config", c.RealNode.kwokctlConfigPath())
 			extra = append(extra, secondaryRealNodeExtraArgs()...)

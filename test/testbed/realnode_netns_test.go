@@ -199,7 +199,9 @@ func TestSecondaryRealNodes(t *testing.T) {
 		return
 	}
 	if network == PodNetworkFlat {
-		t.Run("flat", func(t *testing.T) { checkFlatPodNetwork(t, bed) })
+		t.Run("flat", func(t *testing.T) { checkPodNetwork(t, bed, true) })
+	} else {
+		t.Run("isolated", func(t *testing.T) { checkPodNetwork(t, bed, false) })
 	}
 
 	pids := bed.PIDs()
@@ -222,9 +224,10 @@ func TestSecondaryRealNodes(t *testing.T) {
 	}
 }
 
-// checkFlatPodNetwork has a pod on secondary1's real node dial a pod on secondary2's at its pod IP,
-// and checks that the listener saw the dialler's own pod IP (no NAT on the way).
-func checkFlatPodNetwork(t *testing.T, bed *Bed) {
+// checkPodNetwork has a pod on secondary1's real node dial a pod on secondary2's at its pod IP.
+// Flat: it connects, and the listener saw the dialler's own pod IP (no NAT on the way). Isolated:
+// it cannot connect.
+func checkPodNetwork(t *testing.T, bed *Bed, flat bool) {
 	ctx := t.Context()
 	s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
 	listen := probePod("realnode.local/rnprobe:1")
@@ -260,6 +263,13 @@ func checkFlatPodNetwork(t *testing.T, bed *Bed) {
 		return err == nil && (got.Status.Phase == corev1.PodSucceeded || got.Status.Phase == corev1.PodFailed), nil
 	})
 	logs, _ := s1.Clientset.CoreV1().Pods("default").GetLogs("dial", &corev1.PodLogOptions{}).DoRaw(ctx)
+	if !flat {
+		if err != nil || got.Status.Phase != corev1.PodFailed {
+			t.Fatalf("a pod of %s dialled %s in %s on an isolated pod network: %v %s %q", s1.Name, ip, s2.Name, err, got.Status.Phase, logs)
+		}
+		t.Logf("isolated: a pod of %s could not dial %s in %s: %s", s1.Name, ip, s2.Name, strings.TrimSpace(string(logs)))
+		return
+	}
 	if err != nil || got.Status.Phase != corev1.PodSucceeded {
 		t.Fatalf("a pod of %s could not dial %s in %s: %v %q", s1.Name, ip, s2.Name, err, logs)
 	}

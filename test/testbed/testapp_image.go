@@ -19,7 +19,7 @@ import (
 const TestAppImage = "testbed.local/testapp:1"
 
 // testAppApplets are the names the testapp binary answers to in the image, as links in /bin.
-var testAppApplets = []string{"sh", "echo", "sleep", "cat", "env", "printenv", "hostname", "true", "false", "wget", "testapp"}
+var testAppApplets = []string{"sh", "echo", "sleep", "cat", "env", "printenv", "hostname", "true", "false", "tty", "spin", "ls", "test", "[", "wget", "testapp"}
 
 // BuildTestAppImage builds test/testbed/testapp, static, into TestAppImage and writes the image
 // as a tarball in dir (for ImportImage); it returns the tarball's path.

@@ -58,6 +58,10 @@ type Options struct {
 	// NodeMonitorGracePeriod is the primary kube-controller-manager's node monitor grace period,
 	// which bounds how fast a virtual node whose lease lapses turns Unknown. Default 20s.
 	NodeMonitorGracePeriod time.Duration
+	// AuditWrites makes each secondary's API server log every write (create, update, patch,
+	// delete) with its user, verb and object, but Events and Leases, to Cluster.AuditLogPath:
+	// specs that count who wrote what in a secondary read it.
+	AuditWrites bool
 	// PodStartJitter is the random part of each of kwok's two delays before a pod in a secondary
 	// runs (pod-create, then pod-ready, each 1 s plus up to this). Default 5s, kwok's own.
 	PodStartJitter time.Duration
@@ -673,3 +677,7 @@ func copyLogs(src, dst string) error {
 	}
 	return nil
 }
+
+// AuditLogPath is the file where a secondary's API server logs the writes it served, one JSON
+// audit event per line (Options.AuditWrites).
+func (c *Cluster) AuditLogPath() string { return filepath.Join(c.dir, "logs", "audit.log") }

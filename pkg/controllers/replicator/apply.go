@@ -87,7 +87,7 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 			pr.applied = append(pr.applied, ar)
 			continue
 		}
-		foreign, liveRV, err := notOurs(ctx, live, rep, in.PrimaryID, o, place)
+		foreign, liveVersion, err := notOurs(ctx, live, rep, in.PrimaryID, o, place)
 		if err != nil || foreign != "" {
 			if err == nil {
 				err = errors.New(foreign)
@@ -101,13 +101,13 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 		key := appliedKey(rep, cluster, o.GetKind(), o.GetName())
 		hash, err := ssa.Hash(o.Object)
 		readable := readableIn(o.GetKind(), primary)
-		if err == nil && r.applied.Unchanged(key, hash, liveRV, readable, r.now(), blindReapply) {
+		if err == nil && r.applied.Unchanged(key, hash, liveVersion, readable, r.now(), blindReapply) {
 			pr.applied = append(pr.applied, ar)
 			continue
 		}
 		holder, err := ssa.Apply(ctx, w, o, flotillav1.FieldManagerReplicator, flotillav1.FieldManagerReflection)
 		if err == nil && holder == "" && hash != "" {
-			r.applied.Record(key, hash, o.GetResourceVersion(), r.now())
+			r.applied.Record(key, hash, ssa.Version(o), r.now())
 		} else {
 			r.applied.Forget(key)
 		}
@@ -150,7 +150,7 @@ func readableIn(kind string, primary bool) bool {
 // overwritten, so never deleted with the Replicator either. Secrets are never read in a
 // secondary; there the admission policy installed by join refuses overwriting what is not
 // Flotilla's.
-func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, place Place) (foreign, liveRV string, err error) {
+func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, place Place) (foreign, liveVersion string, err error) {
 	primary := place.Primary
 	if !readableIn(o.GetKind(), primary) {
 		return "", "", nil
@@ -174,14 +174,14 @@ func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator
 	case err != nil:
 		return "", "", fmt.Errorf("reading %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
 	case have.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name):
-		return "", have.GetResourceVersion(), nil
+		return "", ssa.Version(have), nil
 	case !primary && have.GetAnnotations()[flotillav1.AnnotationOwner] == flotillav1.OwnerReflect && have.GetLabels()[flotillav1.LabelPrimary] == primaryID:
 		// A dependency copy of this primary's (placement Elect: the delegates' ConfigMap and
 		// Service): one owner per copy, the apply yields to reflection's field manager.
-		return "", have.GetResourceVersion(), nil
+		return "", ssa.Version(have), nil
 	}
 	if ssa.Holds(have, plumberFieldManager) {
-		return "", have.GetResourceVersion(), nil
+		return "", ssa.Version(have), nil
 	}
 	return fmt.Sprintf("%s %s/%s exists and is not this Replicator's: left alone (rename it, or delete it to let the Replicator create its own)",
 		o.GetKind(), o.GetNamespace(), o.GetName()), "", nil

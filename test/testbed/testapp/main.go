@@ -4,7 +4,9 @@
 //
 //	testapp [serve]   an HTTP server (see serve)
 //	sh -c SCRIPT      a small shell: commands separated by ";", "&&" or "||" (see runScript)
-//	echo, sleep, true, false, cat, hostname, env, printenv, exit, wget -qO- URL
+//	sh                the same shell reading its lines from standard input (kubectl exec -it)
+//	echo, sleep, true, false, cat, hostname, env, printenv, exit, tty, ls, test, [, wget -qO- URL
+//	spin PERCENT      keeps one CPU busy PERCENT of the time (real usage for kubectl top and HPAs)
 //
 // The specs of other projects' suites write `sh -c "echo ..."` or `sleep 3600`: they run as they
 // were written.
@@ -38,7 +40,10 @@ func run(ctx context.Context, name string, args []string) int {
 		if len(args) >= 2 && args[0] == "-c" {
 			return runScript(args[1], os.Stdout, os.Stderr)
 		}
-		fmt.Fprintln(os.Stderr, "sh: only `sh -c SCRIPT` is supported")
+		if len(args) == 0 {
+			return interactive(os.Stdin, os.Stdout, os.Stderr, isTerminal(os.Stdin))
+		}
+		fmt.Fprintln(os.Stderr, "sh: only `sh -c SCRIPT` and `sh` reading its standard input are supported")
 		return 2
 	default:
 		return applet(name, args, os.Stdout, os.Stderr)

@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+	"unsafe"
 )
 
 // runScript runs a script of simple commands separated by ";", "&&" or "||", left to right as a
@@ -192,6 +195,20 @@ func applet(name string, args []string, stdout, stderr io.Writer) int {
 		return printenv(args, stdout)
 	case "cat":
 		return cat(args, stdout, stderr)
+	case "tty":
+		return tty(stdout)
+	case "spin":
+		return spin(args, stderr)
+	case "ls":
+		return ls(args, stdout, stderr)
+	case "test":
+		return test(args, stderr)
+	case "[":
+		if len(args) == 0 || args[len(args)-1] != "]" {
+			fmt.Fprintln(stderr, "[: missing ]")
+			return 2
+		}
+		return test(args[:len(args)-1], stderr)
 	case "wget":
 		return wget(args, stdout, stderr)
 	}
@@ -261,8 +278,18 @@ func wget(args []string, stdout, stderr io.Writer) int {
 }
 
 func cat(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		args = []string{"-"}
+	}
 	code := 0
 	for _, p := range args {
+		if p == "-" {
+			if _, err := io.Copy(stdout, os.Stdin); err != nil {
+				fmt.Fprintln(stderr, "cat:", err)
+				code = 1
+			}
+			continue
+		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			fmt.Fprintln(stderr, "cat:", err)
@@ -272,4 +299,142 @@ func cat(args []string, stdout, stderr io.Writer) int {
 		_, _ = stdout.Write(b)
 	}
 	return code
+}
+
+// interactive runs each line read from in as a script, as a shell reading its standard input
+// does, until end of input or `exit`; with a terminal it prompts first.
+func interactive(in io.Reader, stdout, stderr io.Writer, prompt bool) int {
+	code := 0
+	lines := bufio.NewScanner(in)
+	for {
+		if prompt {
+			fmt.Fprint(stdout, "$ ")
+		}
+		if !lines.Scan() {
+			return code
+		}
+		line := strings.TrimSpace(lines.Text())
+		if line == "exit" || strings.HasPrefix(line, "exit ") {
+			return runScript(line, stdout, stderr)
+		}
+		code = runScript(line, stdout, stderr)
+	}
+}
+
+// tty prints the terminal on standard input, or "not a tty" and exits 1, as coreutils' does.
+func tty(stdout io.Writer) int {
+	if !isTerminal(os.Stdin) {
+		fmt.Fprintln(stdout, "not a tty")
+		return 1
+	}
+	name, err := os.Readlink("/proc/self/fd/0")
+	if err != nil {
+		name = "/dev/tty"
+	}
+	fmt.Fprintln(stdout, name)
+	return 0
+}
+
+// isTerminal is whether f is a terminal: the TCGETS ioctl answers only for one.
+func isTerminal(f *os.File) bool {
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, f.Fd(), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
+}
+
+// spin keeps one CPU busy PERCENT of the time, for ever: a container's real usage for the
+// metrics API (kubectl top, an HPA).
+func spin(args []string, stderr io.Writer) int {
+	percent := 0
+	if len(args) == 1 {
+		percent, _ = strconv.Atoi(args[0])
+	}
+	if percent <= 0 || percent > 100 {
+		fmt.Fprintln(stderr, "spin: want a percentage of one CPU, 1 to 100")
+		return 2
+	}
+	const period = 100 * time.Millisecond
+	busy := period * time.Duration(percent) / 100
+	spins := 0
+	for {
+		start := time.Now()
+		for time.Since(start) < busy {
+			spins++ // the work: asking the clock
+		}
+		time.Sleep(period - busy)
+	}
+}
+
+// ls lists the names in each directory (the current one without arguments), one per line, as
+// busybox's ls does when its output is not a terminal; a file is listed as itself.
+func ls(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		args = []string{"."}
+	}
+	code := 0
+	for _, p := range args {
+		info, err := os.Stat(p)
+		if err != nil {
+			fmt.Fprintln(stderr, "ls:", err)
+			code = 1
+			continue
+		}
+		if !info.IsDir() {
+			fmt.Fprintln(stdout, p)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			fmt.Fprintln(stderr, "ls:", err)
+			code = 1
+			continue
+		}
+		for _, e := range entries {
+			fmt.Fprintln(stdout, e.Name())
+		}
+	}
+	return code
+}
+
+// test evaluates what the peers' scripts ask of test and [: STRING, -n STRING, -z STRING,
+// A = B, A != B, -e/-f/-d PATH, and ! EXPR; 0 for true, 1 for false, 2 for what it cannot read.
+func test(args []string, stderr io.Writer) int {
+	result := func(b bool) int {
+		if b {
+			return 0
+		}
+		return 1
+	}
+	if len(args) > 0 && args[0] == "!" {
+		code := test(args[1:], stderr)
+		if code == 2 {
+			return 2
+		}
+		return 1 - code
+	}
+	switch len(args) {
+	case 0:
+		return 1
+	case 1:
+		return result(args[0] != "")
+	case 2:
+		switch args[0] {
+		case "-n":
+			return result(args[1] != "")
+		case "-z":
+			return result(args[1] == "")
+		case "-e", "-f", "-d":
+			info, err := os.Stat(args[1])
+			return result(err == nil && (args[0] == "-e" || (args[0] == "-d") == info.IsDir()))
+		}
+	case 3:
+		switch args[1] {
+		case "=", "==":
+			return result(args[0] == args[2])
+		case "!=":
+			return result(args[0] != args[2])
+		}
+	}
+	fmt.Fprintf(stderr, "test: cannot read %q\n", strings.Join(args, " "))
+	return 2
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -121,5 +123,50 @@ func TestWgetFetchesAndFailsOnAnErrorStatus(t *testing.T) {
 	runScript("wget -qO- "+srv.URL+"/ready/off", &out, &errs)
 	if code := runScript("wget -q -O - "+srv.URL+"/readyz", &out, &errs); code != 1 {
 		t.Errorf("wget of a 503: code %d, want 1", code)
+	}
+}
+
+func TestInteractiveShellRunsEachLineUntilExit(t *testing.T) {
+	var out, errs bytes.Buffer
+	code := interactive(strings.NewReader("echo one\nfalse || echo two\nexit 4\necho never\n"), &out, &errs, false)
+	if code != 4 {
+		t.Errorf("exit code %d, want 4", code)
+	}
+	if out.String() != "one\ntwo\n" {
+		t.Errorf("output %q, want the two lines before exit", out.String())
+	}
+	out.Reset()
+	if code := interactive(strings.NewReader("echo a\n"), &out, &errs, true); code != 0 || out.String() != "$ a\n$ " {
+		t.Errorf("with a terminal: code %d, output %q; want a prompt before each line and at the end", code, out.String())
+	}
+}
+
+// The peers' scripts as written: Admiralty's follow Job runs
+// `[ $MY_CONFIG = foo ] && [ $MY_SECRET = bar ]`, its exec check `ls | grep bin`.
+func TestPeersScriptsRunAsWritten(t *testing.T) {
+	t.Setenv("MY_CONFIG", "foo")
+	t.Setenv("MY_SECRET", "bar")
+	var out, errs bytes.Buffer
+	if code := runScript("[ $MY_CONFIG = foo ] && [ $MY_SECRET = bar ]", &out, &errs); code != 0 {
+		t.Errorf("follow's check: exit %d (%s)", code, errs.String())
+	}
+	if code := runScript("[ $MY_CONFIG = bar ]", &out, &errs); code != 1 {
+		t.Errorf("a false test: exit %d, want 1", code)
+	}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{{[]string{"-n", ""}, 1}, {[]string{"-z", ""}, 0}, {[]string{"!", "a", "=", "a"}, 1}, {[]string{"-d", t.TempDir()}, 0}, {[]string{"a", "-lt", "b"}, 2}} {
+		if got := test(tc.args, &errs); got != tc.want {
+			t.Errorf("test %v = %d, want %d", tc.args, got, tc.want)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := ls([]string{dir}, &out, &errs); code != 0 || out.String() != "bin\n" {
+		t.Errorf("ls %s: exit %d, %q", dir, code, out.String())
 	}
 }

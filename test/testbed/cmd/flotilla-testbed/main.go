@@ -16,7 +16,7 @@ import (
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
-const usage = `Usage: flotilla-testbed up|down|status [flags]
+const usage = `Usage: flotilla-testbed up|down|status|app-image [flags]
 
   up      start a primary and N secondaries (kwok fake nodes) under --dir, and write
           <dir>/kubeconfig with contexts primary, secondary1, ...; a bed already running there is kept;
@@ -27,6 +27,9 @@ const usage = `Usage: flotilla-testbed up|down|status [flags]
   down    stop every cluster recorded under --dir (and its real node, restoring the host) and remove
           its state (logs/ is kept, the real node's in logs/realnode)
   status  say whether the bed under --dir answers
+  app-image  build the bed's application image (` + testbed.TestAppImage + `: an HTTP server that
+          answers with its pod's name, and busybox-like commands) as a tarball under --dir, for
+          ctr images import on the real nodes; prints the tarball's path
 
 Flags:
 `
@@ -60,6 +63,11 @@ func main() {
 		err = down(ctx, *dir, *tools)
 	case "status":
 		err = status(ctx, *dir)
+	case "app-image":
+		var tar string
+		if tar, err = testbed.BuildTestAppImage(ctx, filepath.Join(*dir, "images")); err == nil {
+			fmt.Println(tar)
+		}
 	default:
 		fs.Usage()
 		os.Exit(2)
