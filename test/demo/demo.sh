@@ -2,7 +2,9 @@
 # The demo: the bed is up (make dev-up). It takes the path docs/install.md gives users: the chart in
 # the primary (the manager in cluster on the bed's real node where there is one, else on this
 # host), the chart with role=secondary in each secondary, then flotillactl cluster join for each.
-# Then it shows what the primary sees, elects 10 nginx replicas and replicates plumber's sample.
+# Then it shows what the primary sees, elects 10 replicas (of the bed's application image on the
+# secondaries' real nodes where they run, with an HTTP answer from each secondary; else nginx on
+# kwok's nodes) and replicates plumber's sample.
 set -euo pipefail
 dir=$1
 kubectl=${KUBECTL:-kubectl}
@@ -96,11 +98,27 @@ for ctx in secondary1 secondary2; do
   "$kubectl" --context "$ctx" get nodes -L topology.kubernetes.io/zone
 done
 echo
-echo "== pod election: config/samples/elected-nginx.yaml (10 replicas) in namespace demo (label flotilla.dev/enabled=true)"
 "$kubectl" --context primary create namespace demo --dry-run=client -o yaml | "$kubectl" --context primary apply -f - >/dev/null
 "$kubectl" --context primary label namespace demo flotilla.dev/enabled=true --overwrite >/dev/null
-"$kubectl" --context primary -n demo apply -f config/samples/elected-nginx.yaml
-"$kubectl" --context primary -n demo rollout status deployment/nginx --timeout=120s
+# Real containers where each secondary has a real node (make dev-up SECONDARY_REAL_NODES=1, root);
+# else kwok's pods, which imitate nginx.
+real=true
+for ctx in secondary1 secondary2; do
+  [ -S "/run/flotilla-netns/$ctx/containerd.sock" ] || real=false
+done
+if $real; then
+  echo "== pod election: test/demo/hello.yaml (10 replicas of the bed's application image, on the secondaries' real nodes) in namespace demo (label flotilla.dev/enabled=true)"
+  tar=$(go run ./test/testbed/cmd/flotilla-testbed app-image --dir "$dir")
+  for ctx in secondary1 secondary2; do
+    ctr -a "/run/flotilla-netns/$ctx/containerd.sock" -n k8s.io images import "$tar" >/dev/null
+  done
+  "$kubectl" --context primary -n demo apply -f test/demo/hello.yaml
+  "$kubectl" --context primary -n demo rollout status deployment/hello --timeout=180s
+else
+  echo "== pod election: config/samples/elected-nginx.yaml (10 replicas) in namespace demo (label flotilla.dev/enabled=true); kwok's pods, not containers: the secondaries have no real node (see the dev-up output above for why)"
+  "$kubectl" --context primary -n demo apply -f config/samples/elected-nginx.yaml
+  "$kubectl" --context primary -n demo rollout status deployment/nginx --timeout=120s
+fi
 echo
 echo "== where each pod runs (proxy in the primary, delegate in a secondary)"
 "$kubectl" --context primary -n demo get pods -o custom-columns='PROXY:.metadata.name,STATUS:.status.phase,NODE:.spec.nodeName,DELEGATE-IP:.metadata.annotations.flotilla\.dev/delegate-ip'
@@ -109,6 +127,32 @@ for ctx in secondary1 secondary2; do
   echo "== kubectl --context $ctx -n demo get pods -o wide"
   "$kubectl" --context "$ctx" -n demo get pods -o wide
 done
+if $real; then
+  # From a pod on each secondary's real node, through the Service Flotilla copied there: the
+  # delegates running in that secondary answer.
+  for ctx in secondary1 secondary2; do
+    ip=""
+    for _ in $(seq 1 30); do
+      ip=$("$kubectl" --context "$ctx" -n demo get service hello -o jsonpath='{.spec.clusterIP}' 2>/dev/null) && [ -n "$ip" ] && break
+      sleep 1
+    done
+    echo
+    echo "== HTTP from a pod in $ctx to the Service hello ($ip:8080) there"
+    "$kubectl" --context "$ctx" -n demo run "client-$$" --image testbed.local/testapp:1 --image-pull-policy Never --restart Never \
+      --overrides '{"spec":{"nodeSelector":{"testbed.flotilla.dev/real-node":"true"},"tolerations":[{"key":"testbed.flotilla.dev/real-node","operator":"Exists","effect":"NoSchedule"}]}}' \
+      --command -- sh -c "wget -qO- http://$ip:8080/; wget -qO- http://$ip:8080/; wget -qO- http://$ip:8080/" >/dev/null
+    for _ in $(seq 1 60); do
+      phase=$("$kubectl" --context "$ctx" -n demo get pod "client-$$" -o jsonpath='{.status.phase}' 2>/dev/null)
+      [ "$phase" = Succeeded ] || [ "$phase" = Failed ] && break
+      sleep 1
+    done
+    "$kubectl" --context "$ctx" -n demo logs "client-$$"
+    "$kubectl" --context "$ctx" -n demo delete pod "client-$$" --wait=false >/dev/null
+  done
+  echo
+  echo "== kubectl --context primary -n demo logs deploy/hello --tail 3 (a delegate's own log, through its proxy)"
+  "$kubectl" --context primary -n demo logs deploy/hello --tail 3
+fi
 echo
 echo "== Replicator: plumber's sample (config/samples/plumber-replicator.yaml) with targets secondary1, secondary2"
 sed -e '/^  targetCluster:/,/^  replicationNamespace:/{/^    - /d}' -e 's/^  targetCluster:$/  targetCluster: [secondary1, secondary2]/' \
