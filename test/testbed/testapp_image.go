@@ -28,6 +28,10 @@ func BuildTestAppImage(ctx context.Context, dir string) (string, error) {
 	if !ok {
 		return "", errors.New("locating test/testbed/testapp")
 	}
+	dir, err := filepath.Abs(dir) // the build runs in the program's folder
+	if err != nil {
+		return "", fmt.Errorf("locating %s: %w", dir, err)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("making %s: %w", dir, err)
 	}

@@ -153,67 +153,86 @@ func varName(s string) (name string, n int) {
 	return s[:n], n
 }
 
+// appletFunc is one simple command: its arguments, its output streams, its exit code.
+type appletFunc func(args []string, stdout, stderr io.Writer) int
+
+// applets are the simple commands by name (also the image's links in /bin); set in init, as some
+// call applet.
+var applets map[string]appletFunc
+
+func init() {
+	applets = map[string]appletFunc{
+		"echo":     echo,
+		"sleep":    func(args []string, _, stderr io.Writer) int { return sleep(args, stderr) },
+		"true":     func([]string, io.Writer, io.Writer) int { return 0 },
+		"false":    func([]string, io.Writer, io.Writer) int { return 1 },
+		"exit":     exit,
+		"hostname": hostname,
+		"env":      env,
+		"printenv": func(args []string, stdout, _ io.Writer) int { return printenv(args, stdout) },
+		"cat":      cat,
+		"tty":      func(_ []string, stdout, _ io.Writer) int { return tty(stdout) },
+		"spin":     func(args []string, _, stderr io.Writer) int { return spin(args, stderr) },
+		"ls":       ls,
+		"test":     func(args []string, _, stderr io.Writer) int { return test(args, stderr) },
+		"[":        bracket,
+		"wget":     wget,
+	}
+}
+
 // applet runs one of the simple commands and returns its exit code.
 func applet(name string, args []string, stdout, stderr io.Writer) int {
-	switch name {
-	case "echo":
-		newline := true
-		if len(args) > 0 && args[0] == "-n" {
-			newline, args = false, args[1:]
-		}
-		fmt.Fprint(stdout, strings.Join(args, " "))
-		if newline {
-			fmt.Fprintln(stdout)
-		}
-		return 0
-	case "sleep":
-		return sleep(args, stderr)
-	case "true":
-		return 0
-	case "false":
-		return 1
-	case "exit":
-		code := 0
-		if len(args) > 0 {
-			code, _ = strconv.Atoi(args[0])
-		}
-		return code
-	case "hostname":
-		h, err := os.Hostname()
-		if err != nil {
-			fmt.Fprintln(stderr, "hostname:", err)
-			return 1
-		}
-		fmt.Fprintln(stdout, h)
-		return 0
-	case "env":
-		for _, kv := range os.Environ() {
-			fmt.Fprintln(stdout, kv)
-		}
-		return 0
-	case "printenv":
-		return printenv(args, stdout)
-	case "cat":
-		return cat(args, stdout, stderr)
-	case "tty":
-		return tty(stdout)
-	case "spin":
-		return spin(args, stderr)
-	case "ls":
-		return ls(args, stdout, stderr)
-	case "test":
-		return test(args, stderr)
-	case "[":
-		if len(args) == 0 || args[len(args)-1] != "]" {
-			fmt.Fprintln(stderr, "[: missing ]")
-			return 2
-		}
-		return test(args[:len(args)-1], stderr)
-	case "wget":
-		return wget(args, stdout, stderr)
+	if f, ok := applets[name]; ok {
+		return f(args, stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "%s: not found\n", name)
 	return 127
+}
+
+func echo(args []string, stdout, _ io.Writer) int {
+	newline := true
+	if len(args) > 0 && args[0] == "-n" {
+		newline, args = false, args[1:]
+	}
+	fmt.Fprint(stdout, strings.Join(args, " "))
+	if newline {
+		fmt.Fprintln(stdout)
+	}
+	return 0
+}
+
+func exit(args []string, _, _ io.Writer) int {
+	code := 0
+	if len(args) > 0 {
+		code, _ = strconv.Atoi(args[0])
+	}
+	return code
+}
+
+func hostname(_ []string, stdout, stderr io.Writer) int {
+	h, err := os.Hostname()
+	if err != nil {
+		fmt.Fprintln(stderr, "hostname:", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, h)
+	return 0
+}
+
+func env(_ []string, stdout, _ io.Writer) int {
+	for _, kv := range os.Environ() {
+		fmt.Fprintln(stdout, kv)
+	}
+	return 0
+}
+
+// bracket is test spelled [ ... ].
+func bracket(args []string, _, stderr io.Writer) int {
+	if len(args) == 0 || args[len(args)-1] != "]" {
+		fmt.Fprintln(stderr, "[: missing ]")
+		return 2
+	}
+	return test(args[:len(args)-1], stderr)
 }
 
 // sleep sleeps for seconds (fractions allowed) or "infinity".
@@ -262,7 +281,8 @@ func wget(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "wget: want a URL (wget -qO- URL)")
 		return 2
 	}
-	client := &http.Client{Timeout: 10 * time.Second}
+	// A connection per call, as each busybox wget is a process of its own: a Service spreads calls.
+	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := client.Get(url)
 	if err != nil {
 		fmt.Fprintln(stderr, "wget:", err)
