@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -196,7 +194,7 @@ var _ = Describe("real delegates", Ordered, Label("real-nodes"), func() {
 		// As a user types: a line, its answer, then exit (a terminal whose input ends at once is
 		// hung up before it answers).
 		stdin, typing := io.Pipe()
-		terminal := &syncBuffer{}
+		terminal := &testbed.SyncBuffer{}
 		streamCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		done := make(chan error, 1)
@@ -588,22 +586,4 @@ func deleteNamespaceEverywhere(ctx SpecContext, ns string) {
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace %s still in %s: %v", ns, c.Name, err)
 		}
 	}).WithContext(ctx).WithTimeout(150 * time.Second).WithPolling(time.Second).Should(Succeed())
-}
-
-// syncBuffer is a bytes.Buffer a stream writes while a spec reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

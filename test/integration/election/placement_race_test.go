@@ -1,7 +1,6 @@
 package election_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -25,6 +24,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
+	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
 // These specs need a second secondary, joined while the manager runs (as `flotillactl cluster
@@ -255,7 +255,7 @@ func startBinary(name string, required bool, args ...string) bool {
 	cfg.CurrentContext = primary.Name
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	Expect(clientcmd.WriteToFile(*cfg, kubeconfig)).To(Succeed())
-	var log syncBuffer
+	var log testbed.SyncBuffer
 	cmd := exec.Command(bin, append([]string{"--kubeconfig=" + kubeconfig}, args...)...) //nolint:gosec // the test bed's own binary
 	cmd.Stdout, cmd.Stderr = &log, &log
 	Expect(cmd.Start()).To(Succeed())
@@ -281,24 +281,6 @@ func startBinary(name string, required bool, args ...string) bool {
 	})
 	Consistently(exited).WithTimeout(time.Second).ShouldNot(BeClosed(), "%s starts", name)
 	return true
-}
-
-// syncBuffer is a bytes.Buffer a process writes to while a spec reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // nodeNames records every node each pod was ever bound to.
