@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -36,18 +35,14 @@ var _ = Describe("Admiralty's e2e scenarios, as written, on real containers", Or
 		}
 		joinBothSecondaries(ctx)
 		target = bed.Secondaries[0]
-		tar, err := testbed.BuildTestAppImage(ctx, filepath.Join(workDir, "images"))
-		Expect(err).NotTo(HaveOccurred())
-		for _, c := range bed.Secondaries {
-			Expect(c.RealNode.ImportImage(ctx, tar)).To(Succeed())
-		}
+		importAppImage(ctx, false)
 		labelTarget := func(ctx SpecContext, patch string) {
 			_, err := target.Clientset.CoreV1().Nodes().Patch(ctx, target.RealNode.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
 		labelTarget(ctx, `{"metadata":{"labels":{"a":"b"}}}`)
 		DeferCleanup(func(ctx SpecContext) { labelTarget(ctx, `{"metadata":{"labels":{"a":null}}}`) })
-		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
 			Expect(err).NotTo(HaveOccurred())

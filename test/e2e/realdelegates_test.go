@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -44,12 +45,8 @@ var _ = Describe("real delegates", Ordered, Label("real-nodes"), func() {
 			}
 		}
 		joinBothSecondaries(ctx)
-		tar, err := testbed.BuildTestAppImage(ctx, filepath.Join(workDir, "images"))
-		Expect(err).NotTo(HaveOccurred())
-		for _, c := range bed.Secondaries {
-			Expect(c.RealNode.ImportImage(ctx, tar)).To(Succeed())
-		}
-		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		importAppImage(ctx, false)
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
 			Expect(err).NotTo(HaveOccurred())
@@ -455,12 +452,7 @@ var _ = Describe("real delegates on a flat pod network", Ordered, Label("real-no
 			Skip(fmt.Sprintf("the bed's pod network is %s (FLOTILLA_E2E_SECONDARY_POD_NETWORK)", secondaryPodNetwork))
 		}
 		joinBothSecondaries(ctx)
-		tar, err := testbed.BuildTestAppImage(ctx, filepath.Join(workDir, "images"))
-		Expect(err).NotTo(HaveOccurred())
-		Expect(bed.RealNode.ImportImage(ctx, tar)).To(Succeed())
-		for _, c := range bed.Secondaries {
-			Expect(c.RealNode.ImportImage(ctx, tar)).To(Succeed())
-		}
+		importAppImage(ctx, true)
 		// The manager again, saying the pod network is flat; as it was after these specs.
 		restart := func(args ...string) {
 			Expect(manager.Stop(20 * time.Second)).To(Succeed())
@@ -472,7 +464,7 @@ var _ = Describe("real delegates on a flat pod network", Ordered, Label("real-no
 		}
 		restart("--pod-network=flat")
 		DeferCleanup(func() { restart() })
-		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
 			Expect(err).NotTo(HaveOccurred())
@@ -586,4 +578,24 @@ func deleteNamespaceEverywhere(ctx SpecContext, ns string) {
 			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace %s still in %s: %v", ns, c.Name, err)
 		}
 	}).WithContext(ctx).WithTimeout(150 * time.Second).WithPolling(time.Second).Should(Succeed())
+}
+
+// appImage is the bed's application image tarball, built once per suite.
+var appImage struct {
+	once sync.Once
+	tar  string
+	err  error
+}
+
+// importAppImage imports the application image into every secondary's real node, and the
+// primary's too when asked (importing again is harmless: containerd keeps one copy).
+func importAppImage(ctx SpecContext, primaryToo bool) {
+	appImage.once.Do(func() { appImage.tar, appImage.err = testbed.BuildTestAppImage(ctx, filepath.Join(workDir, "images")) })
+	Expect(appImage.err).NotTo(HaveOccurred())
+	if primaryToo {
+		Expect(bed.RealNode.ImportImage(ctx, appImage.tar)).To(Succeed())
+	}
+	for _, c := range bed.Secondaries {
+		Expect(c.RealNode.ImportImage(ctx, appImage.tar)).To(Succeed())
+	}
 }
