@@ -50,6 +50,10 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 		Log: log.WithName("sweep"), Clock: opts.Clock}); err != nil {
 		return fmt.Errorf("adding the sweep: %w", err)
 	}
+	if err := mgr.Add(&proxy.Strays{Reader: mgr.GetAPIReader(), Writer: mgr.GetClient(), Registry: registry,
+		Recorder: mgr.GetEventRecorder(eventSource), Interval: opts.Election.SweepInterval, Log: log.WithName("strays")}); err != nil {
+		return fmt.Errorf("adding the stray pods' handler: %w", err)
+	}
 	meta, err := metadata.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("creating the metadata client: %w", err)

@@ -454,16 +454,8 @@ var _ = Describe("real delegates on a flat pod network", Ordered, Label("real-no
 		joinBothSecondaries(ctx)
 		importAppImage(ctx, true)
 		// The manager again, saying the pod network is flat; as it was after these specs.
-		restart := func(args ...string) {
-			Expect(manager.Stop(20 * time.Second)).To(Succeed())
-			var err error
-			manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"), args...)
-			Expect(err).NotTo(HaveOccurred())
-			Eventually(func() (int, error) { return httpStatus(http.DefaultClient, manager.probeURL+"/readyz") }).
-				WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(http.StatusOK))
-		}
-		restart("--pod-network=flat")
-		DeferCleanup(func() { restart() })
+		restartManager(ctx, "--pod-network=flat")
+		DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
 		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
 		if !apierrors.IsAlreadyExists(err) {
@@ -598,4 +590,15 @@ func importAppImage(ctx SpecContext, primaryToo bool) {
 	for _, c := range bed.Secondaries {
 		Expect(c.RealNode.ImportImage(ctx, appImage.tar)).To(Succeed())
 	}
+}
+
+// restartManager stops the suite's manager and starts it again with args, then waits until it
+// is ready.
+func restartManager(ctx SpecContext, args ...string) {
+	Expect(manager.Stop(20 * time.Second)).To(Succeed())
+	var err error
+	manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"), args...)
+	Expect(err).NotTo(HaveOccurred())
+	Eventually(func() (int, error) { return httpStatus(http.DefaultClient, manager.probeURL+"/readyz") }).
+		WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(http.StatusOK))
 }

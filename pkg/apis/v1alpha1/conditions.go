@@ -87,6 +87,9 @@ const (
 	ReasonDelegateCreated = "DelegateCreated"
 	// ReasonDelegateLost: the delegate vanished while its proxy lived.
 	ReasonDelegateLost = "DelegateLost"
+	// ReasonNotElected (a pod's status reason and an Event): a pod that is not a proxy is bound to
+	// a virtual node, where nothing runs it.
+	ReasonNotElected = "NotElected"
 	// ReasonClusterRemoved: a terminating proxy was released because its virtual node is gone.
 	ReasonClusterRemoved = "ClusterRemoved"
 	// ReasonClusterFenced: released because its virtual node is fenced out-of-service.
