@@ -57,4 +57,3 @@ func feasibleOf(t *testing.T, p *corev1.Pod) []string {
 	return terms[0].MatchExpressions[0].Values
 }
 
-func ptr[T any](v T) *T { return &v }

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -16,6 +17,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // Path is where the pod mutation is served.
@@ -40,6 +42,10 @@ type Handler struct {
 	// Namespaces reads the pod's namespace (its Pod Security labels): the manager's cache, with
 	// LiveNamespaces (the API server) for a namespace the cache has not seen yet.
 	Namespaces, LiveNamespaces client.Reader
+	// Claims reads the claims an elected pod uses and the volumes they are bound to (the API
+	// server: a StatefulSet's claim is created just before its pod). Nil: none is read, and a pod
+	// with a claim is placed as if it were unbound.
+	Claims client.Reader
 	// SealKey signs every proxy the webhook makes (flotilla.dev/seal): the proxy reconciler gives
 	// a delegate only to a proxy whose seal it verifies. Without it no pod is elected.
 	SealKey seal.Key
@@ -90,8 +96,12 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, err
 	if len(h.SealKey) == 0 {
 		return nil, errors.New("the webhook has no admission seal key")
 	}
+	claims, err := h.claimViews(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
 	out, err := h.Spread.Place(ctx, pod, views, func(views []ClusterView) (*corev1.Pod, error) {
-		return Admit(pod, labels, views, h.Options)
+		return Admit(pod, labels, views, claims, h.Options)
 	})
 	if err != nil || out == pod {
 		return out, err
@@ -114,6 +124,41 @@ func (h *Handler) namespaceLabels(ctx context.Context, name string) (map[string]
 		return nil, fmt.Errorf("reading namespace %s: %w", name, err)
 	}
 	return ns.Labels, nil
+}
+
+// claimViews reads each claim the pod's volumes use, and the cluster of the volume it is bound to.
+func (h *Handler) claimViews(ctx context.Context, pod *corev1.Pod) (map[string]ClaimView, error) {
+	names := translate.Claims(&pod.Spec)
+	if h.Claims == nil || len(names) == 0 {
+		return nil, nil
+	}
+	out := map[string]ClaimView{}
+	for _, name := range names {
+		var pvc corev1.PersistentVolumeClaim
+		err := h.Claims.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, &pvc)
+		if apierrors.IsNotFound(err) {
+			out[name] = ClaimView{}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading claim %s: %w", name, err)
+		}
+		v := ClaimView{Found: true, Class: ptr.Deref(pvc.Spec.StorageClassName, "")}
+		if pvc.Spec.VolumeName != "" {
+			var pv corev1.PersistentVolume
+			err := h.Claims.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("reading volume %s of claim %s: %w", pvc.Spec.VolumeName, name, err)
+			}
+			v.Cluster = pv.Annotations[flotillav1.AnnotationVolumeCluster]
+		}
+		// Bound by Flotilla before the volume controller's own write reached the volume.
+		if v.Cluster == "" {
+			v.Cluster = pvc.Annotations[flotillav1.AnnotationVolumeCluster]
+		}
+		out[name] = v
+	}
+	return out, nil
 }
 
 // withVirtualNodes adds to each view its virtual node's cordon and taints.

@@ -48,17 +48,18 @@ func Elected(pod *corev1.Pod, opts Options) bool {
 // elected pod whose delegate the namespace's Pod Security level would refuse is refused (the
 // primary's own admission sees only the proxy, without host networking or host ports), else it
 // becomes a proxy (Mutate). Pure: the fuzz test drives it.
-func Admit(pod *corev1.Pod, namespaceLabels map[string]string, clusters []ClusterView, opts Options) (*corev1.Pod, error) {
+func Admit(pod *corev1.Pod, namespaceLabels map[string]string, clusters []ClusterView, claims map[string]ClaimView, opts Options) (*corev1.Pod, error) {
 	if !Elected(pod, opts) {
 		return pod, nil
 	}
 	if v := translate.PodSecurityViolation(&pod.ObjectMeta, &pod.Spec, namespaceLabels); v != "" {
 		return nil, reject("flotilla cannot elect this pod: its delegate would run as written and %s (the level of namespace %s)", v, pod.Namespace)
 	}
-	return Mutate(pod, clusters, opts)
+	return Mutate(pod, clusters, claims, opts)
 }
 
-// Mutate turns an elected pod into a proxy: where it may go (decidePlacement) as a required node
+// Mutate turns an elected pod into a proxy (claims: what the primary holds of the claims its
+// volumes use, by name): where it may go (decidePlacement) as a required node
 // affinity on flotilla.dev/cluster, a binding or a scheduling gate, the user's constraints moved to
 // an annotation for the delegate, the tolerations a proxy needs, host networking stripped, the
 // proxy label and the delegate finalizer. It returns a *Rejection when the pod cannot be
@@ -66,7 +67,7 @@ func Admit(pod *corev1.Pod, namespaceLabels map[string]string, clusters []Cluste
 // it already carries what only Flotilla sets: nothing of a proxy is ever taken from the request (the webhook
 // runs once per CREATE, reinvocationPolicy Never, so a pod arriving with a proxy's label or
 // constraints was not made by it).
-func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod, error) {
+func Mutate(pod *corev1.Pod, clusters []ClusterView, claims map[string]ClaimView, opts Options) (*corev1.Pod, error) {
 	if !Elected(pod, opts) {
 		return pod, nil
 	}
@@ -81,6 +82,9 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, opts Options) (*corev1.Pod,
 		return nil, err
 	}
 	constraints := constraintsOf(pod)
+	if constraints.DataClaim, constraints.DataCluster, err = dataCluster(pod, claims); err != nil {
+		return nil, err
+	}
 	place, err := decidePlacement(pod, constraints, clusters, opts.Choose)
 	if err != nil {
 		return nil, err
@@ -231,4 +235,44 @@ func hasString(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// ClaimView is what admission knows of a PersistentVolumeClaim an elected pod uses.
+type ClaimView struct {
+	// Found says whether the claim exists (a pod may be created before its claim, as Kubernetes
+	// allows: its delegate then waits for the real claim).
+	Found bool
+	// Class is its storage class.
+	Class string
+	// Cluster is the cluster that holds its data, once it is bound ("" before).
+	Cluster string
+}
+
+// dataCluster refuses a claim whose storage cannot follow the pod (another class than flotilla)
+// and returns the claim whose data decides the pod's cluster, and that cluster ("" when no claim
+// is bound yet). Claims bound in two clusters cannot both be reached: refused.
+func dataCluster(pod *corev1.Pod, claims map[string]ClaimView) (claim, cluster string, err error) {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		name := v.PersistentVolumeClaim.ClaimName
+		c := claims[name]
+		if !c.Found {
+			continue
+		}
+		if c.Class != flotillav1.StorageClassRemote {
+			return "", "", reject("flotilla cannot elect this pod: volume %s uses claim %s of storage class %q, whose data stays in this cluster; only claims of class %s follow an elected pod",
+				v.Name, name, c.Class, flotillav1.StorageClassRemote)
+		}
+		if c.Cluster == "" {
+			continue
+		}
+		if cluster != "" && cluster != c.Cluster {
+			return "", "", reject("flotilla cannot elect this pod: the data of claim %s is in cluster %s and that of claim %s in cluster %s; a pod runs in one cluster",
+				claim, cluster, name, c.Cluster)
+		}
+		claim, cluster = name, c.Cluster
+	}
+	return claim, cluster, nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
@@ -19,11 +20,11 @@ func TestMutateMakesAProxyAndKeepsConstraintsForTheDelegate(t *testing.T) {
 		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080}}
 		p.Spec.Tolerations = []corev1.Toleration{
 			{Key: "dedicated", Operator: corev1.TolerationOpExists},
-			{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr(int64(300))},
+			{Key: corev1.TaintNodeNotReady, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute, TolerationSeconds: ptr.To(int64(300))},
 		}
 		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone}}
 	}, annotate(flotillav1.AnnotationFailoverSeconds, "30"))
-	out, err := Mutate(pod, twoClusters, Options{})
+	out, err := Mutate(pod, twoClusters, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestMutateMakesAProxyAndKeepsConstraintsForTheDelegate(t *testing.T) {
 	// A pod that arrives as a proxy was not made by the webhook: refused, never taken as it is.
 	out.Spec.NodeName = ""
 	var rej *Rejection
-	if _, err := Mutate(out, twoClusters, Options{}); !errors.As(err, &rej) || !strings.Contains(rej.Message, "only Flotilla sets") {
+	if _, err := Mutate(out, twoClusters, nil, Options{}); !errors.As(err, &rej) || !strings.Contains(rej.Message, "only Flotilla sets") {
 		t.Errorf("a forged proxy: %v", err)
 	}
 }
@@ -83,12 +84,12 @@ func TestMutateLeavesOtherPodsAlone(t *testing.T) {
 	delegate := elected()
 	delegate.Labels = map[string]string{flotillav1.LabelPrimary: "someone"}
 	for name, p := range map[string]*corev1.Pod{"not elected": plain, "admiralty off": admiralty, "a delegate": delegate} {
-		out, err := Mutate(p, twoClusters, Options{})
+		out, err := Mutate(p, twoClusters, nil, Options{})
 		if err != nil || out != p {
 			t.Errorf("%s: changed (%v)", name, err)
 		}
 	}
-	out, err := Mutate(admiralty, twoClusters, Options{AcceptAdmiralty: true})
+	out, err := Mutate(admiralty, twoClusters, nil, Options{AcceptAdmiralty: true})
 	if err != nil || out.Labels[flotillav1.LabelProxy] != "true" {
 		t.Errorf("admiralty annotation with AcceptAdmiralty: %v", err)
 	}
@@ -99,9 +100,6 @@ func TestMutateRejectsWhatCannotBeOffloaded(t *testing.T) {
 		opt  podOpt
 		want string
 	}{
-		"pvc": {func(p *corev1.Pod) {
-			p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}}
-		}, "volume data is a PersistentVolumeClaim"},
 		"ephemeral": {func(p *corev1.Pod) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}}
 		}, "ephemeral volume"},
@@ -137,7 +135,7 @@ func TestMutateRejectsWhatCannotBeOffloaded(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := Mutate(elected(tc.opt), twoClusters, Options{})
+			_, err := Mutate(elected(tc.opt), twoClusters, nil, Options{})
 			var rej *Rejection
 			if !errors.As(err, &rej) || !strings.Contains(rej.Message, tc.want) {
 				t.Fatalf("err = %v, want a rejection containing %q", err, tc.want)

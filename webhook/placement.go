@@ -176,6 +176,17 @@ func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterVie
 	if err != nil {
 		return clusterFit{}, err
 	}
+	if c.DataCluster != "" {
+		// The data decides: that cluster or none.
+		for name := range chosen {
+			if name != c.DataCluster {
+				delete(chosen, name)
+			}
+		}
+		if !chosen[c.DataCluster] {
+			return clusterFit{why: fmt.Sprintf("the data of claim %s is in cluster %s, which is not registered or not among the clusters this pod may go to", c.DataClaim, c.DataCluster)}, nil
+		}
+	}
 	delegate := pod.DeepCopy()
 	delegate.Spec.NodeSelector, delegate.Spec.Affinity, delegate.Spec.Tolerations = c.NodeSelector, c.Affinity, c.Tolerations
 	requests := resourcehelper.PodRequests(delegate, resourcehelper.PodResourcesOptions{})
@@ -208,6 +219,9 @@ func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterVie
 	if len(fit.feasible) == 0 {
 		sort.Strings(why)
 		fit.why = "no cluster fits now: " + strings.Join(why, "; ")
+		if c.DataCluster != "" {
+			fit.why = fmt.Sprintf("the data of claim %s is in cluster %s, which cannot take it now: %s", c.DataClaim, c.DataCluster, strings.Join(why, "; "))
+		}
 	}
 	return fit, nil
 }

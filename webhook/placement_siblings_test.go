@@ -30,7 +30,7 @@ func place(t *testing.T, s *Spread, pod *corev1.Pod) string {
 	t.Helper()
 	pickFirst := func([]int64) int { return 0 }
 	out, err := s.Place(t.Context(), pod, equalClusters, func(views []ClusterView) (*corev1.Pod, error) {
-		return Mutate(pod, views, Options{Choose: pickFirst})
+		return Mutate(pod, views, nil, Options{Choose: pickFirst})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func TestSpreadOverTwoReplicasEndsEven(t *testing.T) {
 	for i := range 12 {
 		pod := elected(ownedBy("rs-1"))
 		out, err := replicas[(i/2)%2].Place(t.Context(), pod, equalClusters, func(views []ClusterView) (*corev1.Pod, error) {
-			return Mutate(pod, views, Options{Choose: func([]int64) int { return 0 }})
+			return Mutate(pod, views, nil, Options{Choose: func([]int64) int { return 0 }})
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -101,7 +101,7 @@ func TestDecidePlacementRefusesWhatItCannotHonour(t *testing.T) {
 
 // A proxy gated at admission fits, by the same judgement, the clusters that have since changed.
 func TestRefitJudgesAGatedProxyAsAdmissionDid(t *testing.T) {
-	gated, err := Mutate(elected(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"zz": "yes"} }), twoClusters, Options{})
+	gated, err := Mutate(elected(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"zz": "yes"} }), twoClusters, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			out, err := Mutate(tc.pod, tc.clusters, Options{})
+			out, err := Mutate(tc.pod, tc.clusters, nil, Options{})
 			if tc.wantReject != "" {
 				var rej *Rejection
 				if !errors.As(err, &rej) || !strings.Contains(rej.Message, tc.wantReject) {
@@ -245,7 +245,7 @@ func TestMutateBindsTheProxyToTheChosenFeasibleCluster(t *testing.T) {
 		{"scheduling gates are left to the scheduler", elected(gated), pickLast, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := Mutate(tc.pod, twoClusters, Options{Choose: tc.choose})
+			out, err := Mutate(tc.pod, twoClusters, nil, Options{Choose: tc.choose})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -258,7 +258,7 @@ func TestMutateBindsTheProxyToTheChosenFeasibleCluster(t *testing.T) {
 		})
 	}
 	seen = nil
-	if _, err := Mutate(elected(), twoClusters, Options{Choose: pickLast}); err != nil {
+	if _, err := Mutate(elected(), twoClusters, nil, Options{Choose: pickLast}); err != nil {
 		t.Fatal(err)
 	}
 	// eu has 4 CPUs free, us 1 (see clusterOf): weights follow free CPU.
@@ -304,7 +304,7 @@ func TestMutatePlacesAmongTheClustersWithFewestSiblings(t *testing.T) {
 		{"an infeasible cluster is never chosen for its few siblings", elected(cpu("2")), withSiblings(5, 0), "eu"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := Mutate(tc.pod, tc.clusters, Options{Choose: pickFirst})
+			out, err := Mutate(tc.pod, tc.clusters, nil, Options{Choose: pickFirst})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -360,7 +360,7 @@ func TestSpreadConstraintsGoWhereTheirKeyIs(t *testing.T) {
 	pod := elected(func(p *corev1.Pod) {
 		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overClusters, overZones}
 	})
-	out, err := Mutate(pod, twoClusters, choose)
+	out, err := Mutate(pod, twoClusters, nil, choose)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func TestSpreadConstraintsGoWhereTheirKeyIs(t *testing.T) {
 	}
 
 	zonesOnly := elected(func(p *corev1.Pod) { p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overZones} })
-	out, err = Mutate(zonesOnly, twoClusters, choose)
+	out, err = Mutate(zonesOnly, twoClusters, nil, choose)
 	if err != nil {
 		t.Fatal(err)
 	}

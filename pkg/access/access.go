@@ -69,6 +69,7 @@ func Grants(primaryID string) []Grant {
 	grants := []Grant{
 		{core(watched, "nodes"), "capacity of the virtual node (informer on nodes)"},
 		{core(informed, "pods"), "capacity (informer on all pods: requests of pods that are not delegates), delegates (create, delete, informer), a Replicator's namespace check (list)"},
+		{core([]string{"get", "list", "watch", "create", "patch", "delete"}, "persistentvolumeclaims"), "real claims of the primary's claims of class flotilla: created where their pod runs, expanded, deleted with their primary claim (informer on this primary's)"},
 		{core([]string{"list"}, "events"), "a delegate that does not start or stay up: its Events, listed by its UID, shown on its proxy"},
 		{core([]string{"get"}, "pods/log"), "kubectl logs on a proxy; the kubelet API reads only the proxy's own delegate (label and proxy UID checked)"},
 		{core([]string{"update", "patch"}, "pods/ephemeralcontainers"), "kubectl debug on a proxy: its ephemeral containers added to the delegate; admitted by the policy only for this primary's delegates"},

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -19,6 +20,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/namespace"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/proxy"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/volume"
 	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/webhook"
@@ -63,6 +65,10 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 		Metadata: dependencies, Grace: opts.Election.DependencyGrace, Clock: opts.Clock}).
 		SetupWithManager(ctx, mgr, dependencyOptions()); err != nil {
 		return fmt.Errorf("setting up the dependency sync: %w", err)
+	}
+	if err := (&volume.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: mgr.GetEventRecorder(eventSource)}).
+		SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
+		return fmt.Errorf("setting up the volume controller: %w", err)
 	}
 	if err := (&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: mgr.GetEventRecorder(eventSource),
 		FlatNetwork: opts.Election.PodNetwork == PodNetworkFlat, SealKey: sealKey, Refit: podHandler.Refit,
@@ -109,6 +115,7 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, reg
 		VirtualNodes: mgr.GetClient(),
 		Spread:       &webhook.Spread{Proxies: proxies, Replica: replicaName(opts.Clock)},
 		Decoder:      decoder, Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
+		Claims:  mgr.GetAPIReader(),
 		SealKey: sealKey,
 	}
 	server := mgr.GetWebhookServer()

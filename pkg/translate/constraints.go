@@ -17,6 +17,10 @@ type Constraints struct {
 	HostNetwork               bool                              `json:"hostNetwork,omitempty"`
 	// HostPorts maps "container/containerPort/protocol" to the host port the delegate keeps.
 	HostPorts map[string]int32 `json:"hostPorts,omitempty"`
+	// DataCluster is the cluster that holds the data of a claim the pod uses (DataClaim): the pod
+	// goes only there, and waits while it is away.
+	DataCluster string `json:"dataCluster,omitempty"`
+	DataClaim   string `json:"dataClaim,omitempty"`
 }
 
 // HostPortKey names a container port in Constraints.HostPorts.

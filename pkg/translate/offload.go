@@ -7,7 +7,8 @@ import (
 )
 
 // NotOffloadable lists why a pod spec cannot run as a delegate in another cluster, nil when it
-// can: storage and claims stay in their cluster, another scheduler is not Flotilla's to stand in
+// can: ephemeral volumes and DRA claims stay in their cluster (a PersistentVolumeClaim follows the
+// pod when its class is flotilla, which the webhook checks, as it reads the claim), another scheduler is not Flotilla's to stand in
 // for, and a volume whose Secret reference Flotilla does not copy would resolve to the
 // secondary's own Secret of that name. The webhook refuses such a pod at admission, and the proxy
 // reconciler asks again before it creates a delegate, whoever made the proxy.
@@ -15,8 +16,6 @@ func NotOffloadable(spec *corev1.PodSpec) []string {
 	var problems []string
 	for _, v := range spec.Volumes {
 		switch {
-		case v.PersistentVolumeClaim != nil:
-			problems = append(problems, fmt.Sprintf("volume %s is a PersistentVolumeClaim (storage stays in its cluster)", v.Name))
 		case v.Ephemeral != nil:
 			problems = append(problems, fmt.Sprintf("volume %s is an ephemeral volume", v.Name))
 		}

@@ -224,11 +224,15 @@ func NewEphemeralContainers(proxy, delegate *corev1.Pod) []corev1.EphemeralConta
 	return out
 }
 
-// AtMostOnce says whether a pod must never run twice: a StatefulSet's, or one annotated
-// flotilla.dev/at-most-once. Its proxy stays Terminating until its delegate is proven gone or its
+// AtMostOnce says whether a pod must never run twice: a StatefulSet's, one with a
+// PersistentVolumeClaim, or one annotated flotilla.dev/at-most-once. Its proxy stays Terminating until its delegate is proven gone or its
 // secondary is fenced, and its delegate is never force-deleted.
 func AtMostOnce(pod *corev1.Pod) bool {
 	if _, ok := pod.Annotations[flotillav1.AnnotationAtMostOnce]; ok {
+		return true
+	}
+	// Two incarnations on one volume would both write to it.
+	if len(Claims(&pod.Spec)) > 0 {
 		return true
 	}
 	ref := metav1.GetControllerOf(pod)
@@ -292,6 +296,17 @@ func deepCopyStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 	out := make([]corev1.ContainerStatus, len(in))
 	for i := range in {
 		in[i].DeepCopyInto(&out[i])
+	}
+	return out
+}
+
+// Claims are the names of the PersistentVolumeClaims a pod's volumes use.
+func Claims(spec *corev1.PodSpec) []string {
+	var out []string
+	for _, v := range spec.Volumes {
+		if v.PersistentVolumeClaim != nil {
+			out = append(out, v.PersistentVolumeClaim.ClaimName)
+		}
 	}
 	return out
 }

@@ -196,6 +196,27 @@ const (
 	DefaultFailoverSeconds = 300
 )
 
+// Volumes that follow elected pods.
+const (
+	// StorageClassRemote is the primary's StorageClass whose claims follow elected pods: each is
+	// made again (the real claim) in the secondary where its pod runs.
+	StorageClassRemote = "flotilla"
+	// ProvisionerRemote is StorageClassRemote's provisioner: Flotilla itself.
+	ProvisionerRemote = "flotilla.dev/remote"
+	// FinalizerVolume keeps a primary claim of class flotilla until its real claim is gone.
+	FinalizerVolume = "flotilla.dev/volume"
+	// AnnotationVolumeCluster names, on a primary claim and on the volume that stands for its real
+	// one, the cluster that holds the data.
+	AnnotationVolumeCluster = "flotilla.dev/volume-cluster"
+	// AnnotationRealVolume names, on the primary's volume, the real volume in its cluster.
+	AnnotationRealVolume = "flotilla.dev/real-volume"
+	// AnnotationClaimUID is the primary claim's UID, on its real claim.
+	AnnotationClaimUID = "flotilla.dev/claim-uid"
+	// AnnotationOnVolumeClusterLoss, "recreate" on an elected pod, lets it run elsewhere on new,
+	// empty claims when the cluster that holds its data is away past its failover, rather than wait.
+	AnnotationOnVolumeClusterLoss = "flotilla.dev/on-volume-cluster-loss"
+)
+
 // The namespace opt-in of Replicators.
 const (
 	// LabelReplicationAllowed, set to "true" on an existing namespace by whoever may label it,

@@ -68,11 +68,9 @@ func TestNotAdmitted(t *testing.T) {
 			p.Annotations[flotillav1.AnnotationDelegateConstraints] = `{"hostNetwork":true}`
 			return p
 		}(), "east", admissionKey, "does not match"},
-		{"a seal copied onto a pod with a PVC", func() *corev1.Pod {
-			p := webhookProxy(nil)
-			p.Spec.Volumes = forgedProxy().Spec.Volumes
-			return p
-		}(), "east", admissionKey, "PersistentVolumeClaim"},
+		{"a seal copied onto a pod with an ephemeral volume", webhookProxy(func(p *corev1.Pod) {
+			p.Spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}}
+		}), "east", admissionKey, "ephemeral volume"},
 		{"a CSI volume with a Secret Flotilla does not copy", webhookProxy(func(p *corev1.Pod) {
 			p.Spec.Volumes = []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
 				Driver: "d", NodePublishSecretRef: &corev1.LocalObjectReference{Name: "db-root"}}}}}

@@ -1,0 +1,206 @@
+package volume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// Secondaries is what the reconciler needs of the cluster registry.
+type Secondaries interface {
+	Secondary(name string) (clusters.Secondary, bool)
+	PrimaryID() string
+	Source(w clusters.Watch, h handler.EventHandler) source.Source
+}
+
+// Watch follows this primary's real claims in every secondary.
+var Watch = clusters.Watch{Name: "claims", Object: &corev1.PersistentVolumeClaim{},
+	Selector: func(primaryID string) string { return flotillav1.LabelPrimary + "=" + primaryID }}
+
+// Reconciler keeps each primary claim of class flotilla and its real claim together.
+type Reconciler struct {
+	// Client reads claims (the manager's cache) and proxies, and writes claims and volumes.
+	Client      client.Client
+	Secondaries Secondaries
+	Recorder    events.EventRecorder
+}
+
+// waitFor is how long a claim waits for what is not there yet (its namespace, its cluster).
+const waitFor = 5 * time.Second
+
+// Reconcile gathers the claim, its cluster and its real claim, and acts on them.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var pvc corev1.PersistentVolumeClaim
+	if err := r.Client.Get(ctx, req.NamespacedName, &pvc); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !IsRemote(&pvc) {
+		return ctrl.Result{}, nil
+	}
+	if !pvc.DeletionTimestamp.IsZero() {
+		return r.release(ctx, &pvc)
+	}
+	var proxies corev1.PodList
+	if err := r.Client.List(ctx, &proxies, client.InNamespace(pvc.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the proxies of %s: %w", pvc.Namespace, err)
+	}
+	cluster := clusterOf(&pvc, proxies.Items)
+	if cluster == "" {
+		return ctrl.Result{}, nil // no pod of it is placed yet
+	}
+	if pvc.Annotations[flotillav1.AnnotationVolumeCluster] != cluster || !controllerutil.ContainsFinalizer(&pvc, flotillav1.FinalizerVolume) {
+		patch := client.MergeFrom(pvc.DeepCopy())
+		metav1.SetMetaDataAnnotation(&pvc.ObjectMeta, flotillav1.AnnotationVolumeCluster, cluster)
+		controllerutil.AddFinalizer(&pvc, flotillav1.FinalizerVolume)
+		if err := r.Client.Patch(ctx, &pvc, patch); err != nil {
+			return ctrl.Result{}, fmt.Errorf("holding claim %s for cluster %s: %w", pvc.Name, cluster, err)
+		}
+	}
+	sec, ok := r.Secondaries.Secondary(cluster)
+	if !ok || !sec.Running {
+		return ctrl.Result{RequeueAfter: waitFor}, nil
+	}
+	real, err := r.ensureRealClaim(ctx, sec, &pvc)
+	if err != nil || real == nil {
+		return ctrl.Result{RequeueAfter: waitFor}, err
+	}
+	return ctrl.Result{}, r.ensureStandIn(ctx, &pvc, real, cluster)
+}
+
+// errConflict is a claim of that name in the secondary that is not this claim's.
+var errConflict = errors.New("not Flotilla's")
+
+// ensureRealClaim makes the real claim, or expands it, and returns it (nil while it waits: for its
+// namespace, or for a previous one of that name to go).
+func (r *Reconciler) ensureRealClaim(ctx context.Context, sec clusters.Secondary, pvc *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	id := r.Secondaries.PrimaryID()
+	var real corev1.PersistentVolumeClaim
+	err := sec.Client.Get(ctx, client.ObjectKeyFromObject(pvc), &real)
+	switch {
+	case apierrors.IsNotFound(err):
+		// The proxy reconciler makes the namespace, with the labels it must have, before the
+		// delegate: the claim follows it there.
+		if err := sec.Client.Get(ctx, client.ObjectKey{Name: pvc.Namespace}, &corev1.Namespace{}); err != nil {
+			return nil, client.IgnoreNotFound(err)
+		}
+		want := realClaim(pvc, id)
+		if err := sec.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			r.event(pvc, corev1.EventTypeWarning, "RealClaimFailed", "Create", "Cluster %s refused the claim: %v", sec.Name, err)
+			return nil, fmt.Errorf("creating the claim %s in %s: %w", pvc.Name, sec.Name, err)
+		}
+		r.event(pvc, corev1.EventTypeNormal, "RealClaimCreated", "Create", "Claim created in cluster %s", sec.Name)
+		return want, nil
+	case err != nil:
+		return nil, fmt.Errorf("reading the claim %s in %s: %w", pvc.Name, sec.Name, err)
+	case !realClaimOf(&real, pvc, id):
+		if real.Labels[flotillav1.LabelPrimary] == id && !real.DeletionTimestamp.IsZero() {
+			return nil, nil // an earlier claim of that name, on its way out
+		}
+		r.event(pvc, corev1.EventTypeWarning, flotillav1.ReasonNameConflict, "Create", "Cluster %s has a claim %s that is %s; it is left alone", sec.Name, pvc.Name, errConflict)
+		return nil, nil
+	}
+	if size := expansion(pvc, &real); size != nil {
+		patch := client.MergeFrom(real.DeepCopy())
+		real.Spec.Resources.Requests[corev1.ResourceStorage] = *size
+		if err := sec.Client.Patch(ctx, &real, patch); err != nil {
+			r.event(pvc, corev1.EventTypeWarning, "ExpansionFailed", "Update", "Cluster %s refused to expand the claim to %s: %v", sec.Name, size, err)
+			return &real, nil
+		}
+		r.event(pvc, corev1.EventTypeNormal, "Expanding", "Update", "Claim in cluster %s asked for %s", sec.Name, size)
+	}
+	return &real, nil
+}
+
+// ensureStandIn makes the primary's volume for the claim, and keeps its size and the real
+// volume's name, and the claim's size, true to the real one.
+func (r *Reconciler) ensureStandIn(ctx context.Context, pvc, real *corev1.PersistentVolumeClaim, cluster string) error {
+	want := standIn(pvc, real, cluster)
+	var pv corev1.PersistentVolume
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), &pv)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := r.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating volume %s: %w", want.Name, err)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading volume %s: %w", want.Name, err)
+	}
+	if !equality.Semantic.DeepEqual(pv.Spec.Capacity, want.Spec.Capacity) || pv.Annotations[flotillav1.AnnotationRealVolume] != want.Annotations[flotillav1.AnnotationRealVolume] {
+		patch := client.MergeFrom(pv.DeepCopy())
+		pv.Spec.Capacity = want.Spec.Capacity
+		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, flotillav1.AnnotationRealVolume, want.Annotations[flotillav1.AnnotationRealVolume])
+		if err := r.Client.Patch(ctx, &pv, patch); err != nil {
+			return fmt.Errorf("updating volume %s: %w", pv.Name, err)
+		}
+	}
+	// The claim shows the size its cluster gave (its binding copied the volume's size then).
+	size := want.Spec.Capacity[corev1.ResourceStorage]
+	if have, ok := pvc.Status.Capacity[corev1.ResourceStorage]; pvc.Status.Phase == corev1.ClaimBound && (!ok || have.Cmp(size) != 0) {
+		patch := client.MergeFrom(pvc.DeepCopy())
+		pvc.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: size}
+		if err := r.Client.Status().Patch(ctx, pvc, patch); err != nil {
+			return fmt.Errorf("updating the size of claim %s: %w", pvc.Name, err)
+		}
+	}
+	return nil
+}
+
+// release deletes the real claim of a deleted primary claim and waits until it is gone, then its
+// stand-in volume, then lets the claim go. A cluster no longer registered keeps what it holds
+// (removed with --orphan); one registered but away is waited for.
+func (r *Reconciler) release(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(pvc, flotillav1.FinalizerVolume) {
+		return ctrl.Result{}, nil
+	}
+	if cluster := pvc.Annotations[flotillav1.AnnotationVolumeCluster]; cluster != "" {
+		if sec, ok := r.Secondaries.Secondary(cluster); ok {
+			if !sec.Running {
+				return ctrl.Result{RequeueAfter: waitFor}, nil
+			}
+			var real corev1.PersistentVolumeClaim
+			err := sec.Client.Get(ctx, client.ObjectKeyFromObject(pvc), &real)
+			switch {
+			case err == nil && realClaimOf(&real, pvc, r.Secondaries.PrimaryID()):
+				if real.DeletionTimestamp.IsZero() {
+					uid := real.UID
+					if err := sec.Client.Delete(ctx, &real, &client.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); client.IgnoreNotFound(err) != nil {
+						return ctrl.Result{}, fmt.Errorf("deleting the claim %s in %s: %w", pvc.Name, cluster, err)
+					}
+					r.event(pvc, corev1.EventTypeNormal, "RealClaimDeleted", "Delete", "Claim deleted in cluster %s", cluster)
+				}
+				return ctrl.Result{RequeueAfter: time.Second}, nil // until it is gone
+			case err != nil && !apierrors.IsNotFound(err):
+				return ctrl.Result{}, fmt.Errorf("reading the claim %s in %s: %w", pvc.Name, cluster, err)
+			}
+		}
+	}
+	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: standInName(pvc)}}
+	if err := r.Client.Delete(ctx, pv); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("deleting volume %s: %w", pv.Name, err)
+	}
+	patch := client.MergeFrom(pvc.DeepCopy())
+	controllerutil.RemoveFinalizer(pvc, flotillav1.FinalizerVolume)
+	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, pvc, patch))
+}
+
+func (r *Reconciler) event(pvc *corev1.PersistentVolumeClaim, kind, reason, action, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(pvc, nil, kind, reason, action, format, args...)
+	}
+}

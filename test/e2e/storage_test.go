@@ -1,0 +1,172 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// Claims of class flotilla follow elected pods: the real claim is made in the secondary where the
+// pod runs (provisioned there by the bed's local-path-provisioner, on the secondary's real node),
+// the primary's claim is bound to a volume that stands for it, and the data decides where the
+// pod's successors go.
+var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
+	const ns = "stateful"
+
+	BeforeAll(func(ctx SpecContext) {
+		for _, c := range bed.Secondaries {
+			if c.RealNode == nil {
+				Skip(fmt.Sprintf("secondary %s has no real node: %v", c.Name, secondaryRealNodesErr))
+			}
+		}
+		joinBothSecondaries(ctx)
+		importAppImage(ctx, false)
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		if !apierrors.IsAlreadyExists(err) {
+			Expect(err).NotTo(HaveOccurred())
+		}
+		DeferCleanup(func(ctx SpecContext) { deleteNamespaceEverywhere(ctx, ns) }, NodeTimeout(3*time.Minute))
+	})
+
+	clusterOfProxy := func(g Gomega, ctx SpecContext, name string) string {
+		p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(podReady(p)).To(BeTrue(), "proxy %s: %s %s", name, p.Status.Phase, p.Status.Message)
+		cluster, ok := flotillav1.ClusterOfNode(p.Spec.NodeName)
+		g.Expect(ok).To(BeTrue(), "proxy %s on %s", name, p.Spec.NodeName)
+		return cluster
+	}
+	secondary := func(name string) *testbed.Cluster {
+		for _, c := range bed.Secondaries {
+			if c.Name == name {
+				return c
+			}
+		}
+		Fail("no secondary " + name)
+		return nil
+	}
+
+	It("runs an elected StatefulSet of 3 on claims of class flotilla: each Bound in the primary at its secondary's size and where its pod runs, and a pod's successor reads what it wrote", func(ctx SpecContext) {
+		labels := map[string]string{"app": "web"}
+		container := appContainer("web", nil)
+		container.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		tmpl := corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+			Spec: onRealNode(container)}
+		three := int32(3)
+		_, err := bed.Primary.Clientset.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "web"},
+			Spec: appsv1.StatefulSetSpec{Replicas: &three, ServiceName: "web", Selector: &metav1.LabelSelector{MatchLabels: labels},
+				PodManagementPolicy: appsv1.ParallelPodManagement, Template: tmpl,
+				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote),
+						AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+						Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}},
+			}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		where := map[string]string{} // pod: its cluster
+		Eventually(func(g Gomega) {
+			for i := range 3 {
+				pod := fmt.Sprintf("web-%d", i)
+				cluster := clusterOfProxy(g, ctx, pod)
+				where[pod] = cluster
+				claim := "data-" + pod
+				pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound), "claim %s in the primary", claim)
+				g.Expect(pvc.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationVolumeCluster, cluster))
+				real, err := secondary(cluster).Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred(), "the real claim %s in %s", claim, cluster)
+				g.Expect(real.Status.Phase).To(Equal(corev1.ClaimBound), "the real claim %s in %s", claim, cluster)
+				g.Expect(pvc.Status.Capacity.Storage().String()).To(Equal(real.Status.Capacity.Storage().String()), "the primary claim shows its secondary's size")
+				pv, err := bed.Primary.Clientset.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(pv.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationRealVolume, real.Spec.VolumeName), "kubectl get pv says which volume, and which cluster")
+				g.Expect(pv.Labels).To(HaveKeyWithValue(flotillav1.LabelCluster, cluster))
+			}
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		AddReportEntry("pods per cluster", fmt.Sprint(where))
+
+		out, err := kubectlIn(ctx, ns, nil, "exec", "web-0", "--", "sh", "-c", "echo kept-across-pods > /data/f; cat /data/f")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("kept-across-pods"))
+		old, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "web-0", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.UID).NotTo(Equal(old.UID), "the successor")
+			g.Expect(clusterOfProxy(g, ctx, "web-0")).To(Equal(where["web-0"]), "the data decides the cluster")
+			out, err := kubectlIn(ctx, ns, nil, "exec", "web-0", "--", "cat", "/data/f")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("kept-across-pods"))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	}, SpecTimeout(5*time.Minute))
+
+	It("deletes the real claims, and the volumes that stood for them, only with the primary's claims: none is left in any cluster", func(ctx SpecContext) {
+		Expect(bed.Primary.Clientset.AppsV1().StatefulSets(ns).Delete(ctx, "web", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func(g Gomega) {
+			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
+		// The StatefulSet is gone, its claims are not (its retention policy: Retain): their data stays.
+		for _, c := range bed.Secondaries {
+			real, err := c.Clientset.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			for _, r := range real.Items {
+				Expect(r.DeletionTimestamp).To(BeNil(), "claim %s in %s", r.Name, c.Name)
+			}
+		}
+		for i := range 3 {
+			Expect(bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, fmt.Sprintf("data-web-%d", i), metav1.DeleteOptions{})).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			claims, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(claims.Items).To(BeEmpty(), "claims in the primary")
+			pvs, err := bed.Primary.Clientset.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, pv := range pvs.Items {
+				g.Expect(pv.Spec.StorageClassName).NotTo(Equal(flotillav1.StorageClassRemote), "volume %s in the primary", pv.Name)
+			}
+			for _, c := range bed.Secondaries {
+				real, err := c.Clientset.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(real.Items).To(BeEmpty(), "claims in %s", c.Name)
+				pvs, err := c.Clientset.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				for _, pv := range pvs.Items {
+					g.Expect(pv.Spec.ClaimRef).To(Or(BeNil(), HaveField("Namespace", Not(Equal(ns)))), "volume %s in %s", pv.Name, c.Name)
+				}
+			}
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+	}, SpecTimeout(4*time.Minute))
+
+	It("refuses an elected pod whose claim is of another class, with the reason", func(ctx SpecContext) {
+		_, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "local-data"},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("standard"), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		spec := onRealNode(appContainer("web", nil))
+		spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "local-data"}}}}
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "local",
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}}, Spec: spec}, metav1.CreateOptions{})
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(And(ContainSubstring(`claim local-data of storage class "standard"`), ContainSubstring("only claims of class flotilla follow an elected pod")))
+		Expect(strings.Contains(err.Error(), "denied")).To(BeTrue(), err.Error())
+	}, SpecTimeout(time.Minute))
+})
