@@ -56,4 +56,3 @@ func feasibleOf(t *testing.T, p *corev1.Pod) []string {
 	}
 	return terms[0].MatchExpressions[0].Values
 }
-

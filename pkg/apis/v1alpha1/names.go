@@ -212,9 +212,6 @@ const (
 	AnnotationRealVolume = "flotilla.dev/real-volume"
 	// AnnotationClaimUID is the primary claim's UID, on its real claim.
 	AnnotationClaimUID = "flotilla.dev/claim-uid"
-	// AnnotationOnVolumeClusterLoss, "recreate" on an elected pod, lets it run elsewhere on new,
-	// empty claims when the cluster that holds its data is away past its failover, rather than wait.
-	AnnotationOnVolumeClusterLoss = "flotilla.dev/on-volume-cluster-loss"
 )
 
 // The namespace opt-in of Replicators.

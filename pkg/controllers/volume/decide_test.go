@@ -97,7 +97,9 @@ func TestRealClaimAndStandIn(t *testing.T) {
 
 func TestExpansion(t *testing.T) {
 	size := func(q string) *corev1.PersistentVolumeClaim {
-		return claim(func(p *corev1.PersistentVolumeClaim) { p.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(q) })
+		return claim(func(p *corev1.PersistentVolumeClaim) {
+			p.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(q)
+		})
 	}
 	if got := expansion(size("2Gi"), size("1Gi")); got == nil || got.String() != "2Gi" {
 		t.Errorf("1Gi to 2Gi: %v, want 2Gi", got)
