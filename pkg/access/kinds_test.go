@@ -66,7 +66,7 @@ func TestRulesGrantExactly(t *testing.T) {
 		verbs("get list watch", "/nodes"), verbs(informed, "/pods"), verbs("list", "/events"), verbs("get", "/pods/log"),
 		verbs("update patch", "/pods/ephemeralcontainers", "/pods/resize"), verbs("create", "/pods/exec", "/pods/attach", "/pods/portforward"),
 		verbs("get list create update patch delete", "/namespaces"), verbs(informed, "/configmaps", "/services"),
-		verbs("create update patch delete", "/secrets"), verbs("list "+written, "/serviceaccounts"), verbs("list", "/persistentvolumeclaims"),
+		verbs("create update patch delete", "/secrets"), verbs("list "+written, "/serviceaccounts"), verbs("get list watch create patch delete", "/persistentvolumeclaims"),
 		verbs(written, "networking.k8s.io/networkpolicies"), verbs(informed, "networking.k8s.io/ingresses"), verbs("list", "metrics.k8s.io/pods"),
 		verbs(informed, "apps/deployments"), verbs("list "+written, "apps/statefulsets", "apps/daemonsets", "batch/jobs", "batch/cronjobs"),
 		verbs(written, "policy/poddisruptionbudgets"), verbs("list "+written, "autoscaling/horizontalpodautoscalers"),
