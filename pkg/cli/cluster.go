@@ -498,9 +498,10 @@ func findContext(reg *clientcmdapi.Config, nameOrContext string) (contextName, n
 // removeOptions are the flags of `cluster remove`.
 type removeOptions struct {
 	timeout time.Duration
-	orphan  bool
-	force   bool
-	context string
+	orphan        bool
+	force         bool
+	deleteVolumes bool
+	context       string
 }
 
 func newRemoveCommand(g *GlobalOptions) *cobra.Command {
@@ -522,7 +523,12 @@ namespace that also holds something else, is left and named.
 --orphan is refused, before anything is changed, while at-most-once proxies (a StatefulSet's pods,
 or pods annotated flotilla.dev/at-most-once) are bound to the virtual node: once the node is gone
 their controllers re-create them elsewhere while the orphaned delegates keep running in the
-secondary, so each would run twice. --force orphans them anyway, accepting that.`,
+secondary, so each would run twice. --force orphans them anyway, accepting that.
+
+remove is refused, before anything is changed, while claims of class flotilla have their data in
+the secondary: deleting the namespaces Flotilla created there would delete their real claims, and
+the data with them. --orphan keeps the namespaces and the claims in the secondary;
+--delete-volumes deletes them.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRemove(cmd.Context(), g, args[0], o, cmd.OutOrStdout())
@@ -531,6 +537,7 @@ secondary, so each would run twice. --force orphans them anyway, accepting that.
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for the proxies to drain, and for the manager to let go")
 	cmd.Flags().BoolVar(&o.orphan, "orphan", false, "leave the proxies (and their delegates) running")
 	cmd.Flags().BoolVar(&o.force, "force", false, "with --orphan, orphan at-most-once proxies too (each may then run twice: its delegate here, its re-creation elsewhere)")
+	cmd.Flags().BoolVar(&o.deleteVolumes, "delete-volumes", false, "delete the real claims of claims of class flotilla whose data is in the secondary, with the namespaces Flotilla created there (their data is lost)")
 	cmd.Flags().StringVar(&o.context, "context", "", "your kubeconfig's context for the secondary, to remove what join made there (default: the registered context's name)")
 	return cmd
 }
@@ -556,6 +563,11 @@ func removeCluster(ctx context.Context, g *GlobalOptions, primary client.Client,
 		return fmt.Errorf("primary: %w", err)
 	}
 	nodeName := flotillav1.VirtualNodeName(name)
+	if !orphan && !o.deleteVolumes {
+		if err := checkVolumes(ctx, primary, name); err != nil {
+			return err
+		}
+	}
 	if orphan {
 		if err := checkOrphan(ctx, primary, name, nodeName, o.force, out); err != nil {
 			return err
@@ -845,4 +857,26 @@ func drain(ctx context.Context, primary client.Client, nodeName string, timeout 
 		left, err := list()
 		return err == nil && len(left) == 0, nil
 	})
+}
+
+// checkVolumes refuses to remove a secondary that holds the data of claims of class flotilla:
+// its namespaces, and their real claims, would be deleted.
+func checkVolumes(ctx context.Context, primary client.Client, name string) error {
+	var claims corev1.PersistentVolumeClaimList
+	if err := primary.List(ctx, &claims); err != nil {
+		return fmt.Errorf("listing claims: %w", err)
+	}
+	var held []string
+	for _, c := range claims.Items {
+		if c.Annotations[flotillav1.AnnotationVolumeCluster] == name {
+			held = append(held, c.Namespace+"/"+c.Name)
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	sort.Strings(held)
+	return fmt.Errorf("cluster %s holds the data of %d claim(s) of class %s (%s): removing it would delete their real claims; "+
+		"move or delete those claims first, or use --orphan to keep them there, or --delete-volumes to delete them",
+		name, len(held), flotillav1.StorageClassRemote, strings.Join(held, ", "))
 }

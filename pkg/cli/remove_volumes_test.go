@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// A secondary holding the data of claims of class flotilla is not removed unasked: its
+// namespaces, and the real claims in them, would go.
+func TestCheckVolumes(t *testing.T) {
+	claim := func(ns, name, cluster string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+			Annotations: map[string]string{flotillav1.AnnotationVolumeCluster: cluster}}}
+	}
+	primary := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(claim("db", "data-db-1", "east"), claim("db", "data-db-0", "east"),
+		claim("web", "cache", "west"), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "local"}}).Build()
+	err := checkVolumes(context.Background(), primary, "east")
+	if err == nil || !strings.Contains(err.Error(), "holds the data of 2 claim(s) of class flotilla (db/data-db-0, db/data-db-1)") ||
+		!strings.Contains(err.Error(), "--orphan") || !strings.Contains(err.Error(), "--delete-volumes") {
+		t.Errorf("east: %v, want a refusal naming both claims and the two ways on", err)
+	}
+	if err := checkVolumes(context.Background(), primary, "north"); err != nil {
+		t.Errorf("north holds none: %v", err)
+	}
+}
