@@ -497,7 +497,7 @@ func findContext(reg *clientcmdapi.Config, nameOrContext string) (contextName, n
 
 // removeOptions are the flags of `cluster remove`.
 type removeOptions struct {
-	timeout time.Duration
+	timeout       time.Duration
 	orphan        bool
 	force         bool
 	deleteVolumes bool
