@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -114,6 +115,55 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 			g.Expect(err).NotTo(HaveOccurred(), out)
 			g.Expect(out).To(ContainSubstring("kept-across-pods"))
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	}, SpecTimeout(5*time.Minute))
+
+	It("follows the StatefulSet's retention policy: scaled down with whenScaled Delete, that ordinal's real claim goes too", func(ctx SpecContext) {
+		labels := map[string]string{"app": "kv"}
+		container := appContainer("kv", nil)
+		container.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		two := int32(2)
+		sts := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "kv"},
+			Spec: appsv1.StatefulSetSpec{Replicas: &two, ServiceName: "kv", Selector: &metav1.LabelSelector{MatchLabels: labels},
+				PodManagementPolicy: appsv1.ParallelPodManagement,
+				PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+					WhenScaled: appsv1.DeletePersistentVolumeClaimRetentionPolicyType, WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+					Spec: onRealNode(container)},
+				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote),
+						AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+						Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}},
+			}}
+		_, err := bed.Primary.Clientset.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		where := map[string]string{}
+		Eventually(func(g Gomega) {
+			for _, pod := range []string{"kv-0", "kv-1"} {
+				where[pod] = clusterOfProxy(g, ctx, pod)
+				real, err := secondary(where[pod]).Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-"+pod, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(real.Status.Phase).To(Equal(corev1.ClaimBound))
+			}
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+
+		_, err = bed.Primary.Clientset.AppsV1().StatefulSets(ns).Patch(ctx, "kv", types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			_, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-kv-1", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the primary claim of the ordinal scaled away: %v", err)
+			_, err = secondary(where["kv-1"]).Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-kv-1", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "its real claim in %s: %v", where["kv-1"], err)
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+		real, err := secondary(where["kv-0"]).Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-kv-0", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the ordinal kept keeps its claim")
+		Expect(real.DeletionTimestamp).To(BeNil())
+
+		// whenDeleted Delete: the StatefulSet's deletion takes the claims, and Flotilla the real ones.
+		Expect(bed.Primary.Clientset.AppsV1().StatefulSets(ns).Delete(ctx, "kv", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, err := secondary(where["kv-0"]).Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-kv-0", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the real claim of kv-0 in %s: %v", where["kv-0"], err)
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 	}, SpecTimeout(5*time.Minute))
 
 	It("deletes the real claims, and the volumes that stood for them, only with the primary's claims: none is left in any cluster", func(ctx SpecContext) {
