@@ -24,6 +24,10 @@
 // pod-complete stage finishes every pod whose restartPolicy is Never or OnFailure, not only Job
 // pods: a delegate pod in a secondary is never owned by a Job there.
 //
+// Each secondary also has a default StorageClass, StorageClassLocalPath, served by rancher's
+// local-path-provisioner on the host; its volumes are directories under Cluster.VolumesDir, made
+// by helper pods on the volume's node, so only a real node holds data (localpath.go).
+//
 // As root, the primary can get one real node (Options.RealNode: containerd, a kubelet and
 // kube-proxy on this host) and each secondary one too (Options.SecondaryRealNodes), each of the
 // latter in a network namespace of its own; their teardown restores the host, also after a crash.

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,10 @@ import (
 
 // toolBinaries are what `make tools` builds and the bed needs.
 var toolBinaries = []string{"kwokctl", "kwok", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "etcd"}
+
+// versionedTools are what `make tools` builds, named with their version (test/tools/versions.env
+// key, name before -<version>), and the bed needs.
+var versionedTools = []struct{ key, name string }{{localPathVersionKey, localPathName}}
 
 // kwokctl runs kwokctl with the bed's binaries and work dir.
 type kwokctl struct {
@@ -43,7 +48,15 @@ func ToolsDir(dir string) (string, error) {
 		}
 		dir = strings.TrimSpace(string(out))
 	}
-	for _, b := range toolBinaries {
+	names := slices.Clone(toolBinaries)
+	for _, t := range versionedTools {
+		v, err := toolVersion(t.key)
+		if err != nil {
+			return "", err
+		}
+		names = append(names, t.name+"-"+v)
+	}
+	for _, b := range names {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
 			return "", fmt.Errorf("testbed: %s not found in %s: run `make tools` first", b, dir)
 		}
@@ -197,11 +210,17 @@ func orderExtraArgs(args []string) []string {
 	return append(first, rest...)
 }
 
-// deleteCluster stops a cluster: kwokctl first (it removes the folder), then by PID whatever it
-// left running, waiting until every process is gone.
+// deleteCluster stops a cluster: its volumes go first, then kwokctl (it removes the folder), then
+// by PID whatever it left running, waiting until every process is gone.
 func (k kwokctl) deleteCluster(ctx context.Context, name string, log io.Writer) error {
 	pids := readPIDs(k.clusterDir(name))
 	var errs []error
+	// A real node's helper pods wrote them as root; nothing is mounted there on the host (the
+	// node's mounts stay in its own mount namespace), but should something be, RemoveAll (kwokctl's
+	// too) must not descend into it.
+	if err := removeUnmounted([]string{volumesDir(k.clusterDir(name))}); err != nil {
+		errs = append(errs, fmt.Errorf("removing the volumes of %s: %w", name, err))
+	}
 	if _, err := os.Stat(k.clusterDir(name)); err == nil {
 		dctx, cancel := context.WithTimeout(ctx, time.Minute)
 		if err := k.run(dctx, "delete", "cluster", "--name", name); err != nil {

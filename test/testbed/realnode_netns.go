@@ -407,8 +407,8 @@ func makeNodeCgroups(name string) error {
 }
 
 // prepare writes containerd's and the CNI's configuration, starts containerd in the node's
-// namespaces and imports the pause image (tar).
-func (n *SecondaryRealNode) prepare(ctx context.Context, pauseTar func() (string, error)) error {
+// namespaces and imports the pause image and the application image (tarballs each function builds).
+func (n *SecondaryRealNode) prepare(ctx context.Context, pauseTar, appTar func() (string, error)) error {
 	start := time.Now()
 	cfg := n.config("", "")
 	if err := writeRuntimeConfig(n.Dir, cfg); err != nil {
@@ -441,14 +441,16 @@ func (n *SecondaryRealNode) prepare(ctx context.Context, pauseTar func() (string
 	if err != nil {
 		return n.withLog(err, "containerd")
 	}
-	tar, err := pauseTar()
-	if err != nil {
-		return err
+	for _, build := range []func() (string, error){pauseTar, appTar} {
+		tar, err := build()
+		if err != nil {
+			return err
+		}
+		if err := n.ImportImage(ctx, tar); err != nil {
+			return err
+		}
 	}
-	if err := n.ImportImage(ctx, tar); err != nil {
-		return err
-	}
-	fmt.Fprintf(n.log, "testbed: real node %s: netns %s, containerd up, pause image imported in %s\n",
+	fmt.Fprintf(n.log, "testbed: real node %s: netns %s, containerd up, pause and application images imported in %s\n",
 		n.Name, n.Netns, time.Since(start).Round(100*time.Millisecond))
 	return nil
 }

@@ -58,8 +58,10 @@ func TestSecondaryRealNodeConfigsAreItsOwn(t *testing.T) {
 // TestSecondaryRealNodes brings up a bed whose secondaries each have a real node in a network
 // namespace of their own (and the primary its real node, where this host allows), runs a real
 // container on each secondary's node that prints a line and exits 0, reads that line through the
-// secondary's API server (pods/log, as kubectl logs does), tears down and checks the host is as
-// before. It changes the host (as root), so it runs only with FLOTILLA_REAL_NODE=1.
+// secondary's API server (pods/log, as kubectl logs does), has pods on secondary1's real node
+// write and read a local-path volume (checkLocalPathVolume; isolated pod network only), tears down
+// and checks the host is as before and the volumes are gone. It changes the host (as root), so it runs only with
+// FLOTILLA_REAL_NODE=1.
 func TestSecondaryRealNodes(t *testing.T) {
 	if os.Getenv("FLOTILLA_REAL_NODE") == "" {
 		t.Skip("changes this host as root: set FLOTILLA_REAL_NODE=1 to run it")
@@ -198,6 +200,11 @@ func TestSecondaryRealNodes(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+	// Volumes do not depend on the pod network: checked once, with the default one.
+	var kept string
+	if network != PodNetworkFlat && !t.Run("volumes", func(t *testing.T) { kept = checkLocalPathVolume(t, bed.Secondaries[0]) }) {
+		return
+	}
 	if network == PodNetworkFlat {
 		t.Run("flat", func(t *testing.T) { checkPodNetwork(t, bed, true) })
 	} else {
@@ -211,6 +218,9 @@ func TestSecondaryRealNodes(t *testing.T) {
 		t.Fatalf("stopping the bed: %v", err)
 	}
 	t.Logf("bed stopped (real nodes first) in %s", time.Since(stopStart).Round(100*time.Millisecond))
+	if _, err := os.Stat(filepath.Dir(kept)); kept != "" && !os.IsNotExist(err) {
+		t.Errorf("the volumes of %s (%s) are still there after Stop: %v", bed.Secondaries[0].Name, filepath.Dir(kept), err)
+	}
 	for _, pid := range pids {
 		if processAlive(pid) {
 			t.Errorf("pid %d still running after Stop", pid)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -68,6 +69,10 @@ type Options struct {
 	// NoMetricsServer leaves out each cluster's metrics-server (metrics.k8s.io): about 30 MiB and
 	// a scrape every 10 s per cluster that a bed of many secondaries for `make bench` does not use.
 	NoMetricsServer bool
+	// NoVolumeProvisioner leaves out each secondary's local-path-provisioner and its default
+	// StorageClass (StorageClassLocalPath): about 30 MiB per secondary that a bed without
+	// PersistentVolumeClaims does not use.
+	NoVolumeProvisioner bool
 	// RealNode gives the primary one real node (RealNodeName) besides its fake ones: containerd,
 	// a kubelet and kube-proxy on this host, which must be root (RealNodeAvailable says whether
 	// it can). It is tainted RealNodeKey=true:NoSchedule. Stop or StopDir restore the host.
@@ -140,6 +145,8 @@ type Bed struct {
 	log   io.Writer
 	// noMetrics: Options.NoMetricsServer.
 	noMetrics bool
+	// noVolumes: Options.NoVolumeProvisioner.
+	noVolumes bool
 	// creating serialises kwokctl create: concurrent ones pick the same "free" ports and their
 	// components then answer each other's clients (seen as x509 errors against another kwok-ca).
 	creating sync.Mutex
@@ -208,6 +215,7 @@ func Start(ctx context.Context, opts Options) (*Bed, error) {
 		tools:          tools.withWorkDir(filepath.Join(opts.WorkDir, "kwok")),
 		log:            opts.Log,
 		noMetrics:      opts.NoMetricsServer,
+		noVolumes:      opts.NoVolumeProvisioner,
 	}
 	bed.Primary = &Cluster{Name: PrimaryName, Role: RolePrimary}
 	for i := 1; i <= opts.Secondaries; i++ {
@@ -270,6 +278,9 @@ func (b *Bed) startAll(ctx context.Context, opts Options) error {
 	}
 	if len(b.SecondaryRealNodes) > 0 {
 		pause := sync.OnceValues(func() (string, error) { return buildPauseImage(ctx, filepath.Join(b.WorkDir, "images")) })
+		// The application image is in every secondary real node: the volume provisioner's helper
+		// pods run it (localpath.go), and so can any spec without importing it first.
+		app := sync.OnceValues(func() (string, error) { return BuildTestAppImage(ctx, filepath.Join(b.WorkDir, "images")) })
 		for i, n := range b.SecondaryRealNodes {
 			if err := n.prepareFiles(); err != nil {
 				return err
@@ -279,7 +290,7 @@ func (b *Bed) startAll(ctx context.Context, opts Options) error {
 				return fmt.Errorf("claiming the host for %s: %w", n.Name, err)
 			}
 			wg.Go(func() {
-				if err := n.prepare(ctx, pause); err != nil {
+				if err := n.prepare(ctx, pause, app); err != nil {
 					errs[len(b.Clusters())+1+i] = fmt.Errorf("preparing %s: %w", n.Name, err)
 				}
 			})
@@ -356,14 +367,20 @@ func (b *Bed) startCluster(ctx context.Context, c *Cluster, opts Options) error 
 	if err := waitNodesReady(ctx, c); err != nil {
 		return err
 	}
-	if opts.NoMetricsServer {
-		fmt.Fprintf(b.log, "testbed: cluster %s ready with %d fake nodes\n", c.Name, len(c.Nodes))
-		return nil
+	var with []string
+	if !opts.NoMetricsServer {
+		if err := b.startMetricsServer(ctx, c); err != nil {
+			return err
+		}
+		with = append(with, "metrics.k8s.io")
 	}
-	if err := b.startMetricsServer(ctx, c); err != nil {
-		return err
+	if c.Role == RoleSecondary && !opts.NoVolumeProvisioner {
+		if err := b.startLocalPath(ctx, c); err != nil {
+			return err
+		}
+		with = append(with, "StorageClass "+StorageClassLocalPath)
 	}
-	fmt.Fprintf(b.log, "testbed: cluster %s ready with %d fake nodes and metrics.k8s.io\n", c.Name, len(c.Nodes))
+	fmt.Fprintf(b.log, "testbed: cluster %s ready with %d fake nodes%s\n", c.Name, len(c.Nodes), strings.Join(append([]string{""}, with...), ", "))
 	return nil
 }
 
@@ -629,11 +646,16 @@ func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 	if err := WaitWorking(wctx, c); err != nil {
 		return err
 	}
-	if b.noMetrics {
-		return nil
-	}
 	// kwokctl starts only its own components again.
-	return b.startMetricsServer(wctx, c)
+	if !b.noMetrics {
+		if err := b.startMetricsServer(wctx, c); err != nil {
+			return err
+		}
+	}
+	if c.Role == RoleSecondary && !b.noVolumes {
+		return b.startLocalPath(wctx, c)
+	}
+	return nil
 }
 
 // SaveLogs copies every cluster's component logs (kube-apiserver, kube-controller-manager,

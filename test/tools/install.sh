@@ -7,8 +7,8 @@
 #   (none), all    every set below (make tools, make e2e)
 #   bed            what a test bed needs (make dev-up, make demo, make bench): kube-apiserver,
 #                  kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy, etcd,
-#                  kwok, kwokctl and kwok's stages, metrics-server, helm; as root, the real node's
-#                  Debian packages
+#                  kwok, kwokctl and kwok's stages, metrics-server, local-path-provisioner, helm;
+#                  as root, the real node's Debian packages
 #   kube           kube-apiserver, kubectl, etcd (make integration: envtest)
 #   helm           helm (make chart)
 #   ginkgo         ginkgo (make chart, make integration)
@@ -141,6 +141,12 @@ go_install_as() { # binary, package@version, installed name
 if wanted bed; then
   run_step "metrics-server $METRICS_SERVER_VERSION" "metrics-server-$METRICS_SERVER_VERSION" go_install_as metrics-server \
     "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION" "metrics-server-$METRICS_SERVER_VERSION"
+fi
+# rancher's local-path-provisioner (each secondary's dynamic volumes, StorageClass local-path), named
+# with its version for the same reason. Its main package is the module's root.
+if wanted bed; then
+  run_step "local-path-provisioner $LOCAL_PATH_PROVISIONER_VERSION" "local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION" go_install_as local-path-provisioner \
+    "github.com/rancher/local-path-provisioner@$LOCAL_PATH_PROVISIONER_VERSION" "local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION"
 fi
 
 # kwok's own stage manifests (node and pod lifecycles) ship in its module; the test bed loads them.

@@ -4,8 +4,10 @@
 //
 //	testapp [serve]   an HTTP server (see serve)
 //	sh -c SCRIPT      a small shell: commands separated by ";", "&&" or "||" (see runScript)
+//	sh FILE           the same shell running a script file (the bed's volume helper pods)
 //	sh                the same shell reading its lines from standard input (kubectl exec -it)
 //	echo, sleep, true, false, cat, hostname, env, printenv, exit, tty, ls, test, [, wget -qO- URL
+//	mkdir [-p] [-m MODE], rm [-r] [-f], chmod MODE
 //	spin PERCENT      keeps one CPU busy PERCENT of the time (real usage for kubectl top and HPAs)
 //
 // The specs of other projects' suites write `sh -c "echo ..."` or `sleep 3600`: they run as they
@@ -17,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 func main() {
@@ -43,7 +46,10 @@ func run(ctx context.Context, name string, args []string) int {
 		if len(args) == 0 {
 			return interactive(os.Stdin, os.Stdout, os.Stderr, isTerminal(os.Stdin))
 		}
-		fmt.Fprintln(os.Stderr, "sh: only `sh -c SCRIPT` and `sh` reading its standard input are supported")
+		if !strings.HasPrefix(args[0], "-") {
+			return runFile(args[0], os.Stdout, os.Stderr)
+		}
+		fmt.Fprintln(os.Stderr, "sh: only `sh -c SCRIPT`, `sh FILE` and `sh` reading its standard input are supported")
 		return 2
 	default:
 		return applet(name, args, os.Stdout, os.Stderr)

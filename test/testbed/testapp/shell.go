@@ -2,10 +2,13 @@ package main
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,7 +18,8 @@ import (
 
 // runScript runs a script of simple commands separated by ";", "&&" or "||", left to right as a
 // POSIX shell does for such a list. Words are split on blanks; single and double quotes group
-// words (no expansions but $VAR and ${VAR} outside single quotes).
+// words (no expansions but $VAR and ${VAR} outside single quotes); a word starting with # begins
+// a comment; "> FILE" and ">> FILE" send a command's standard output to a file.
 func runScript(script string, stdout, stderr io.Writer) int {
 	code := 0
 	op := ";"
@@ -27,11 +31,12 @@ func runScript(script string, stdout, stderr io.Writer) int {
 		if (op == "&&" && code != 0) || (op == "||" && code == 0) {
 			continue
 		}
-		words, err := splitWords(part.text)
+		cmd, err := splitWords(part.text)
 		if err != nil {
 			fmt.Fprintln(stderr, "sh:", err)
 			return 2
 		}
+		words := cmd.words
 		if len(words) == 0 {
 			continue
 		}
@@ -42,7 +47,39 @@ func runScript(script string, stdout, stderr io.Writer) int {
 			}
 			return code
 		}
-		code = applet(words[0], words[1:], stdout, stderr)
+		code = runCommand(cmd, stdout, stderr)
+	}
+	return code
+}
+
+// runFile runs the script in a file, as `sh FILE` does (its arguments are not read).
+func runFile(path string, stdout, stderr io.Writer) int {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(stderr, "sh:", err)
+		return 127
+	}
+	return runScript(string(raw), stdout, stderr)
+}
+
+// runCommand runs one simple command, its standard output in the file it is redirected to.
+func runCommand(cmd command, stdout, stderr io.Writer) int {
+	if cmd.out == "" {
+		return applet(cmd.words[0], cmd.words[1:], stdout, stderr)
+	}
+	flags := os.O_CREATE | os.O_WRONLY | os.O_TRUNC
+	if cmd.append {
+		flags = os.O_CREATE | os.O_WRONLY | os.O_APPEND
+	}
+	f, err := os.OpenFile(cmd.out, flags, 0o666)
+	if err != nil {
+		fmt.Fprintln(stderr, "sh:", err)
+		return 1
+	}
+	code := applet(cmd.words[0], cmd.words[1:], f, stderr)
+	if err := f.Close(); err != nil {
+		fmt.Fprintln(stderr, "sh:", err)
+		return 1
 	}
 	return code
 }
@@ -69,6 +106,11 @@ func splitList(s string) []listPart {
 				quote = 0
 			}
 			cur.WriteByte(c)
+		case c == '#' && (cur.Len() == 0 || s[i-1] == ' ' || s[i-1] == '\t'):
+			// A comment (a script file's #! line too) runs to the end of its line.
+			for i+1 < len(s) && s[i+1] != '\n' {
+				i++
+			}
 		case c == '\'' || c == '"':
 			quote = c
 			cur.WriteByte(c)
@@ -87,43 +129,60 @@ func splitList(s string) []listPart {
 	return out
 }
 
-// splitWords splits a command into words, honouring quotes and expanding $VAR outside single quotes.
-func splitWords(s string) ([]string, error) {
-	var words []string
+// command is a simple command: its words, and the file its standard output goes to ("" for the
+// shell's own), appended to with ">>".
+type command struct {
+	words  []string
+	out    string
+	append bool
+}
+
+// splitWords splits a command into words, honouring quotes and expanding $VAR outside single
+// quotes; an unquoted > or >> takes the next word as the file for standard output.
+func splitWords(s string) (command, error) {
+	var cmd command
 	var cur strings.Builder
 	inWord := false
 	quote := byte(0)
+	redirect := "" // ">" or ">>", waiting for its file
+	endWord := func() {
+		if redirect != "" {
+			cmd.out, cmd.append, redirect = cur.String(), redirect == ">>", ""
+		} else {
+			cmd.words = append(cmd.words, cur.String())
+		}
+		cur.Reset()
+		inWord = false
+	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		switch {
+		case quote != 0 && c == quote:
+			quote = 0
 		case quote == '\'':
-			if c == '\'' {
-				quote = 0
-			} else {
-				cur.WriteByte(c)
-			}
-		case c == '$' && i+1 < len(s):
-			name, n := varName(s[i+1:])
-			if n == 0 {
-				cur.WriteByte(c)
-				break
-			}
-			cur.WriteString(os.Getenv(name))
+			cur.WriteByte(c)
+		case c == '$':
+			i += expandVar(s[i+1:], &cur)
 			inWord = true
-			i += n
 		case quote == '"':
-			if c == '"' {
-				quote = 0
-			} else {
-				cur.WriteByte(c)
-			}
+			cur.WriteByte(c)
 		case c == '\'' || c == '"':
 			quote, inWord = c, true
 		case c == ' ' || c == '\t':
 			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
+				endWord()
+			}
+		case c == '>':
+			if inWord {
+				endWord()
+			}
+			if redirect != "" {
+				return command{}, errors.New("syntax error near >")
+			}
+			redirect = ">"
+			if strings.HasPrefix(s[i+1:], ">") {
+				redirect = ">>"
+				i++
 			}
 		default:
 			cur.WriteByte(c)
@@ -131,12 +190,27 @@ func splitWords(s string) ([]string, error) {
 		}
 	}
 	if quote != 0 {
-		return nil, fmt.Errorf("unterminated %c quote", quote)
+		return command{}, fmt.Errorf("unterminated %c quote", quote)
 	}
 	if inWord {
-		words = append(words, cur.String())
+		endWord()
 	}
-	return words, nil
+	if redirect != "" {
+		return command{}, fmt.Errorf("no file after %s", redirect)
+	}
+	return cmd, nil
+}
+
+// expandVar writes the value of the variable named after a $ (s follows the $), or the $ itself
+// when no name follows, and returns how many bytes of s it read.
+func expandVar(s string, cur *strings.Builder) int {
+	name, n := varName(s)
+	if n == 0 {
+		cur.WriteByte('$')
+		return 0
+	}
+	cur.WriteString(os.Getenv(name))
+	return n
 }
 
 // varName reads a variable name after $: NAME or {NAME}; n is how many bytes it took.
@@ -177,6 +251,9 @@ func init() {
 		"test":     func(args []string, _, stderr io.Writer) int { return test(args, stderr) },
 		"[":        bracket,
 		"wget":     wget,
+		"mkdir":    mkdir,
+		"rm":       rm,
+		"chmod":    chmod,
 	}
 }
 
@@ -457,4 +534,156 @@ func test(args []string, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stderr, "test: cannot read %q\n", strings.Join(args, " "))
 	return 2
+}
+
+// parseMode reads an octal permission mode (0777, 755); the bits above 0777 are refused, as no
+// script of the bed sets them.
+func parseMode(s string) (os.FileMode, error) {
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil || m > 0o777 {
+		return 0, fmt.Errorf("invalid mode %q (octal, at most 0777)", s)
+	}
+	return os.FileMode(m), nil
+}
+
+// mkdir makes each directory: -p makes missing parents too and accepts a directory that exists;
+// -m MODE gives a directory it makes exactly that mode, whatever the umask, as coreutils' does.
+func mkdir(args []string, _, stderr io.Writer) int {
+	parents, mode, setMode := false, os.FileMode(0o777), false
+	var paths []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		switch {
+		case a == "-p":
+			parents = true
+		case a == "-m" && i+1 < len(args):
+			m, err := parseMode(args[i+1])
+			if err != nil {
+				fmt.Fprintln(stderr, "mkdir:", err)
+				return 2
+			}
+			mode, setMode = m, true
+			i++
+		case len(a) > 1 && a[0] == '-':
+			fmt.Fprintf(stderr, "mkdir: unknown option %s (only -p and -m MODE)\n", a)
+			return 2
+		default:
+			paths = append(paths, a)
+		}
+	}
+	if len(paths) == 0 {
+		fmt.Fprintln(stderr, "mkdir: want a directory")
+		return 2
+	}
+	code := 0
+	for _, p := range paths {
+		if info, err := os.Stat(p); parents && err == nil && info.IsDir() {
+			continue
+		}
+		var err error
+		if parents {
+			err = os.MkdirAll(p, 0o777)
+		} else {
+			err = os.Mkdir(p, 0o777)
+		}
+		if err == nil && setMode {
+			err = os.Chmod(p, mode)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "mkdir:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// rm removes each file: -r also directories and all they hold, -f keeps quiet about (and does
+// not fail on) a file that does not exist. It refuses "" and /, as a guard against a script whose
+// variable is empty.
+func rm(args []string, _, stderr io.Writer) int {
+	recursive, force, paths, err := rmArgs(args)
+	if err != nil {
+		fmt.Fprintln(stderr, "rm:", err)
+		return 2
+	}
+	if len(paths) == 0 && !force {
+		fmt.Fprintln(stderr, "rm: want a file")
+		return 2
+	}
+	code := 0
+	for _, p := range paths {
+		if p == "" || filepath.Clean(p) == "/" {
+			fmt.Fprintf(stderr, "rm: refusing to remove %q\n", p)
+			code = 1
+			continue
+		}
+		info, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist) && force:
+			continue
+		case err != nil:
+			fmt.Fprintln(stderr, "rm:", err)
+			code = 1
+			continue
+		case info.IsDir() && !recursive:
+			fmt.Fprintf(stderr, "rm: %s: is a directory\n", p)
+			code = 1
+			continue
+		}
+		if recursive {
+			err = os.RemoveAll(p)
+		} else {
+			err = os.Remove(p)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "rm:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// rmArgs reads rm's options (-r, -R, -f, combined as in -rf, up to the first path or --) and paths.
+func rmArgs(args []string) (recursive, force bool, paths []string, err error) {
+	for i, a := range args {
+		if a == "--" {
+			return recursive, force, append(paths, args[i+1:]...), nil
+		}
+		if len(a) < 2 || a[0] != '-' || len(paths) > 0 {
+			paths = append(paths, a)
+			continue
+		}
+		for _, f := range a[1:] {
+			switch f {
+			case 'r', 'R':
+				recursive = true
+			case 'f':
+				force = true
+			default:
+				return false, false, nil, fmt.Errorf("unknown option -%c (only -r and -f)", f)
+			}
+		}
+	}
+	return recursive, force, paths, nil
+}
+
+// chmod MODE PATH... sets each path's permission bits to the octal MODE.
+func chmod(args []string, _, stderr io.Writer) int {
+	if len(args) < 2 {
+		fmt.Fprintln(stderr, "chmod: want MODE PATH...")
+		return 2
+	}
+	mode, err := parseMode(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "chmod:", err)
+		return 2
+	}
+	code := 0
+	for _, p := range args[1:] {
+		if err := os.Chmod(p, mode); err != nil {
+			fmt.Fprintln(stderr, "chmod:", err)
+			code = 1
+		}
+	}
+	return code
 }

@@ -170,3 +170,98 @@ func TestPeersScriptsRunAsWritten(t *testing.T) {
 		t.Errorf("ls %s: exit %d, %q", dir, code, out.String())
 	}
 }
+
+func TestRedirectionsCommentsAndScriptFiles(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "f")
+	var out, errs bytes.Buffer
+	script := "# a comment line\necho hello > " + f + " # and one after a command\necho again >>" + f + "; echo 'a > b' \"#not\"; echo x#y"
+	if code := runScript(script, &out, &errs); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs.String())
+	}
+	if got, _ := os.ReadFile(f); string(got) != "hello\nagain\n" {
+		t.Errorf("file holds %q, want the redirected and the appended line", got)
+	}
+	if out.String() != "a > b #not\nx#y\n" {
+		t.Errorf("stdout %q: quoted > and # mid-word are not special", out.String())
+	}
+	for _, bad := range []string{"echo >", "echo > > f"} {
+		if code := runScript(bad, &out, &errs); code != 2 {
+			t.Errorf("%q: exit %d, want 2", bad, code)
+		}
+	}
+	// sh FILE, as the volume helper pods run their setup script, with $VOL_DIR from the environment.
+	vol := filepath.Join(dir, "volumes", "pvc-1")
+	t.Setenv("VOL_DIR", vol)
+	setup := filepath.Join(dir, "setup")
+	if err := os.WriteFile(setup, []byte("#!/bin/sh\nmkdir -m 0777 -p \"$VOL_DIR\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code := runFile(setup, &out, &errs); code != 0 {
+		t.Fatalf("sh %s: exit %d: %s", setup, code, errs.String())
+	}
+	if info, err := os.Stat(vol); err != nil || info.Mode().Perm() != 0o777 {
+		t.Fatalf("%s after setup: %v %v", vol, info, err)
+	}
+	if code := runFile(filepath.Join(dir, "missing"), &out, &errs); code != 127 {
+		t.Errorf("sh of a missing file: exit %d, want 127", code)
+	}
+}
+
+func TestMkdirRmChmod(t *testing.T) {
+	dir := t.TempDir()
+	run := func(script string) int {
+		var out, errs bytes.Buffer
+		return runScript(script, &out, &errs)
+	}
+	deep := filepath.Join(dir, "a", "b")
+	if code := run("mkdir " + deep); code != 1 {
+		t.Errorf("mkdir without -p under a missing parent: exit %d, want 1", code)
+	}
+	if code := run("mkdir -m 0705 -p " + deep); code != 0 {
+		t.Fatalf("mkdir -m 0705 -p: exit %d", code)
+	}
+	if info, err := os.Stat(deep); err != nil || info.Mode().Perm() != 0o705 {
+		t.Fatalf("%s: %v %v, want mode 0705", deep, info, err)
+	}
+	if code := run("mkdir -p " + deep); code != 0 {
+		t.Errorf("mkdir -p of an existing dir: exit %d", code)
+	}
+	if info, _ := os.Stat(deep); info.Mode().Perm() != 0o705 {
+		t.Errorf("mkdir -p changed an existing dir's mode to %v", info.Mode().Perm())
+	}
+	if code := run("mkdir " + deep); code != 1 {
+		t.Errorf("mkdir of an existing dir: exit %d, want 1", code)
+	}
+	if code := run("mkdir -m 999 " + filepath.Join(dir, "c")); code != 2 {
+		t.Errorf("mkdir with a bad mode: exit %d, want 2", code)
+	}
+	if code := run("echo x > " + filepath.Join(deep, "f") + " && chmod 600 " + filepath.Join(deep, "f")); code != 0 {
+		t.Fatalf("chmod: exit %d", code)
+	}
+	if info, _ := os.Stat(filepath.Join(deep, "f")); info.Mode().Perm() != 0o600 {
+		t.Errorf("chmod 600 left %v", info.Mode().Perm())
+	}
+	if code := run("chmod u+x " + deep); code != 2 {
+		t.Errorf("chmod with a symbolic mode: exit %d, want 2", code)
+	}
+	top := filepath.Join(dir, "a")
+	if code := run("rm " + top); code != 1 {
+		t.Errorf("rm of a directory without -r: exit %d, want 1", code)
+	}
+	if code := run("rm " + filepath.Join(dir, "missing")); code != 1 {
+		t.Errorf("rm of a missing file: exit %d, want 1", code)
+	}
+	if code := run("rm -f " + filepath.Join(dir, "missing")); code != 0 {
+		t.Errorf("rm -f of a missing file: exit %d, want 0", code)
+	}
+	if code := run(`rm -rf "" /`); code != 1 {
+		t.Errorf(`rm -rf "" /: exit %d, want 1 (refused)`, code)
+	}
+	if code := run("rm -r -f " + top); code != 0 {
+		t.Fatalf("rm -r -f: exit %d", code)
+	}
+	if _, err := os.Stat(top); !os.IsNotExist(err) {
+		t.Errorf("%s still there after rm -rf: %v", top, err)
+	}
+}
