@@ -117,6 +117,83 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	}, SpecTimeout(5*time.Minute))
 
+	It("keeps a pod with the cluster holding its data while that cluster is stopped (never re-created elsewhere, no claim deleted), and runs it there on the same volume when it is back", func(ctx SpecContext) {
+		labels := map[string]string{"app": "db"}
+		container := appContainer("db", nil)
+		container.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		one := int32(1)
+		_, err := bed.Primary.Clientset.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "db"},
+			Spec: appsv1.StatefulSetSpec{Replicas: &one, ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: labels},
+				// A short failover: the proxy is evicted soon after its cluster is unreachable.
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels,
+					Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "10"}}, Spec: onRealNode(container)},
+				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote),
+						AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+						Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}},
+			}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.AppsV1().StatefulSets(ns).Delete(ctx, "db", metav1.DeleteOptions{})
+			_ = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-db-0", metav1.DeleteOptions{})
+		})
+		var home string
+		Eventually(func(g Gomega) {
+			home = clusterOfProxy(g, ctx, "db-0")
+			out, err := kubectlIn(ctx, ns, nil, "exec", "db-0", "--", "sh", "-c", "echo survives-its-cluster > /data/f; cat /data/f")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("survives-its-cluster"))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		c := secondary(home)
+		var others []*testbed.Cluster
+		for _, o := range bed.Secondaries {
+			if o != c {
+				others = append(others, o)
+			}
+		}
+
+		Expect(bed.StopCluster(ctx, c)).To(Succeed())
+		stopped := true
+		DeferCleanup(func(ctx SpecContext) {
+			if stopped {
+				Expect(bed.StartCluster(ctx, c)).To(Succeed())
+			}
+		})
+		// Past the node's unreachable taint and the pod's 10 s failover: evicted, it stays
+		// Terminating (at-most-once), and nothing of it runs anywhere else.
+		Eventually(func(g Gomega) {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(home), metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnreachable)))
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Spec.NodeName).To(Equal(flotillav1.VirtualNodeName(home)), "db-0 is never placed elsewhere")
+			for _, o := range others {
+				there, err := o.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=db"})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(there.Items).To(BeEmpty(), "db in %s", o.Name)
+			}
+			pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-0", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pvc.DeletionTimestamp).To(BeNil())
+			g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
+		}).WithContext(ctx).WithTimeout(25 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		Expect(bed.StartCluster(ctx, c)).To(Succeed())
+		stopped = false
+		Eventually(func(g Gomega) {
+			g.Expect(clusterOfProxy(g, ctx, "db-0")).To(Equal(home))
+			out, err := kubectlIn(ctx, ns, nil, "exec", "db-0", "--", "cat", "/data/f")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("survives-its-cluster"))
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		real, err := c.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-0", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(real.DeletionTimestamp).To(BeNil())
+	}, SpecTimeout(8*time.Minute))
+
 	It("follows the StatefulSet's retention policy: scaled down with whenScaled Delete, that ordinal's real claim goes too", func(ctx SpecContext) {
 		labels := map[string]string{"app": "kv"}
 		container := appContainer("kv", nil)
