@@ -4,11 +4,14 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
 // NotOffloadable lists why a pod spec cannot run as a delegate in another cluster, nil when it
-// can: ephemeral volumes and DRA claims stay in their cluster (a PersistentVolumeClaim follows the
-// pod when its class is flotilla, which the webhook checks, as it reads the claim), another scheduler is not Flotilla's to stand in
+// can: DRA claims and ephemeral volumes of other classes than flotilla stay in their cluster (a
+// PersistentVolumeClaim follows the pod when its class is flotilla, which the webhook checks, as it
+// reads the claim), another scheduler is not Flotilla's to stand in
 // for, and a volume whose Secret reference Flotilla does not copy would resolve to the
 // secondary's own Secret of that name. The webhook refuses such a pod at admission, and the proxy
 // reconciler asks again before it creates a delegate, whoever made the proxy.
@@ -16,8 +19,8 @@ func NotOffloadable(spec *corev1.PodSpec) []string {
 	var problems []string
 	for _, v := range spec.Volumes {
 		switch {
-		case v.Ephemeral != nil:
-			problems = append(problems, fmt.Sprintf("volume %s is an ephemeral volume", v.Name))
+		case v.Ephemeral != nil && !RemoteEphemeral(v):
+			problems = append(problems, fmt.Sprintf("volume %s is an ephemeral volume whose storage class is not %s (only that class follows an elected pod)", v.Name, flotillav1.StorageClassRemote))
 		}
 		if field := uncopiedSecretRef(v); field != "" {
 			problems = append(problems, fmt.Sprintf("volume %s references a Secret in %s, which Flotilla does not copy (the secondary's own Secret of that name would be used)", v.Name, field))

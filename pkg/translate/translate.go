@@ -65,7 +65,13 @@ func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) 
 	s := proxy.Spec
 	var volumes []corev1.Volume
 	for _, v := range s.Volumes {
-		volumes = append(volumes, *v.DeepCopy())
+		v := *v.DeepCopy()
+		if RemoteEphemeral(v) {
+			// Its claim is the primary's ephemeral claim made again there, by Flotilla: the
+			// secondary's ephemeral controller would make one of its own, of another owner.
+			v.VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: EphemeralClaimName(proxy.Name, v.Name)}}
+		}
+		volumes = append(volumes, v)
 	}
 	d.Spec = corev1.PodSpec{
 		Volumes:                       volumes,
@@ -296,6 +302,31 @@ func deepCopyStatuses(in []corev1.ContainerStatus) []corev1.ContainerStatus {
 	out := make([]corev1.ContainerStatus, len(in))
 	for i := range in {
 		in[i].DeepCopyInto(&out[i])
+	}
+	return out
+}
+
+// RemoteEphemeral says whether a volume is a generic ephemeral volume of class flotilla: its claim
+// follows the pod, and goes with it.
+func RemoteEphemeral(v corev1.Volume) bool {
+	if v.Ephemeral == nil || v.Ephemeral.VolumeClaimTemplate == nil {
+		return false
+	}
+	c := v.Ephemeral.VolumeClaimTemplate.Spec.StorageClassName
+	return c != nil && *c == flotillav1.StorageClassRemote
+}
+
+// EphemeralClaimName is the name of the claim Kubernetes makes for a pod's generic ephemeral volume.
+func EphemeralClaimName(pod, volume string) string { return pod + "-" + volume }
+
+// VolumeClaims are the names of the claims a pod's volumes use, its ephemeral ones of class
+// flotilla included.
+func VolumeClaims(pod *corev1.Pod) []string {
+	out := Claims(&pod.Spec)
+	for _, v := range pod.Spec.Volumes {
+		if RemoteEphemeral(v) {
+			out = append(out, EphemeralClaimName(pod.Name, v.Name))
+		}
 	}
 	return out
 }

@@ -243,6 +243,40 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 	}, SpecTimeout(5*time.Minute))
 
+	It("gives a generic ephemeral volume of class flotilla a real claim where its pod runs, and takes it away with the pod", func(ctx SpecContext) {
+		container := appContainer("cache", nil)
+		container.VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
+		spec := onRealNode(container)
+		spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+			VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+				StorageClassName: ptr.To(flotillav1.StorageClassRemote), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}}}}}
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cache",
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}}, Spec: spec}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		var home string
+		Eventually(func(g Gomega) {
+			home = clusterOfProxy(g, ctx, "cache")
+			out, err := kubectlIn(ctx, ns, nil, "exec", "cache", "--", "sh", "-c", "echo scratch-data > /scratch/f; cat /scratch/f")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("scratch-data"))
+			real, err := secondary(home).Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "cache-scratch", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(real.Status.Phase).To(Equal(corev1.ClaimBound))
+			pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "cache-scratch", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "cache", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "cache-scratch", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the primary's ephemeral claim: %v", err)
+			_, err = secondary(home).Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "cache-scratch", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "its real claim in %s: %v", home, err)
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+	}, SpecTimeout(4*time.Minute))
+
 	It("deletes the real claims, and the volumes that stood for them, only with the primary's claims: none is left in any cluster", func(ctx SpecContext) {
 		Expect(bed.Primary.Clientset.AppsV1().StatefulSets(ns).Delete(ctx, "web", metav1.DeleteOptions{})).To(Succeed())
 		Eventually(func(g Gomega) {

@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // annotationSelectedNode is where the primary's scheduler puts the node it chose for a claim that
@@ -42,12 +44,7 @@ func clusterOf(pvc *corev1.PersistentVolumeClaim, proxies []corev1.Pod) string {
 }
 
 func uses(p *corev1.Pod, claim string) bool {
-	for _, v := range p.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(translate.VolumeClaims(p), claim)
 }
 
 // realClaim is the claim made in the secondary for a primary claim: same namespace and name,

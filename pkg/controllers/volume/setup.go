@@ -40,7 +40,7 @@ func claimsOf(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	var out []reconcile.Request
-	for _, name := range translate.Claims(&p.Spec) {
+	for _, name := range translate.VolumeClaims(p) {
 		out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: p.Namespace, Name: name}})
 	}
 	return out
