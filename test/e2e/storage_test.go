@@ -317,6 +317,29 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 	}, SpecTimeout(4*time.Minute))
 
+	It("shows its secondary's provisioning failure on the primary claim, with the secondary's message", func(ctx SpecContext) {
+		// The bed's provisioner makes ReadWriteOnce volumes only.
+		_, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "shared"},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		spec := onRealNode(appContainer("shared", nil))
+		spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "shared"}}}}
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "shared",
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}}, Spec: spec}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "shared", metav1.DeleteOptions{})
+			_ = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "shared", metav1.DeleteOptions{})
+		})
+		Eventually(func(g Gomega) {
+			evs, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,involvedObject.name=shared"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(evs.Items).To(ContainElement(And(HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", "ProvisioningFailed"),
+				HaveField("Message", And(HavePrefix("In cluster secondary"), ContainSubstring("ReadWriteOnce"))))))
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
 	It("refuses an elected pod whose claim is of another class, with the reason", func(ctx SpecContext) {
 		_, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "local-data"},
 			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("standard"), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,6 +40,9 @@ type Reconciler struct {
 	Client      client.Client
 	Secondaries Secondaries
 	Recorder    events.EventRecorder
+	// forwarded remembers, per primary claim UID while its real claim is unbound, the count of
+	// each of the real claim's Events already shown (by Event UID).
+	forwarded sync.Map
 }
 
 // waitFor is how long a claim waits for what is not there yet (its namespace, its cluster).
@@ -79,7 +84,42 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil || real == nil {
 		return ctrl.Result{RequeueAfter: waitFor}, err
 	}
-	return ctrl.Result{}, r.ensureStandIn(ctx, &pvc, real, cluster)
+	if err := r.ensureStandIn(ctx, &pvc, real, cluster); err != nil {
+		return ctrl.Result{}, err
+	}
+	if real.Status.Phase != corev1.ClaimBound {
+		// Its provisioning problems are Events there, which change nothing on the claim: looked
+		// for again while it is not bound.
+		r.forwardEvents(ctx, sec, &pvc, real)
+		return ctrl.Result{RequeueAfter: eventsEvery}, nil
+	}
+	r.forwarded.Delete(pvc.UID)
+	return ctrl.Result{}, nil
+}
+
+// eventsEvery is how often an unbound real claim's Events are looked at.
+const eventsEvery = 10 * time.Second
+
+// forwardEvents shows the real claim's Warning Events (ProvisioningFailed, with the secondary's
+// message) on the primary claim, each once per count it reached.
+func (r *Reconciler) forwardEvents(ctx context.Context, sec clusters.Secondary, pvc, real *corev1.PersistentVolumeClaim) {
+	if r.Recorder == nil || real.UID == "" {
+		return
+	}
+	var evs corev1.EventList
+	if err := sec.Client.List(ctx, &evs, client.InNamespace(real.Namespace), client.MatchingFields{"involvedObject.uid": string(real.UID)}); err != nil {
+		return // best effort: looked at again at the next pass
+	}
+	v, _ := r.forwarded.LoadOrStore(pvc.UID, map[types.UID]int32{})
+	seen := v.(map[types.UID]int32) // one claim is reconciled by one worker at a time
+	for _, e := range evs.Items {
+		count := max(e.Count, 1)
+		if e.Type != corev1.EventTypeWarning || seen[e.UID] >= count {
+			continue
+		}
+		seen[e.UID] = count
+		r.event(pvc, corev1.EventTypeWarning, e.Reason, "Provision", "In cluster %s: %s", sec.Name, e.Message)
+	}
 }
 
 // errConflict is a claim of that name in the secondary that is not this claim's.
@@ -194,6 +234,7 @@ func (r *Reconciler) release(ctx context.Context, pvc *corev1.PersistentVolumeCl
 	if err := r.Client.Delete(ctx, pv); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, fmt.Errorf("deleting volume %s: %w", pv.Name, err)
 	}
+	r.forwarded.Delete(pvc.UID)
 	patch := client.MergeFrom(pvc.DeepCopy())
 	controllerutil.RemoveFinalizer(pvc, flotillav1.FinalizerVolume)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, pvc, patch))
