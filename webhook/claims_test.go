@@ -73,6 +73,17 @@ func TestMutateClaims(t *testing.T) {
 			claims: map[string]ClaimView{"a": remote("eu"), "b": remote("us")}, clusters: twoClusters, pod: elected(withClaims("a", "b")),
 			wantReject: "the data of claim a is in cluster eu and that of claim b in cluster us",
 		},
+		"a cluster whose registration takes no claims: the others": {
+			claims: map[string]ClaimView{"data": remote("")}, clusters: []ClusterView{noClaims(clusterOf("eu", true, "4", nil)), clusterOf("us", true, "1", nil)},
+			pod: elected(withClaims("data")), wantFeasible: []string{"us"},
+		},
+		"no cluster takes claims: gated, naming each": {
+			claims: map[string]ClaimView{"data": remote("")}, clusters: []ClusterView{noClaims(clusterOf("eu", true, "4", nil))},
+			pod: elected(withClaims("data")), wantGated: true, wantNoFit: "eu: it takes no claims of class flotilla (storage class none in its registration)",
+		},
+		"a pod without claims goes there still": {
+			clusters: []ClusterView{noClaims(clusterOf("eu", true, "4", nil))}, pod: elected(), wantFeasible: []string{"eu"},
+		},
 		"two claims, one bound: the bound one decides": {
 			claims: map[string]ClaimView{"a": remote(""), "b": remote("us")}, clusters: twoClusters, pod: elected(withClaims("a", "b")),
 			wantFeasible: []string{"us"},
@@ -122,3 +133,5 @@ func TestRefitKeepsTheDataCluster(t *testing.T) {
 		t.Errorf("Refit = %v, want [us]", feasible)
 	}
 }
+
+func noClaims(v ClusterView) ClusterView { v.NoClaims = true; return v }

@@ -197,7 +197,7 @@ func ClusterViews(snaps []clusters.Snapshot) []ClusterView {
 			continue
 		}
 		v := ClusterView{Name: s.Name, Ready: s.Status == flotillav1.ClusterRunning && s.CapacitySynced,
-			Reason: s.Reason, Labels: s.VirtualNodeLabels()}
+			Reason: s.Reason, Labels: s.VirtualNodeLabels(), NoClaims: s.StorageClass == clusters.StorageClassNone}
 		if v.Ready || s.Reason == "" {
 			v.Reason = "capacity not known yet"
 		}

@@ -55,6 +55,9 @@ type ClusterView struct {
 	// the clusters with the fewest, so replicas spread as the primary's scheduler would spread
 	// them over nodes.
 	Siblings int
+	// NoClaims says the cluster takes no claims of class flotilla (its registration's storage
+	// class is none): a pod that uses one does not fit there.
+	NoClaims bool
 }
 
 // NodeView is one eligible node of a secondary with the resources still free on it.
@@ -193,11 +196,16 @@ func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterVie
 	required := nodeaffinity.GetRequiredNodeAffinity(delegate)
 	var fit clusterFit
 	var why, all []string
+	needsClaims := len(translate.VolumeClaims(pod)) > 0
 	for _, cl := range clusters {
 		if !chosen[cl.Name] {
 			continue
 		}
 		all = append(all, cl.Name)
+		if needsClaims && cl.NoClaims {
+			why = append(why, fmt.Sprintf("%s: it takes no claims of class %s (storage class none in its registration)", cl.Name, flotillav1.StorageClassRemote))
+			continue
+		}
 		reason, forNow := clusterMisfit(cl, delegate, requests, required)
 		if reason == "" {
 			fit.feasible = append(fit.feasible, cl.Name)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -98,7 +100,7 @@ func refuseDuplicate(ctx context.Context, primary client.Client, reg *clientcmda
 }
 
 func newAddCommand(g *GlobalOptions) *cobra.Command {
-	var contextName, name, server string
+	var contextName, name, server, storageClass string
 	cmd := &cobra.Command{
 		Use:   "add --context CONTEXT [--name NAME]",
 		Short: "Register a secondary with the credentials of its kubeconfig context (plumber's way)",
@@ -108,17 +110,21 @@ add also installs the FlotillaPrimary CRD there with the same credentials.`,
 		Example: "  flotillactl cluster add --context secondary1\n  flotillactl cluster add --context kind-eu --server https://eu.internal:6443",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runAdd(cmd.Context(), g, contextName, name, server, cmd.OutOrStdout())
+			if err := checkStorageClass(storageClass); err != nil {
+				return err
+			}
+			return runAdd(cmd.Context(), g, contextName, name, server, storageClass, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary (required)")
 	cmd.Flags().StringVar(&name, "name", "", "cluster name (DNS-1123; default: derived from the context name)")
 	cmd.Flags().StringVar(&server, "server", "", serverFlagHelp)
+	cmd.Flags().StringVar(&storageClass, "storage-class", "", storageClassFlagHelp)
 	_ = cmd.MarkFlagRequired("context")
 	return cmd
 }
 
-func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server string, out io.Writer) error {
+func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server, storageClass string, out io.Writer) error {
 	user, kctx, name, err := g.secondaryContext(contextName, name)
 	if err != nil {
 		return err
@@ -168,6 +174,7 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server str
 		putContext(r.Config, name, cluster, kctx.Cluster, authInfo, kctx.AuthInfo)
 		delete(r.Removed, name)      // registered again
 		r.Pinned[name] = secondaryID // the identity read with the operator's credentials
+		setStorageClass(r, name, storageClass)
 		return nil
 	})
 	if err != nil {
@@ -178,7 +185,7 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server str
 }
 
 func newJoinCommand(g *GlobalOptions) *cobra.Command {
-	var contextName, name, server string
+	var contextName, name, server, storageClass string
 	var duration time.Duration
 	var namespaces, ingressHosts, serviceTypes []string
 	cmd := &cobra.Command{
@@ -213,13 +220,17 @@ join again is always safe. This works for contexts whose own credentials the man
 			"  flotillactl cluster join --context secondary1 --ingress-hosts '*.eu.example.com'",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkStorageClass(storageClass); err != nil {
+				return err
+			}
 			return runJoin(cmd.Context(), g, joinOptions{contextName: contextName, name: name, server: server, duration: duration,
-				namespaces: namespaces, exposure: exposureOf(ingressHosts, serviceTypes)}, cmd.OutOrStdout())
+				namespaces: namespaces, exposure: exposureOf(ingressHosts, serviceTypes), storageClass: storageClass}, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
 	cmd.Flags().StringVar(&name, "name", "", "cluster name (DNS-1123; default: derived from the context name)")
 	cmd.Flags().StringVar(&server, "server", "", serverFlagHelp)
+	cmd.Flags().StringVar(&storageClass, "storage-class", "", storageClassFlagHelp)
 	cmd.Flags().DurationVar(&duration, "token-duration", 7*24*time.Hour,
 		"lifetime of the token minted for Flotilla (the secondary may cap it); renewed at half of it, so the longest outage it survives is half of it")
 	cmd.Flags().StringSliceVar(&namespaces, "namespaces", nil,
@@ -244,6 +255,7 @@ func exposureOf(hosts, types []string) access.Exposure {
 // joinOptions are join's flags.
 type joinOptions struct {
 	contextName, name, server string
+	storageClass              string
 	duration                  time.Duration
 	namespaces                access.Namespaces
 	exposure                  access.Exposure
@@ -336,6 +348,7 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 		// Pinned to what the operator's own credentials reached: joining again is how the
 		// manager accepts a cluster rebuilt behind the same URL (IdentityChanged).
 		r.Pinned[name] = secondaryID
+		setStorageClass(r, name, o.storageClass)
 		return nil
 	})
 	if err != nil {
@@ -434,7 +447,7 @@ func listClusters(ctx context.Context, primary client.Reader, out io.Writer) err
 		byContext[d.Spec.Context] = d
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "CONTEXT\tCLUSTER\tUSER\tNAME\tROLE\tSTATUS\tREASON")
+	fmt.Fprintln(w, "CONTEXT\tCLUSTER\tUSER\tNAME\tROLE\tSTATUS\tREASON\tSTORAGECLASS")
 	contexts := make([]string, 0, len(reg.Contexts))
 	for name := range reg.Contexts {
 		contexts = append(contexts, name)
@@ -443,15 +456,19 @@ func listClusters(ctx context.Context, primary client.Reader, out io.Writer) err
 	var refused []error
 	for _, c := range contexts {
 		kctx := reg.Contexts[c]
-		status, reason, role, name := "Pending", "", "", clusters.ClusterName(c)
+		status, reason, role, name, class := "Pending", "", "", clusters.ClusterName(c), ""
 		if d, ok := byContext[c]; ok {
 			status, reason, role, name = string(d.Status.ClusterStatus), d.Status.Reason, d.Labels[flotillav1.LabelRole], d.Name
+			if d.Status.VirtualNode != "" {
+				// What real claims get there: its registration's class, else its default one.
+				class = cmp.Or(d.Status.StorageClass, "default")
+			}
 		}
 		if err := clusters.ValidateContext(reg, c); err != nil {
 			status, reason = string(flotillav1.ClusterUnknown), flotillav1.ReasonInvalidContext
 			refused = append(refused, err)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c, kctx.Cluster, kctx.AuthInfo, name, role, status, reason)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c, kctx.Cluster, kctx.AuthInfo, name, role, status, reason, class)
 	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("printing the clusters: %w", err)
@@ -596,6 +613,7 @@ func removeCluster(ctx context.Context, g *GlobalOptions, primary client.Client,
 	if err := updateRegistration(ctx, primary, func(r *clusters.Registration) error {
 		removeContext(r.Config, contextName)
 		delete(r.Pinned, name) // a cluster registered under this name later is a new one
+		delete(r.StorageClasses, name)
 		r.Removed[name] = true // removed on purpose: the manager lets go of it (a vanished context is only detached)
 		return nil
 	}); err != nil {
@@ -879,4 +897,34 @@ func checkVolumes(ctx context.Context, primary client.Client, name string) error
 	return fmt.Errorf("cluster %s holds the data of %d claim(s) of class %s (%s): removing it would delete their real claims; "+
 		"move or delete those claims first, or use --orphan to keep them there, or --delete-volumes to delete them",
 		name, len(held), flotillav1.StorageClassRemote, strings.Join(held, ", "))
+}
+
+const storageClassFlagHelp = "the StorageClass the secondary gives the real claims of claims of class flotilla: a class name there, " +
+	"\"none\" for a cluster that takes no such claims (pods using them do not fit there), or \"default\" for its default StorageClass " +
+	"(the setting when none was ever given; without the flag, the setting stays as it was)"
+
+// checkStorageClass refuses a --storage-class that cannot be a StorageClass's name.
+func checkStorageClass(class string) error {
+	if class == "" || class == clusters.StorageClassNone || class == "default" {
+		return nil
+	}
+	if errs := validation.IsDNS1123Subdomain(class); len(errs) > 0 {
+		return fmt.Errorf("--storage-class %q is not a StorageClass name: %s", class, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// setStorageClass records --storage-class for a cluster in the registration ("" leaves it as it
+// was; "default" removes it).
+func setStorageClass(r *clusters.Registration, name, class string) {
+	switch class {
+	case "":
+	case "default":
+		delete(r.StorageClasses, name)
+	default:
+		if r.StorageClasses == nil {
+			r.StorageClasses = map[string]string{}
+		}
+		r.StorageClasses[name] = class
+	}
 }

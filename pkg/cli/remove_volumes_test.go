@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
 // A secondary holding the data of claims of class flotilla is not removed unasked: its
@@ -28,5 +29,27 @@ func TestCheckVolumes(t *testing.T) {
 	}
 	if err := checkVolumes(context.Background(), primary, "north"); err != nil {
 		t.Errorf("north holds none: %v", err)
+	}
+}
+
+func TestStorageClassFlag(t *testing.T) {
+	for _, ok := range []string{"", "none", "default", "local-path", "fast.ssd"} {
+		if err := checkStorageClass(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	if err := checkStorageClass("Fast SSD"); err == nil {
+		t.Error("a class name with a blank is refused")
+	}
+	r := &clusters.Registration{}
+	setStorageClass(r, "eu", "none")
+	setStorageClass(r, "us", "fast")
+	setStorageClass(r, "us", "")
+	if r.StorageClasses["eu"] != "none" || r.StorageClasses["us"] != "fast" {
+		t.Errorf("settings = %v (no flag keeps what was set)", r.StorageClasses)
+	}
+	setStorageClass(r, "eu", "default")
+	if _, ok := r.StorageClasses["eu"]; ok {
+		t.Errorf("default removes the setting: %v", r.StorageClasses)
 	}
 }

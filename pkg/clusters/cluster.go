@@ -57,6 +57,9 @@ type Snapshot struct {
 	TokenExpiry *time.Time
 	// OwnerMessage is non-empty when the FlotillaPrimary object could not be ensured there.
 	OwnerMessage string
+	// StorageClass is the class the cluster gives real claims: its registration's setting, ""
+	// for its default StorageClass, StorageClassNone for none.
+	StorageClass string
 }
 
 // UsableSecondary says whether the cluster should have a virtual node: a secondary whose identity

@@ -62,6 +62,8 @@ type Registration struct {
 	// Pinned maps cluster names to the identity (kube-system UID) `flotillactl cluster join` or
 	// `add` found there with the operator's own credentials (AnnotationClusterIDs).
 	Pinned map[string]string
+	// StorageClasses maps cluster names to their storage class setting (AnnotationStorageClasses).
+	StorageClasses map[string]string
 }
 
 // AnnotationClusterIDs is, on the registration Secret, the annotation that pins each cluster name to its identity, as
@@ -74,33 +76,55 @@ type Registration struct {
 const AnnotationClusterIDs = "flotilla.dev/cluster-ids"
 
 // PinnedIDs reads the identities pinned in the registration Secret (AnnotationClusterIDs).
-func PinnedIDs(secret *corev1.Secret) map[string]string {
+func PinnedIDs(secret *corev1.Secret) map[string]string { return namedValues(secret, AnnotationClusterIDs) }
+
+func setPinnedIDs(secret *corev1.Secret, pinned map[string]string) {
+	setNamedValues(secret, AnnotationClusterIDs, pinned)
+}
+
+// AnnotationStorageClasses is, on the registration Secret, the StorageClass each secondary gives
+// the real claims of claims of class flotilla, as "name=class,name=none": the operator's choice
+// for that cluster (`cluster join` or `add --storage-class`). A cluster not named uses its
+// default StorageClass; "none" takes no such claims (pods using them do not fit there).
+const AnnotationStorageClasses = "flotilla.dev/storage-classes"
+
+// StorageClassNone is the storage class setting of a cluster that takes no claims of class flotilla.
+const StorageClassNone = "none"
+
+// StorageClasses reads each cluster's storage class setting (AnnotationStorageClasses).
+func StorageClasses(secret *corev1.Secret) map[string]string {
+	return namedValues(secret, AnnotationStorageClasses)
+}
+
+// namedValues reads an annotation of "name=value" pairs separated by commas.
+func namedValues(secret *corev1.Secret, key string) map[string]string {
 	out := map[string]string{}
-	for _, pair := range strings.Split(secret.Annotations[AnnotationClusterIDs], ",") {
-		name, id, ok := strings.Cut(strings.TrimSpace(pair), "=")
-		if ok && name != "" && id != "" {
-			out[name] = id
+	for _, pair := range strings.Split(secret.Annotations[key], ",") {
+		name, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if ok && name != "" && v != "" {
+			out[name] = v
 		}
 	}
 	return out
 }
 
-func setPinnedIDs(secret *corev1.Secret, pinned map[string]string) {
-	pairs := make([]string, 0, len(pinned))
-	for name, id := range pinned {
-		if name != "" && id != "" {
-			pairs = append(pairs, name+"="+id)
+// setNamedValues writes an annotation of "name=value" pairs, sorted; none removes it.
+func setNamedValues(secret *corev1.Secret, key string, values map[string]string) {
+	pairs := make([]string, 0, len(values))
+	for name, v := range values {
+		if name != "" && v != "" {
+			pairs = append(pairs, name+"="+v)
 		}
 	}
 	sort.Strings(pairs)
 	if len(pairs) == 0 {
-		delete(secret.Annotations, AnnotationClusterIDs)
+		delete(secret.Annotations, key)
 		return
 	}
 	if secret.Annotations == nil {
 		secret.Annotations = map[string]string{}
 	}
-	secret.Annotations[AnnotationClusterIDs] = strings.Join(pairs, ",")
+	secret.Annotations[key] = strings.Join(pairs, ",")
 }
 
 // RemovedClusters reads the names of removed clusters from the registration Secret.
@@ -144,7 +168,8 @@ func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*Regis
 		if err != nil && !create {
 			return fmt.Errorf("reading the registration Secret: %w", err)
 		}
-		reg := &Registration{Config: clientcmdapi.NewConfig(), Removed: RemovedClusters(&secret), Pinned: PinnedIDs(&secret)}
+		reg := &Registration{Config: clientcmdapi.NewConfig(), Removed: RemovedClusters(&secret), Pinned: PinnedIDs(&secret),
+			StorageClasses: StorageClasses(&secret)}
 		if !create && len(secret.Data[flotillav1.KubeconfigSecretKey]) > 0 {
 			if reg.Config, err = clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey]); err != nil {
 				return fmt.Errorf("the registration Secret does not parse: %w", err)
@@ -170,6 +195,7 @@ func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*Regis
 		secret.Data[flotillav1.KubeconfigSecretKey] = raw
 		setRemovedClusters(&secret, reg.Removed)
 		setPinnedIDs(&secret, reg.Pinned)
+		setNamedValues(&secret, AnnotationStorageClasses, reg.StorageClasses)
 		if create {
 			return c.Create(ctx, &secret)
 		}

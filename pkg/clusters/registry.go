@@ -115,6 +115,8 @@ type Registry struct {
 	// pinned are the identities pinned in the registration Secret (SetPinned); known are the IDs
 	// an earlier run recorded (Options.KnownIDs), less those of clusters removed since.
 	pinned, known map[string]string
+	// storageClasses are the clusters' storage class settings (SetStorageClasses).
+	storageClasses map[string]string
 	// watches are the Watches the started sources declared, by name, in their order (source.go).
 	watches    map[string]Watch
 	watchOrder []string
@@ -143,6 +145,24 @@ func NewRegistry(opts Options, log logr.Logger) *Registry {
 		}
 	}
 	return r
+}
+
+// SetStorageClasses records each cluster's storage class setting from the registration Secret
+// (AnnotationStorageClasses): snapshots carry it from then on.
+func (r *Registry) SetStorageClasses(classes map[string]string) {
+	r.mu.Lock()
+	var changed []string
+	for name := range r.clusters {
+		if r.storageClasses[name] != classes[name] {
+			changed = append(changed, name)
+		}
+	}
+	r.storageClasses = classes
+	r.mu.Unlock()
+	// Their ClusterDetectors (and whoever follows cluster changes) see the new setting now.
+	for _, name := range changed {
+		r.notify(name)
+	}
 }
 
 // SetPinned records the identities pinned in the registration Secret (AnnotationClusterIDs):
@@ -252,11 +272,14 @@ func (r *Registry) ConfigError() error {
 func (r *Registry) Snapshot(name string) (Snapshot, bool) {
 	r.mu.Lock()
 	c, ok := r.clusters[name]
+	class := r.storageClasses[name]
 	r.mu.Unlock()
 	if !ok {
 		return Snapshot{}, false
 	}
-	return c.snapshot(), true
+	s := c.snapshot()
+	s.StorageClass = class
+	return s, true
 }
 
 // Snapshots returns the state of every cluster, sorted by name.
@@ -266,10 +289,13 @@ func (r *Registry) Snapshots() []Snapshot {
 	for _, c := range r.clusters {
 		all = append(all, c)
 	}
+	classes := r.storageClasses
 	r.mu.Unlock()
 	out := make([]Snapshot, 0, len(all))
 	for _, c := range all {
-		out = append(out, c.snapshot())
+		s := c.snapshot()
+		s.StorageClass = classes[s.Name]
+		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

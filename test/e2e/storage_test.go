@@ -340,6 +340,50 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 	}, SpecTimeout(3*time.Minute))
 
+	It("keeps a pod with a claim out of a secondary whose registration takes no claims (cluster join --storage-class none), saying so", func(ctx SpecContext) {
+		s2 := bed.Secondaries[1]
+		out, err := flotillactl(ctx, "cluster", "join", "--context", s2.Name, "--token-duration", "10m", "--storage-class", "none")
+		Expect(err).NotTo(HaveOccurred(), out)
+		DeferCleanup(func(ctx SpecContext) {
+			out, err := flotillactl(ctx, "cluster", "join", "--context", s2.Name, "--token-duration", "10m", "--storage-class", "default")
+			Expect(err).NotTo(HaveOccurred(), out)
+		})
+		Eventually(func(g Gomega) {
+			cd, err := detector(ctx, s2.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cd.Status.StorageClass).To(Equal("none"))
+			out, err := flotillactl(ctx, "cluster", "list")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("STORAGECLASS"))
+			g.Expect(out).To(MatchRegexp(`(?m)^` + s2.Name + `\s.*\snone\s*$`))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		_, err = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nowhere"},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		spec := onRealNode(appContainer("nowhere", nil))
+		spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "nowhere"}}}}
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "nowhere",
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}}, Spec: spec}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "nowhere", metav1.DeleteOptions{})
+			_ = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "nowhere", metav1.DeleteOptions{})
+		})
+		p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "nowhere", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(p.Spec.NodeName).To(BeEmpty())
+		Expect(p.Annotations[flotillav1.AnnotationNoClusterFits]).To(ContainSubstring(s2.Name + ": it takes no claims of class flotilla"))
+		Consistently(func(g Gomega) {
+			there, err := s2.Clientset.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+			if !apierrors.IsNotFound(err) {
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(there.Items).NotTo(ContainElement(HaveField("Name", "nowhere")))
+			}
+		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
+
 	It("refuses an elected pod whose claim is of another class, with the reason", func(ctx SpecContext) {
 		_, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "local-data"},
 			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To("standard"), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},

@@ -45,6 +45,10 @@ type ClusterDetectorStatus struct {
 	// VirtualNode is the name of the cluster's node in the primary (secondaries only).
 	// +optional
 	VirtualNode string `json:"virtualNode,omitempty"`
+	// StorageClass is the StorageClass the cluster gives the real claims of claims of class
+	// flotilla: its registration's setting (flotilla.dev/storage-classes on the registration
+	// Secret), "none" when it takes none; empty for its default StorageClass.
+	StorageClass string `json:"storageClass,omitempty"`
 	// KubernetesVersion is the cluster's API server version.
 	// +optional
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
@@ -85,6 +89,7 @@ type ClusterDetectorStatus struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.virtualNode`,priority=1
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`,priority=1
+// +kubebuilder:printcolumn:name="StorageClass",type=string,JSONPath=`.status.storageClass`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClusterDetector struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -52,9 +52,10 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 		st.Reason = flotillav1.ReasonPrimary
 		st.Message = "The primary cluster, where Flotilla runs: the manager reaches it in cluster, so no context of the registration Secret names it"
 	}
-	st.VirtualNode = ""
+	st.VirtualNode, st.StorageClass = "", ""
 	if s.UsableSecondary() {
 		st.VirtualNode = flotillav1.VirtualNodeName(cd.Name)
+		st.StorageClass = s.StorageClass
 	}
 	if s.CapacitySynced {
 		st.NodeCount = int32(s.Capacity.NodeCount)

@@ -20,6 +20,7 @@ type Registry interface {
 	Apply(raw []byte) error
 	SetRemoved(removed map[string]bool)
 	SetPinned(pinned map[string]string)
+	SetStorageClasses(classes map[string]string)
 }
 
 var _ Registry = (*clusters.Registry)(nil)
@@ -50,6 +51,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.Registry.SetRemoved(clusters.RemovedClusters(&secret))
 	r.Registry.SetPinned(clusters.PinnedIDs(&secret))
+	r.Registry.SetStorageClasses(clusters.StorageClasses(&secret))
 	if err := r.Registry.Apply(raw); err != nil && r.Recorder != nil {
 		r.Recorder.Eventf(&secret, nil, corev1.EventTypeWarning, flotillav1.ReasonKubeconfigUnparsable, "Register",
 			"Registration kubeconfig not applied, the last good one stays in force: %s", err.Error())

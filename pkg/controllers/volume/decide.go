@@ -48,10 +48,11 @@ func uses(p *corev1.Pod, claim string) bool {
 }
 
 // realClaim is the claim made in the secondary for a primary claim: same namespace and name,
-// size, access modes and volume mode; the secondary's default class; this primary's label and the
-// primary claim's UID; no owner.
-func realClaim(pvc *corev1.PersistentVolumeClaim, primaryID string) *corev1.PersistentVolumeClaim {
-	return &corev1.PersistentVolumeClaim{
+// size, access modes and volume mode; the class its registration gives it (class; "": the
+// secondary's default, filled by its admission); this primary's label and the primary claim's
+// UID; no owner.
+func realClaim(pvc *corev1.PersistentVolumeClaim, primaryID, class string) *corev1.PersistentVolumeClaim {
+	real := &corev1.PersistentVolumeClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pvc.Namespace, Name: pvc.Name,
 			Labels:      map[string]string{flotillav1.LabelPrimary: primaryID},
 			Annotations: map[string]string{flotillav1.AnnotationClaimUID: string(pvc.UID)}},
@@ -61,6 +62,10 @@ func realClaim(pvc *corev1.PersistentVolumeClaim, primaryID string) *corev1.Pers
 			VolumeMode:  pvc.Spec.VolumeMode,
 		},
 	}
+	if class != "" {
+		real.Spec.StorageClassName = ptr.To(class)
+	}
+	return real
 }
 
 // realClaimOf says whether a claim of a secondary is the real claim of this primary claim.

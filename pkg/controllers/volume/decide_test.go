@@ -61,7 +61,10 @@ func TestClusterOf(t *testing.T) {
 
 func TestRealClaimAndStandIn(t *testing.T) {
 	pvc := claim(nil)
-	real := realClaim(pvc, "p1")
+	if c := realClaim(pvc, "p1", "fast-ssd").Spec.StorageClassName; c == nil || *c != "fast-ssd" {
+		t.Errorf("real claim's class = %v, want the registration's fast-ssd", c)
+	}
+	real := realClaim(pvc, "p1", "")
 	if real.Spec.StorageClassName != nil {
 		t.Errorf("real claim's class = %q, want none (the secondary's default)", *real.Spec.StorageClassName)
 	}

@@ -26,6 +26,7 @@ import (
 // Secondaries is what the reconciler needs of the cluster registry.
 type Secondaries interface {
 	Secondary(name string) (clusters.Secondary, bool)
+	Snapshots() []clusters.Snapshot
 	PrimaryID() string
 	Source(w clusters.Watch, h handler.EventHandler) source.Source
 }
@@ -138,7 +139,7 @@ func (r *Reconciler) ensureRealClaim(ctx context.Context, sec clusters.Secondary
 		if err := sec.Client.Get(ctx, client.ObjectKey{Name: pvc.Namespace}, &corev1.Namespace{}); err != nil {
 			return nil, client.IgnoreNotFound(err)
 		}
-		want := realClaim(pvc, id)
+		want := realClaim(pvc, id, r.storageClass(sec.Name))
 		if err := sec.Client.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
 			r.event(pvc, corev1.EventTypeWarning, "RealClaimFailed", "Create", "Cluster %s refused the claim: %v", sec.Name, err)
 			return nil, fmt.Errorf("creating the claim %s in %s: %w", pvc.Name, sec.Name, err)
@@ -238,6 +239,16 @@ func (r *Reconciler) release(ctx context.Context, pvc *corev1.PersistentVolumeCl
 	patch := client.MergeFrom(pvc.DeepCopy())
 	controllerutil.RemoveFinalizer(pvc, flotillav1.FinalizerVolume)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, pvc, patch))
+}
+
+// storageClass is the class a cluster's registration gives real claims ("" for its default).
+func (r *Reconciler) storageClass(cluster string) string {
+	for _, s := range r.Secondaries.Snapshots() {
+		if s.Name == cluster && s.StorageClass != clusters.StorageClassNone {
+			return s.StorageClass
+		}
+	}
+	return ""
 }
 
 func (r *Reconciler) event(pvc *corev1.PersistentVolumeClaim, kind, reason, action, format string, args ...any) {
