@@ -76,7 +76,9 @@ type Registration struct {
 const AnnotationClusterIDs = "flotilla.dev/cluster-ids"
 
 // PinnedIDs reads the identities pinned in the registration Secret (AnnotationClusterIDs).
-func PinnedIDs(secret *corev1.Secret) map[string]string { return namedValues(secret, AnnotationClusterIDs) }
+func PinnedIDs(secret *corev1.Secret) map[string]string {
+	return namedValues(secret, AnnotationClusterIDs)
+}
 
 func setPinnedIDs(secret *corev1.Secret, pinned map[string]string) {
 	setNamedValues(secret, AnnotationClusterIDs, pinned)
