@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"strings"
 	"testing"
 
@@ -22,12 +21,12 @@ func TestCheckVolumes(t *testing.T) {
 	}
 	primary := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(claim("db", "data-db-1", "east"), claim("db", "data-db-0", "east"),
 		claim("web", "cache", "west"), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "local"}}).Build()
-	err := checkVolumes(context.Background(), primary, "east")
+	err := checkVolumes(t.Context(), primary, "east")
 	if err == nil || !strings.Contains(err.Error(), "holds the data of 2 claim(s) of class flotilla (db/data-db-0, db/data-db-1)") ||
 		!strings.Contains(err.Error(), "--orphan") || !strings.Contains(err.Error(), "--delete-volumes") {
 		t.Errorf("east: %v, want a refusal naming both claims and the two ways on", err)
 	}
-	if err := checkVolumes(context.Background(), primary, "north"); err != nil {
+	if err := checkVolumes(t.Context(), primary, "north"); err != nil {
 		t.Errorf("north holds none: %v", err)
 	}
 }
