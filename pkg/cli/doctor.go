@@ -47,6 +47,7 @@ const (
 	checkDelegates    = "delegates"
 	checkWebhook      = "webhook"
 	checkClusters     = "clusters"
+	checkClaims       = "claims"
 )
 
 // finding is one line of doctor's report.
@@ -161,6 +162,10 @@ per finding, then a summary. It checks:
                  one --secondary-context CLUSTER=CONTEXT names. A cluster with no such context is
                  not checked (INFO); one whose context fails, does not answer within ` + defaultSecondaryTimeout.String() + `, or
                  reaches another cluster than the one registered is not checked (WARN).
+  claims         With the delegates check, each secondary's real claims against the primary's
+                 claims of class flotilla whose data it holds: a claim decided for it over a
+                 minute ago without a real claim there (ERROR), a real claim of this primary whose
+                 claim is gone from the primary (WARN: its data is kept), or one per claim (OK).
   clusters       Each registered cluster the manager refuses to use, as its ClusterDetector says:
                  a context of the registration Secret with a field it refuses (InvalidContext:
                  exec, auth-provider, tokenFile, file paths, impersonation, proxy-url...), or a
@@ -521,14 +526,72 @@ func delegatesCheck(ctx context.Context, c client.Client, nodes []corev1.Node, s
 	if err != nil {
 		return out, err
 	}
+	var claims corev1.PersistentVolumeClaimList
+	if err := c.List(ctx, &claims); err != nil {
+		return out, fmt.Errorf("listing claims: %w", err)
+	}
+	now := time.Now()
 	for i := range nodes {
+		cluster := nodes[i].Labels[flotillav1.LabelCluster]
 		if r := reads[i]; r.unread != nil {
 			out = append(out, *r.unread)
 		} else {
-			out = append(out, delegateFindings(nodes[i].Labels[flotillav1.LabelCluster], nodes[i].Name, before, after, r.delegates)...)
+			out = append(out, delegateFindings(cluster, nodes[i].Name, before, after, r.delegates)...)
+			out = append(out, claimFindings(cluster, claims.Items, r.claims, now)...)
 		}
 	}
 	return out, nil
+}
+
+// claimSettle is how long a claim's real claim may take to appear once its cluster is decided.
+const claimSettle = time.Minute
+
+// claimFindings compares the primary's claims whose data a cluster holds with this primary's
+// real claims read there: a claim decided for it a while ago with no real claim (its data is not
+// there: deleted by hand?) is an ERROR; a real claim whose primary claim is gone (kept, with its
+// data, until someone deletes it) a WARN.
+func claimFindings(cluster string, primary, real []corev1.PersistentVolumeClaim, now time.Time) []finding {
+	realOf := map[string]bool{}
+	for i := range real {
+		realOf[real[i].Annotations[flotillav1.AnnotationClaimUID]] = true
+	}
+	uids := map[string]bool{}
+	var out []finding
+	held := 0
+	for i := range primary {
+		p := &primary[i]
+		if p.Annotations[flotillav1.AnnotationVolumeCluster] != cluster {
+			continue
+		}
+		uids[string(p.UID)] = true
+		held++
+		if realOf[string(p.UID)] || p.DeletionTimestamp != nil || now.Sub(p.CreationTimestamp.Time) < claimSettle {
+			continue
+		}
+		key := p.Namespace + "/" + p.Name
+		out = append(out, finding{Severity: severityError, Check: checkClaims, Cluster: cluster, Object: key,
+			Message: fmt.Sprintf("claim %s holds its data in %s, which has no real claim of it: its pods find no data there "+
+				"(was the real claim deleted by hand?)", key, cluster)})
+	}
+	for i := range real {
+		r := &real[i]
+		if uids[r.Annotations[flotillav1.AnnotationClaimUID]] || r.DeletionTimestamp != nil {
+			continue
+		}
+		key := r.Namespace + "/" + r.Name
+		out = append(out, finding{Severity: severityWarning, Check: checkClaims, Cluster: cluster, Object: key,
+			Message: fmt.Sprintf("real claim %s in %s has no claim in the primary: its data is kept there; delete it in %s if it is not needed",
+				key, cluster, cluster)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Object < out[j].Object })
+	if len(out) > 0 {
+		return out
+	}
+	if held == 0 {
+		return nil
+	}
+	return []finding{{Severity: severityOK, Check: checkClaims, Cluster: cluster,
+		Message: fmt.Sprintf("%s: %s, one per claim whose data it holds", cluster, plural(held, "real claim"))}}
 }
 
 // unusedOverrides warns about each --secondary-context for a cluster with no virtual node: most
@@ -575,7 +638,9 @@ func listProxies(ctx context.Context, c client.Client) ([]corev1.Pod, error) {
 // secondaryRead is what doctor read of one secondary: its delegates, or why it could not.
 type secondaryRead struct {
 	delegates []corev1.Pod
-	unread    *finding
+	// claims are this primary's real claims there (of claims of class flotilla).
+	claims []corev1.PersistentVolumeClaim
+	unread *finding
 }
 
 // secondaryContextFor picks the user's context for a cluster: the one --secondary-context names,
@@ -638,7 +703,11 @@ func readDelegates(ctx context.Context, kc kubeContexts, sec secondaryAccess, cl
 	if err := c.List(ctx, &pods, client.MatchingLabels{flotillav1.LabelPrimary: primaryID}); err != nil {
 		return failed(fmt.Errorf("listing delegates: %w", err))
 	}
-	return secondaryRead{delegates: pods.Items}
+	var claims corev1.PersistentVolumeClaimList
+	if err := c.List(ctx, &claims, client.MatchingLabels{flotillav1.LabelPrimary: primaryID}); err != nil {
+		return failed(fmt.Errorf("listing real claims: %w", err))
+	}
+	return secondaryRead{delegates: pods.Items, claims: claims.Items}
 }
 
 // delegateFindings compares the delegates read from a cluster with the proxies bound to its

@@ -3,9 +3,11 @@ package cli
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -50,5 +52,33 @@ func TestStorageClassFlag(t *testing.T) {
 	setStorageClass(r, "eu", "default")
 	if _, ok := r.StorageClasses["eu"]; ok {
 		t.Errorf("default removes the setting: %v", r.StorageClasses)
+	}
+}
+
+// doctor's claims check: a claim whose real claim is missing, a real claim whose claim is gone.
+func TestClaimFindings(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	primary := func(name, uid, cluster string, age time.Duration) corev1.PersistentVolumeClaim {
+		return corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: name, UID: types.UID(uid),
+			CreationTimestamp: metav1.NewTime(now.Add(-age)), Annotations: map[string]string{flotillav1.AnnotationVolumeCluster: cluster}}}
+	}
+	real := func(name, uid string) corev1.PersistentVolumeClaim {
+		return corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: name,
+			Annotations: map[string]string{flotillav1.AnnotationClaimUID: uid}}}
+	}
+	claims := []corev1.PersistentVolumeClaim{
+		primary("data-0", "u0", "east", time.Hour), primary("data-1", "u1", "east", time.Hour),
+		primary("data-2", "u2", "east", 10*time.Second), primary("other", "u9", "west", time.Hour),
+	}
+	got := claimFindings("east", claims, []corev1.PersistentVolumeClaim{real("data-0", "u0"), real("old", "gone")}, now)
+	if len(got) != 2 || got[0].Object != "db/data-1" || got[0].Severity != severityError || got[1].Object != "db/old" || got[1].Severity != severityWarning {
+		t.Fatalf("findings = %+v, want data-1 missing its real claim (ERROR; data-2 is too young to tell) and old without a claim (WARN)", got)
+	}
+	ok := claimFindings("east", claims[:1], []corev1.PersistentVolumeClaim{real("data-0", "u0")}, now)
+	if len(ok) != 1 || ok[0].Severity != severityOK {
+		t.Errorf("one real claim per claim: %+v", ok)
+	}
+	if none := claimFindings("north", claims, nil, now); len(none) != 0 {
+		t.Errorf("a cluster holding no data: %+v", none)
 	}
 }
