@@ -84,10 +84,13 @@ func (o *Options) defaults() {
 type InUse struct {
 	Proxies     []string // namespace/name of proxy pods
 	Replicators []string // namespace/name of Replicators
+	// Claims are namespace/name of claims of class flotilla Flotilla holds (their data is in a
+	// secondary, and only Flotilla deletes it with them).
+	Claims []string
 }
 
 // Empty says nothing depends on Flotilla.
-func (u InUse) Empty() bool { return len(u.Proxies) == 0 && len(u.Replicators) == 0 }
+func (u InUse) Empty() bool { return len(u.Proxies) == 0 && len(u.Replicators) == 0 && len(u.Claims) == 0 }
 
 func (u InUse) String() string {
 	var parts []string
@@ -96,6 +99,9 @@ func (u InUse) String() string {
 	}
 	if len(u.Replicators) > 0 {
 		parts = append(parts, fmt.Sprintf("%d Replicator(s): %s", len(u.Replicators), abbreviate(u.Replicators)))
+	}
+	if len(u.Claims) > 0 {
+		parts = append(parts, fmt.Sprintf("%d claim(s) of class %s: %s", len(u.Claims), flotillav1.StorageClassRemote, abbreviate(u.Claims)))
 	}
 	return strings.Join(parts, "; ")
 }
@@ -125,8 +131,18 @@ func Survey(ctx context.Context, c client.Reader) (InUse, error) {
 	for i := range reps.Items {
 		u.Replicators = append(u.Replicators, client.ObjectKeyFromObject(&reps.Items[i]).String())
 	}
+	var claims corev1.PersistentVolumeClaimList
+	if err := c.List(ctx, &claims); err != nil {
+		return u, fmt.Errorf("listing claims: %w", err)
+	}
+	for i := range claims.Items {
+		if controllerutil.ContainsFinalizer(&claims.Items[i], flotillav1.FinalizerVolume) {
+			u.Claims = append(u.Claims, client.ObjectKeyFromObject(&claims.Items[i]).String())
+		}
+	}
 	sort.Strings(u.Proxies)
 	sort.Strings(u.Replicators)
+	sort.Strings(u.Claims)
 	return u, nil
 }
 
@@ -140,7 +156,7 @@ func Run(ctx context.Context, c client.Client, o Options) error {
 	}
 	if !inUse.Empty() && !o.Orphan {
 		return fmt.Errorf("%w: %s. Delete them (or remove %s from the pods) first, or orphan them: "+
-			"their delegates and copies then keep running in the secondaries, unmanaged", ErrInUse, inUse, flotillav1.AnnotationElect)
+			"their delegates, copies and real claims then stay in the secondaries, unmanaged", ErrInUse, inUse, flotillav1.AnnotationElect)
 	}
 	if o.DryRun {
 		say(o.Out, "dry run: would stop Deployment %s/%s, then remove the webhook configuration, the virtual nodes, "+
@@ -154,6 +170,7 @@ func Run(ctx context.Context, c client.Client, o Options) error {
 		deleteWebhookConfiguration, // first: from here on no pod creation can fail on Flotilla's webhook
 		releaseProxies,
 		releaseReplicators,
+		releaseClaims,
 		deleteVirtualNodes,
 		deleteClusterDetectors,
 		deleteSecrets,
@@ -254,6 +271,29 @@ func releaseProxies(ctx context.Context, c client.Client, o Options) error {
 	}
 	if len(pods.Items) > 0 {
 		say(o.Out, "orphaned %d elected pod(s): their delegates keep running in the secondaries", len(pods.Items))
+	}
+	return nil
+}
+
+// releaseClaims removes Flotilla's finalizer from claims of class flotilla (Orphan only): their
+// real claims, and the data, stay in the secondaries.
+func releaseClaims(ctx context.Context, c client.Client, o Options) error {
+	var claims corev1.PersistentVolumeClaimList
+	if err := c.List(ctx, &claims); err != nil {
+		return fmt.Errorf("listing claims: %w", err)
+	}
+	n := 0
+	for i := range claims.Items {
+		if !controllerutil.ContainsFinalizer(&claims.Items[i], flotillav1.FinalizerVolume) {
+			continue
+		}
+		if err := removeFinalizer(ctx, c, &claims.Items[i], flotillav1.FinalizerVolume); err != nil {
+			return err
+		}
+		n++
+	}
+	if n > 0 {
+		say(o.Out, "orphaned %d claim(s) of class %s: their real claims, and their data, stay in the secondaries", n, flotillav1.StorageClassRemote)
 	}
 	return nil
 }

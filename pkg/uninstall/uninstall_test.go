@@ -150,3 +150,26 @@ func TestHeld(t *testing.T) {
 		}
 	}
 }
+
+// A claim of class flotilla holds its data in a secondary, deleted only through Flotilla: the
+// uninstall refuses while one exists, and with Orphan lets it go with its data kept.
+func TestRunRefusesWhileClaimsHoldData(t *testing.T) {
+	held := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "data-db-0", Finalizers: []string{flotillav1.FinalizerVolume}}}
+	local := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "local"}}
+	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(installed(held, local)...).Build()
+	err := Run(t.Context(), c, Options{Timeout: time.Second})
+	if !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "1 claim(s) of class flotilla: db/data-db-0") {
+		t.Fatalf("want ErrInUse naming db/data-db-0 only, got %v", err)
+	}
+	var out bytes.Buffer
+	if err := Run(t.Context(), c, Options{Orphan: true, Timeout: time.Second, Out: &out}); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	var got corev1.PersistentVolumeClaim
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(held), &got); err != nil || len(got.Finalizers) != 0 {
+		t.Errorf("the orphaned claim keeps finalizers %v (%v)", got.Finalizers, err)
+	}
+	if !strings.Contains(out.String(), "orphaned 1 claim(s) of class flotilla") {
+		t.Errorf("output does not say so:\n%s", out.String())
+	}
+}
