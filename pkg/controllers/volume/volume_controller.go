@@ -78,7 +78,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	sec, ok := r.Secondaries.Secondary(cluster)
-	if !ok || !sec.Running {
+	switch {
+	case !ok:
+		// Not registered (removed, or not yet back): looked at again now and then.
+		return ctrl.Result{RequeueAfter: time.Minute}, nil
+	case !sec.Running:
 		return ctrl.Result{RequeueAfter: waitFor}, nil
 	}
 	real, err := r.ensureRealClaim(ctx, sec, &pvc)
