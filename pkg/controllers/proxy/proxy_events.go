@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 const (
@@ -203,7 +204,7 @@ func (r *Reconciler) forwardEvents(ctx context.Context, sec clusters.Secondary, 
 	if err := sec.Client.List(ctx, &evs, client.InNamespace(delegate.Namespace),
 		client.MatchingFields{"involvedObject.uid": string(delegate.UID)}); err == nil {
 		for _, e := range r.events.fresh(proxy, evs.Items, r.now()) {
-			r.event(proxy, e.Type, e.Reason, "Delegate", "In cluster %s: %s", sec.Name, e.Message)
+			r.Recorder.Eventf(proxy, translate.EventOrigin(&e), e.Type, e.Reason, "Delegate", "In cluster %s: %s", sec.Name, e.Message)
 		}
 	}
 	// Events are best effort: a failed list is tried again at the next look.

@@ -21,6 +21,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // Secondaries is what the reconciler needs of the cluster registry.
@@ -123,7 +124,7 @@ func (r *Reconciler) forwardEvents(ctx context.Context, sec clusters.Secondary, 
 			continue
 		}
 		seen[e.UID] = count
-		r.event(pvc, corev1.EventTypeWarning, e.Reason, "Provision", "In cluster %s: %s", sec.Name, e.Message)
+		r.Recorder.Eventf(pvc, translate.EventOrigin(&e), corev1.EventTypeWarning, e.Reason, "Provision", "In cluster %s: %s", sec.Name, e.Message)
 	}
 }
 
