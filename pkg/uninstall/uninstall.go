@@ -90,7 +90,9 @@ type InUse struct {
 }
 
 // Empty says nothing depends on Flotilla.
-func (u InUse) Empty() bool { return len(u.Proxies) == 0 && len(u.Replicators) == 0 && len(u.Claims) == 0 }
+func (u InUse) Empty() bool {
+	return len(u.Proxies) == 0 && len(u.Replicators) == 0 && len(u.Claims) == 0
+}
 
 func (u InUse) String() string {
 	var parts []string
