@@ -54,11 +54,7 @@ var _ = Describe("Liqo's e2e scenarios, adapted, on real containers", Ordered, L
 	flat := false
 
 	BeforeAll(func(ctx SpecContext) {
-		for _, c := range bed.Secondaries {
-			if c.RealNode == nil {
-				Skip(fmt.Sprintf("secondary %s has no real node: %v", c.Name, secondaryRealNodesErr))
-			}
-		}
+		requireSecondaryRealNodes()
 		joinBothSecondaries(ctx)
 		flat = secondaryPodNetwork == testbed.PodNetworkFlat && bed.RealNode != nil
 		importAppImage(ctx, bed.RealNode != nil)
@@ -66,12 +62,7 @@ var _ = Describe("Liqo's e2e scenarios, adapted, on real containers", Ordered, L
 			restartManager(ctx, "--pod-network=flat")
 			DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
 		}
-		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
-		if !apierrors.IsAlreadyExists(err) {
-			Expect(err).NotTo(HaveOccurred())
-		}
-		DeferCleanup(func(ctx SpecContext) { deleteNamespaceEverywhere(ctx, ns) }, NodeTimeout(3*time.Minute))
+		enabledNamespace(ctx, ns)
 	})
 
 	// electedFor is Liqo's remote workload's pod template: the application image on a real node,

@@ -7,12 +7,10 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -28,11 +26,7 @@ var _ = Describe("Admiralty's e2e scenarios, as written, on real containers", Or
 	var target *testbed.Cluster
 
 	BeforeAll(func(ctx SpecContext) {
-		for _, c := range bed.Secondaries {
-			if c.RealNode == nil {
-				Skip(fmt.Sprintf("secondary %s has no real node: %v", c.Name, secondaryRealNodesErr))
-			}
-		}
+		requireSecondaryRealNodes()
 		joinBothSecondaries(ctx)
 		target = bed.Secondaries[0]
 		importAppImage(ctx, false)
@@ -42,12 +36,7 @@ var _ = Describe("Admiralty's e2e scenarios, as written, on real containers", Or
 		}
 		labelTarget(ctx, `{"metadata":{"labels":{"a":"b"}}}`)
 		DeferCleanup(func(ctx SpecContext) { labelTarget(ctx, `{"metadata":{"labels":{"a":null}}}`) })
-		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
-		if !apierrors.IsAlreadyExists(err) {
-			Expect(err).NotTo(HaveOccurred())
-		}
-		DeferCleanup(func(ctx SpecContext) { deleteNamespaceEverywhere(ctx, ns) }, NodeTimeout(3*time.Minute))
+		enabledNamespace(ctx, ns)
 	})
 
 	// apply is `kubectl apply -f -` in the primary, as Admiralty's scripts run it.

@@ -39,19 +39,10 @@ var _ = Describe("real delegates", Ordered, Label("real-nodes"), func() {
 	const ns = "real-delegates"
 
 	BeforeAll(func(ctx SpecContext) {
-		for _, c := range bed.Secondaries {
-			if c.RealNode == nil {
-				Skip(fmt.Sprintf("secondary %s has no real node: %v", c.Name, secondaryRealNodesErr))
-			}
-		}
+		requireSecondaryRealNodes()
 		joinBothSecondaries(ctx)
 		importAppImage(ctx, false)
-		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
-		if !apierrors.IsAlreadyExists(err) {
-			Expect(err).NotTo(HaveOccurred())
-		}
-		DeferCleanup(func(ctx SpecContext) { deleteNamespaceEverywhere(ctx, ns) }, NodeTimeout(3*time.Minute))
+		enabledNamespace(ctx, ns)
 	})
 
 	It("serves HTTP from every delegate of an elected Deployment through its secondary's Service, and logs each request", func(ctx SpecContext) {
@@ -443,11 +434,7 @@ var _ = Describe("real delegates on a flat pod network", Ordered, Label("real-no
 		if bed.RealNode == nil {
 			Skip(fmt.Sprintf("the primary has no real node: %v", realNodeErr))
 		}
-		for _, c := range bed.Secondaries {
-			if c.RealNode == nil {
-				Skip(fmt.Sprintf("secondary %s has no real node: %v", c.Name, secondaryRealNodesErr))
-			}
-		}
+		requireSecondaryRealNodes()
 		if secondaryPodNetwork != testbed.PodNetworkFlat {
 			Skip(fmt.Sprintf("the bed's pod network is %s (FLOTILLA_E2E_SECONDARY_POD_NETWORK)", secondaryPodNetwork))
 		}
@@ -456,12 +443,7 @@ var _ = Describe("real delegates on a flat pod network", Ordered, Label("real-no
 		// The manager again, saying the pod network is flat; as it was after these specs.
 		restartManager(ctx, "--pod-network=flat")
 		DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
-		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
-		if !apierrors.IsAlreadyExists(err) {
-			Expect(err).NotTo(HaveOccurred())
-		}
-		DeferCleanup(func(ctx SpecContext) { deleteNamespaceEverywhere(ctx, ns) }, NodeTimeout(3*time.Minute))
+		enabledNamespace(ctx, ns)
 	})
 
 	var proxies map[string]string // proxy name: its IP
@@ -601,4 +583,24 @@ func restartManager(ctx SpecContext, args ...string) {
 	Expect(err).NotTo(HaveOccurred())
 	Eventually(func() (int, error) { return httpStatus(http.DefaultClient, manager.probeURL+"/readyz") }).
 		WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(http.StatusOK))
+}
+
+// requireSecondaryRealNodes skips the group, with the reason, where a secondary has no real node.
+func requireSecondaryRealNodes() {
+	for _, c := range bed.Secondaries {
+		if c.RealNode == nil {
+			Skip(fmt.Sprintf("secondary %s has no real node: %v", c.Name, secondaryRealNodesErr))
+		}
+	}
+}
+
+// enabledNamespace makes a namespace of the primary open to election for a group, and deletes it
+// everywhere when the group is done.
+func enabledNamespace(ctx SpecContext, ns string) {
+	_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		Expect(err).NotTo(HaveOccurred())
+	}
+	DeferCleanup(func(ctx SpecContext) { deleteNamespaceEverywhere(ctx, ns) }, NodeTimeout(3*time.Minute))
 }

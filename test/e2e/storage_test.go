@@ -27,19 +27,10 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 	const ns = "stateful"
 
 	BeforeAll(func(ctx SpecContext) {
-		for _, c := range bed.Secondaries {
-			if c.RealNode == nil {
-				Skip(fmt.Sprintf("secondary %s has no real node: %v", c.Name, secondaryRealNodesErr))
-			}
-		}
+		requireSecondaryRealNodes()
 		joinBothSecondaries(ctx)
 		importAppImage(ctx, false)
-		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: ns, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
-		if !apierrors.IsAlreadyExists(err) {
-			Expect(err).NotTo(HaveOccurred())
-		}
-		DeferCleanup(func(ctx SpecContext) { deleteNamespaceEverywhere(ctx, ns) }, NodeTimeout(3*time.Minute))
+		enabledNamespace(ctx, ns)
 	})
 
 	clusterOfProxy := func(g Gomega, ctx SpecContext, name string) string {
@@ -71,9 +62,7 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 			Spec: appsv1.StatefulSetSpec{Replicas: &three, ServiceName: "web", Selector: &metav1.LabelSelector{MatchLabels: labels},
 				PodManagementPolicy: appsv1.ParallelPodManagement, Template: tmpl,
 				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
-					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote),
-						AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-						Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}},
+					Spec: flotillaClaim(corev1.ReadWriteOnce)}},
 			}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 
@@ -128,9 +117,7 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels,
 					Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "10"}}, Spec: onRealNode(container)},
 				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
-					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote),
-						AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-						Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}},
+					Spec: flotillaClaim(corev1.ReadWriteOnce)}},
 			}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) {
@@ -207,9 +194,7 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
 					Spec: onRealNode(container)},
 				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
-					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote),
-						AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-						Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}},
+					Spec: flotillaClaim(corev1.ReadWriteOnce)}},
 			}}
 		_, err := bed.Primary.Clientset.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -248,9 +233,7 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 		container.VolumeMounts = []corev1.VolumeMount{{Name: "scratch", MountPath: "/scratch"}}
 		spec := onRealNode(container)
 		spec.Volumes = []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
-			VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
-				StorageClassName: ptr.To(flotillav1.StorageClassRemote), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}}}}}
+			VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: flotillaClaim(corev1.ReadWriteOnce)}}}}}
 		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "cache",
 			Annotations: map[string]string{flotillav1.AnnotationElect: ""}}, Spec: spec}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -320,8 +303,7 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 	It("shows its secondary's provisioning failure on the primary claim, with the secondary's message", func(ctx SpecContext) {
 		// The bed's provisioner makes ReadWriteOnce volumes only.
 		_, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "shared"},
-			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}, metav1.CreateOptions{})
+			Spec: flotillaClaim(corev1.ReadWriteMany)}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		spec := onRealNode(appContainer("shared", nil))
 		spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "shared"}}}}
@@ -359,8 +341,7 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
 		_, err = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nowhere"},
-			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}, metav1.CreateOptions{})
+			Spec: flotillaClaim(corev1.ReadWriteOnce)}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		spec := onRealNode(appContainer("nowhere", nil))
 		spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "nowhere"}}}}
@@ -398,3 +379,9 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 		Expect(strings.Contains(err.Error(), "denied")).To(BeTrue(), err.Error())
 	}, SpecTimeout(time.Minute))
 })
+
+// flotillaClaim is the spec of a 1Gi claim of class flotilla with one access mode.
+func flotillaClaim(mode corev1.PersistentVolumeAccessMode) corev1.PersistentVolumeClaimSpec {
+	return corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote), AccessModes: []corev1.PersistentVolumeAccessMode{mode},
+		Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}
+}

@@ -27,7 +27,7 @@ import (
 // Secondaries is what the reconciler needs of the cluster registry.
 type Secondaries interface {
 	Secondary(name string) (clusters.Secondary, bool)
-	Snapshots() []clusters.Snapshot
+	Snapshot(name string) (clusters.Snapshot, bool)
 	PrimaryID() string
 	Source(w clusters.Watch, h handler.EventHandler) source.Source
 }
@@ -248,10 +248,8 @@ func (r *Reconciler) release(ctx context.Context, pvc *corev1.PersistentVolumeCl
 
 // storageClass is the class a cluster's registration gives real claims ("" for its default).
 func (r *Reconciler) storageClass(cluster string) string {
-	for _, s := range r.Secondaries.Snapshots() {
-		if s.Name == cluster && s.StorageClass != clusters.StorageClassNone {
-			return s.StorageClass
-		}
+	if s, ok := r.Secondaries.Snapshot(cluster); ok && s.StorageClass != clusters.StorageClassNone {
+		return s.StorageClass
 	}
 	return ""
 }
