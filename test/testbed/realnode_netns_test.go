@@ -74,6 +74,12 @@ func TestSecondaryRealNodes(t *testing.T) {
 		t.Logf("without the primary's real node: %v", RealNodeAvailable())
 	}
 	ctx := t.Context()
+	// The bed lock first: the snapshot must not see another bed's links and routes.
+	release, err := HoldBedLock(ctx, testLog{t}, BedLockWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
 	before := snapshotForTest(t)
 	iptablesLines := func() int {
 		out, _ := exec.Command("iptables-save").Output()

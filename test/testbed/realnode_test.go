@@ -355,6 +355,12 @@ func TestRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
+	// The bed lock first: the snapshot must not see another bed's links and routes.
+	release, err := HoldBedLock(ctx, testLog{t}, BedLockWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
 	before := snapshotForTest(t)
 	work := t.TempDir()
 	start := time.Now()

@@ -147,6 +147,8 @@ type Bed struct {
 	noMetrics bool
 	// noVolumes: Options.NoVolumeProvisioner.
 	noVolumes bool
+	// releaseBedLock gives back the bed lock a bed with real nodes holds (HoldBedLock); nil otherwise.
+	releaseBedLock func()
 	// creating serialises kwokctl create: concurrent ones pick the same "free" ports and their
 	// components then answer each other's clients (seen as x509 errors against another kwok-ca).
 	creating sync.Mutex
@@ -221,25 +223,9 @@ func Start(ctx context.Context, opts Options) (*Bed, error) {
 	for i := 1; i <= opts.Secondaries; i++ {
 		bed.Secondaries = append(bed.Secondaries, &Cluster{Name: SecondaryName(i), Role: RoleSecondary})
 	}
-	if opts.RealNode {
-		if err := RealNodeAvailableIn(tools.toolsDir); err != nil {
-			return nil, err
-		}
-		if bed.RealNode, err = planRealNode(opts.WorkDir, tools.toolsDir, opts.Log); err != nil {
-			return nil, fmt.Errorf("planning the real node: %w", err)
-		}
-	}
-	if opts.SecondaryRealNodes && len(bed.Secondaries) > 0 {
-		if err := SecondaryRealNodesAvailableIn(tools.toolsDir); err != nil {
-			return nil, err
-		}
-		if bed.SecondaryRealNodes, err = planSecondaryRealNodes(opts.WorkDir, tools.toolsDir, bed.Secondaries, bed.RealNode, opts.Log); err != nil {
-			return nil, fmt.Errorf("planning the secondaries' real nodes: %w", err)
-		}
-		for i, n := range bed.SecondaryRealNodes {
-			bed.Secondaries[i].RealNode = n
-			n.flat = opts.SecondaryPodNetwork == PodNetworkFlat
-		}
+	if err := bed.planRealNodes(ctx, opts, tools.toolsDir); err != nil {
+		bed.release()
+		return nil, err
 	}
 
 	started := time.Now()
@@ -254,6 +240,52 @@ func Start(ctx context.Context, opts Options) (*Bed, error) {
 	fmt.Fprintf(opts.Log, "testbed: %d clusters ready in %s, kubeconfig %s\n",
 		len(bed.Clusters()), time.Since(started).Round(100*time.Millisecond), bed.KubeconfigPath)
 	return bed, nil
+}
+
+// planRealNodes checks the host can have the real nodes asked for, takes the bed lock (another
+// bed's real nodes would share its iptables, cgroups and containerd state) and picks their
+// networks from what the host uses now.
+func (b *Bed) planRealNodes(ctx context.Context, opts Options, toolsDir string) error {
+	secondaries := opts.SecondaryRealNodes && len(b.Secondaries) > 0
+	if opts.RealNode {
+		if err := RealNodeAvailableIn(toolsDir); err != nil {
+			return err
+		}
+	}
+	if secondaries {
+		if err := SecondaryRealNodesAvailableIn(toolsDir); err != nil {
+			return err
+		}
+	}
+	if !opts.RealNode && !secondaries {
+		return nil
+	}
+	var err error
+	if b.releaseBedLock, err = HoldBedLock(ctx, opts.Log, BedLockWait); err != nil {
+		return err
+	}
+	if opts.RealNode {
+		if b.RealNode, err = planRealNode(opts.WorkDir, toolsDir, opts.Log); err != nil {
+			return fmt.Errorf("planning the real node: %w", err)
+		}
+	}
+	if secondaries {
+		if b.SecondaryRealNodes, err = planSecondaryRealNodes(opts.WorkDir, toolsDir, b.Secondaries, b.RealNode, opts.Log); err != nil {
+			return fmt.Errorf("planning the secondaries' real nodes: %w", err)
+		}
+		for i, n := range b.SecondaryRealNodes {
+			b.Secondaries[i].RealNode = n
+			n.flat = opts.SecondaryPodNetwork == PodNetworkFlat
+		}
+	}
+	return nil
+}
+
+// release gives back the bed lock, if the bed holds it.
+func (b *Bed) release() {
+	if b.releaseBedLock != nil {
+		b.releaseBedLock()
+	}
 }
 
 // startAll brings the clusters up concurrently: each is an independent set of processes. The
@@ -455,6 +487,7 @@ func (b *Bed) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	b.release()
 	return errors.Join(errs...)
 }
 
