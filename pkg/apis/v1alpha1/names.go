@@ -212,6 +212,14 @@ const (
 	AnnotationRealVolume = "flotilla.dev/real-volume"
 	// AnnotationClaimUID is the primary claim's UID, on its real claim.
 	AnnotationClaimUID = "flotilla.dev/claim-uid"
+	// AnnotationOnVolumeClusterLoss, on an elected pod, says what it does while the cluster that
+	// holds its claims' data is away: wait there (the default) or, with OnVolumeClusterLossRecreate,
+	// run elsewhere on fresh, empty claims once the failover bound has passed.
+	AnnotationOnVolumeClusterLoss = "flotilla.dev/on-volume-cluster-loss"
+	// OnVolumeClusterLossRecreate is AnnotationOnVolumeClusterLoss's opt-in to fresh claims elsewhere.
+	OnVolumeClusterLossRecreate = "recreate"
+	// OnVolumeClusterLossWait is AnnotationOnVolumeClusterLoss's default: the pod waits for its data.
+	OnVolumeClusterLossWait = "wait"
 )
 
 // The namespace opt-in of Replicators.
