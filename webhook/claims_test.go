@@ -5,8 +5,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -84,6 +86,38 @@ func TestMutateClaims(t *testing.T) {
 		"a pod without claims goes there still": {
 			clusters: []ClusterView{noClaims(clusterOf("eu", true, "4", nil))}, pod: elected(), wantFeasible: []string{"eu"},
 		},
+		"recreate, its cluster away for less than the failover bound: it waits, and says when it leaves": {
+			claims: map[string]ClaimView{"data": remote("eu")}, clusters: []ClusterView{lostFor(clusterOf("eu", false, "4", nil), 299*time.Second), clusterOf("us", true, "1", nil)},
+			pod:          elected(withClaims("data"), annotate(flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossRecreate)),
+			wantFeasible: []string{"eu"}, wantNoFit: "once that cluster has been unreachable for its failover bound",
+		},
+		"recreate, its cluster away for the failover bound: elsewhere, never there": {
+			claims: map[string]ClaimView{"data": remote("eu")}, clusters: []ClusterView{lostFor(clusterOf("eu", false, "4", nil), 300*time.Second), clusterOf("us", true, "1", nil)},
+			pod:          elected(withClaims("data"), annotate(flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossRecreate)),
+			wantFeasible: []string{"us"},
+		},
+		"recreate with its own failover bound": {
+			claims: map[string]ClaimView{"data": remote("eu")}, clusters: []ClusterView{lostFor(clusterOf("eu", false, "4", nil), 30*time.Second), clusterOf("us", true, "1", nil)},
+			pod: elected(withClaims("data"), annotate(flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossRecreate),
+				annotate(flotillav1.AnnotationFailoverSeconds, "30")),
+			wantFeasible: []string{"us"},
+		},
+		"no recreate: its cluster lost for an hour, it still waits": {
+			claims: map[string]ClaimView{"data": remote("eu")}, clusters: []ClusterView{lostFor(clusterOf("eu", false, "4", nil), time.Hour), clusterOf("us", true, "1", nil)},
+			pod:          elected(withClaims("data"), annotate(flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossWait)),
+			wantFeasible: []string{"eu"}, wantNoFit: "the data of claim data is in cluster eu",
+		},
+		"recreate and at-most-once contradict: refused": {
+			claims: map[string]ClaimView{"data": remote("eu")}, clusters: twoClusters,
+			pod: elected(withClaims("data"), annotate(flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossRecreate),
+				annotate(flotillav1.AnnotationAtMostOnce, "")),
+			wantReject: "contradict each other",
+		},
+		"an unknown loss policy: refused, naming both": {
+			claims: map[string]ClaimView{"data": remote("eu")}, clusters: twoClusters,
+			pod:        elected(withClaims("data"), annotate(flotillav1.AnnotationOnVolumeClusterLoss, "Recreate")),
+			wantReject: `must be wait (the default: wait for the cluster that holds the data) or recreate`,
+		},
 		"two claims, one bound: the bound one decides": {
 			claims: map[string]ClaimView{"a": remote(""), "b": remote("us")}, clusters: twoClusters, pod: elected(withClaims("a", "b")),
 			wantFeasible: []string{"us"},
@@ -135,3 +169,22 @@ func TestRefitKeepsTheDataCluster(t *testing.T) {
 }
 
 func noClaims(v ClusterView) ClusterView { v.NoClaims = true; return v }
+
+func lostFor(v ClusterView, d time.Duration) ClusterView { v.UnreachableFor = d; return v }
+
+func TestUnreachableForReadsTheFailoverTaintsStamp(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC)
+	stamped := corev1.Taint{Key: flotillav1.TaintUnreachable, Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now.Add(-10 * time.Minute)}}
+	unstamped := corev1.Taint{Key: flotillav1.TaintUnreachable, Effect: corev1.TaintEffectNoExecute}
+	other := corev1.Taint{Key: "other", Effect: corev1.TaintEffectNoExecute, TimeAdded: &metav1.Time{Time: now.Add(-time.Hour)}}
+	for _, tc := range []struct {
+		taints []corev1.Taint
+		want   time.Duration
+	}{
+		{nil, 0}, {[]corev1.Taint{other}, 0}, {[]corev1.Taint{unstamped}, 0}, {[]corev1.Taint{other, stamped}, 10 * time.Minute},
+	} {
+		if got := unreachableFor(tc.taints, now); got != tc.want {
+			t.Errorf("unreachableFor(%v) = %s, want %s", tc.taints, got, tc.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,6 +50,8 @@ type Handler struct {
 	// SealKey signs every proxy the webhook makes (flotilla.dev/seal): the proxy reconciler gives
 	// a delegate only to a proxy whose seal it verifies. Without it no pod is elected.
 	SealKey seal.Key
+	// Now is the clock a virtual node's failover taint is measured against (nil: time.Now).
+	Now func() time.Time
 }
 
 var _ admission.Handler = (*Handler)(nil)
@@ -161,7 +164,8 @@ func (h *Handler) claimViews(ctx context.Context, pod *corev1.Pod) (map[string]C
 	return out, nil
 }
 
-// withVirtualNodes adds to each view its virtual node's cordon and taints.
+// withVirtualNodes adds to each view its virtual node's cordon and taints, and how long its
+// failover taint has been there.
 func (h *Handler) withVirtualNodes(ctx context.Context, views []ClusterView) ([]ClusterView, error) {
 	if h.VirtualNodes == nil {
 		return views, nil
@@ -176,8 +180,16 @@ func (h *Handler) withVirtualNodes(ctx context.Context, views []ClusterView) ([]
 			return nil, fmt.Errorf("reading virtual node %s: %w", flotillav1.VirtualNodeName(views[i].Name), err)
 		}
 		views[i].Cordoned, views[i].Taints = n.Spec.Unschedulable, n.Spec.Taints
+		views[i].UnreachableFor = unreachableFor(n.Spec.Taints, h.now())
 	}
 	return views, nil
+}
+
+func (h *Handler) now() time.Time {
+	if h.Now != nil {
+		return h.Now()
+	}
+	return time.Now()
 }
 
 // Refit is Refit over this replica's view of the clusters: where a gated proxy may go now.

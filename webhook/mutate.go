@@ -81,6 +81,9 @@ func Mutate(pod *corev1.Pod, clusters []ClusterView, claims map[string]ClaimView
 	if err != nil {
 		return nil, err
 	}
+	if err := onVolumeClusterLoss(pod); err != nil {
+		return nil, err
+	}
 	constraints := constraintsOf(pod)
 	if constraints.DataClaim, constraints.DataCluster, err = dataCluster(pod, claims); err != nil {
 		return nil, err
@@ -175,6 +178,29 @@ func failoverSeconds(pod *corev1.Pod) (int64, error) {
 		return 0, reject("annotation %s must be a whole number of seconds, not %q", flotillav1.AnnotationFailoverSeconds, v)
 	}
 	return n, nil
+}
+
+// onVolumeClusterLoss refuses a flotilla.dev/on-volume-cluster-loss the pod cannot have: a value
+// other than wait or recreate, or recreate on a pod that also says it must never run twice
+// (flotilla.dev/at-most-once): starting afresh elsewhere while the old pod may still run in the
+// unreachable cluster is exactly what that forbids.
+func onVolumeClusterLoss(pod *corev1.Pod) error {
+	v, ok := pod.Annotations[flotillav1.AnnotationOnVolumeClusterLoss]
+	if !ok {
+		return nil
+	}
+	switch v {
+	case flotillav1.OnVolumeClusterLossWait:
+		return nil
+	case flotillav1.OnVolumeClusterLossRecreate:
+		if _, once := pod.Annotations[flotillav1.AnnotationAtMostOnce]; once {
+			return reject("annotations %s: %s and %s contradict each other: a pod that must never run twice cannot start again elsewhere while its cluster is unreachable",
+				flotillav1.AnnotationOnVolumeClusterLoss, v, flotillav1.AnnotationAtMostOnce)
+		}
+		return nil
+	}
+	return reject("annotation %s must be %s (the default: wait for the cluster that holds the data) or %s (start on fresh, empty claims elsewhere after the failover bound), not %q",
+		flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossWait, flotillav1.OnVolumeClusterLossRecreate, v)
 }
 
 func constraintsOf(pod *corev1.Pod) translate.Constraints {

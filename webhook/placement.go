@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,41 @@ type ClusterView struct {
 	// NoClaims says the cluster takes no claims of class flotilla (its registration's storage
 	// class is none): a pod that uses one does not fit there.
 	NoClaims bool
+	// UnreachableFor is how long the cluster's virtual node has carried the failover taint (0:
+	// it does not): a pod that would rather start afresh than wait for its data there
+	// (flotilla.dev/on-volume-cluster-loss: recreate) leaves it once this reaches its failover bound.
+	UnreachableFor time.Duration
+}
+
+// unreachableFor is how long a virtual node's failover taint has been there at now (0: none, or
+// not stamped).
+func unreachableFor(taints []corev1.Taint, now time.Time) time.Duration {
+	for _, t := range taints {
+		if t.Key == flotillav1.TaintUnreachable && t.Effect == corev1.TaintEffectNoExecute && t.TimeAdded != nil {
+			return max(now.Sub(t.TimeAdded.Time), time.Nanosecond)
+		}
+	}
+	return 0
+}
+
+// dataLost says whether a pod leaves the cluster that holds its data (dataCluster) for fresh,
+// empty claims elsewhere: it asked to (flotilla.dev/on-volume-cluster-loss: recreate) and that
+// cluster has been unreachable for the pod's failover bound, the time after which its running
+// pods were evicted too.
+func dataLost(pod *corev1.Pod, dataCluster string, clusters []ClusterView) bool {
+	if !translate.RecreatesOnVolumeClusterLoss(pod) {
+		return false
+	}
+	bound, err := failoverSeconds(pod)
+	if err != nil {
+		return false
+	}
+	for _, cl := range clusters {
+		if cl.Name == dataCluster {
+			return cl.UnreachableFor > 0 && cl.UnreachableFor >= time.Duration(bound)*time.Second
+		}
+	}
+	return false
 }
 
 // NodeView is one eligible node of a secondary with the resources still free on it.
@@ -179,6 +215,11 @@ func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterVie
 	if err != nil {
 		return clusterFit{}, err
 	}
+	if c.DataCluster != "" && dataLost(pod, c.DataCluster, clusters) {
+		// Its data is out of reach for longer than it would wait: it starts afresh elsewhere.
+		delete(chosen, c.DataCluster)
+		c.DataCluster, c.DataClaim = "", ""
+	}
 	if c.DataCluster != "" {
 		// The data decides: that cluster or none.
 		for name := range chosen {
@@ -229,6 +270,9 @@ func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterVie
 		fit.why = "no cluster fits now: " + strings.Join(why, "; ")
 		if c.DataCluster != "" {
 			fit.why = fmt.Sprintf("the data of claim %s is in cluster %s, which cannot take it now: %s", c.DataClaim, c.DataCluster, strings.Join(why, "; "))
+			if translate.RecreatesOnVolumeClusterLoss(pod) {
+				fit.why += "; with " + flotillav1.AnnotationOnVolumeClusterLoss + ": recreate it starts on fresh claims elsewhere once that cluster has been unreachable for its failover bound"
+			}
 		}
 	}
 	return fit, nil

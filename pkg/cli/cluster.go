@@ -886,7 +886,7 @@ func checkVolumes(ctx context.Context, primary client.Client, name string) error
 	}
 	var held []string
 	for _, c := range claims.Items {
-		if c.Annotations[flotillav1.AnnotationVolumeCluster] == name {
+		if c.Annotations[flotillav1.AnnotationVolumeCluster] == name || keptIn(&c, name) {
 			held = append(held, c.Namespace+"/"+c.Name)
 		}
 	}

@@ -550,6 +550,12 @@ const claimSettle = time.Minute
 // real claims read there: a claim decided for it a while ago with no real claim (its data is not
 // there: deleted by hand?) is an ERROR; a real claim whose primary claim is gone (kept, with its
 // data, until someone deletes it) a WARN.
+// keptIn says whether a cluster keeps an earlier real claim of a claim (its pod started afresh
+// elsewhere while the cluster was unreachable): deleted with the claim, never before.
+func keptIn(pvc *corev1.PersistentVolumeClaim, cluster string) bool {
+	return slices.Contains(strings.Split(pvc.Annotations[flotillav1.AnnotationVolumeRetainedIn], ","), cluster)
+}
+
 func claimFindings(cluster string, primary, real []corev1.PersistentVolumeClaim, now time.Time) []finding {
 	realOf := map[string]bool{}
 	for i := range real {
@@ -560,6 +566,10 @@ func claimFindings(cluster string, primary, real []corev1.PersistentVolumeClaim,
 	held := 0
 	for i := range primary {
 		p := &primary[i]
+		if keptIn(p, cluster) {
+			// Kept from before its pod started afresh elsewhere: deleted with the primary claim.
+			uids[string(p.UID)] = true
+		}
 		if p.Annotations[flotillav1.AnnotationVolumeCluster] != cluster {
 			continue
 		}

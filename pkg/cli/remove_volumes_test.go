@@ -22,14 +22,16 @@ func TestCheckVolumes(t *testing.T) {
 			Annotations: map[string]string{flotillav1.AnnotationVolumeCluster: cluster}}}
 	}
 	primary := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(claim("db", "data-db-1", "east"), claim("db", "data-db-0", "east"),
-		claim("web", "cache", "west"), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "local"}}).Build()
+		claim("web", "cache", "west"), &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "local"}},
+		&corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "moved", Annotations: map[string]string{
+			flotillav1.AnnotationVolumeCluster: "west", flotillav1.AnnotationVolumeRetainedIn: "north,east"}}}).Build()
 	err := checkVolumes(t.Context(), primary, "east")
-	if err == nil || !strings.Contains(err.Error(), "holds the data of 2 claim(s) of class flotilla (db/data-db-0, db/data-db-1)") ||
+	if err == nil || !strings.Contains(err.Error(), "holds the data of 3 claim(s) of class flotilla (db/data-db-0, db/data-db-1, db/moved)") ||
 		!strings.Contains(err.Error(), "--orphan") || !strings.Contains(err.Error(), "--delete-volumes") {
 		t.Errorf("east: %v, want a refusal naming both claims and the two ways on", err)
 	}
-	if err := checkVolumes(t.Context(), primary, "north"); err != nil {
-		t.Errorf("north holds none: %v", err)
+	if err := checkVolumes(t.Context(), primary, "south"); err != nil {
+		t.Errorf("south holds none: %v", err)
 	}
 }
 
@@ -80,5 +82,11 @@ func TestClaimFindings(t *testing.T) {
 	}
 	if none := claimFindings("north", claims, nil, now); len(none) != 0 {
 		t.Errorf("a cluster holding no data: %+v", none)
+	}
+	// A real claim kept in east after its pod started afresh in west is its claim's, not an orphan.
+	moved := primary("data-3", "u3", "west", time.Hour)
+	moved.Annotations[flotillav1.AnnotationVolumeRetainedIn] = "east"
+	if kept := claimFindings("east", []corev1.PersistentVolumeClaim{moved}, []corev1.PersistentVolumeClaim{real("data-3", "u3")}, now); len(kept) != 0 {
+		t.Errorf("a kept real claim: %+v, want no finding", kept)
 	}
 }

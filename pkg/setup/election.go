@@ -66,7 +66,7 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 		SetupWithManager(ctx, mgr, dependencyOptions()); err != nil {
 		return fmt.Errorf("setting up the dependency sync: %w", err)
 	}
-	if err := (&volume.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: mgr.GetEventRecorder(eventSource)}).
+	if err := (&volume.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: mgr.GetEventRecorder(eventSource), SealKey: sealKey}).
 		SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return fmt.Errorf("setting up the volume controller: %w", err)
 	}
@@ -117,6 +117,9 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, reg
 		Decoder:      decoder, Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
 		Claims:  mgr.GetAPIReader(),
 		SealKey: sealKey,
+	}
+	if opts.Clock != nil {
+		podHandler.Now = opts.Clock.Now
 	}
 	server := mgr.GetWebhookServer()
 	server.Register(webhook.Path, &admission.Webhook{Handler: podHandler})

@@ -245,6 +245,12 @@ func AtMostOnce(pod *corev1.Pod) bool {
 	return ref != nil && ref.Kind == "StatefulSet"
 }
 
+// RecreatesOnVolumeClusterLoss says whether a pod chose to start on fresh, empty claims elsewhere
+// rather than wait while the cluster that holds its data is unreachable.
+func RecreatesOnVolumeClusterLoss(pod *corev1.Pod) bool {
+	return pod.Annotations[flotillav1.AnnotationOnVolumeClusterLoss] == flotillav1.OnVolumeClusterLossRecreate
+}
+
 // kubeletConditions are the pod conditions a kubelet owns; the proxy's other conditions
 // (PodScheduled by the primary's scheduler, DisruptionTarget, readiness gates) are kept.
 var kubeletConditions = map[corev1.PodConditionType]bool{

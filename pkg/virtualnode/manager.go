@@ -480,7 +480,7 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 		}
 	}
 	unreachable := s.m.isUnreachable(s.name)
-	taints, taintsChanged := taintsFor(cur.Spec.Taints, want.Spec.Taints, unreachable)
+	taints, taintsChanged := taintsFor(cur.Spec.Taints, want.Spec.Taints, unreachable, s.m.now())
 	if len(labels) == 0 && len(annotations) == 0 && !taintsChanged {
 		return
 	}
@@ -508,8 +508,10 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 }
 
 // taintsFor is a virtual node's taints: others' kept, Flotilla's as wanted, the failover taint
-// while its secondary is unreachable; and whether that differs from what it has.
-func taintsFor(cur, want []corev1.Taint, unreachable bool) ([]corev1.Taint, bool) {
+// while its secondary is unreachable, stamped with when it was added (now; kept while it stays:
+// a pod that would rather start afresh elsewhere than wait for its data measures its failover
+// bound from it); and whether that differs from what it has.
+func taintsFor(cur, want []corev1.Taint, unreachable bool, now time.Time) ([]corev1.Taint, bool) {
 	failover, unregistered := FailoverTaint(), UnregisteredTaint()
 	var taints []corev1.Taint
 	changed := false
@@ -521,6 +523,7 @@ func taintsFor(cur, want []corev1.Taint, unreachable bool) ([]corev1.Taint, bool
 		taints = append(taints, t)
 	}
 	if unreachable {
+		failover.TimeAdded = &metav1.Time{Time: now}
 		want = append(append([]corev1.Taint(nil), want...), failover)
 	}
 	for _, t := range want {

@@ -141,3 +141,20 @@ func TestARestartedManagerKeepsTheFailoverTaintUntilTheSecondaryAnswers(t *testi
 		t.Error("a secondary that answers keeps its failover taint")
 	}
 }
+
+func TestTaintsForStampsTheFailoverTaintWhenAddedAndKeepsTheStamp(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	user := corev1.Taint{Key: "user", Effect: corev1.TaintEffectNoSchedule}
+	added, changed := taintsFor([]corev1.Taint{user}, nil, true, t0)
+	if !changed || len(added) != 2 || added[1].Key != flotillav1.TaintUnreachable || added[1].TimeAdded == nil || !added[1].TimeAdded.Time.Equal(t0) {
+		t.Fatalf("taintsFor(unreachable) = %+v, %v; want the user's taint and the failover taint added at %s", added, changed, t0)
+	}
+	kept, changed := taintsFor(added, nil, true, t0.Add(time.Hour))
+	if changed || !kept[1].TimeAdded.Time.Equal(t0) {
+		t.Fatalf("taintsFor(still unreachable) = %+v, %v; want it unchanged, stamped %s", kept, changed, t0)
+	}
+	back, changed := taintsFor(kept, nil, false, t0.Add(2*time.Hour))
+	if !changed || len(back) != 1 || back[0].Key != "user" {
+		t.Fatalf("taintsFor(reachable) = %+v, %v; want the user's taint only", back, changed)
+	}
+}

@@ -312,3 +312,25 @@ func deleteNode(ctx context.Context, kubeconfig, node string) {
 	defer cancel()
 	_ = cs.CoreV1().Nodes().Delete(cctx, node, metav1.DeleteOptions{})
 }
+
+// CleanUpCrashedBeds undoes what the real nodes of crashed beds (all their processes gone) left on
+// this host, as the next bring-up would. A test that checks the host is as before takes its first
+// look after this, so that it compares its own bed's changes only. A live bed's node is left alone.
+func CleanUpCrashedBeds(ctx context.Context, log io.Writer) error {
+	unlock, err := lockHost(ctx)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	var errs []error
+	if checkHostFree() == nil {
+		errs = append(errs, releaseStaleClaim(ctx, log))
+	}
+	entries, _ := os.ReadDir(netnsRunRoot)
+	for _, e := range entries {
+		if e.IsDir() {
+			errs = append(errs, releaseStaleNetnsClaim(ctx, filepath.Join(netnsRunRoot, e.Name()), log))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -80,6 +80,9 @@ func TestSecondaryRealNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(release)
+	if err := CleanUpCrashedBeds(ctx, testLog{t}); err != nil {
+		t.Fatal(err)
+	}
 	before := snapshotForTest(t)
 	iptablesLines := func() int {
 		out, _ := exec.Command("iptables-save").Output()

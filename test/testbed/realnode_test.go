@@ -361,6 +361,9 @@ func TestRealNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(release)
+	if err := CleanUpCrashedBeds(ctx, testLog{t}); err != nil {
+		t.Fatal(err)
+	}
 	before := snapshotForTest(t)
 	work := t.TempDir()
 	start := time.Now()

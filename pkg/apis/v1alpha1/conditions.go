@@ -90,6 +90,9 @@ const (
 	// ReasonNotElected (a pod's status reason and an Event): a pod that is not a proxy is bound to
 	// a virtual node, where nothing runs it.
 	ReasonNotElected = "NotElected"
+	// ReasonVolumeClusterLost: the cluster that holds a claim's data is unreachable and its pod
+	// chose to start on a fresh claim elsewhere (flotilla.dev/on-volume-cluster-loss: recreate).
+	ReasonVolumeClusterLost = "VolumeClusterLost"
 	// ReasonClusterRemoved: a terminating proxy was released because its virtual node is gone.
 	ReasonClusterRemoved = "ClusterRemoved"
 	// ReasonClusterFenced: released because its virtual node is fenced out-of-service.

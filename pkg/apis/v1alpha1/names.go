@@ -212,6 +212,10 @@ const (
 	AnnotationRealVolume = "flotilla.dev/real-volume"
 	// AnnotationClaimUID is the primary claim's UID, on its real claim.
 	AnnotationClaimUID = "flotilla.dev/claim-uid"
+	// AnnotationVolumeRetainedIn lists, on a primary claim, the clusters (comma-separated) that
+	// keep an earlier real claim of it: its pod started afresh elsewhere while they were
+	// unreachable. Each is deleted with the primary claim, never before.
+	AnnotationVolumeRetainedIn = "flotilla.dev/volume-retained-in"
 	// AnnotationOnVolumeClusterLoss, on an elected pod, says what it does while the cluster that
 	// holds its claims' data is away: wait there (the default) or, with OnVolumeClusterLossRecreate,
 	// run elsewhere on fresh, empty claims once the failover bound has passed.

@@ -72,20 +72,24 @@ func TestReleaseReasonKeepsAtMostOncePodsUntilProofOrFence(t *testing.T) {
 		return n
 	}
 	atMostOnce := map[string]string{flotillav1.AnnotationAtMostOnce: ""}
+	recreate := map[string]string{flotillav1.AnnotationOnVolumeClusterLoss: flotillav1.OnVolumeClusterLossRecreate}
 	tests := map[string]struct {
 		proxy *corev1.Pod
 		node  *corev1.Node
 		want  string
 	}{
-		"reachable cluster: wait for the delegate":           {proxy(past, "ReplicaSet", nil), node(), ""},
-		"virtual node gone: cluster removed":                 {proxy(future, "StatefulSet", nil), nil, flotillav1.ReasonClusterRemoved},
-		"fenced: even a StatefulSet pod goes":                {proxy(future, "StatefulSet", nil), node(corev1.TaintNodeOutOfService), flotillav1.ReasonClusterFenced},
-		"unreachable, grace over, ReplicaSet pod":            {proxy(past, "ReplicaSet", nil), node(flotillav1.TaintUnreachable), flotillav1.ReasonClusterUnreachable},
-		"unreachable, grace over, Job pod":                   {proxy(past, "Job", nil), node(flotillav1.TaintUnreachable), flotillav1.ReasonClusterUnreachable},
-		"unreachable, grace not over":                        {proxy(future, "ReplicaSet", nil), node(flotillav1.TaintUnreachable), ""},
-		"unreachable, StatefulSet pod waits":                 {proxy(past, "StatefulSet", nil), node(flotillav1.TaintUnreachable), ""},
-		"unreachable, annotated at-most-once waits":          {proxy(past, "ReplicaSet", atMostOnce), node(flotillav1.TaintUnreachable), ""},
-		"not ready only (manager down): nothing is released": {proxy(past, "ReplicaSet", nil), node(corev1.TaintNodeUnreachable), ""},
+		"reachable cluster: wait for the delegate":                       {proxy(past, "ReplicaSet", nil), node(), ""},
+		"virtual node gone: cluster removed":                             {proxy(future, "StatefulSet", nil), nil, flotillav1.ReasonClusterRemoved},
+		"fenced: even a StatefulSet pod goes":                            {proxy(future, "StatefulSet", nil), node(corev1.TaintNodeOutOfService), flotillav1.ReasonClusterFenced},
+		"unreachable, grace over, ReplicaSet pod":                        {proxy(past, "ReplicaSet", nil), node(flotillav1.TaintUnreachable), flotillav1.ReasonClusterUnreachable},
+		"unreachable, grace over, Job pod":                               {proxy(past, "Job", nil), node(flotillav1.TaintUnreachable), flotillav1.ReasonClusterUnreachable},
+		"unreachable, grace not over":                                    {proxy(future, "ReplicaSet", nil), node(flotillav1.TaintUnreachable), ""},
+		"unreachable, StatefulSet pod waits":                             {proxy(past, "StatefulSet", nil), node(flotillav1.TaintUnreachable), ""},
+		"unreachable, annotated at-most-once waits":                      {proxy(past, "ReplicaSet", atMostOnce), node(flotillav1.TaintUnreachable), ""},
+		"not ready only (manager down): nothing is released":             {proxy(past, "ReplicaSet", nil), node(corev1.TaintNodeUnreachable), ""},
+		"unreachable, grace over, StatefulSet pod that recreates":        {proxy(past, "StatefulSet", recreate), node(flotillav1.TaintUnreachable), flotillav1.ReasonClusterUnreachable},
+		"unreachable, grace not over, StatefulSet pod that recreates":    {proxy(future, "StatefulSet", recreate), node(flotillav1.TaintUnreachable), ""},
+		"reachable, StatefulSet pod that recreates: waits for the proof": {proxy(past, "StatefulSet", recreate), node(), ""},
 	}
 	for name, tc := range tests {
 		if got := releaseReason(tc.proxy, tc.node, now); got != tc.want {

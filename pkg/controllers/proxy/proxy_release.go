@@ -18,8 +18,11 @@ import (
 // its virtual node is gone (the secondary was removed) or fenced out-of-service (an admin declared
 // it dead), or, for an at-least-once pod, its secondary is unreachable past the failover taint
 // and the proxy's grace period is over (its controller already runs a replacement; the sweep
-// deletes the stale delegate when the secondary returns). At-most-once pods (StatefulSet's, or
-// annotated flotilla.dev/at-most-once) wait for the proof or the fence. node is nil when gone.
+// deletes the stale delegate when the secondary returns). At-most-once pods (StatefulSet's, with
+// claims, or annotated flotilla.dev/at-most-once) wait for the proof or the fence, unless they
+// chose to start afresh elsewhere (flotilla.dev/on-volume-cluster-loss: recreate): their
+// replacement runs on new claims, so the old one, if it still runs, writes only to its own. node
+// is nil when gone.
 func releaseReason(proxy *corev1.Pod, node *corev1.Node, now time.Time) string {
 	if node == nil {
 		return flotillav1.ReasonClusterRemoved
@@ -33,7 +36,7 @@ func releaseReason(proxy *corev1.Pod, node *corev1.Node, now time.Time) string {
 			unreachable = true
 		}
 	}
-	if unreachable && !translate.AtMostOnce(proxy) && remainingGrace(proxy, now) == 0 {
+	if unreachable && (!translate.AtMostOnce(proxy) || translate.RecreatesOnVolumeClusterLoss(proxy)) && remainingGrace(proxy, now) == 0 {
 		return flotillav1.ReasonClusterUnreachable
 	}
 	return ""

@@ -43,6 +43,51 @@ func clusterOf(pvc *corev1.PersistentVolumeClaim, proxies []corev1.Pod) string {
 	return ""
 }
 
+// moveTo decides whether a claim starts afresh in another cluster, and for which pod: its cluster
+// is lost (lost: its virtual node carries the failover taint) and a live proxy that uses it, made
+// by the webhook (sealed), chose flotilla.dev/on-volume-cluster-loss: recreate and was placed on
+// another cluster's virtual node (which the webhook does only once the cluster was unreachable for
+// the pod's failover bound). "" and nil: the claim stays.
+func moveTo(pvc *corev1.PersistentVolumeClaim, proxies []corev1.Pod, lost bool, sealed func(*corev1.Pod) bool) (string, *corev1.Pod) {
+	from := pvc.Annotations[flotillav1.AnnotationVolumeCluster]
+	if from == "" || !lost {
+		return "", nil
+	}
+	for i := range proxies {
+		p := &proxies[i]
+		if !p.DeletionTimestamp.IsZero() || p.Labels[flotillav1.LabelProxy] != "true" || !uses(p, pvc.Name) ||
+			!translate.RecreatesOnVolumeClusterLoss(p) || !sealed(p) {
+			continue
+		}
+		if to, ok := flotillav1.ClusterOfNode(p.Spec.NodeName); ok && to != from {
+			return to, p
+		}
+	}
+	return "", nil
+}
+
+// retainedIn is the clusters that keep an earlier real claim of a claim.
+func retainedIn(pvc *corev1.PersistentVolumeClaim) []string {
+	var out []string
+	for c := range strings.SplitSeq(pvc.Annotations[flotillav1.AnnotationVolumeRetainedIn], ",") {
+		if c = strings.TrimSpace(c); c != "" && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// withRetained is retainedIn with cluster added (once), and without to (a claim that comes back to
+// a cluster uses what it kept there).
+func withRetained(pvc *corev1.PersistentVolumeClaim, cluster, to string) string {
+	out := retainedIn(pvc)
+	if !slices.Contains(out, cluster) {
+		out = append(out, cluster)
+	}
+	out = slices.DeleteFunc(out, func(c string) bool { return c == to })
+	return strings.Join(out, ",")
+}
+
 func uses(p *corev1.Pod, claim string) bool {
 	return slices.Contains(translate.VolumeClaims(p), claim)
 }
@@ -78,7 +123,9 @@ func standInName(pvc *corev1.PersistentVolumeClaim) string { return "flotilla-" 
 
 // standIn is the primary's volume for a claim whose data is in cluster: pre-bound to the claim,
 // sized as the real volume once that is bound (as asked before), kept when released (Flotilla
-// deletes it with the claim).
+// deletes it with the claim). Its node affinity admits every virtual node (flotilla.dev/cluster
+// exists) and its path names no cluster: both are immutable, and a claim whose pod starts afresh
+// elsewhere keeps its volume. The cluster is its label and annotation, which the webhook reads.
 func standIn(pvc *corev1.PersistentVolumeClaim, real *corev1.PersistentVolumeClaim, cluster string) *corev1.PersistentVolume {
 	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{Name: standInName(pvc),
@@ -93,11 +140,11 @@ func standIn(pvc *corev1.PersistentVolumeClaim, real *corev1.PersistentVolumeCla
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			ClaimRef: &corev1.ObjectReference{Kind: "PersistentVolumeClaim", APIVersion: "v1",
 				Namespace: pvc.Namespace, Name: pvc.Name, UID: pvc.UID},
-			// Nothing in the primary mounts it: the path only says where the data is.
+			// Nothing in the primary mounts it: the path only says whose it is.
 			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{
-				Path: "/" + strings.Join([]string{"flotilla", cluster, pvc.Namespace, pvc.Name}, "/")}},
+				Path: "/" + strings.Join([]string{"flotilla", pvc.Namespace, pvc.Name}, "/")}},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: flotillav1.LabelCluster, Operator: corev1.NodeSelectorOpIn, Values: []string{cluster}}}}}}},
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: flotillav1.LabelCluster, Operator: corev1.NodeSelectorOpExists}}}}}},
 		},
 	}
 	if real != nil && real.Spec.VolumeName != "" {

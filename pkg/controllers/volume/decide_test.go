@@ -1,6 +1,7 @@
 package volume
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -86,8 +87,11 @@ func TestRealClaimAndStandIn(t *testing.T) {
 		t.Errorf("stand-in must be pre-bound to the claim and retained: %+v", pv.Spec)
 	}
 	terms := pv.Spec.NodeAffinity.Required.NodeSelectorTerms
-	if len(terms) != 1 || terms[0].MatchExpressions[0].Key != flotillav1.LabelCluster || terms[0].MatchExpressions[0].Values[0] != "eu" {
-		t.Errorf("stand-in node affinity = %+v, want flotilla.dev/cluster In [eu]", terms)
+	if len(terms) != 1 || terms[0].MatchExpressions[0].Key != flotillav1.LabelCluster || terms[0].MatchExpressions[0].Operator != corev1.NodeSelectorOpExists {
+		t.Errorf("stand-in node affinity = %+v, want flotilla.dev/cluster Exists (immutable, so it names no cluster)", terms)
+	}
+	if pv.Labels[flotillav1.LabelCluster] != "eu" || pv.Annotations[flotillav1.AnnotationVolumeCluster] != "eu" || strings.Contains(pv.Spec.Local.Path, "eu") {
+		t.Errorf("stand-in names its cluster in its label and annotation only: %+v, path %s", pv.ObjectMeta, pv.Spec.Local.Path)
 	}
 	real.Spec.VolumeName = "pvc-123"
 	real.Status.Phase = corev1.ClaimBound
@@ -112,5 +116,64 @@ func TestExpansion(t *testing.T) {
 	}
 	if got := expansion(size("1Gi"), size("1Gi")); got != nil {
 		t.Errorf("same size: %v", got)
+	}
+}
+
+func TestMoveTo(t *testing.T) {
+	pvc := claim(func(p *corev1.PersistentVolumeClaim) {
+		p.Annotations = map[string]string{flotillav1.AnnotationVolumeCluster: "eu"}
+	})
+	proxy := func(node string, opts ...func(*corev1.Pod)) corev1.Pod {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: pvc.Namespace,
+			Labels:      map[string]string{flotillav1.LabelProxy: "true"},
+			Annotations: map[string]string{flotillav1.AnnotationOnVolumeClusterLoss: flotillav1.OnVolumeClusterLossRecreate}},
+			Spec: corev1.PodSpec{NodeName: node, Volumes: []corev1.Volume{{Name: "data",
+				VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: pvc.Name}}}}}}
+		for _, o := range opts {
+			o(&p)
+		}
+		return p
+	}
+	usNode, euNode := flotillav1.VirtualNodeName("us"), flotillav1.VirtualNodeName("eu")
+	sealed := func(p *corev1.Pod) bool { return p.Annotations["sealed"] != "no" }
+	noRecreate := func(p *corev1.Pod) { delete(p.Annotations, flotillav1.AnnotationOnVolumeClusterLoss) }
+	unsealed := func(p *corev1.Pod) { p.Annotations["sealed"] = "no" }
+	notProxy := func(p *corev1.Pod) { delete(p.Labels, flotillav1.LabelProxy) }
+	deleting := func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }
+	otherClaim := func(p *corev1.Pod) { p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName = "other" }
+	tests := map[string]struct {
+		proxies []corev1.Pod
+		lost    bool
+		want    string
+	}{
+		"lost, a recreating proxy elsewhere: moves there": {[]corev1.Pod{proxy(usNode)}, true, "us"},
+		"not lost: stays":                   {[]corev1.Pod{proxy(usNode)}, false, ""},
+		"lost, proxy on the same cluster":   {[]corev1.Pod{proxy(euNode)}, true, ""},
+		"lost, proxy not bound yet":         {[]corev1.Pod{proxy("")}, true, ""},
+		"lost, the proxy did not choose it": {[]corev1.Pod{proxy(usNode, noRecreate)}, true, ""},
+		"lost, the proxy is not sealed":     {[]corev1.Pod{proxy(usNode, unsealed)}, true, ""},
+		"lost, a pod that is no proxy":      {[]corev1.Pod{proxy(usNode, notProxy)}, true, ""},
+		"lost, the proxy is going":          {[]corev1.Pod{proxy(usNode, deleting)}, true, ""},
+		"lost, it uses another claim":       {[]corev1.Pod{proxy(usNode, otherClaim)}, true, ""},
+	}
+	for name, tc := range tests {
+		if got, p := moveTo(pvc, tc.proxies, tc.lost, sealed); got != tc.want || (got != "") != (p != nil) {
+			t.Errorf("%s: moveTo = %q, %v; want %q", name, got, p, tc.want)
+		}
+	}
+}
+
+func TestWithRetained(t *testing.T) {
+	pvc := claim(func(p *corev1.PersistentVolumeClaim) {
+		p.Annotations = map[string]string{flotillav1.AnnotationVolumeRetainedIn: "asia, eu"}
+	})
+	if got := withRetained(pvc, "us", "ap"); got != "asia,eu,us" {
+		t.Errorf("adding us: %q", got)
+	}
+	if got := withRetained(pvc, "eu", "ap"); got != "asia,eu" {
+		t.Errorf("eu once: %q", got)
+	}
+	if got := withRetained(pvc, "us", "asia"); got != "eu,us" {
+		t.Errorf("back to asia, which is no longer only kept: %q", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -42,6 +44,9 @@ type Reconciler struct {
 	Client      client.Client
 	Secondaries Secondaries
 	Recorder    events.EventRecorder
+	// SealKey verifies that a proxy which would take a claim to a fresh cluster was made by the
+	// webhook (flotilla.dev/seal).
+	SealKey seal.Key
 	// forwarded remembers, per primary claim UID while its real claim is unbound, the count of
 	// each of the real claim's Events already shown (by Event UID).
 	forwarded sync.Map
@@ -65,6 +70,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var proxies corev1.PodList
 	if err := r.Client.List(ctx, &proxies, client.InNamespace(pvc.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the proxies of %s: %w", pvc.Namespace, err)
+	}
+	if from := pvc.Annotations[flotillav1.AnnotationVolumeCluster]; from != "" {
+		lost, err := r.lost(ctx, from)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if to, pod := moveTo(&pvc, proxies.Items, lost, r.sealed); to != "" {
+			return ctrl.Result{RequeueAfter: time.Millisecond}, r.move(ctx, &pvc, pod, from, to)
+		}
 	}
 	cluster := clusterOf(&pvc, proxies.Items)
 	if cluster == "" {
@@ -101,6 +115,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.forwarded.Delete(pvc.UID)
 	return ctrl.Result{}, nil
+}
+
+// lost says whether a cluster's virtual node carries the failover taint.
+func (r *Reconciler) lost(ctx context.Context, cluster string) (bool, error) {
+	var n corev1.Node
+	err := r.Client.Get(ctx, client.ObjectKey{Name: flotillav1.VirtualNodeName(cluster)}, &n)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("reading the virtual node of %s: %w", cluster, err)
+	}
+	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
+		return t.Key == flotillav1.TaintUnreachable && t.Effect == corev1.TaintEffectNoExecute
+	}), nil
+}
+
+func (r *Reconciler) sealed(p *corev1.Pod) bool { return seal.Verify(r.SealKey, p) == nil }
+
+// move points a claim at a fresh real claim in cluster to, for a pod that chose to start afresh
+// there (moveTo), and keeps the real claim in from: it is deleted with the primary claim, never
+// before. The claim and the pod say so in a Warning Event.
+func (r *Reconciler) move(ctx context.Context, pvc *corev1.PersistentVolumeClaim, pod *corev1.Pod, from, to string) error {
+	patch := client.MergeFromWithOptions(pvc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	metav1.SetMetaDataAnnotation(&pvc.ObjectMeta, flotillav1.AnnotationVolumeCluster, to)
+	metav1.SetMetaDataAnnotation(&pvc.ObjectMeta, flotillav1.AnnotationVolumeRetainedIn, withRetained(pvc, from, to))
+	if err := r.Client.Patch(ctx, pvc, patch); err != nil {
+		return fmt.Errorf("moving claim %s from %s to %s: %w", pvc.Name, from, to, err)
+	}
+	msg := fmt.Sprintf("Cluster %s, which holds the data of claim %s, is unreachable; pod %s chose %s: %s, so it starts on a claim in cluster %s "+
+		"(empty unless that cluster kept one of it); the claim in %s is kept until claim %s is deleted",
+		from, pvc.Name, pod.Name, flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossRecreate, to, from, pvc.Name)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(pvc, pod, corev1.EventTypeWarning, flotillav1.ReasonVolumeClusterLost, "Recreate", "%s", msg)
+		r.Recorder.Eventf(pod, pvc, corev1.EventTypeWarning, flotillav1.ReasonVolumeClusterLost, "Recreate", "%s", msg)
+	}
+	return nil
 }
 
 // eventsEvery is how often an unbound real claim's Events are looked at.
@@ -187,10 +238,13 @@ func (r *Reconciler) ensureStandIn(ctx context.Context, pvc, real *corev1.Persis
 	case err != nil:
 		return fmt.Errorf("reading volume %s: %w", want.Name, err)
 	}
-	if !equality.Semantic.DeepEqual(pv.Spec.Capacity, want.Spec.Capacity) || pv.Annotations[flotillav1.AnnotationRealVolume] != want.Annotations[flotillav1.AnnotationRealVolume] {
+	if !equality.Semantic.DeepEqual(pv.Spec.Capacity, want.Spec.Capacity) || pv.Annotations[flotillav1.AnnotationRealVolume] != want.Annotations[flotillav1.AnnotationRealVolume] ||
+		pv.Annotations[flotillav1.AnnotationVolumeCluster] != cluster || pv.Labels[flotillav1.LabelCluster] != cluster {
 		patch := client.MergeFrom(pv.DeepCopy())
 		pv.Spec.Capacity = want.Spec.Capacity
 		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, flotillav1.AnnotationRealVolume, want.Annotations[flotillav1.AnnotationRealVolume])
+		metav1.SetMetaDataAnnotation(&pv.ObjectMeta, flotillav1.AnnotationVolumeCluster, cluster)
+		metav1.SetMetaDataLabel(&pv.ObjectMeta, flotillav1.LabelCluster, cluster)
 		if err := r.Client.Patch(ctx, &pv, patch); err != nil {
 			return fmt.Errorf("updating volume %s: %w", pv.Name, err)
 		}
@@ -207,34 +261,29 @@ func (r *Reconciler) ensureStandIn(ctx context.Context, pvc, real *corev1.Persis
 	return nil
 }
 
-// release deletes the real claim of a deleted primary claim and waits until it is gone, then its
-// stand-in volume, then lets the claim go. A cluster no longer registered keeps what it holds
-// (removed with --orphan); one registered but away is waited for.
+// release deletes the real claims of a deleted primary claim (in its cluster and in those that
+// kept an earlier one) and waits until they are gone, then its stand-in volume, then lets the
+// claim go. A cluster no longer registered keeps what it holds (removed with --orphan); one
+// registered but away is waited for.
 func (r *Reconciler) release(ctx context.Context, pvc *corev1.PersistentVolumeClaim) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(pvc, flotillav1.FinalizerVolume) {
 		return ctrl.Result{}, nil
 	}
-	if cluster := pvc.Annotations[flotillav1.AnnotationVolumeCluster]; cluster != "" {
-		if sec, ok := r.Secondaries.Secondary(cluster); ok {
-			if !sec.Running {
-				return ctrl.Result{RequeueAfter: waitFor}, nil
-			}
-			var real corev1.PersistentVolumeClaim
-			err := sec.Client.Get(ctx, client.ObjectKeyFromObject(pvc), &real)
-			switch {
-			case err == nil && realClaimOf(&real, pvc, r.Secondaries.PrimaryID()):
-				if real.DeletionTimestamp.IsZero() {
-					uid := real.UID
-					if err := sec.Client.Delete(ctx, &real, &client.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); client.IgnoreNotFound(err) != nil {
-						return ctrl.Result{}, fmt.Errorf("deleting the claim %s in %s: %w", pvc.Name, cluster, err)
-					}
-					r.event(pvc, corev1.EventTypeNormal, "RealClaimDeleted", "Delete", "Claim deleted in cluster %s", cluster)
-				}
-				return ctrl.Result{RequeueAfter: time.Second}, nil // until it is gone
-			case err != nil && !apierrors.IsNotFound(err):
-				return ctrl.Result{}, fmt.Errorf("reading the claim %s in %s: %w", pvc.Name, cluster, err)
-			}
+	var wait time.Duration
+	for _, cluster := range append(retainedIn(pvc), pvc.Annotations[flotillav1.AnnotationVolumeCluster]) {
+		if cluster == "" {
+			continue
 		}
+		w, err := r.releaseIn(ctx, pvc, cluster)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if w > 0 && (wait == 0 || w < wait) {
+			wait = w
+		}
+	}
+	if wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	pv := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: standInName(pvc)}}
 	if err := r.Client.Delete(ctx, pv); client.IgnoreNotFound(err) != nil {
@@ -244,6 +293,36 @@ func (r *Reconciler) release(ctx context.Context, pvc *corev1.PersistentVolumeCl
 	patch := client.MergeFrom(pvc.DeepCopy())
 	controllerutil.RemoveFinalizer(pvc, flotillav1.FinalizerVolume)
 	return ctrl.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, pvc, patch))
+}
+
+// releaseIn deletes a claim's real claim in one cluster, and says how long to wait before looking
+// again (0: it is gone, or the cluster is no longer registered).
+func (r *Reconciler) releaseIn(ctx context.Context, pvc *corev1.PersistentVolumeClaim, cluster string) (time.Duration, error) {
+	sec, ok := r.Secondaries.Secondary(cluster)
+	if !ok {
+		return 0, nil
+	}
+	if !sec.Running {
+		return waitFor, nil
+	}
+	var real corev1.PersistentVolumeClaim
+	err := sec.Client.Get(ctx, client.ObjectKeyFromObject(pvc), &real)
+	switch {
+	case apierrors.IsNotFound(err):
+		return 0, nil
+	case err != nil:
+		return 0, fmt.Errorf("reading the claim %s in %s: %w", pvc.Name, cluster, err)
+	case !realClaimOf(&real, pvc, r.Secondaries.PrimaryID()):
+		return 0, nil // another claim of that name: not ours to delete
+	}
+	if real.DeletionTimestamp.IsZero() {
+		uid := real.UID
+		if err := sec.Client.Delete(ctx, &real, &client.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}); client.IgnoreNotFound(err) != nil {
+			return 0, fmt.Errorf("deleting the claim %s in %s: %w", pvc.Name, cluster, err)
+		}
+		r.event(pvc, corev1.EventTypeNormal, "RealClaimDeleted", "Delete", "Claim deleted in cluster %s", cluster)
+	}
+	return time.Second, nil // until it is gone
 }
 
 // storageClass is the class a cluster's registration gives real claims ("" for its default).
