@@ -181,6 +181,98 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 		Expect(real.DeletionTimestamp).To(BeNil())
 	}, SpecTimeout(8*time.Minute))
 
+	It("starts a pod that chose recreate on a fresh, empty claim in another cluster after the failover bound, and keeps the old claim in the stopped cluster until its primary claim is deleted", func(ctx SpecContext) {
+		labels := map[string]string{"app": "cache"}
+		container := appContainer("cache", nil)
+		container.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		one := int32(1)
+		_, err := bed.Primary.Clientset.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache"},
+			Spec: appsv1.StatefulSetSpec{Replicas: &one, ServiceName: "cache", Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels,
+					Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "10",
+						flotillav1.AnnotationOnVolumeClusterLoss: flotillav1.OnVolumeClusterLossRecreate}}, Spec: onRealNode(container)},
+				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+					Spec: flotillaClaim(corev1.ReadWriteOnce)}},
+			}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.AppsV1().StatefulSets(ns).Delete(ctx, "cache", metav1.DeleteOptions{})
+			_ = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-cache-0", metav1.DeleteOptions{})
+		})
+		var home string
+		Eventually(func(g Gomega) {
+			home = clusterOfProxy(g, ctx, "cache-0")
+			out, err := kubectlIn(ctx, ns, nil, "exec", "cache-0", "--", "sh", "-c", "echo written-at-home > /data/f; cat /data/f")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("written-at-home"))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		c := secondary(home)
+		var elsewhere string
+		for _, o := range bed.Secondaries {
+			if o != c {
+				elsewhere = o.Name
+			}
+		}
+
+		Expect(bed.StopCluster(ctx, c)).To(Succeed())
+		stopped := true
+		DeferCleanup(func(ctx SpecContext) {
+			if stopped {
+				Expect(bed.StartCluster(ctx, c)).To(Succeed())
+			}
+		})
+		stoppedAt := time.Now()
+		// The failover taint, the pod's 10 s, its release (it chose recreate), its successor
+		// placed elsewhere on a new claim there: running, and the claim empty.
+		Eventually(func(g Gomega) {
+			g.Expect(clusterOfProxy(g, ctx, "cache-0")).To(Equal(elsewhere))
+			out, err := kubectlIn(ctx, ns, nil, "exec", "cache-0", "--", "sh", "-c", "test -e /data/f && echo old-data || echo fresh")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("fresh"))
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		AddReportEntry("recreated elsewhere after the cluster stopped", time.Since(stoppedAt).Round(time.Second).String())
+		pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-cache-0", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pvc.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationVolumeCluster, elsewhere))
+		Expect(pvc.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationVolumeRetainedIn, home))
+		Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
+		pv, err := bed.Primary.Clientset.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pv.Labels).To(HaveKeyWithValue(flotillav1.LabelCluster, elsewhere), "kubectl get pv names the cluster that holds it now")
+		Eventually(func(g Gomega) {
+			evs, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=cache-0,reason=" + flotillav1.ReasonVolumeClusterLost})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(evs.Items).NotTo(BeEmpty(), "a Warning Event on the pod")
+			g.Expect(evs.Items[0].Type).To(Equal(corev1.EventTypeWarning))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		// Back: its old delegate is swept, its old claim (and the data on it) is kept.
+		Expect(bed.StartCluster(ctx, c)).To(Succeed())
+		stopped = false
+		Eventually(func(g Gomega) {
+			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=cache"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(BeEmpty(), "the old delegate in %s", home)
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			real, err := c.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-cache-0", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred(), "the claim kept in %s", home)
+			g.Expect(real.DeletionTimestamp).To(BeNil())
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		// Deleted with its primary claim: both real claims go.
+		Expect(bed.Primary.Clientset.AppsV1().StatefulSets(ns).Delete(ctx, "cache", metav1.DeleteOptions{})).To(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-cache-0", metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func(g Gomega) {
+			for _, sec := range bed.Secondaries {
+				_, err := sec.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-cache-0", metav1.GetOptions{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the real claim in %s: %v", sec.Name, err)
+			}
+			_, err := bed.Primary.Clientset.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the stand-in volume: %v", err)
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	}, SpecTimeout(10*time.Minute))
+
 	It("follows the StatefulSet's retention policy: scaled down with whenScaled Delete, that ordinal's real claim goes too", func(ctx SpecContext) {
 		labels := map[string]string{"app": "kv"}
 		container := appContainer("kv", nil)
