@@ -192,9 +192,15 @@ func (h *Handler) now() time.Time {
 	return time.Now()
 }
 
+// Views is this replica's view of the clusters, their virtual nodes' cordons and taints included:
+// what placement judges by.
+func (h *Handler) Views(ctx context.Context) ([]ClusterView, error) {
+	return h.withVirtualNodes(ctx, ClusterViews(h.Registry.Snapshots()))
+}
+
 // Refit is Refit over this replica's view of the clusters: where a gated proxy may go now.
 func (h *Handler) Refit(ctx context.Context, proxy *corev1.Pod) (feasible []string, why string, err error) {
-	views, err := h.withVirtualNodes(ctx, ClusterViews(h.Registry.Snapshots()))
+	views, err := h.Views(ctx)
 	if err != nil {
 		return nil, "", err
 	}

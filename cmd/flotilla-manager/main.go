@@ -103,6 +103,8 @@ func addElectionFlags(fs *pflag.FlagSet, o *setup.ElectionOptions) {
 	fs.IntVar(&o.ProxyWorkersPerCluster, "proxy-workers-per-cluster", o.ProxyWorkersPerCluster, "of --proxy-workers, how many may work on one secondary at once, so that one that answers slowly (or not at all until its probes say so) cannot take the workers the others need (default: half of --proxy-workers)")
 	fs.DurationVar(&o.DependencyGrace, "dependency-grace", o.DependencyGrace, "how long a copied ConfigMap, Secret, Service or NetworkPolicy stays in a secondary after the last delegate there stopped using it")
 	fs.DurationVar(&o.NamespaceCleanupInterval, "namespace-cleanup-interval", o.NamespaceCleanupInterval, "how often the namespaces Flotilla created in secondaries are looked at: one whose primary namespace is gone, or empty for --dependency-grace, is deleted (a primary namespace's deletion starts a pass at once)")
+	fs.BoolVar(&o.RebalanceOnReturn, "rebalance-on-return", o.RebalanceOnReturn, "move elected pods back to a secondary that returned from a failover, once it has been Ready for --rebalance-after: one pod of a controller at a time, evicted through the Eviction API (PodDisruptionBudgets hold), until each controller's split is what placement would choose now")
+	fs.DurationVar(&o.RebalanceAfter, "rebalance-after", o.RebalanceAfter, "how long a secondary back from a failover stays Ready before --rebalance-on-return moves pods back to it")
 	fs.DurationVar(&o.SweepInterval, "sweep-interval", o.SweepInterval, "how often delegates whose proxy is gone are swept (only in secondaries Running for that long)")
 }
 

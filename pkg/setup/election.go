@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/namespace"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/proxy"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/rebalance"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/volume"
 	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
@@ -77,6 +79,13 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 		PerCluster:   opts.Election.proxyWorkersPerCluster(), Clock: opts.Clock,
 	}).SetupWithManager(ctx, mgr, proxyOptions(opts.Election)); err != nil {
 		return fmt.Errorf("setting up the proxy controller: %w", err)
+	}
+	if opts.Election.RebalanceOnReturn {
+		if err := mgr.Add(&rebalance.Rebalancer{Client: mgr.GetClient(), Plan: planner(podHandler), After: opts.Election.RebalanceAfter,
+			Interval: rebalanceInterval, PerRound: rebalancePerRound, Recorder: mgr.GetEventRecorder(eventSource),
+			Log: log.WithName("rebalance"), Clock: opts.Clock}); err != nil {
+			return fmt.Errorf("adding the rebalancer: %w", err)
+		}
 	}
 	return nil
 }
@@ -170,3 +179,29 @@ func replicaName(c clock.PassiveClock) string {
 
 // eventSource is the reporting controller of Flotilla's Events.
 const eventSource = "flotilla"
+
+// The rebalancer's pace: a round every 10 s, each evicting at most one pod per controller and 10 in
+// all.
+const (
+	rebalanceInterval = 10 * time.Second
+	rebalancePerRound = 10
+)
+
+// planner is the webhook's Rebalance over this replica's view of the clusters.
+func planner(h *webhook.Handler) rebalance.Planner {
+	return func(ctx context.Context, pods []*corev1.Pod) ([]rebalance.Move, error) {
+		views, err := h.Views(ctx)
+		if err != nil {
+			return nil, err
+		}
+		split, err := webhook.Rebalance(pods, views)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]rebalance.Move, 0, len(split.Moves))
+		for _, m := range split.Moves {
+			out = append(out, rebalance.Move{Pod: m.Pod, From: m.From, To: m.To})
+		}
+		return out, nil
+	}
+}

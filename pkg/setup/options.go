@@ -150,6 +150,10 @@ type ElectionOptions struct {
 	// DependencyGrace is how long an unused copy, or an empty namespace Flotilla created, stays in
 	// a secondary (--dependency-grace).
 	DependencyGrace time.Duration
+	// RebalanceOnReturn moves elected pods back to a secondary that returned from a failover
+	// (--rebalance-on-return), once it has been Ready for RebalanceAfter (--rebalance-after).
+	RebalanceOnReturn bool
+	RebalanceAfter    time.Duration
 }
 
 // ReplicatorOptions configure the Replicator controller.
@@ -205,6 +209,7 @@ func DefaultOptions() Options {
 			SweepInterval:            30 * time.Second,
 			NamespaceCleanupInterval: 5 * time.Minute,
 			DependencyGrace:          time.Minute,
+			RebalanceAfter:           2 * time.Minute,
 		},
 		Replicator: ReplicatorOptions{
 			Timeout: 10 * time.Second,

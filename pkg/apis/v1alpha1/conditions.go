@@ -93,6 +93,9 @@ const (
 	// ReasonVolumeClusterLost: the cluster that holds a claim's data is unreachable and its pod
 	// chose to start on a fresh claim elsewhere (flotilla.dev/on-volume-cluster-loss: recreate).
 	ReasonVolumeClusterLost = "VolumeClusterLost"
+	// ReasonRebalanced (an Event): a pod was evicted so that its controller's pods return to a
+	// secondary back from a failover (--rebalance-on-return).
+	ReasonRebalanced = "Rebalanced"
 	// ReasonClusterRemoved: a terminating proxy was released because its virtual node is gone.
 	ReasonClusterRemoved = "ClusterRemoved"
 	// ReasonClusterFenced: released because its virtual node is fenced out-of-service.
