@@ -69,6 +69,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		built <- err
 	}()
 
+	// One bed with real nodes per host: another one (another run's) is waited for before this
+	// host is judged, else its real nodes would make ours look unavailable.
+	releaseBedLock, err := testbed.HoldBedLock(ctx, GinkgoWriter, testbed.BedLockWait)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(releaseBedLock)
 	// The real node (containerd, kubelet) runs the chart's manager as a pod where this host allows.
 	realNodeErr = testbed.RealNodeAvailable()
 	if realNodeErr != nil {

@@ -66,6 +66,14 @@ func TestSecondaryRealNodes(t *testing.T) {
 	if os.Getenv("FLOTILLA_REAL_NODE") == "" {
 		t.Skip("changes this host as root: set FLOTILLA_REAL_NODE=1 to run it")
 	}
+	ctx := t.Context()
+	// The bed lock first: another bed's real nodes would make this host look unavailable, and the
+	// snapshot must not see their links and routes.
+	release, err := HoldBedLock(ctx, testLog{t}, BedLockWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
 	if err := SecondaryRealNodesAvailable(); err != nil {
 		t.Skip(err)
 	}
@@ -73,13 +81,6 @@ func TestSecondaryRealNodes(t *testing.T) {
 	if !primaryNode {
 		t.Logf("without the primary's real node: %v", RealNodeAvailable())
 	}
-	ctx := t.Context()
-	// The bed lock first: the snapshot must not see another bed's links and routes.
-	release, err := HoldBedLock(ctx, testLog{t}, BedLockWait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release)
 	if err := CleanUpCrashedBeds(ctx, testLog{t}); err != nil {
 		t.Fatal(err)
 	}

@@ -351,16 +351,17 @@ func TestRealNode(t *testing.T) {
 	if os.Getenv("FLOTILLA_REAL_NODE") == "" {
 		t.Skip("changes this host as root: set FLOTILLA_REAL_NODE=1 to run it")
 	}
-	if err := RealNodeAvailable(); err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
-	// The bed lock first: the snapshot must not see another bed's links and routes.
+	// The bed lock first: another bed's real node would make this host look unavailable, and the
+	// snapshot must not see its links and routes.
 	release, err := HoldBedLock(ctx, testLog{t}, BedLockWait)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(release)
+	if err := RealNodeAvailable(); err != nil {
+		t.Fatal(err)
+	}
 	if err := CleanUpCrashedBeds(ctx, testLog{t}); err != nil {
 		t.Fatal(err)
 	}

@@ -87,6 +87,14 @@ func up(ctx context.Context, dir, tools string, secondaries, nodes int, realNode
 	if err := down(ctx, dir, tools); err != nil {
 		return err
 	}
+	if realNode || secondaryRealNodes {
+		// Another bed's real nodes (a test run) would make this host look unavailable: waited for.
+		release, err := testbed.HoldBedLock(ctx, os.Stdout, testbed.BedLockWait)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	if realNode {
 		// The demo works without it: say why and go on with fake nodes only.
 		if err := testbed.RealNodeAvailableIn(tools); err != nil {
