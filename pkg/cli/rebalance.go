@@ -1,0 +1,299 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/rebalance"
+	"github.com/flotilla-dev/flotilla/webhook"
+)
+
+// rebalanceOptions are `rebalance`'s flags.
+type rebalanceOptions struct {
+	namespace, selector string
+	dryRun              bool
+	timeout, poll       time.Duration
+}
+
+func newRebalanceCommand(g *GlobalOptions) *cobra.Command {
+	o := rebalanceOptions{poll: 2 * time.Second}
+	cmd := &cobra.Command{
+		Use:   "rebalance",
+		Short: "Move elected pods until each controller's split over the clusters is what placement would choose now",
+		Long: `rebalance evicts elected pods, through the primary's Eviction API (PodDisruptionBudgets hold),
+until each controller's (ReplicaSet's, StatefulSet's, Job's) pods are split over the clusters as
+placement would split them now: evenly over the clusters they fit, or by their
+flotilla.dev/cluster-weights. Their controllers re-create them and the webhook places them.
+
+One pod of a controller moves at a time: the next once the last one's replacement is Ready.
+The plan judges clusters by their virtual nodes (Ready, cordoned, tainted, their allocatable
+resources, the pod's flotilla.dev/clusters and weights); where a replacement goes is the webhook's
+judgement, which sees each secondary's nodes. Pods whose claims hold data stay where it is.
+It is safe to interrupt and run again. With --dry-run it prints the plan and changes nothing.`,
+		Example: `  # What would move, everywhere
+  flotillactl rebalance --dry-run
+  # Rebalance one namespace's web pods
+  flotillactl rebalance -n shop -l app=web --timeout 5m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			primary, err := g.primaryClient()
+			if err != nil {
+				return err
+			}
+			return runRebalance(cmd.Context(), primary, o, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "only this namespace's elected pods (default: every namespace)")
+	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "only elected pods with these labels (a label selector, as kubectl's -l)")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the moves and change nothing")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long, saying what is left")
+	return cmd
+}
+
+// controllerPlan is one controller's part of a rebalance.
+type controllerPlan struct {
+	name  string // namespace/controller
+	uid   types.UID
+	split webhook.Split
+}
+
+// runRebalance plans, and unless dry-run moves, round after round until nothing is left to move.
+func runRebalance(ctx context.Context, primary client.Client, o rebalanceOptions, out io.Writer) error {
+	sel, err := labels.Parse(o.selector)
+	if err != nil {
+		return fmt.Errorf("--selector: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	start := time.Now()
+	moved := 0
+	for {
+		plans, busy, err := planRebalance(ctx, primary, o.namespace, sel)
+		if err != nil {
+			return err
+		}
+		left := 0
+		for _, p := range plans {
+			left += len(p.split.Moves)
+		}
+		if o.dryRun {
+			return printPlans(out, plans, busy)
+		}
+		if left == 0 && len(busy) == 0 {
+			_, err := fmt.Fprintf(out, "Balanced: %d pod(s) moved in %s.\n", moved, time.Since(start).Round(time.Second))
+			return err
+		}
+		var blocked []string
+		for _, p := range plans {
+			if len(p.split.Moves) == 0 {
+				continue
+			}
+			m := p.split.Moves[0]
+			switch err := evictPod(ctx, primary, m.Pod); {
+			case errors.Is(err, errBudget):
+				blocked = append(blocked, fmt.Sprintf("%s/%s (%v)", m.Pod.Namespace, m.Pod.Name, err))
+			case err != nil:
+				return err
+			default:
+				moved++
+				left--
+				fmt.Fprintf(out, "Evicted %s/%s of %s: from %s, its replacement expected in %s.\n", m.Pod.Namespace, m.Pod.Name, p.name, m.From, m.To)
+			}
+		}
+		eta := ""
+		if moved > 0 && left > 0 {
+			eta = fmt.Sprintf(", about %s left", (time.Since(start) / time.Duration(moved) * time.Duration(left)).Round(time.Second))
+		}
+		fmt.Fprintf(out, "%d move(s) left, %d controller(s) with a pod on its way%s.\n", left, len(busy), eta)
+		for _, b := range blocked {
+			fmt.Fprintf(out, "  blocked by its PodDisruptionBudget for now: %s\n", b)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("rebalance not done after %s: %d move(s) left, %d controller(s) with a pod not Ready: %w", o.timeout, left, len(busy), ctx.Err())
+		case <-time.After(o.poll):
+		}
+	}
+}
+
+// errBudget is an eviction a PodDisruptionBudget refuses for now.
+var errBudget = errors.New("its PodDisruptionBudget allows no disruption now")
+
+// evictPod evicts a pod through the Eviction API.
+func evictPod(ctx context.Context, primary client.Client, pod *corev1.Pod) error {
+	err := primary.SubResource("eviction").Create(ctx, pod, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}})
+	switch {
+	case apierrors.IsTooManyRequests(err):
+		return fmt.Errorf("%w: %s", errBudget, apierrors.ReasonForError(err))
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("evicting %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// planRebalance gathers the elected pods, the virtual nodes and the ClusterDetectors, and plans
+// each controller's moves; busy are the controllers with a pod not judged now (moving, starting).
+func planRebalance(ctx context.Context, primary client.Client, namespace string, sel labels.Selector) ([]controllerPlan, []string, error) {
+	var pods corev1.PodList
+	if err := primary.List(ctx, &pods, client.InNamespace(namespace), client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
+		return nil, nil, fmt.Errorf("listing elected pods: %w", err)
+	}
+	var chosen []corev1.Pod
+	for _, p := range pods.Items {
+		if sel.Matches(labels.Set(p.Labels)) {
+			chosen = append(chosen, p)
+		}
+	}
+	views, err := virtualNodeViews(ctx, primary)
+	if err != nil {
+		return nil, nil, err
+	}
+	groups, busyUIDs := rebalance.Groups(chosen)
+	var plans []controllerPlan
+	for uid, group := range groups {
+		split, err := webhook.Rebalance(withoutDelegateConstraints(group), views)
+		if err != nil {
+			return nil, nil, fmt.Errorf("planning %s: %w", controllerName(group[0]), err)
+		}
+		// The moves name the live pods, not the copies planned with.
+		byName := map[string]*corev1.Pod{}
+		for _, p := range group {
+			byName[p.Name] = p
+		}
+		for i := range split.Moves {
+			split.Moves[i].Pod = byName[split.Moves[i].Pod.Name]
+		}
+		plans = append(plans, controllerPlan{name: controllerName(group[0]), uid: uid, split: split})
+	}
+	sort.Slice(plans, func(i, j int) bool { return plans[i].name < plans[j].name })
+	var busy []string
+	for i := range chosen {
+		if ref := metav1.GetControllerOf(&chosen[i]); ref != nil && busyUIDs[ref.UID] {
+			busy = append(busy, controllerName(&chosen[i]))
+		}
+	}
+	sort.Strings(busy)
+	return plans, compactStrings(busy), nil
+}
+
+func compactStrings(s []string) []string {
+	out := s[:0]
+	for i, v := range s {
+		if i == 0 || v != s[i-1] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func controllerName(p *corev1.Pod) string {
+	ref := metav1.GetControllerOf(p)
+	if ref == nil {
+		return p.Namespace + "/" + p.Name
+	}
+	return fmt.Sprintf("%s/%s %s", p.Namespace, strings.ToLower(ref.Kind), ref.Name)
+}
+
+// withoutDelegateConstraints are copies of pods without the constraints kept for their delegates:
+// the plan judges clusters by their virtual nodes, which carry none of the secondaries' node labels.
+func withoutDelegateConstraints(pods []*corev1.Pod) []*corev1.Pod {
+	out := make([]*corev1.Pod, len(pods))
+	for i, p := range pods {
+		c := p.DeepCopy()
+		delete(c.Annotations, flotillav1.AnnotationDelegateConstraints)
+		out[i] = c
+	}
+	return out
+}
+
+// virtualNodeViews is the clusters as their virtual nodes and ClusterDetectors show them.
+func virtualNodeViews(ctx context.Context, primary client.Client) ([]webhook.ClusterView, error) {
+	var nodes corev1.NodeList
+	if err := primary.List(ctx, &nodes, client.HasLabels{flotillav1.LabelCluster}); err != nil {
+		return nil, fmt.Errorf("listing virtual nodes: %w", err)
+	}
+	var detectors flotillav1.ClusterDetectorList
+	if err := primary.List(ctx, &detectors); err != nil {
+		return nil, fmt.Errorf("listing ClusterDetectors: %w", err)
+	}
+	noClaims := map[string]bool{}
+	for _, d := range detectors.Items {
+		noClaims[d.Name] = d.Status.StorageClass == clusters.StorageClassNone
+	}
+	var views []webhook.ClusterView
+	for _, n := range nodes.Items {
+		cluster := n.Labels[flotillav1.LabelCluster]
+		ready := false
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready = c.Status == corev1.ConditionTrue
+			}
+		}
+		views = append(views, webhook.ClusterView{Name: cluster, Ready: ready, Reason: "its virtual node is not Ready", Labels: n.Labels,
+			Cordoned: n.Spec.Unschedulable, Taints: n.Spec.Taints, NoClaims: noClaims[cluster],
+			Nodes: []webhook.NodeView{{Name: n.Name, Labels: n.Labels, Free: n.Status.Allocatable}}})
+	}
+	return views, nil
+}
+
+// printPlans prints a dry run's plan.
+func printPlans(out io.Writer, plans []controllerPlan, busy []string) error {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONTROLLER\tNOW\tPLACEMENT\tMOVES\tSTAYS (DATA)")
+	total := 0
+	for _, p := range plans {
+		var moves []string
+		for _, m := range p.split.Moves {
+			moves = append(moves, fmt.Sprintf("%s %s->%s", m.Pod.Name, m.From, m.To))
+		}
+		total += len(moves)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.name, counts(p.split.Have), counts(p.split.Want), orNone(moves), orNone(p.split.Pinned))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, b := range busy {
+		fmt.Fprintf(out, "%s has a pod not Ready or on its way: judged once it is.\n", b)
+	}
+	_, err := fmt.Fprintf(out, "%d move(s) planned (dry run: nothing evicted).\n", total)
+	return err
+}
+
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return orNone(parts)
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
+}
