@@ -95,8 +95,19 @@ var _ = Describe("rebalance", Ordered, func() {
 	}, SpecTimeout(8*time.Minute))
 
 	It("with --rebalance-on-return, brings the split back to 3 and 3 by itself once the secondary has been back a while, within the budget", func(ctx SpecContext) {
+		// The chart grants the manager pods/eviction only with election.rebalanceOnReturn: the
+		// suite's manager runs as the chart's ServiceAccount, so this proves the chart's rule too.
+		chartRebalance := func(ctx SpecContext, on string) {
+			out, err := helm(ctx, bed.Primary, "upgrade", "flotilla", "charts/flotilla", "-n", "flotilla-system", "--reuse-values",
+				"--set", "election.rebalanceOnReturn="+on, "--wait")
+			Expect(err).NotTo(HaveOccurred(), "helm upgrade: %s", out)
+		}
+		chartRebalance(ctx, "true")
 		restartManager(ctx, "--rebalance-on-return", "--rebalance-after=5s")
-		DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
+		DeferCleanup(func(ctx SpecContext) {
+			restartManager(ctx)
+			chartRebalance(ctx, "false")
+		})
 		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
 		in, sampler := failedOverAndBack(ctx, "on-return")
 		back := time.Now()
