@@ -11,6 +11,10 @@ const (
 	// ConditionKubeconfigValid says, on the primary's ClusterDetector, whether the registration
 	// Secret parses; while it does not, the last good configuration stays in force.
 	ConditionKubeconfigValid = "KubeconfigValid"
+	// ConditionReplacement says, on a secondary's ClusterDetector, that `flotillactl cluster
+	// replace` is replacing it, and at which step (its reason): Checking, Replicating, Draining,
+	// Detaching, Removing. It mirrors AnnotationReplacement, which the command writes.
+	ConditionReplacement = "Replacement"
 	// ConditionSynced says, on a Replicator, whether everything it applies is applied in every
 	// cluster it targets.
 	ConditionSynced = "Synced"

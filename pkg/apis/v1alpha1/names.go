@@ -226,6 +226,24 @@ const (
 	OnVolumeClusterLossWait = "wait"
 )
 
+// The replacement of a secondary by another (`flotillactl cluster replace`).
+const (
+	// AnnotationReplacement, on the ClusterDetector of the secondary being replaced, records the
+	// replacement in progress (JSON: ReplacementState), so that an interrupted one resumes where
+	// it was; the manager shows it as the condition Replacement.
+	AnnotationReplacement = "flotilla.dev/replacement"
+)
+
+// ReplacementState is AnnotationReplacement's value.
+type ReplacementState struct {
+	// With is the secondary that takes over.
+	With string `json:"with"`
+	// Step is the step under way: Checking, Replicating, Draining, Detaching or Removing.
+	Step string `json:"step"`
+	// Since is when that step began (RFC 3339).
+	Since string `json:"since,omitempty"`
+}
+
 // The namespace opt-in of Replicators.
 const (
 	// LabelReplicationAllowed, set to "true" on an existing namespace by whoever may label it,

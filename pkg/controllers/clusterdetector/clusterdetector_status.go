@@ -1,6 +1,7 @@
 package clusterdetector
 
 import (
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -100,6 +101,8 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 	}
 	meta.SetStatusCondition(&st.Conditions, registered)
 
+	setReplacement(cd)
+
 	if in.Primary {
 		valid := metav1.Condition{Type: flotillav1.ConditionKubeconfigValid, ObservedGeneration: cd.Generation,
 			Status: metav1.ConditionTrue, Reason: flotillav1.ReasonKubeconfigParsed,
@@ -110,4 +113,29 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 		}
 		meta.SetStatusCondition(&st.Conditions, valid)
 	}
+}
+
+// setReplacement shows the replacement `flotillactl cluster replace` records on the detector
+// (AnnotationReplacement) as the condition Replacement, and removes the condition once the
+// annotation is gone. An annotation that does not parse is said so, not hidden.
+func setReplacement(cd *flotillav1.ClusterDetector) {
+	raw, ok := cd.Annotations[flotillav1.AnnotationReplacement]
+	if !ok {
+		meta.RemoveStatusCondition(&cd.Status.Conditions, flotillav1.ConditionReplacement)
+		return
+	}
+	cond := metav1.Condition{Type: flotillav1.ConditionReplacement, ObservedGeneration: cd.Generation, Status: metav1.ConditionTrue}
+	var st flotillav1.ReplacementState
+	if err := json.Unmarshal([]byte(raw), &st); err != nil || st.With == "" || st.Step == "" {
+		cond.Status, cond.Reason = metav1.ConditionUnknown, "Unreadable"
+		cond.Message = fmt.Sprintf("Annotation %s does not say which cluster replaces %s and at which step: %q", flotillav1.AnnotationReplacement, cd.Name, raw)
+	} else {
+		cond.Reason = st.Step
+		cond.Message = fmt.Sprintf("Being replaced by %s: step %s", st.With, st.Step)
+		if st.Since != "" {
+			cond.Message += " since " + st.Since
+		}
+		cond.Message += " (flotillactl cluster replace " + cd.Name + " --with " + st.With + " resumes it)"
+	}
+	meta.SetStatusCondition(&cd.Status.Conditions, cond)
 }

@@ -2,6 +2,7 @@ package clusterdetector
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,5 +108,25 @@ func TestThePrimarysRowSaysWhatItIs(t *testing.T) {
 	setStatus(cd, registered)
 	if cd.Spec.Context != "primary-ctx" || cd.Spec.Cluster != "primary-cluster" || cd.Status.KubernetesVersion != "v1.35.5" || cd.Status.Reason != "" {
 		t.Errorf("primary registered by a context: spec %+v version %q reason %q", cd.Spec, cd.Status.KubernetesVersion, cd.Status.Reason)
+	}
+}
+
+func TestSetReplacementMirrorsTheAnnotation(t *testing.T) {
+	cd := &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Name: "old",
+		Annotations: map[string]string{flotillav1.AnnotationReplacement: `{"with":"new","step":"Draining","since":"2026-11-26T12:00:00Z"}`}}}
+	setReplacement(cd)
+	c := meta.FindStatusCondition(cd.Status.Conditions, flotillav1.ConditionReplacement)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "Draining" || !strings.Contains(c.Message, "replaced by new") {
+		t.Fatalf("condition = %+v", c)
+	}
+	cd.Annotations[flotillav1.AnnotationReplacement] = "{"
+	setReplacement(cd)
+	if c := meta.FindStatusCondition(cd.Status.Conditions, flotillav1.ConditionReplacement); c == nil || c.Status != metav1.ConditionUnknown {
+		t.Fatalf("unreadable: %+v", c)
+	}
+	delete(cd.Annotations, flotillav1.AnnotationReplacement)
+	setReplacement(cd)
+	if c := meta.FindStatusCondition(cd.Status.Conditions, flotillav1.ConditionReplacement); c != nil {
+		t.Fatalf("done: %+v", c)
 	}
 }
