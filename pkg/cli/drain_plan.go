@@ -87,7 +87,9 @@ type drainPlan struct {
 func (p drainPlan) left() int { return len(p.evict) + len(p.refused) + len(p.moving) + len(p.held) }
 
 // stuck says whether only refused pods are left: nothing the drain does can change that.
-func (p drainPlan) stuck() bool { return len(p.refused) > 0 && len(p.evict)+len(p.moving)+len(p.held) == 0 }
+func (p drainPlan) stuck() bool {
+	return len(p.refused) > 0 && len(p.evict)+len(p.moving)+len(p.held) == 0
+}
 
 // planDrain decides, for every proxy on the cluster's virtual node, what the drain does now.
 func planDrain(in drainInput) drainPlan {
