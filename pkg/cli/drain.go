@@ -208,7 +208,7 @@ func (d *drainer) run(ctx context.Context) error {
 		plan = planDrain(in)
 		now := d.clock.Now()
 		moved := max(0, initial-plan.left())
-		if line := drainProgress(d.cluster, plan, blocked, moved, 0); line != lastLine || now.Sub(lastReport) >= d.report {
+		if line := drainProgress(d.cluster, plan, blocked, moved, 0); plan.left() > 0 && (line != lastLine || now.Sub(lastReport) >= d.report) {
 			fmt.Fprintln(d.out, drainProgress(d.cluster, plan, blocked, moved, now.Sub(start)))
 			lastLine, lastReport = line, now
 		}
