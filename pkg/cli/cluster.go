@@ -596,28 +596,8 @@ func removeCluster(ctx context.Context, g *GlobalOptions, primary client.Client,
 			return err
 		}
 	}
-	var n corev1.Node
-	switch err := primary.Get(ctx, client.ObjectKey{Name: nodeName}, &n); {
-	case err == nil && !orphan && !o.noDrain:
-		// Drained first, as `cluster drain` does: within PodDisruptionBudgets, at-most-once pods
-		// one at a time. Its refusals (pods no controller owns without --force, data held here
-		// without --delete-volumes) come before it changes anything.
-		d := newDrainer(primary, name, drainOptions{timeout: timeout, force: o.force, dropData: o.deleteVolumes}, out)
-		if err := d.run(ctx); err != nil {
-			return fmt.Errorf("draining %s before removing it (--no-drain deletes its pods at once instead): %w", name, err)
-		}
-	case err == nil:
-		if err := setCordon(ctx, primary, name, true, out); err != nil {
-			return err
-		}
-	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("reading %s: %w", nodeName, err)
-	}
-	if !orphan {
-		// What is left (all of it with --no-drain) is deleted.
-		if err := deleteProxies(ctx, primary, nodeName, timeout, out); err != nil {
-			return err
-		}
+	if err := clearNode(ctx, primary, name, o, out); err != nil {
+		return err
 	}
 	if err := deleteOwner(ctx, primary, primaryID, contextName, name, orphan, out); err != nil {
 		return err
@@ -642,6 +622,33 @@ func removeCluster(ctx context.Context, g *GlobalOptions, primary client.Client,
 	}
 	fmt.Fprintf(out, "Cluster %s removed.\n", name)
 	return cleanUpSecondary(ctx, g, o, contextName, name, primaryID, cd.Status.ClusterID, out)
+}
+
+// clearNode empties the virtual node of a cluster being removed: drained first, as `cluster
+// drain` does (within PodDisruptionBudgets, at-most-once pods one at a time; its refusals, pods no
+// controller owns without --force and data held there without --delete-volumes, come before it
+// changes anything), unless --no-drain or --orphan; then what is left is deleted, unless --orphan.
+func clearNode(ctx context.Context, primary client.Client, name string, o removeOptions, out io.Writer) error {
+	nodeName, timeout, orphan := flotillav1.VirtualNodeName(name), o.timeout, o.orphan
+	var n corev1.Node
+	switch err := primary.Get(ctx, client.ObjectKey{Name: nodeName}, &n); {
+	case err == nil && !orphan && !o.noDrain:
+		d := newDrainer(primary, name, drainOptions{timeout: timeout, force: o.force, dropData: o.deleteVolumes}, out)
+		if err := d.run(ctx); err != nil {
+			return fmt.Errorf("draining %s before removing it (--no-drain deletes its pods at once instead): %w", name, err)
+		}
+	case err == nil:
+		if err := setCordon(ctx, primary, name, true, out); err != nil {
+			return err
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading %s: %w", nodeName, err)
+	}
+	if orphan {
+		return nil
+	}
+	// What is left (all of it with --no-drain) is deleted.
+	return deleteProxies(ctx, primary, nodeName, timeout, out)
 }
 
 // cleanUpSecondary removes, with the user's own credentials, what the join left in the secondary

@@ -190,64 +190,90 @@ func (d *drainer) run(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.o.timeout)
 	defer cancel()
-	start := d.clock.Now()
-	initial := plan.left()
-	moving := map[types.UID]bool{}
-	blocked := map[string]string{} // pod key → what refused its last eviction
-	refusals := map[types.UID]int{}
-	retryAt := map[types.UID]time.Time{}
-	lastLine, lastReport := "", time.Time{}
+	st := drainState{start: d.clock.Now(), initial: plan.left(), moving: map[types.UID]bool{}, blocked: map[string]string{},
+		refusals: map[types.UID]int{}, retryAt: map[types.UID]time.Time{}}
 	for {
-		in, err := d.gather(ctx, moving)
+		in, err := d.gather(ctx, st.moving)
 		if err != nil {
 			if ctx.Err() != nil {
-				return d.unfinished(ctx, plan, blocked)
+				return d.unfinished(ctx, plan, st.blocked)
 			}
 			return fmt.Errorf("draining %s: %w", d.cluster, err)
 		}
 		plan = planDrain(in)
 		now := d.clock.Now()
-		moved := max(0, initial-plan.left())
-		if line := drainProgress(d.cluster, plan, blocked, moved, 0); plan.left() > 0 && (line != lastLine || now.Sub(lastReport) >= d.report) {
-			fmt.Fprintln(d.out, drainProgress(d.cluster, plan, blocked, moved, now.Sub(start)))
-			lastLine, lastReport = line, now
-		}
+		moved := d.progress(plan, &st, now)
 		if plan.left() == 0 {
 			_, err := fmt.Fprintf(d.out, "Drained %s: %d pod(s) moved in %s. %s stays cordoned; `flotillactl cluster uncordon %s` lets new pods in again.\n",
-				d.cluster, moved, now.Sub(start).Round(time.Second), nodeName, d.cluster)
+				d.cluster, moved, now.Sub(st.start).Round(time.Second), nodeName, d.cluster)
 			return err
 		}
 		if plan.stuck() {
-			return fmt.Errorf("drain of %s cannot finish: %d pod(s) left that it refuses to move:\n%s", d.cluster, len(plan.refused), drainLeft(plan, blocked))
+			return fmt.Errorf("drain of %s cannot finish: %d pod(s) left that it refuses to move:\n%s", d.cluster, len(plan.refused), drainLeft(plan, st.blocked))
 		}
-		for _, v := range plan.evict {
-			if now.Before(retryAt[v.pod.UID]) {
-				continue
+		if err := d.evictDue(ctx, plan, &st, now); err != nil {
+			if ctx.Err() != nil {
+				return d.unfinished(ctx, plan, st.blocked)
 			}
-			by, err := d.evict(ctx, v.pod)
-			switch {
-			case err != nil && ctx.Err() != nil:
-				return d.unfinished(ctx, plan, blocked)
-			case err != nil:
-				return fmt.Errorf("draining %s: %w", d.cluster, err)
-			case by != "":
-				blocked[v.key()] = by
-				refusals[v.pod.UID]++
-				retryAt[v.pod.UID] = now.Add(evictionBackoff(refusals[v.pod.UID]))
-			default:
-				delete(blocked, v.key())
-				if v.atMostOnce {
-					moving[v.pod.UID] = true
-				}
-				fmt.Fprintf(d.out, "Evicted %s.\n", v.key())
-			}
+			return fmt.Errorf("draining %s: %w", d.cluster, err)
 		}
 		select {
 		case <-ctx.Done():
-			return d.unfinished(ctx, plan, blocked)
+			return d.unfinished(ctx, plan, st.blocked)
 		case <-d.clock.After(d.poll):
 		}
 	}
+}
+
+// drainState is what a drain remembers between its looks: only to pace and report, never to
+// decide what is left (that is read anew each time).
+type drainState struct {
+	start    time.Time
+	initial  int
+	moving   map[types.UID]bool // at-most-once pods this drain evicted
+	blocked  map[string]string  // pod key → what refused its last eviction
+	refusals map[types.UID]int  // refusals in a row
+	retryAt  map[types.UID]time.Time
+	// lastLine and lastReport are the last progress printed (without its times) and when.
+	lastLine   string
+	lastReport time.Time
+}
+
+// progress prints a progress line when something changed or d.report passed; it returns how
+// many pods have moved.
+func (d *drainer) progress(plan drainPlan, st *drainState, now time.Time) int {
+	moved := max(0, st.initial-plan.left())
+	line := drainProgress(d.cluster, plan, st.blocked, moved, 0)
+	if plan.left() > 0 && (line != st.lastLine || now.Sub(st.lastReport) >= d.report) {
+		fmt.Fprintln(d.out, drainProgress(d.cluster, plan, st.blocked, moved, now.Sub(st.start)))
+		st.lastLine, st.lastReport = line, now
+	}
+	return moved
+}
+
+// evictDue evicts the pods the plan says to evict whose backoff is over.
+func (d *drainer) evictDue(ctx context.Context, plan drainPlan, st *drainState, now time.Time) error {
+	for _, v := range plan.evict {
+		if now.Before(st.retryAt[v.pod.UID]) {
+			continue
+		}
+		by, err := d.evict(ctx, v.pod)
+		switch {
+		case err != nil:
+			return err
+		case by != "":
+			st.blocked[v.key()] = by
+			st.refusals[v.pod.UID]++
+			st.retryAt[v.pod.UID] = now.Add(evictionBackoff(st.refusals[v.pod.UID]))
+		default:
+			delete(st.blocked, v.key())
+			if v.atMostOnce {
+				st.moving[v.pod.UID] = true
+			}
+			fmt.Fprintf(d.out, "Evicted %s.\n", v.key())
+		}
+	}
+	return nil
 }
 
 // evict asks the primary's Eviction API to evict pod (only the incarnation seen: a UID

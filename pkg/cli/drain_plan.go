@@ -236,20 +236,20 @@ func budgetsOf(pod *corev1.Pod, pdbs []policyv1.PodDisruptionBudget) []string {
 	return out
 }
 
-// Retries of an eviction a PodDisruptionBudget refused: from evictionRetryMin, doubling, at
-// most evictionRetryMax (kubectl drain retries every 5 s).
+// Retries of an eviction a PodDisruptionBudget refused: after evictionRetryFirst, doubling, at
+// most evictionRetryLongest (kubectl drain retries every 5 s).
 const (
-	evictionRetryMin = 250 * time.Millisecond
-	evictionRetryMax = 4 * time.Second
+	evictionRetryFirst   = 250 * time.Millisecond
+	evictionRetryLongest = 4 * time.Second
 )
 
 // evictionBackoff is how long to wait before evicting a pod again after refusals in a row.
 func evictionBackoff(refusals int) time.Duration {
-	d := evictionRetryMin
-	for i := 1; i < refusals && d < evictionRetryMax; i++ {
+	d := evictionRetryFirst
+	for i := 1; i < refusals && d < evictionRetryLongest; i++ {
 		d *= 2
 	}
-	return min(d, evictionRetryMax)
+	return min(d, evictionRetryLongest)
 }
 
 // drainETA estimates the time left from the rate so far: moved of the pods in elapsed, left to

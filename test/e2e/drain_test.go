@@ -80,7 +80,7 @@ func expectNotPlaceableIn(g Gomega, ctx SpecContext, cluster string) {
 }
 
 // readyProxiesOn counts the Ready, not terminating proxies matching selector on cluster's virtual node.
-func readyProxiesOn(g Gomega, ctx context.Context, ns, selector, cluster string) int {
+func readyProxiesOn(ctx context.Context, g Gomega, ns, selector, cluster string) int {
 	pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	g.Expect(err).NotTo(HaveOccurred())
 	n := 0
@@ -136,8 +136,8 @@ var _ = Describe("cluster drain", Ordered, func() {
 				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
-			g.Expect(readyProxiesOn(g, ctx, ns, "app=web", s1.Name)).To(Equal(6))
-			g.Expect(readyProxiesOn(g, ctx, ns, "app=db", s1.Name)).To(Equal(3))
+			g.Expect(readyProxiesOn(ctx, g, ns, "app=web", s1.Name)).To(Equal(6))
+			g.Expect(readyProxiesOn(ctx, g, ns, "app=db", s1.Name)).To(Equal(3))
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).Should(Succeed())
 		// The budget allows one disruption once its controller has counted the 6.
 		Eventually(func(g Gomega) int32 {
@@ -168,8 +168,8 @@ var _ = Describe("cluster drain", Ordered, func() {
 		Expect(out).To(ContainSubstring("Drained " + s1.Name))
 		Expect(out).To(ContainSubstring("at-most-once waiting their turn"))
 		Eventually(func(g Gomega) {
-			g.Expect(readyProxiesOn(g, ctx, ns, "app=web", s2.Name)).To(Equal(6))
-			g.Expect(readyProxiesOn(g, ctx, ns, "app=db", s2.Name)).To(Equal(3))
+			g.Expect(readyProxiesOn(ctx, g, ns, "app=web", s2.Name)).To(Equal(6))
+			g.Expect(readyProxiesOn(ctx, g, ns, "app=db", s2.Name)).To(Equal(3))
 		}).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 		Expect(delegatesIn(ctx, s1, ns)).To(BeEmpty(), "delegates left in %s", s1.Name)
 		stop()
@@ -200,7 +200,7 @@ var _ = Describe("cluster drain", Ordered, func() {
 			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		Eventually(func(g Gomega) int { return readyProxiesOn(g, ctx, ns, "!app", s1.Name) }).WithContext(ctx).WithTimeout(time.Minute).Should(Equal(1))
+		Eventually(func(g Gomega) int { return readyProxiesOn(ctx, g, ns, "!app", s1.Name) }).WithContext(ctx).WithTimeout(time.Minute).Should(Equal(1))
 
 		cordoned := func() bool {
 			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s1.Name), metav1.GetOptions{})
@@ -216,7 +216,7 @@ var _ = Describe("cluster drain", Ordered, func() {
 		Expect(err).To(HaveOccurred(), out)
 		Expect(out).To(And(ContainSubstring(ns+"/bare: refused: no controller owns it"), ContainSubstring("--force"), ContainSubstring("nothing changed")))
 		Expect(cordoned()).To(BeFalse(), "a refusing drain cordoned")
-		Expect(readyProxiesOn(Default, ctx, ns, "!app", s1.Name)).To(Equal(1), "the refused pod was touched")
+		Expect(readyProxiesOn(ctx, Default, ns, "!app", s1.Name)).To(Equal(1), "the refused pod was touched")
 
 		out, err = flotillactl(ctx, "cluster", "drain", s1.Name, "--force")
 		Expect(err).NotTo(HaveOccurred(), out)
