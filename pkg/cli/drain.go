@@ -251,10 +251,17 @@ func (d *drainer) progress(plan drainPlan, st *drainState, now time.Time) int {
 	return moved
 }
 
-// evictDue evicts the pods the plan says to evict whose backoff is over.
+// evictDue evicts the pods the plan says to evict whose backoff is over. Once a budget refuses
+// one in a look, the others it blocked before wait for the next: a budget blocking a thousand
+// pods costs a request per look, not a thousand.
 func (d *drainer) evictDue(ctx context.Context, plan drainPlan, st *drainState, now time.Time) error {
+	refusedNow := map[string]time.Time{} // what refused an eviction in this look → its retry
 	for _, v := range plan.evict {
 		if now.Before(st.retryAt[v.pod.UID]) {
+			continue
+		}
+		if retry, ok := refusedNow[st.blocked[v.key()]]; ok {
+			st.retryAt[v.pod.UID] = retry
 			continue
 		}
 		by, err := d.evict(ctx, v.pod)
@@ -265,6 +272,7 @@ func (d *drainer) evictDue(ctx context.Context, plan drainPlan, st *drainState, 
 			st.blocked[v.key()] = by
 			st.refusals[v.pod.UID]++
 			st.retryAt[v.pod.UID] = now.Add(evictionBackoff(st.refusals[v.pod.UID]))
+			refusedNow[by] = st.retryAt[v.pod.UID]
 		default:
 			delete(st.blocked, v.key())
 			if v.atMostOnce {

@@ -14,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -314,5 +315,34 @@ func TestDrainHelp(t *testing.T) {
 	out, err = run(t, "cluster", "remove", "--help")
 	if err != nil || !strings.Contains(out, "--no-drain") {
 		t.Errorf("cluster remove --help does not say --no-drain (%v)", err)
+	}
+}
+
+// A budget that refuses one pod in a look is not asked about the other pods it blocked before
+// until the next look.
+func TestEvictDueAsksABudgetOncePerLook(t *testing.T) {
+	calls := 0
+	primary := drainFixture(interceptor.Funcs{SubResourceCreate: func(context.Context, client.Client, string, client.Object, client.Object, ...client.SubResourceCreateOption) error {
+		calls++
+		return budgetRefusal()
+	}}, append(objects(drainPod("web-a", byReplicaSet), drainPod("web-b", byReplicaSet), drainPod("web-c", byReplicaSet)), webBudget)...)
+	d := newDrainer(primary, "eu", drainOptions{}, &bytes.Buffer{})
+	in, err := d.gather(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := planDrain(in)
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	st := drainState{blocked: map[string]string{}, refusals: map[types.UID]int{}, retryAt: map[types.UID]time.Time{}, moving: map[types.UID]bool{}}
+	if err := d.evictDue(t.Context(), plan, &st, now); err != nil || calls != 3 {
+		t.Fatalf("first look: %d evictions (%v), want each pod tried once", calls, err)
+	}
+	calls = 0
+	if err := d.evictDue(t.Context(), plan, &st, now.Add(time.Minute)); err != nil || calls != 1 {
+		t.Errorf("a later look: %d evictions (%v), want 1: the budget refused, the others it blocks wait", calls, err)
+	}
+	calls = 0
+	if err := d.evictDue(t.Context(), plan, &st, now.Add(time.Minute+100*time.Millisecond)); err != nil || calls != 0 {
+		t.Errorf("before the retry: %d evictions (%v), want none", calls, err)
 	}
 }
