@@ -550,6 +550,12 @@ remove is refused, before anything is changed, while claims of class flotilla ha
 the secondary: deleting the namespaces Flotilla created there would delete their real claims, and
 the data with them. --orphan keeps the namespaces and the claims in the secondary;
 --delete-volumes deletes them.`,
+		Example: "  # drain (within PodDisruptionBudgets), then unregister and clean up\n" +
+			"  flotillactl cluster remove secondary1 --timeout 10m\n" +
+			"  # delete its pods at once, PodDisruptionBudgets aside\n" +
+			"  flotillactl cluster remove secondary1 --no-drain\n" +
+			"  # leave its workloads running there, unmanaged\n" +
+			"  flotillactl cluster remove secondary1 --orphan",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRemove(cmd.Context(), g, args[0], o, cmd.OutOrStdout())
