@@ -53,6 +53,13 @@ func TestDecidePlacement(t *testing.T) {
 			want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}, cluster: "us"}},
 		"weights before fewest siblings": {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=3,us=1")), clusters: withSiblings(2, 1),
 			choose: pickFirst, want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}, cluster: "eu"}},
+		"a cordoned (drained) cluster is neither bound nor in the affinity, though it holds the fewest siblings": {
+			pod: elected(), clusters: func() []ClusterView {
+				c := withSiblings(0, 5)
+				c[0].Cordoned = true
+				return c
+			}(), choose: pickFirst,
+			want: placement{clusterFit: clusterFit{feasible: []string{"us"}, waiting: []string{"eu"}}, affinity: []string{"us"}, cluster: "us"}},
 		"a pod with scheduling gates is left to the scheduler": {
 			pod:      elected(func(p *corev1.Pod) { p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "wait"}} }),
 			clusters: twoClusters, choose: pickFirst,

@@ -2,14 +2,22 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/flotilla-dev/flotilla/pkg/cli"
 )
 
 func main() {
-	if err := cli.NewRootCommand(os.Stdout, os.Stderr).Execute(); err != nil {
+	// An interrupted command (Ctrl-C) stops at its next step and says where it was: a drain lists
+	// what is left.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := cli.NewRootCommand(os.Stdout, os.Stderr).ExecuteContext(ctx)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "Error:", err)
 		os.Exit(1)
 	}

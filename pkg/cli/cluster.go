@@ -38,7 +38,7 @@ import (
 func newClusterCommand(g *GlobalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Register, list, remove and fence secondary clusters",
+		Short: "Register, list, drain, remove and fence secondary clusters",
 		Long: `Secondary clusters are registered in the primary's Secret flotilla-system/kubeconfig (key
 config), one context per cluster. The manager picks up every change within seconds: each
 secondary becomes a virtual node flotilla-<name> and a ClusterDetector.
@@ -46,7 +46,8 @@ secondary becomes a virtual node flotilla-<name> and a ClusterDetector.
 The primary is --primary-context (default: the current context); secondaries are other contexts
 of the same kubeconfig. Credentials are never printed.`,
 	}
-	cmd.AddCommand(newJoinCommand(g), newAddCommand(g), newListCommand(g), newRemoveCommand(g), newFenceCommand(g))
+	cmd.AddCommand(newJoinCommand(g), newAddCommand(g), newListCommand(g), newDrainCommand(g), newUncordonCommand(g),
+		newRemoveCommand(g), newFenceCommand(g))
 	return cmd
 }
 
@@ -518,6 +519,7 @@ type removeOptions struct {
 	orphan        bool
 	force         bool
 	deleteVolumes bool
+	noDrain       bool
 	context       string
 }
 
@@ -525,10 +527,12 @@ func newRemoveCommand(g *GlobalOptions) *cobra.Command {
 	var o removeOptions
 	cmd := &cobra.Command{
 		Use:   "remove CLUSTER|CONTEXT",
-		Short: "Unregister a secondary: cordon its node, remove its credentials, wait until Flotilla let go of it",
-		Long: `remove cordons the secondary's virtual node, deletes the proxies on it (their controllers
-re-elect them elsewhere; --orphan leaves them and their delegates running) and waits until their
-delegates are gone, removes its context from the registration Secret, and waits until the manager
+		Short: "Unregister a secondary: drain its node, remove its credentials, wait until Flotilla let go of it",
+		Long: `remove first drains the secondary as ` + "`flotillactl cluster drain`" + ` does (cordon, then evictions
+within PodDisruptionBudgets, at-most-once pods one at a time; pods no controller owns are refused
+unless --force). --no-drain skips that and deletes the proxies on it at once, PodDisruptionBudgets
+aside, as remove did before; --orphan leaves them and their delegates running. remove then waits
+until their delegates are gone, removes its context from the registration Secret, and waits until the manager
 has deleted the virtual node, the ClusterDetector and (with the registered credentials) the
 FlotillaPrimary in the secondary, which lets the secondary's garbage collector remove everything
 Flotilla created there. Last, with your own credentials for the secondary (the context of the
@@ -546,14 +550,22 @@ remove is refused, before anything is changed, while claims of class flotilla ha
 the secondary: deleting the namespaces Flotilla created there would delete their real claims, and
 the data with them. --orphan keeps the namespaces and the claims in the secondary;
 --delete-volumes deletes them.`,
+		Example: "  # drain (within PodDisruptionBudgets), then unregister and clean up\n" +
+			"  flotillactl cluster remove secondary1 --timeout 10m\n" +
+			"  # delete its pods at once, PodDisruptionBudgets aside\n" +
+			"  flotillactl cluster remove secondary1 --no-drain\n" +
+			"  # leave its workloads running there, unmanaged\n" +
+			"  flotillactl cluster remove secondary1 --orphan",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRemove(cmd.Context(), g, args[0], o, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to wait for the proxies to drain, and for the manager to let go")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 2*time.Minute, "how long to drain the virtual node (then to wait for the proxies left to go), and then for the manager to let go")
 	cmd.Flags().BoolVar(&o.orphan, "orphan", false, "leave the proxies (and their delegates) running")
-	cmd.Flags().BoolVar(&o.force, "force", false, "with --orphan, orphan at-most-once proxies too (each may then run twice: its delegate here, its re-creation elsewhere)")
+	cmd.Flags().BoolVar(&o.force, "force", false, "with --orphan, orphan at-most-once proxies too (each may then run twice: its delegate here, its re-creation elsewhere); "+
+		"without, let the drain evict pods no controller owns (they are not re-created)")
+	cmd.Flags().BoolVar(&o.noDrain, "no-drain", false, "do not drain: delete the proxies at once, PodDisruptionBudgets aside")
 	cmd.Flags().BoolVar(&o.deleteVolumes, "delete-volumes", false, "delete the real claims of claims of class flotilla whose data is in the secondary, with the namespaces Flotilla created there (their data is lost)")
 	cmd.Flags().StringVar(&o.context, "context", "", "your kubeconfig's context for the secondary, to remove what join made there (default: the registered context's name)")
 	return cmd
@@ -590,22 +602,8 @@ func removeCluster(ctx context.Context, g *GlobalOptions, primary client.Client,
 			return err
 		}
 	}
-	var n corev1.Node
-	switch err := primary.Get(ctx, client.ObjectKey{Name: nodeName}, &n); {
-	case err == nil:
-		base := n.DeepCopy()
-		n.Spec.Unschedulable = true
-		if err := primary.Patch(ctx, &n, client.MergeFrom(base)); err != nil {
-			return fmt.Errorf("cordoning %s: %w", nodeName, err)
-		}
-		fmt.Fprintf(out, "Cordoned %s.\n", nodeName)
-	case !apierrors.IsNotFound(err):
-		return fmt.Errorf("reading %s: %w", nodeName, err)
-	}
-	if !orphan {
-		if err := drain(ctx, primary, nodeName, timeout, out); err != nil {
-			return err
-		}
+	if err := clearNode(ctx, primary, name, o, out); err != nil {
+		return err
 	}
 	if err := deleteOwner(ctx, primary, primaryID, contextName, name, orphan, out); err != nil {
 		return err
@@ -630,6 +628,33 @@ func removeCluster(ctx context.Context, g *GlobalOptions, primary client.Client,
 	}
 	fmt.Fprintf(out, "Cluster %s removed.\n", name)
 	return cleanUpSecondary(ctx, g, o, contextName, name, primaryID, cd.Status.ClusterID, out)
+}
+
+// clearNode empties the virtual node of a cluster being removed: drained first, as `cluster
+// drain` does (within PodDisruptionBudgets, at-most-once pods one at a time; its refusals, pods no
+// controller owns without --force and data held there without --delete-volumes, come before it
+// changes anything), unless --no-drain or --orphan; then what is left is deleted, unless --orphan.
+func clearNode(ctx context.Context, primary client.Client, name string, o removeOptions, out io.Writer) error {
+	nodeName, timeout, orphan := flotillav1.VirtualNodeName(name), o.timeout, o.orphan
+	var n corev1.Node
+	switch err := primary.Get(ctx, client.ObjectKey{Name: nodeName}, &n); {
+	case err == nil && !orphan && !o.noDrain:
+		d := newDrainer(primary, name, drainOptions{timeout: timeout, force: o.force, dropData: o.deleteVolumes}, out)
+		if err := d.run(ctx); err != nil {
+			return fmt.Errorf("draining %s before removing it (--no-drain deletes its pods at once instead): %w", name, err)
+		}
+	case err == nil:
+		if err := setCordon(ctx, primary, name, true, out); err != nil {
+			return err
+		}
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading %s: %w", nodeName, err)
+	}
+	if orphan {
+		return nil
+	}
+	// What is left (all of it with --no-drain) is deleted.
+	return deleteProxies(ctx, primary, nodeName, timeout, out)
 }
 
 // cleanUpSecondary removes, with the user's own credentials, what the join left in the secondary
@@ -855,9 +880,9 @@ func checkOrphan(ctx context.Context, primary client.Reader, name, nodeName stri
 		name, len(once), nodeName, namePods(once), name)
 }
 
-// drain deletes the proxies bound to a virtual node and waits until they are gone (the manager
-// removes each one's delegate before it lets the proxy go).
-func drain(ctx context.Context, primary client.Client, nodeName string, timeout time.Duration, out io.Writer) error {
+// deleteProxies deletes the proxies bound to a virtual node and waits until they are gone (the
+// manager removes each one's delegate before it lets the proxy go).
+func deleteProxies(ctx context.Context, primary client.Client, nodeName string, timeout time.Duration, out io.Writer) error {
 	list := func() ([]corev1.Pod, error) { return boundProxies(ctx, primary, nodeName) }
 	proxies, err := list()
 	if err != nil {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -106,11 +103,12 @@ func runRebalance(ctx context.Context, primary client.Client, o rebalanceOptions
 				continue
 			}
 			m := p.split.Moves[0]
-			switch err := evictPod(ctx, primary, m.Pod); {
-			case errors.Is(err, errBudget):
-				blocked = append(blocked, fmt.Sprintf("%s/%s (%v)", m.Pod.Namespace, m.Pod.Name, err))
+			refused, err := evictProxy(ctx, primary, m.Pod)
+			switch {
 			case err != nil:
 				return err
+			case refused != "":
+				blocked = append(blocked, fmt.Sprintf("%s/%s: refused by %s", m.Pod.Namespace, m.Pod.Name, refused))
 			default:
 				moved++
 				left--
@@ -123,7 +121,7 @@ func runRebalance(ctx context.Context, primary client.Client, o rebalanceOptions
 		}
 		fmt.Fprintf(out, "%d move(s) left, %d controller(s) with a pod on its way%s.\n", left, len(busy), eta)
 		for _, b := range blocked {
-			fmt.Fprintf(out, "  blocked by its PodDisruptionBudget for now: %s\n", b)
+			fmt.Fprintf(out, "  not evicted this round: %s\n", b)
 		}
 		select {
 		case <-ctx.Done():
@@ -131,23 +129,6 @@ func runRebalance(ctx context.Context, primary client.Client, o rebalanceOptions
 		case <-time.After(o.poll):
 		}
 	}
-}
-
-// errBudget is an eviction a PodDisruptionBudget refuses for now.
-var errBudget = errors.New("its PodDisruptionBudget allows no disruption now")
-
-// evictPod evicts a pod through the Eviction API.
-func evictPod(ctx context.Context, primary client.Client, pod *corev1.Pod) error {
-	err := primary.SubResource("eviction").Create(ctx, pod, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}})
-	switch {
-	case apierrors.IsTooManyRequests(err):
-		return fmt.Errorf("%w: %s", errBudget, apierrors.ReasonForError(err))
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("evicting %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	return nil
 }
 
 // planRebalance gathers the elected pods, the virtual nodes and the ClusterDetectors, and plans

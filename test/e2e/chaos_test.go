@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -28,6 +29,8 @@ type identityWatch struct {
 	lastSeen   map[string][]string // cluster → names of live pods
 	violations []string
 	polls      int
+	// every is the time between polls (0: 250 ms).
+	every time.Duration
 }
 
 func (w *identityWatch) run(ctx context.Context, namespace, selector string, clusters []*testbed.Cluster) {
@@ -54,7 +57,7 @@ func (w *identityWatch) run(ctx context.Context, namespace, selector string, clu
 		w.check()
 		select {
 		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(cmp.Or(w.every, 250*time.Millisecond)):
 		}
 	}
 }

@@ -88,6 +88,20 @@ const probeNamespace = "e2e-placement-probe"
 // created a Deployment in that moment and all its replicas went to the other secondary). A dry-run
 // create runs the webhook and stores nothing.
 func expectPlaceableIn(g Gomega, ctx SpecContext, cluster string) {
+	ensureProbeNamespace(g, ctx)
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe-" + cluster, Annotations: map[string]string{
+			flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: cluster}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "registry.k8s.io/pause:3.10"}}},
+	}
+	placed, err := bed.Primary.Clientset.CoreV1().Pods(probeNamespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(placed.Spec.NodeName).To(Equal(flotillav1.VirtualNodeName(cluster)),
+		"the webhook would not place a pod in %s yet: %s", cluster, placed.Annotations[flotillav1.AnnotationNoClusterFits])
+}
+
+// ensureProbeNamespace makes the namespace where expectPlaceableIn asks the webhook.
+func ensureProbeNamespace(g Gomega, ctx SpecContext) {
 	_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: probeNamespace, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
 	if !apierrors.IsAlreadyExists(err) {
@@ -100,15 +114,6 @@ func expectPlaceableIn(g Gomega, ctx SpecContext, cluster string) {
 	if !apierrors.IsAlreadyExists(err) {
 		g.Expect(err).NotTo(HaveOccurred())
 	}
-	probe := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe-" + cluster, Annotations: map[string]string{
-			flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: cluster}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "probe", Image: "registry.k8s.io/pause:3.10"}}},
-	}
-	placed, err := bed.Primary.Clientset.CoreV1().Pods(probeNamespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(placed.Spec.NodeName).To(Equal(flotillav1.VirtualNodeName(cluster)),
-		"the webhook would not place a pod in %s yet: %s", cluster, placed.Annotations[flotillav1.AnnotationNoClusterFits])
 }
 
 // prepareNamespace makes a namespace Flotilla may write to exist in a secondary with its default
