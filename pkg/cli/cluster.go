@@ -47,7 +47,7 @@ The primary is --primary-context (default: the current context); secondaries are
 of the same kubeconfig. Credentials are never printed.`,
 	}
 	cmd.AddCommand(newJoinCommand(g), newAddCommand(g), newListCommand(g), newDrainCommand(g), newUncordonCommand(g),
-		newRemoveCommand(g), newFenceCommand(g))
+		newRemoveCommand(g), newFenceCommand(g), newReplaceCommand(g))
 	return cmd
 }
 

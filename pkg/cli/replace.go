@@ -1,0 +1,394 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// The steps of a replacement, in order; each is recorded on the old cluster's ClusterDetector
+// before it begins, so that an interrupted replacement resumes at it.
+const (
+	stepChecking    = "Checking"
+	stepReplicating = "Replicating"
+	stepDraining    = "Draining"
+	stepDetaching   = "Detaching"
+	stepRemoving    = "Removing"
+)
+
+var replaceSteps = []string{stepChecking, stepReplicating, stepDraining, stepDetaching, stepRemoving}
+
+// replaceOptions are `cluster replace`'s flags.
+type replaceOptions struct {
+	with    string
+	timeout time.Duration
+	dryRun  bool
+	poll    time.Duration
+}
+
+func newReplaceCommand(g *GlobalOptions) *cobra.Command {
+	o := replaceOptions{poll: 2 * time.Second}
+	cmd := &cobra.Command{
+		Use:   "replace OLD --with NEW",
+		Short: "Replace a secondary by another (an out-of-place upgrade): replicate, drain, retire",
+		Long: `replace moves everything of a secondary to another one that is already joined, then retires it,
+in five steps, each shown as it runs and recorded on the old cluster's ClusterDetector (the
+condition Replacement, whose reason is the step), so that an interrupted replacement resumes
+where it was when run again:
+
+  Checking     NEW is joined, Running and Ready, and is not OLD.
+  Replicating  NEW is added to every Replicator that targets OLD; replace waits until each is
+               healthy in NEW (everything applied, its Deployment's replicas ready there).
+  Draining     OLD's elected pods move to NEW and the others, as cluster drain moves them
+               (PodDisruptionBudgets hold, at-most-once pods one at a time, pods whose data is
+               in OLD refused unless they chose flotilla.dev/on-volume-cluster-loss: recreate).
+  Detaching    OLD leaves every Replicator (the Replicator controller removes what it put there).
+  Removing     OLD leaves the fleet, as cluster remove does (its drain already done).
+
+Nothing of OLD is changed before NEW is healthy with every Replicator's objects; a step that
+cannot finish within --timeout stops the command with what is left, and running it again
+carries on.`,
+		Example: `  # Stand up secondary3, join it, then move everything of secondary1 to it
+  flotillactl cluster join --context secondary3
+  flotillactl cluster replace secondary1 --with secondary3 --dry-run
+  flotillactl cluster replace secondary1 --with secondary3 --timeout 30m`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if o.with == "" {
+				return fmt.Errorf("--with NEW is required: the joined secondary that takes over %s", args[0])
+			}
+			primary, contextName, name, err := resolveTarget(cmd.Context(), g, args[0])
+			if err != nil {
+				return err
+			}
+			_, _, newName, err := resolveTarget(cmd.Context(), g, o.with)
+			if err != nil {
+				return fmt.Errorf("--with: %w", err)
+			}
+			r := &replacer{primary: primary, old: name, oldContext: contextName, new: newName, o: o, out: cmd.OutOrStdout(),
+				remove: func(ctx context.Context, timeout time.Duration) error {
+					return removeCluster(ctx, g, primary, contextName, name, removeOptions{timeout: timeout, noDrain: true}, cmd.OutOrStdout())
+				}}
+			return r.run(cmd.Context())
+		},
+	}
+	cmd.Flags().StringVar(&o.with, "with", "", "the joined secondary that takes over (required)")
+	cmd.Flags().DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long the whole replacement may take before it stops, saying what is left (run it again to carry on)")
+	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what each step would change and change nothing")
+	return cmd
+}
+
+// replacer runs one replacement.
+type replacer struct {
+	primary         client.Client
+	old, oldContext string
+	new             string
+	o               replaceOptions
+	out             io.Writer
+	// remove retires the old cluster (cluster remove without its drain).
+	remove func(ctx context.Context, timeout time.Duration) error
+}
+
+// resumeAt is the step a replacement starts at: the one recorded (an interrupted run), else the
+// first. A replacement recorded with another cluster is refused.
+func resumeAt(recorded *flotillav1.ReplacementState, with string) (string, error) {
+	if recorded == nil {
+		return stepChecking, nil
+	}
+	if recorded.With != with {
+		return "", fmt.Errorf("a replacement by %s is under way (step %s): finish it with --with %s, or remove the annotation %s from the ClusterDetector to start over",
+			recorded.With, recorded.Step, recorded.With, flotillav1.AnnotationReplacement)
+	}
+	if !slices.Contains(replaceSteps, recorded.Step) {
+		return stepChecking, nil
+	}
+	return recorded.Step, nil
+}
+
+func (r *replacer) run(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, r.o.timeout)
+	defer cancel()
+	recorded, err := r.recorded(ctx)
+	if err != nil {
+		return err
+	}
+	from, err := resumeAt(recorded, r.new)
+	if err != nil {
+		return err
+	}
+	if from != stepChecking {
+		fmt.Fprintf(r.out, "Resuming the replacement of %s by %s at step %s.\n", r.old, r.new, from)
+	}
+	start := time.Now()
+	for _, step := range replaceSteps[slices.Index(replaceSteps, from):] {
+		if !r.o.dryRun && step != stepChecking {
+			if err := r.record(ctx, step); err != nil {
+				return err
+			}
+		}
+		fmt.Fprintf(r.out, "[%s] %s\n", step, stepDoes(step, r.old, r.new))
+		if err := r.do(ctx, step); err != nil {
+			return fmt.Errorf("replacing %s by %s, step %s: %w (run the same command again to carry on)", r.old, r.new, step, err)
+		}
+	}
+	if r.o.dryRun {
+		_, err := fmt.Fprintln(r.out, "Dry run: nothing changed.")
+		return err
+	}
+	_, err = fmt.Fprintf(r.out, "Replaced %s by %s in %s.\n", r.old, r.new, time.Since(start).Round(time.Second))
+	return err
+}
+
+func stepDoes(step, old, new string) string {
+	switch step {
+	case stepChecking:
+		return fmt.Sprintf("checking that %s is joined, Running and Ready", new)
+	case stepReplicating:
+		return fmt.Sprintf("adding %s to every Replicator that targets %s, and waiting until each is healthy there", new, old)
+	case stepDraining:
+		return fmt.Sprintf("draining %s: its elected pods move to the other clusters", old)
+	case stepDetaching:
+		return fmt.Sprintf("removing %s from every Replicator", old)
+	default:
+		return fmt.Sprintf("removing %s from the fleet", old)
+	}
+}
+
+func (r *replacer) do(ctx context.Context, step string) error {
+	switch step {
+	case stepChecking:
+		return r.check(ctx)
+	case stepReplicating:
+		return r.replicate(ctx)
+	case stepDraining:
+		if r.o.dryRun {
+			return newDrainer(r.primary, r.old, drainOptions{dryRun: true}, r.out).run(ctx)
+		}
+		deadline, _ := ctx.Deadline()
+		return newDrainer(r.primary, r.old, drainOptions{timeout: time.Until(deadline)}, r.out).run(ctx)
+	case stepDetaching:
+		return r.detach(ctx)
+	default:
+		if r.o.dryRun {
+			return nil
+		}
+		deadline, _ := ctx.Deadline()
+		return r.remove(ctx, time.Until(deadline))
+	}
+}
+
+// recorded reads the replacement recorded on the old cluster's ClusterDetector (nil: none).
+func (r *replacer) recorded(ctx context.Context) (*flotillav1.ReplacementState, error) {
+	var cd flotillav1.ClusterDetector
+	if err := r.primary.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: r.old}, &cd); err != nil {
+		return nil, fmt.Errorf("reading the ClusterDetector of %s: %w", r.old, err)
+	}
+	raw, ok := cd.Annotations[flotillav1.AnnotationReplacement]
+	if !ok {
+		return nil, nil
+	}
+	var st flotillav1.ReplacementState
+	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+		return nil, fmt.Errorf("the annotation %s on ClusterDetector %s does not parse (%w): remove it to start over", flotillav1.AnnotationReplacement, r.old, err)
+	}
+	return &st, nil
+}
+
+// record writes the step about to begin on the old cluster's ClusterDetector.
+func (r *replacer) record(ctx context.Context, step string) error {
+	raw, err := json.Marshal(flotillav1.ReplacementState{With: r.new, Step: step, Since: time.Now().UTC().Format(time.RFC3339)})
+	if err != nil {
+		return err
+	}
+	var cd flotillav1.ClusterDetector
+	cd.Namespace, cd.Name = flotillav1.SystemNamespace, r.old
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, flotillav1.AnnotationReplacement, string(raw))
+	if err := r.primary.Patch(ctx, &cd, client.RawPatch("application/merge-patch+json", []byte(patch))); err != nil {
+		return fmt.Errorf("recording step %s on ClusterDetector %s: %w", step, r.old, err)
+	}
+	return nil
+}
+
+// check refuses a replacement whose new cluster cannot take the work now.
+func (r *replacer) check(ctx context.Context) error {
+	if r.new == r.old {
+		return fmt.Errorf("%s cannot replace itself", r.old)
+	}
+	var cd flotillav1.ClusterDetector
+	if err := r.primary.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: r.new}, &cd); err != nil {
+		return fmt.Errorf("%s is not joined (no ClusterDetector): join it first (flotillactl cluster join): %w", r.new, err)
+	}
+	if cd.Labels[flotillav1.LabelRole] == flotillav1.RolePrimary {
+		return fmt.Errorf("%s is the primary: replace a secondary by another secondary", r.new)
+	}
+	ready := meta.FindStatusCondition(cd.Status.Conditions, flotillav1.ConditionReady)
+	if cd.Status.ClusterStatus != flotillav1.ClusterRunning || ready == nil || ready.Status != metav1.ConditionTrue {
+		why := cd.Status.Message
+		if why == "" {
+			why = "not probed yet"
+		}
+		return fmt.Errorf("%s is not Running and Ready: %s", r.new, why)
+	}
+	return nil
+}
+
+// targetsOld says whether a Replicator targets the old cluster by one of its names (cluster,
+// context, plumber's <cluster>.<user>); "*" targets every secondary, the new one already.
+func (r *replacer) targetsOld(rep *flotillav1.Replicator, aliases []string) bool {
+	for _, t := range rep.Spec.TargetCluster {
+		if slices.Contains(aliases, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// aliases are the names a Replicator may give the old cluster.
+func (r *replacer) aliases(ctx context.Context) ([]string, error) {
+	out := []string{r.old, r.oldContext}
+	var cd flotillav1.ClusterDetector
+	if err := r.primary.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: r.old}, &cd); err != nil {
+		return nil, fmt.Errorf("reading the ClusterDetector of %s: %w", r.old, err)
+	}
+	if cd.Spec.Cluster != "" && cd.Spec.User != "" {
+		out = append(out, cd.Spec.Cluster+"."+cd.Spec.User)
+	}
+	return out, nil
+}
+
+// replicate adds the new cluster to every Replicator that targets the old one and waits until
+// each is healthy there.
+func (r *replacer) replicate(ctx context.Context) error {
+	aliases, err := r.aliases(ctx)
+	if err != nil {
+		return err
+	}
+	var reps flotillav1.ReplicatorList
+	if err := r.primary.List(ctx, &reps); err != nil {
+		return fmt.Errorf("listing Replicators: %w", err)
+	}
+	var mine []client.ObjectKey
+	for i := range reps.Items {
+		rep := &reps.Items[i]
+		all := slices.Equal(rep.Spec.TargetCluster, []string{"*"})
+		if !all && !r.targetsOld(rep, aliases) {
+			continue
+		}
+		mine = append(mine, client.ObjectKeyFromObject(rep))
+		if all || slices.Contains(rep.Spec.TargetCluster, r.new) {
+			continue
+		}
+		if r.o.dryRun {
+			fmt.Fprintf(r.out, "  would add %s to Replicator %s\n", r.new, rep.Name)
+			continue
+		}
+		base := rep.DeepCopy()
+		rep.Spec.TargetCluster = append(rep.Spec.TargetCluster, r.new)
+		if err := r.primary.Patch(ctx, rep, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("adding %s to Replicator %s: %w", r.new, rep.Name, err)
+		}
+		fmt.Fprintf(r.out, "  added %s to Replicator %s\n", r.new, rep.Name)
+	}
+	if r.o.dryRun || len(mine) == 0 {
+		if len(mine) == 0 {
+			fmt.Fprintf(r.out, "  no Replicator targets %s\n", r.old)
+		}
+		return nil
+	}
+	lastSaid := time.Time{}
+	for {
+		var waiting []string
+		for _, key := range mine {
+			var rep flotillav1.Replicator
+			if err := r.primary.Get(ctx, key, &rep); err != nil {
+				return fmt.Errorf("reading Replicator %s: %w", key.Name, err)
+			}
+			if ok, why := replicatorHealthyIn(&rep, r.new); !ok {
+				waiting = append(waiting, fmt.Sprintf("%s (%s)", key.Name, why))
+			}
+		}
+		sort.Strings(waiting)
+		if len(waiting) == 0 {
+			fmt.Fprintf(r.out, "  %d Replicator(s) healthy in %s\n", len(mine), r.new)
+			return nil
+		}
+		if time.Since(lastSaid) >= 10*time.Second {
+			fmt.Fprintf(r.out, "  %d of %d Replicator(s) healthy in %s; waiting for %s\n", len(mine)-len(waiting), len(mine), r.new, strings.Join(waiting, ", "))
+			lastSaid = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("not healthy in %s: %s: %w", r.new, strings.Join(waiting, ", "), ctx.Err())
+		case <-time.After(r.o.poll):
+		}
+	}
+}
+
+// replicatorHealthyIn says whether a Replicator's objects are applied and its Deployment's
+// replicas ready in a cluster, and if not, why.
+func replicatorHealthyIn(rep *flotillav1.Replicator, cluster string) (bool, string) {
+	if rep.Status.ObservedGeneration < rep.Generation {
+		return false, "its latest spec not handled yet"
+	}
+	for _, c := range rep.Status.Clusters {
+		if c.Name != cluster {
+			continue
+		}
+		switch {
+		case !c.Synced:
+			return false, "not applied there yet: " + orDash(c.Message)
+		case c.ReadyReplicas < c.Replicas:
+			return false, fmt.Sprintf("%d of %d replicas ready there", c.ReadyReplicas, c.Replicas)
+		}
+		return true, ""
+	}
+	return false, "not reported there yet"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// detach removes the old cluster from every Replicator that names it.
+func (r *replacer) detach(ctx context.Context) error {
+	aliases, err := r.aliases(ctx)
+	if err != nil {
+		return err
+	}
+	var reps flotillav1.ReplicatorList
+	if err := r.primary.List(ctx, &reps); err != nil {
+		return fmt.Errorf("listing Replicators: %w", err)
+	}
+	for i := range reps.Items {
+		rep := &reps.Items[i]
+		if !r.targetsOld(rep, aliases) {
+			continue
+		}
+		if r.o.dryRun {
+			fmt.Fprintf(r.out, "  would remove %s from Replicator %s\n", r.old, rep.Name)
+			continue
+		}
+		base := rep.DeepCopy()
+		rep.Spec.TargetCluster = slices.DeleteFunc(rep.Spec.TargetCluster, func(t string) bool { return slices.Contains(aliases, t) })
+		if err := r.primary.Patch(ctx, rep, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("removing %s from Replicator %s: %w", r.old, rep.Name, err)
+		}
+		fmt.Fprintf(r.out, "  removed %s from Replicator %s\n", r.old, rep.Name)
+	}
+	return nil
+}

@@ -1,0 +1,137 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+func TestResumeAt(t *testing.T) {
+	if s, err := resumeAt(nil, "new"); err != nil || s != stepChecking {
+		t.Errorf("nothing recorded: %s, %v", s, err)
+	}
+	if s, err := resumeAt(&flotillav1.ReplacementState{With: "new", Step: stepDraining}, "new"); err != nil || s != stepDraining {
+		t.Errorf("interrupted while draining: %s, %v", s, err)
+	}
+	if _, err := resumeAt(&flotillav1.ReplacementState{With: "other", Step: stepDraining}, "new"); err == nil || !strings.Contains(err.Error(), "a replacement by other is under way") {
+		t.Errorf("another replacement: %v", err)
+	}
+	if s, _ := resumeAt(&flotillav1.ReplacementState{With: "new", Step: "Bogus"}, "new"); s != stepChecking {
+		t.Errorf("an unknown step starts over: %s", s)
+	}
+}
+
+func TestReplicatorHealthyIn(t *testing.T) {
+	rep := func(gen, observed int64, clusters ...flotillav1.ClusterSync) *flotillav1.Replicator {
+		return &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Status: flotillav1.ReplicatorStatus{ObservedGeneration: observed, Clusters: clusters}}
+	}
+	tests := map[string]struct {
+		rep  *flotillav1.Replicator
+		want bool
+		why  string
+	}{
+		"applied, replicas ready":  {rep(1, 1, flotillav1.ClusterSync{Name: "new", Synced: true, Replicas: 2, ReadyReplicas: 2}), true, ""},
+		"no Deployment, applied":   {rep(1, 1, flotillav1.ClusterSync{Name: "new", Synced: true}), true, ""},
+		"replicas not ready":       {rep(1, 1, flotillav1.ClusterSync{Name: "new", Synced: true, Replicas: 2, ReadyReplicas: 1}), false, "1 of 2 replicas ready"},
+		"not applied":              {rep(1, 1, flotillav1.ClusterSync{Name: "new", Message: "quota"}), false, "not applied there yet: quota"},
+		"not reported":             {rep(1, 1, flotillav1.ClusterSync{Name: "old", Synced: true}), false, "not reported there yet"},
+		"the new spec not handled": {rep(2, 1, flotillav1.ClusterSync{Name: "new", Synced: true}), false, "latest spec"},
+	}
+	for name, tc := range tests {
+		ok, why := replicatorHealthyIn(tc.rep, "new")
+		if ok != tc.want || !strings.Contains(why, tc.why) {
+			t.Errorf("%s: %v %q, want %v %q", name, ok, why, tc.want, tc.why)
+		}
+	}
+}
+
+// The replication and detach steps change only the Replicators that target the old cluster, by
+// any of its names, and a dry run changes none.
+func TestReplaceReplicatesThenDetaches(t *testing.T) {
+	detector := func(name string, ready bool) *flotillav1.ClusterDetector {
+		cd := &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: name},
+			Spec: flotillav1.ClusterDetectorSpec{Context: name + "-ctx", Cluster: name + "-cluster", User: name + "-user"}}
+		if ready {
+			cd.Status.ClusterStatus = flotillav1.ClusterRunning
+			cd.Status.Conditions = []metav1.Condition{{Type: flotillav1.ConditionReady, Status: metav1.ConditionTrue}}
+		}
+		return cd
+	}
+	replicator := func(name string, targets ...string) *flotillav1.Replicator {
+		return &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1},
+			Spec:   flotillav1.ReplicatorSpec{TargetCluster: targets, ReplicationNamespace: "shop"},
+			Status: flotillav1.ReplicatorStatus{ObservedGeneration: 1, Clusters: []flotillav1.ClusterSync{{Name: "new", Synced: true}}}}
+	}
+	primary := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(detector("old", true), detector("new", true),
+		replicator("by-name", "old", "other"), replicator("by-context", "old-ctx"), replicator("by-plumber-name", "old-cluster.old-user"),
+		replicator("elsewhere", "other"), replicator("everywhere", "*")).WithStatusSubresource(&flotillav1.Replicator{}).Build()
+	targets := func(name string) []string {
+		var rep flotillav1.Replicator
+		if err := primary.Get(t.Context(), client.ObjectKey{Name: name}, &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep.Spec.TargetCluster
+	}
+	var out bytes.Buffer
+	r := &replacer{primary: primary, old: "old", oldContext: "old-ctx", new: "new", out: &out, o: replaceOptions{poll: time.Millisecond, timeout: time.Minute, dryRun: true}}
+	if err := r.replicate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := targets("by-name"); strings.Join(got, ",") != "old,other" {
+		t.Fatalf("a dry run changed by-name: %v", got)
+	}
+	r.o.dryRun = false
+	if err := r.check(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.replicate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"by-name": "old,other,new", "by-context": "old-ctx,new", "by-plumber-name": "old-cluster.old-user,new", "elsewhere": "other", "everywhere": "*"} {
+		if got := strings.Join(targets(name), ","); got != want {
+			t.Errorf("after replicating, %s targets %s, want %s", name, got, want)
+		}
+	}
+	if err := r.detach(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"by-name": "other,new", "by-context": "new", "by-plumber-name": "new", "elsewhere": "other", "everywhere": "*"} {
+		if got := strings.Join(targets(name), ","); got != want {
+			t.Errorf("after detaching, %s targets %s, want %s", name, got, want)
+		}
+	}
+	// The step is recorded, and a run with another cluster is refused.
+	if err := r.record(t.Context(), stepDraining); err != nil {
+		t.Fatal(err)
+	}
+	st, err := r.recorded(t.Context())
+	if err != nil || st == nil || st.Step != stepDraining || st.With != "new" {
+		t.Fatalf("recorded = %+v, %v", st, err)
+	}
+	other := &replacer{primary: primary, old: "old", new: "third", out: &out, o: replaceOptions{timeout: time.Minute},
+		remove: func(context.Context, time.Duration) error { t.Fatal("removed"); return nil }}
+	if err := other.run(t.Context()); err == nil || !strings.Contains(err.Error(), "under way") {
+		t.Fatalf("another replacement: %v", err)
+	}
+}
+
+func TestReplaceRefusesANewClusterNotReady(t *testing.T) {
+	primary := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(&flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{
+		Namespace: flotillav1.SystemNamespace, Name: "new"}, Status: flotillav1.ClusterDetectorStatus{Message: "probe failed"}}).Build()
+	r := &replacer{primary: primary, old: "old", new: "new", out: &bytes.Buffer{}}
+	if err := r.check(t.Context()); err == nil || !strings.Contains(err.Error(), "not Running and Ready: probe failed") {
+		t.Fatalf("err = %v", err)
+	}
+	r.new = "missing"
+	if err := r.check(t.Context()); err == nil || !strings.Contains(err.Error(), "is not joined") {
+		t.Fatalf("err = %v", err)
+	}
+}
