@@ -6,18 +6,17 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	rules "github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -281,51 +280,13 @@ func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterVie
 // chosenClusters applies flotilla.dev/clusters, flotilla.dev/cluster-weights (parsed by
 // clusterWeights: a cluster of weight 0 takes none) and flotilla.dev/cluster-selector.
 func chosenClusters(pod *corev1.Pod, clusters []ClusterView, weights map[string]int64) (map[string]bool, error) {
-	chosen := map[string]bool{}
+	named := make([]rules.Cluster, 0, len(clusters))
 	for _, c := range clusters {
-		chosen[c.Name] = true
+		named = append(named, rules.Cluster{Name: c.Name, Labels: c.Labels})
 	}
-	if list, ok := pod.Annotations[flotillav1.AnnotationClusters]; ok {
-		named := map[string]bool{}
-		var unknown []string
-		for _, n := range strings.Split(list, ",") {
-			n = strings.TrimSpace(n)
-			if n == "" {
-				continue
-			}
-			if !chosen[n] {
-				unknown = append(unknown, n)
-			}
-			named[n] = true
-		}
-		if len(unknown) > 0 {
-			known := make([]string, 0, len(clusters))
-			for _, c := range clusters {
-				known = append(known, c.Name)
-			}
-			sort.Strings(known)
-			return nil, reject("annotation %s names unknown cluster(s) %s (registered: %s)", flotillav1.AnnotationClusters,
-				strings.Join(unknown, ", "), strings.Join(known, ", "))
-		}
-		chosen = named
-	}
-	if weights != nil {
-		for name := range chosen {
-			if weights[name] == 0 {
-				delete(chosen, name)
-			}
-		}
-	}
-	if expr, ok := pod.Annotations[flotillav1.AnnotationClusterSelector]; ok {
-		sel, err := labels.Parse(expr)
-		if err != nil {
-			return nil, reject("annotation %s is not a label selector: %v", flotillav1.AnnotationClusterSelector, err)
-		}
-		for _, c := range clusters {
-			if chosen[c.Name] && !sel.Matches(labels.Set(c.Labels)) {
-				delete(chosen, c.Name)
-			}
-		}
+	chosen, err := rules.Chosen(pod, named, weights)
+	if err != nil {
+		return nil, reject("%s", err.Error())
 	}
 	return chosen, nil
 }
@@ -416,53 +377,24 @@ func clusterSpread(list []corev1.TopologySpreadConstraint) []corev1.TopologySpre
 	return out
 }
 
-// maxClusterWeight bounds a weight: a split is a proportion, not a count.
-const maxClusterWeight = 1000
-
 // clusterWeights parses flotilla.dev/cluster-weights (nil without it). It refuses what it cannot
 // honour: a malformed entry, a weight out of range, an unknown cluster, no positive weight, or a
 // spread over clusters beside it (the two would contradict each other).
 func clusterWeights(pod *corev1.Pod, clusters []ClusterView) (map[string]int64, error) {
-	raw, ok := pod.Annotations[flotillav1.AnnotationClusterWeights]
-	if !ok {
+	if _, ok := pod.Annotations[flotillav1.AnnotationClusterWeights]; !ok {
 		return nil, nil
 	}
 	if len(clusterSpread(pod.Spec.TopologySpreadConstraints)) > 0 {
 		return nil, reject("annotation %s cannot be combined with a topologySpreadConstraint over clusters (flotilla.dev/ keys): use one or the other",
 			flotillav1.AnnotationClusterWeights)
 	}
-	known := map[string]bool{}
+	known := make([]string, 0, len(clusters))
 	for _, c := range clusters {
-		known[c.Name] = true
+		known = append(known, c.Name)
 	}
-	weights := map[string]int64{}
-	var total int64
-	for _, entry := range strings.Split(raw, ",") {
-		entry = strings.TrimSpace(entry)
-		if entry == "" {
-			continue
-		}
-		name, value, found := strings.Cut(entry, "=")
-		name = strings.TrimSpace(name)
-		w, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
-		if !found || name == "" || err != nil || w < 0 || w > maxClusterWeight {
-			return nil, reject("annotation %s: %q is not <cluster>=<weight 0-%d> (e.g. east=70,west=30)",
-				flotillav1.AnnotationClusterWeights, entry, maxClusterWeight)
-		}
-		if !known[name] {
-			names := make([]string, 0, len(known))
-			for n := range known {
-				names = append(names, n)
-			}
-			sort.Strings(names)
-			return nil, reject("annotation %s names unknown cluster %s (registered: %s)", flotillav1.AnnotationClusterWeights,
-				name, strings.Join(names, ", "))
-		}
-		weights[name] = w
-		total += w
-	}
-	if total == 0 {
-		return nil, reject("annotation %s gives no cluster a positive weight", flotillav1.AnnotationClusterWeights)
+	weights, err := rules.Weights(pod, known)
+	if err != nil {
+		return nil, reject("%s", err.Error())
 	}
 	return weights, nil
 }

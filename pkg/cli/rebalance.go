@@ -9,17 +9,19 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
-	"github.com/flotilla-dev/flotilla/pkg/controllers/rebalance"
-	"github.com/flotilla-dev/flotilla/webhook"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // rebalanceOptions are `rebalance`'s flags.
@@ -68,7 +70,7 @@ It is safe to interrupt and run again. With --dry-run it prints the plan and cha
 type controllerPlan struct {
 	name  string // namespace/controller
 	uid   types.UID
-	split webhook.Split
+	split placement.Split
 }
 
 // runRebalance plans, and unless dry-run moves, round after round until nothing is left to move.
@@ -148,22 +150,14 @@ func planRebalance(ctx context.Context, primary client.Client, namespace string,
 	if err != nil {
 		return nil, nil, err
 	}
-	groups, busyUIDs := rebalance.Groups(chosen)
+	groups, busyUIDs := placement.Groups(chosen)
 	var plans []controllerPlan
 	for uid, group := range groups {
-		split, err := webhook.Rebalance(withoutDelegateConstraints(group), views)
+		feasible, weights, err := feasibleClusters(group, views)
 		if err != nil {
 			return nil, nil, fmt.Errorf("planning %s: %w", controllerName(group[0]), err)
 		}
-		// The moves name the live pods, not the copies planned with.
-		byName := map[string]*corev1.Pod{}
-		for _, p := range group {
-			byName[p.Name] = p
-		}
-		for i := range split.Moves {
-			split.Moves[i].Pod = byName[split.Moves[i].Pod.Name]
-		}
-		plans = append(plans, controllerPlan{name: controllerName(group[0]), uid: uid, split: split})
+		plans = append(plans, controllerPlan{name: controllerName(group[0]), uid: uid, split: placement.Plan(group, feasible, weights)})
 	}
 	sort.Slice(plans, func(i, j int) bool { return plans[i].name < plans[j].name })
 	var busy []string
@@ -194,20 +188,63 @@ func controllerName(p *corev1.Pod) string {
 	return fmt.Sprintf("%s/%s %s", p.Namespace, strings.ToLower(ref.Kind), ref.Name)
 }
 
-// withoutDelegateConstraints are copies of pods without the constraints kept for their delegates:
-// the plan judges clusters by their virtual nodes, which carry none of the secondaries' node labels.
-func withoutDelegateConstraints(pods []*corev1.Pod) []*corev1.Pod {
-	out := make([]*corev1.Pod, len(pods))
-	for i, p := range pods {
-		c := p.DeepCopy()
-		delete(c.Annotations, flotillav1.AnnotationDelegateConstraints)
-		out[i] = c
+// clusterView is a cluster as its virtual node and ClusterDetector show it.
+type clusterView struct {
+	name            string
+	labels          map[string]string
+	ready, cordoned bool
+	taints          []corev1.Taint
+	// noClaims: its registration takes no claims of class flotilla.
+	noClaims bool
+}
+
+// feasibleClusters are the clusters a controller's pods may go to now as their virtual nodes show
+// them (the pods' own choice of clusters and weights; Ready, not cordoned, no taint their proxies
+// do not tolerate; taking claims if they use some), and the pods' weights. The pods' constraints
+// on the secondaries' nodes are the webhook's to judge.
+func feasibleClusters(group []*corev1.Pod, views []clusterView) ([]string, map[string]int64, error) {
+	tmpl := group[0]
+	for _, p := range group {
+		if !placement.Pinned(p) {
+			tmpl = p
+			break
+		}
 	}
-	return out
+	known := make([]string, 0, len(views))
+	named := make([]placement.Cluster, 0, len(views))
+	for _, v := range views {
+		known = append(known, v.name)
+		named = append(named, placement.Cluster{Name: v.name, Labels: v.labels})
+	}
+	weights, err := placement.Weights(tmpl, known)
+	if err != nil {
+		return nil, nil, err
+	}
+	chosen, err := placement.Chosen(tmpl, named, weights)
+	if err != nil {
+		return nil, nil, err
+	}
+	claims := len(translate.VolumeClaims(tmpl)) > 0
+	var feasible []string
+	for _, v := range views {
+		if !chosen[v.name] || !v.ready || v.cordoned || (claims && v.noClaims) {
+			continue
+		}
+		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), v.taints, tmpl.Spec.Tolerations, schedulingTaint, false); untolerated {
+			continue
+		}
+		feasible = append(feasible, v.name)
+	}
+	return feasible, weights, nil
+}
+
+// schedulingTaint selects the taints that keep pods off a node.
+func schedulingTaint(t *corev1.Taint) bool {
+	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 }
 
 // virtualNodeViews is the clusters as their virtual nodes and ClusterDetectors show them.
-func virtualNodeViews(ctx context.Context, primary client.Client) ([]webhook.ClusterView, error) {
+func virtualNodeViews(ctx context.Context, primary client.Client) ([]clusterView, error) {
 	var nodes corev1.NodeList
 	if err := primary.List(ctx, &nodes, client.HasLabels{flotillav1.LabelCluster}); err != nil {
 		return nil, fmt.Errorf("listing virtual nodes: %w", err)
@@ -220,7 +257,7 @@ func virtualNodeViews(ctx context.Context, primary client.Client) ([]webhook.Clu
 	for _, d := range detectors.Items {
 		noClaims[d.Name] = d.Status.StorageClass == clusters.StorageClassNone
 	}
-	var views []webhook.ClusterView
+	var views []clusterView
 	for _, n := range nodes.Items {
 		cluster := n.Labels[flotillav1.LabelCluster]
 		ready := false
@@ -229,9 +266,8 @@ func virtualNodeViews(ctx context.Context, primary client.Client) ([]webhook.Clu
 				ready = c.Status == corev1.ConditionTrue
 			}
 		}
-		views = append(views, webhook.ClusterView{Name: cluster, Ready: ready, Reason: "its virtual node is not Ready", Labels: n.Labels,
-			Cordoned: n.Spec.Unschedulable, Taints: n.Spec.Taints, NoClaims: noClaims[cluster],
-			Nodes: []webhook.NodeView{{Name: n.Name, Labels: n.Labels, Free: n.Status.Allocatable}}})
+		views = append(views, clusterView{name: cluster, labels: n.Labels, ready: ready, cordoned: n.Spec.Unschedulable,
+			taints: n.Spec.Taints, noClaims: noClaims[cluster]})
 	}
 	return views, nil
 }

@@ -33,7 +33,7 @@ func rebalanceFixture(t *testing.T, inUS int) client.Client {
 			Labels:            map[string]string{flotillav1.LabelProxy: "true", "app": "web"},
 			Annotations:       map[string]string{flotillav1.AnnotationElect: ""},
 			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-rs", UID: types.UID("rs"), Controller: ptr.To(true)}}},
-			Spec: corev1.PodSpec{NodeName: flotillav1.VirtualNodeName("us"), Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
+			Spec:   corev1.PodSpec{NodeName: flotillav1.VirtualNodeName("us"), Containers: []corev1.Container{{Name: "c", Image: "nginx"}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}})
 	}
 	return fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(objs...).Build()

@@ -301,12 +301,19 @@ func (r *replacer) replicate(ctx context.Context) error {
 		}
 		fmt.Fprintf(r.out, "  added %s to Replicator %s\n", r.new, rep.Name)
 	}
-	if r.o.dryRun || len(mine) == 0 {
-		if len(mine) == 0 {
-			fmt.Fprintf(r.out, "  no Replicator targets %s\n", r.old)
-		}
+	if len(mine) == 0 {
+		fmt.Fprintf(r.out, "  no Replicator targets %s\n", r.old)
 		return nil
 	}
+	if r.o.dryRun {
+		return nil
+	}
+	return r.waitHealthy(ctx, mine)
+}
+
+// waitHealthy waits until each Replicator is healthy in the new cluster, saying which it waits
+// for every 10 s.
+func (r *replacer) waitHealthy(ctx context.Context, mine []client.ObjectKey) error {
 	lastSaid := time.Time{}
 	for {
 		var waiting []string

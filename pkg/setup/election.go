@@ -24,6 +24,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/rebalance"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/volume"
 	"github.com/flotilla-dev/flotilla/pkg/copies"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/webhook"
 )
@@ -189,7 +190,7 @@ const (
 
 // planner is the webhook's Rebalance over this replica's view of the clusters.
 func planner(h *webhook.Handler) rebalance.Planner {
-	return func(ctx context.Context, pods []*corev1.Pod) ([]rebalance.Move, error) {
+	return func(ctx context.Context, pods []*corev1.Pod) ([]placement.Move, error) {
 		views, err := h.Views(ctx)
 		if err != nil {
 			return nil, err
@@ -198,10 +199,6 @@ func planner(h *webhook.Handler) rebalance.Planner {
 		if err != nil {
 			return nil, err
 		}
-		out := make([]rebalance.Move, 0, len(split.Moves))
-		for _, m := range split.Moves {
-			out = append(out, rebalance.Move{Pod: m.Pod, From: m.From, To: m.To})
-		}
-		return out, nil
+		return split.Moves, nil
 	}
 }

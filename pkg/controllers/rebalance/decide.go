@@ -4,17 +4,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
-
-// Move is one pod to evict so that its replacement goes to To (the webhook's judgement).
-type Move struct {
-	Pod      *corev1.Pod
-	From, To string
-}
 
 // Returns follows which secondaries failed over and came back.
 type Returns struct {
@@ -97,42 +90,8 @@ func nodeReady(n *corev1.Node) bool {
 	return false
 }
 
-// Groups are the elected pods of each controller, for the pods that may be judged now: bound to a
-// virtual node, not terminating, Ready. A controller with a pod that is not (one moving, starting
-// or stuck) is left out for this round (busy): a rebalance moves one pod of a controller at a time,
-// and the next only once the last one's replacement runs.
-func Groups(proxies []corev1.Pod) (groups map[types.UID][]*corev1.Pod, busy map[types.UID]bool) {
-	out := map[types.UID][]*corev1.Pod{}
-	busy = map[types.UID]bool{}
-	for i := range proxies {
-		p := &proxies[i]
-		ref := metav1.GetControllerOf(p)
-		if ref == nil || p.Labels[flotillav1.LabelProxy] != "true" {
-			continue
-		}
-		if _, ok := flotillav1.ClusterOfNode(p.Spec.NodeName); !ok || !p.DeletionTimestamp.IsZero() || !podReady(p) {
-			busy[ref.UID] = true
-			continue
-		}
-		out[ref.UID] = append(out[ref.UID], p)
-	}
-	for uid := range busy {
-		delete(out, uid)
-	}
-	return out, busy
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // Next is the move of a controller's plan that brings a pod back to a due cluster (nil: none).
-func Next(moves []Move, due map[string]bool) *Move {
+func Next(moves []placement.Move, due map[string]bool) *placement.Move {
 	for i := range moves {
 		if due[moves[i].To] {
 			return &moves[i]

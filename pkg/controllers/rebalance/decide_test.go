@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 func virtualNode(cluster string, ready, tainted bool) corev1.Node {
@@ -81,7 +82,7 @@ func TestGroupsLeaveOutControllersWithAPodOnTheMove(t *testing.T) {
 	eu, us := flotillav1.VirtualNodeName("eu"), flotillav1.VirtualNodeName("us")
 	deleting := func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: time.Now()} }
 	unowned := func(p *corev1.Pod) { p.OwnerReferences = nil }
-	groups, busy := Groups([]corev1.Pod{
+	groups, busy := placement.Groups([]corev1.Pod{
 		pod("a-1", "a", eu, true), pod("a-2", "a", us, true),
 		pod("b-1", "b", eu, true), pod("b-2", "b", "", false), // b's replacement not bound yet
 		pod("c-1", "c", us, true), pod("c-2", "c", us, true, deleting),
@@ -103,7 +104,7 @@ func TestGroupsLeaveOutControllersWithAPodOnTheMove(t *testing.T) {
 }
 
 func TestNextTakesOnlyMovesToADueCluster(t *testing.T) {
-	moves := []Move{{From: "us", To: "asia"}, {From: "us", To: "eu"}}
+	moves := []placement.Move{{From: "us", To: "asia"}, {From: "us", To: "eu"}}
 	if m := Next(moves, map[string]bool{"eu": true}); m == nil || m.To != "eu" {
 		t.Fatalf("Next = %+v, want the move to eu", m)
 	}

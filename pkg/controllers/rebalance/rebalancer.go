@@ -16,11 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 // Planner is the webhook's judgement of a controller's pods: the moves that bring them to the
 // split placement would choose now.
-type Planner func(ctx context.Context, pods []*corev1.Pod) ([]Move, error)
+type Planner func(ctx context.Context, pods []*corev1.Pod) ([]placement.Move, error)
 
 // Rebalancer moves elected pods back to secondaries that returned from a failover.
 type Rebalancer struct {
@@ -82,7 +83,7 @@ func (r *Rebalancer) Round(ctx context.Context) error {
 	if err := r.Client.List(ctx, &proxies, client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
 		return fmt.Errorf("listing proxies: %w", err)
 	}
-	groups, busy := Groups(proxies.Items)
+	groups, busy := placement.Groups(proxies.Items)
 	uids := make([]types.UID, 0, len(groups))
 	for uid := range groups {
 		uids = append(uids, uid)
@@ -121,7 +122,7 @@ func (r *Rebalancer) Round(ctx context.Context) error {
 
 // evict evicts a pod through the Eviction API: a PodDisruptionBudget that allows no disruption
 // now answers 429, and the pod is tried again at a later round.
-func (r *Rebalancer) evict(ctx context.Context, m *Move) error {
+func (r *Rebalancer) evict(ctx context.Context, m *placement.Move) error {
 	err := r.Client.SubResource("eviction").Create(ctx, m.Pod, &policyv1.Eviction{})
 	switch {
 	case apierrors.IsTooManyRequests(err):

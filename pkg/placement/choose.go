@@ -1,0 +1,116 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// MaxClusterWeight is the largest weight flotilla.dev/cluster-weights may give a cluster.
+const MaxClusterWeight = 1000
+
+// Cluster is what choosing among clusters reads of one: its name and its virtual node's labels.
+type Cluster struct {
+	Name   string
+	Labels map[string]string
+}
+
+// Weights parses a pod's flotilla.dev/cluster-weights (nil without it) over the known clusters.
+// It refuses a malformed entry, a weight out of range, an unknown cluster, and no positive weight.
+func Weights(pod *corev1.Pod, known []string) (map[string]int64, error) {
+	raw, ok := pod.Annotations[flotillav1.AnnotationClusterWeights]
+	if !ok {
+		return nil, nil
+	}
+	isKnown := map[string]bool{}
+	for _, n := range known {
+		isKnown[n] = true
+	}
+	weights := map[string]int64{}
+	var total int64
+	for entry := range strings.SplitSeq(raw, ",") {
+		entry = strings.TrimSpace(entry)
+		if entry == "" {
+			continue
+		}
+		name, value, found := strings.Cut(entry, "=")
+		name = strings.TrimSpace(name)
+		w, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+		if !found || name == "" || err != nil || w < 0 || w > MaxClusterWeight {
+			return nil, fmt.Errorf("annotation %s: %q is not <cluster>=<weight 0-%d> (e.g. east=70,west=30)",
+				flotillav1.AnnotationClusterWeights, entry, MaxClusterWeight)
+		}
+		if !isKnown[name] {
+			names := append([]string(nil), known...)
+			sort.Strings(names)
+			return nil, fmt.Errorf("annotation %s names unknown cluster %s (registered: %s)", flotillav1.AnnotationClusterWeights,
+				name, strings.Join(names, ", "))
+		}
+		weights[name] = w
+		total += w
+	}
+	if total == 0 {
+		return nil, errors.New("annotation " + flotillav1.AnnotationClusterWeights + " gives no cluster a positive weight")
+	}
+	return weights, nil
+}
+
+// Chosen applies a pod's flotilla.dev/clusters, its weights (a cluster of weight 0 takes none) and
+// flotilla.dev/cluster-selector to the clusters: the ones it may go to. An unknown name in
+// flotilla.dev/clusters, or a selector that does not parse, is refused.
+func Chosen(pod *corev1.Pod, clusters []Cluster, weights map[string]int64) (map[string]bool, error) {
+	chosen := map[string]bool{}
+	for _, c := range clusters {
+		chosen[c.Name] = true
+	}
+	if list, ok := pod.Annotations[flotillav1.AnnotationClusters]; ok {
+		named := map[string]bool{}
+		var unknown []string
+		for n := range strings.SplitSeq(list, ",") {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				continue
+			}
+			if !chosen[n] {
+				unknown = append(unknown, n)
+			}
+			named[n] = true
+		}
+		if len(unknown) > 0 {
+			known := make([]string, 0, len(clusters))
+			for _, c := range clusters {
+				known = append(known, c.Name)
+			}
+			sort.Strings(known)
+			return nil, fmt.Errorf("annotation %s names unknown cluster(s) %s (registered: %s)", flotillav1.AnnotationClusters,
+				strings.Join(unknown, ", "), strings.Join(known, ", "))
+		}
+		chosen = named
+	}
+	if weights != nil {
+		for name := range chosen {
+			if weights[name] == 0 {
+				delete(chosen, name)
+			}
+		}
+	}
+	if expr, ok := pod.Annotations[flotillav1.AnnotationClusterSelector]; ok {
+		sel, err := labels.Parse(expr)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s is not a label selector: %w", flotillav1.AnnotationClusterSelector, err)
+		}
+		for _, c := range clusters {
+			if chosen[c.Name] && !sel.Matches(labels.Set(c.Labels)) {
+				delete(chosen, c.Name)
+			}
+		}
+	}
+	return chosen, nil
+}
