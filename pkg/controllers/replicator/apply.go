@@ -175,7 +175,7 @@ func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator
 		return "", "", nil
 	case err != nil:
 		return "", "", fmt.Errorf("reading %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
-	case have.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name):
+	case have.GetLabels()[flotillav1.LabelReplicator] == flotillav1.ReplicatorLabelValue(rep.Name):
 		return "", ssa.Version(have), nil
 	case !primary && have.GetAnnotations()[flotillav1.AnnotationOwner] == flotillav1.OwnerReflect && have.GetLabels()[flotillav1.LabelPrimary] == primaryID:
 		// A dependency copy of this primary's (placement Elect: the delegates' ConfigMap and
