@@ -1,13 +1,7 @@
 package replicator
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/pki"
 )
 
 func deploymentWith(generation, observed int64, replicas, updated, available, total int32) *appsv1.Deployment {
@@ -134,18 +129,14 @@ func TestIngressHealth(t *testing.T) {
 	}
 }
 
-func certPEM(t *testing.T, notBefore, notAfter time.Time) []byte {
+// certPEM is a certificate valid from notBefore (a minute earlier: pki's margin) for validity.
+func certPEM(t *testing.T, notBefore time.Time, validity time.Duration) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := pki.NewCA("web", notBefore.Add(time.Minute), validity)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "web"}, NotBefore: notBefore, NotAfter: notAfter}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	return ca.CertPEM
 }
 
 func TestCertificateHealth(t *testing.T) {
@@ -156,9 +147,9 @@ func TestCertificateHealth(t *testing.T) {
 		healthy bool
 		reason  string
 	}{
-		{"valid", certPEM(t, now.Add(-time.Hour), now.Add(time.Hour)), true, HealthValid},
-		{"expired", certPEM(t, now.Add(-2*time.Hour), now.Add(-time.Hour)), false, HealthExpired},
-		{"not yet valid", certPEM(t, now.Add(time.Hour), now.Add(2*time.Hour)), false, HealthNotYetValid},
+		{"valid", certPEM(t, now.Add(-time.Hour), time.Hour), true, HealthValid},
+		{"expired", certPEM(t, now.Add(-2*time.Hour), time.Hour), false, HealthExpired},
+		{"not yet valid", certPEM(t, now.Add(time.Hour), time.Hour), false, HealthNotYetValid},
 		{"no PEM", []byte("junk"), false, HealthInvalid},
 		{"nothing", nil, false, HealthInvalid},
 		{"a PEM block that is no certificate", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("junk")}), false, HealthInvalid},
