@@ -77,7 +77,7 @@ func setStatus(rep *flotillav1.Replicator, results []placeResult, res Resolution
 		ready.Reason, ready.Message = flotillav1.ReasonNoDeployment, "No Deployment to run"
 	case notReady > 0 || cond.Status != metav1.ConditionTrue:
 		ready.Status, ready.Reason = metav1.ConditionFalse, flotillav1.ReasonReplicasNotReady
-		ready.Message = fmt.Sprintf("Replicas not ready (or not applied) in %d cluster(s)", max(notReady, len(problems)))
+		ready.Message = fmt.Sprintf("Replicas not ready (or not applied) in %d cluster(s)", max(notReady, len(problems)+len(held)))
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
 	meta.SetStatusCondition(&st.Conditions, HealthyCondition(rep.Generation, st.Clusters))
