@@ -109,13 +109,13 @@ func podFailure(pods []corev1.Pod) (reason, msg string) {
 // ServiceHealth judges a Service that selects pods: healthy when one of its EndpointSlices holds
 // a ready endpoint. judged is false for a Service without a selector (its endpoints are someone
 // else's) and an ExternalName one.
-func ServiceHealth(svc *corev1.Service, slices []discoveryv1.EndpointSlice) (h flotillav1.ObjectHealth, judged bool) {
+func ServiceHealth(svc *corev1.Service, endpointSlices []discoveryv1.EndpointSlice) (h flotillav1.ObjectHealth, judged bool) {
 	h = flotillav1.ObjectHealth{Kind: "Service", Name: svc.Name}
 	if len(svc.Spec.Selector) == 0 || svc.Spec.Type == corev1.ServiceTypeExternalName {
 		return h, false
 	}
 	ready := 0
-	for _, s := range slices {
+	for _, s := range endpointSlices {
 		for _, e := range s.Endpoints {
 			if e.Conditions.Ready == nil || *e.Conditions.Ready {
 				ready++
@@ -147,6 +147,8 @@ func IngressHealth(ing *networkingv1.Ingress, classExists bool) flotillav1.Objec
 	h := flotillav1.ObjectHealth{Kind: "Ingress", Name: ing.Name}
 	class := IngressClassOf(ing)
 	switch {
+	case class == "":
+		h.Healthy, h.Reason, h.Message = true, HealthNoIngressController, "names no IngressClass: not judged"
 	case !classExists:
 		h.Healthy, h.Reason = true, HealthNoIngressController
 		h.Message = fmt.Sprintf("no IngressClass %q in this cluster: nothing admits it, not judged", class)

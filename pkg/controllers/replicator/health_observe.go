@@ -52,12 +52,12 @@ func (r *Reconciler) observeHealth(ctx context.Context, in Inputs, place Place, 
 				unknown("Service", key.Name, err)
 				continue
 			}
-			var slices discoveryv1.EndpointSliceList
-			if err := live.List(ctx, &slices, client.InNamespace(key.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}); err != nil {
+			var endpointSlices discoveryv1.EndpointSliceList
+			if err := live.List(ctx, &endpointSlices, client.InNamespace(key.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}); err != nil {
 				unknown("Service", key.Name, err)
 				continue
 			}
-			if h, judged := ServiceHealth(&svc, slices.Items); judged {
+			if h, judged := ServiceHealth(&svc, endpointSlices.Items); judged {
 				out = append(out, h)
 			}
 		case "Ingress":

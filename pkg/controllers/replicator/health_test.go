@@ -115,6 +115,7 @@ func TestIngressHealth(t *testing.T) {
 		{"admitted: a host name", ing(networkingv1.IngressLoadBalancerIngress{Hostname: "lb.example"}), true, true, HealthAdmitted, "lb.example"},
 		{"its class exists, no address yet", ing(), true, false, HealthNotAdmitted, `"nginx"`},
 		{"no such class: no controller would ever admit it, not judged", ing(), false, true, HealthNoIngressController, `IngressClass "nginx"`},
+		{"no class named", &networkingv1.Ingress{}, false, true, HealthNoIngressController, "names no IngressClass"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := IngressHealth(tc.ing, tc.classExists)
