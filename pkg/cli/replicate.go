@@ -354,7 +354,7 @@ func ExtendReplicator(rep *flotillav1.Replicator, namespace string, to []string,
 		spec.ReplicationNamespace = namespace
 	case namespace:
 	default:
-		return nil, fmt.Errorf("Replicator %s replicates namespace %s, not %s: choose another --name", rep.Name, spec.ReplicationNamespace, namespace)
+		return nil, fmt.Errorf("the Replicator %s replicates namespace %s, not %s: choose another --name", rep.Name, spec.ReplicationNamespace, namespace)
 	}
 	switch {
 	case slices.Equal(spec.TargetCluster, []string{"*"}):
