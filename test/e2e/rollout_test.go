@@ -177,11 +177,11 @@ var _ = Describe("Replicator health and rollout", Ordered, func() {
 			p := condition(g, flotillav1.ConditionProgressing)
 			g.Expect(p.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(p.Reason).To(Equal(flotillav1.ReasonRolloutBlocked))
-			g.Expect(p.Message).To(And(ContainSubstring("wave 1 ("+s1.Name+")"), ContainSubstring("ImagePullFailed"), ContainSubstring("ErrImagePull")))
+			g.Expect(p.Message).To(And(ContainSubstring("the 1st wave ("+s1.Name+")"), ContainSubstring("ImagePullFailed"), ContainSubstring("ErrImagePull")))
 			h := condition(g, flotillav1.ConditionHealthy)
 			g.Expect(h.Status).To(Equal(metav1.ConditionFalse))
 			g.Expect(h.Message).To(ContainSubstring(s1.Name + ": Deployment web: ImagePullFailed"))
-			g.Expect(clusterOf(g, s2.Name)).To(And(HaveField("Held", true), HaveField("Message", ContainSubstring("waits for wave 1"))))
+			g.Expect(clusterOf(g, s2.Name)).To(And(HaveField("Held", true), HaveField("Message", ContainSubstring("waits for the 1st wave"))))
 			var events eventsv1.EventList
 			g.Expect(primary.List(ctx, &events)).To(Succeed())
 			g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", flotillav1.ReasonRolloutBlocked), HaveField("Regarding.Name", name),

@@ -99,8 +99,8 @@ func ProgressingCondition(generation int64, gate waveGate, held []string) metav1
 	if len(held) == 0 {
 		return c
 	}
-	waiting := fmt.Sprintf("wave %d (%s) is not healthy with generation %d: %s; %s keep their generation",
-		gate.Wave, strings.Join(gate.Clusters, ", "), generation, gate.Why, strings.Join(held, ", "))
+	waiting := fmt.Sprintf("the %s wave (%s) is not healthy with generation %d: %s; %s keep their generation",
+		Ordinal(gate.Wave), strings.Join(gate.Clusters, ", "), generation, gate.Why, strings.Join(held, ", "))
 	c.Reason, c.Message = flotillav1.ReasonWaitingForWave, "Waiting: "+waiting
 	if gate.Failing {
 		c.Status, c.Reason, c.Message = metav1.ConditionFalse, flotillav1.ReasonRolloutBlocked, "Blocked: "+waiting
@@ -148,8 +148,8 @@ func (r *Reconciler) applyInWaves(ctx context.Context, in Inputs, targets []stri
 				results[j].sync.Wave = int32(i + 1) //nolint:gosec // at most 11 waves
 			}
 			if len(fresh) > 0 {
-				r.event(rep, corev1.EventTypeNormal, flotillav1.ReasonWaveApplied, "Rollout", "Wave %d: generation %d applied in %s",
-					i+1, rep.Generation, strings.Join(fresh, ", "))
+				r.event(rep, corev1.EventTypeNormal, flotillav1.ReasonWaveApplied, "Rollout", "The %s wave: generation %d applied in %s",
+					Ordinal(i+1), rep.Generation, strings.Join(fresh, ", "))
 			}
 		}
 		out = append(out, results...)
@@ -180,7 +180,7 @@ func heldResult(rep *flotillav1.Replicator, prev map[string]flotillav1.ClusterSy
 		sync = flotillav1.ClusterSync{Name: cluster, Role: roleOf(cluster == PrimaryName)}
 	}
 	sync.Synced, sync.Held = false, true
-	sync.Message = fmt.Sprintf("held: waits for wave %d (%s) to be healthy with generation %d", gate.Wave, strings.Join(gate.Clusters, ", "), rep.Generation)
+	sync.Message = fmt.Sprintf("held: waits for the %s wave (%s) to be healthy with generation %d", Ordinal(gate.Wave), strings.Join(gate.Clusters, ", "), rep.Generation)
 	var applied []flotillav1.AppliedResource
 	for _, a := range rep.Status.Applied {
 		if a.Cluster == cluster {
@@ -203,4 +203,19 @@ func (r *Reconciler) setProgressing(rep *flotillav1.Replicator, o rolloutOutcome
 		r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonRolloutBlocked, "Rollout", "%s", c.Message)
 	}
 	meta.SetStatusCondition(&rep.Status.Conditions, c)
+}
+
+// Ordinal names a wave by its place: 1st, 2nd, 3rd, 4th ... 11th, 12th, 13th, 21st.
+func Ordinal(n int) string {
+	suffix := "th"
+	switch {
+	case n%100 >= 11 && n%100 <= 13:
+	case n%10 == 1:
+		suffix = "st"
+	case n%10 == 2:
+		suffix = "nd"
+	case n%10 == 3:
+		suffix = "rd"
+	}
+	return fmt.Sprintf("%d%s", n, suffix)
 }

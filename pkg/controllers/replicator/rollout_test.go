@@ -94,8 +94,8 @@ func TestProgressingCondition(t *testing.T) {
 	}{
 		{"every wave has it", waveGate{}, nil, metav1.ConditionTrue, flotillav1.ReasonRolledOut, "generation 4"},
 		{"waiting on a wave not healthy yet", gate, []string{"s2", PrimaryName}, metav1.ConditionTrue, flotillav1.ReasonWaitingForWave,
-			"wave 1 (s1) is not healthy with generation 4: s1: Deployment web: ImagePullFailed: ErrImagePull; s2, primary keep their generation"},
-		{"blocked on a failing wave", failing, []string{"s2"}, metav1.ConditionFalse, flotillav1.ReasonRolloutBlocked, "Blocked: wave 1 (s1)"},
+			"the 1st wave (s1) is not healthy with generation 4: s1: Deployment web: ImagePullFailed: ErrImagePull; s2, primary keep their generation"},
+		{"blocked on a failing wave", failing, []string{"s2"}, metav1.ConditionFalse, flotillav1.ReasonRolloutBlocked, "Blocked: the 1st wave (s1)"},
 		{"a failing wave nobody waits for (the last)", failing, nil, metav1.ConditionTrue, flotillav1.ReasonRolledOut, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -105,5 +105,13 @@ func TestProgressingCondition(t *testing.T) {
 				t.Errorf("got %+v; want %s %s with %q", c, tc.status, tc.reason, tc.messageHas)
 			}
 		})
+	}
+}
+
+func TestOrdinal(t *testing.T) {
+	for n, want := range map[int]string{1: "1st", 2: "2nd", 3: "3rd", 4: "4th", 10: "10th", 11: "11th", 12: "12th", 13: "13th", 21: "21st", 22: "22nd", 111: "111th"} {
+		if got := Ordinal(n); got != want {
+			t.Errorf("Ordinal(%d) = %s, want %s", n, got, want)
+		}
 	}
 }
