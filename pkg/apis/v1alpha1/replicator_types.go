@@ -296,7 +296,8 @@ type ClusterSync struct {
 type ObjectHealth struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
-	// Healthy: a Deployment has its replicas available at its latest generation; a Service that
+	// Healthy: a Deployment, StatefulSet or DaemonSet has its replicas updated and available at
+	// its latest generation; a Service that
 	// selects pods has a ready endpoint; an Ingress of a class the cluster has is admitted (has a
 	// load-balancer address); a TLS Secret holds a certificate that parses and has not expired.
 	Healthy bool `json:"healthy"`

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -41,35 +42,46 @@ var (
 	containerFailures = []string{"CrashLoopBackOff", "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
 )
 
-// DeploymentHealth judges a Deployment: healthy when its controller has seen its latest
-// generation and every desired replica is updated and available, with no old one left. Not yet,
-// it is Progressing, or Failing when a pod of it waits on an image that cannot be pulled or on
-// containers that cannot run, or the Deployment is past its progress deadline. pods are the
-// Deployment's (its selector's) in its namespace.
-func DeploymentHealth(name string, d *appsv1.Deployment, pods []corev1.Pod) flotillav1.ObjectHealth {
-	h := flotillav1.ObjectHealth{Kind: "Deployment", Name: name}
-	if d == nil {
-		h.Reason, h.Message = HealthMissing, "not found"
+// replicaCounts are what a workload's controller reports of its replicas.
+type replicaCounts struct {
+	generation, observed               int64
+	desired, updated, available, total int32
+}
+
+// workloadHealth judges a workload from its counts: healthy when its controller has seen its
+// latest generation and every desired replica is updated and available, with no old one left.
+// Not yet, it is Progressing, or Failing when one of its pods waits on an image that cannot be
+// pulled or on containers that cannot run.
+func workloadHealth(kind, name string, c replicaCounts, pods []corev1.Pod) flotillav1.ObjectHealth {
+	h := flotillav1.ObjectHealth{Kind: kind, Name: name}
+	if c.observed < c.generation {
+		h.Reason, h.Message = HealthProgressing, fmt.Sprintf("generation %d not yet observed by its controller", c.generation)
 		return h
 	}
-	if d.Status.ObservedGeneration < d.Generation {
-		h.Reason, h.Message = HealthProgressing, fmt.Sprintf("generation %d not yet observed by the Deployment controller", d.Generation)
-		return h
-	}
-	desired := int32(1)
-	if d.Spec.Replicas != nil {
-		desired = *d.Spec.Replicas
-	}
-	st := d.Status
-	if st.UpdatedReplicas >= desired && st.AvailableReplicas >= desired && st.Replicas <= st.UpdatedReplicas {
+	if c.updated >= c.desired && c.available >= c.desired && c.total <= c.updated {
 		h.Healthy, h.Reason = true, HealthAvailable
-		h.Message = fmt.Sprintf("%d of %d replicas available", st.AvailableReplicas, desired)
+		h.Message = fmt.Sprintf("%d of %d replicas available", c.available, c.desired)
 		return h
 	}
 	h.Reason = HealthProgressing
-	h.Message = fmt.Sprintf("%d of %d replicas available, %d updated", st.AvailableReplicas, desired, st.UpdatedReplicas)
+	h.Message = fmt.Sprintf("%d of %d replicas available, %d updated", c.available, c.desired, c.updated)
 	if reason, msg := podFailure(pods); reason != "" {
 		h.Reason, h.Failing, h.Message = reason, true, h.Message+"; "+msg
+	}
+	return h
+}
+
+// DeploymentHealth judges a Deployment (workloadHealth; desired replicas default to 1), Failing
+// also once it is past its progress deadline. pods are the Deployment's (its selector's) in its
+// namespace.
+func DeploymentHealth(name string, d *appsv1.Deployment, pods []corev1.Pod) flotillav1.ObjectHealth {
+	if d == nil {
+		return flotillav1.ObjectHealth{Kind: "Deployment", Name: name, Reason: HealthMissing, Message: "not found"}
+	}
+	st := d.Status
+	h := workloadHealth("Deployment", name, replicaCounts{generation: d.Generation, observed: st.ObservedGeneration,
+		desired: ptr.Deref(d.Spec.Replicas, 1), updated: st.UpdatedReplicas, available: st.AvailableReplicas, total: st.Replicas}, pods)
+	if h.Healthy || h.Failing || st.ObservedGeneration < d.Generation {
 		return h
 	}
 	for _, c := range st.Conditions {
@@ -78,6 +90,40 @@ func DeploymentHealth(name string, d *appsv1.Deployment, pods []corev1.Pod) flot
 		}
 	}
 	return h
+}
+
+// StatefulSetHealth judges a StatefulSet (workloadHealth; desired replicas default to 1): with a
+// rolling update, the replicas at or above its partition must be updated; with OnDelete, whatever
+// revision they run.
+func StatefulSetHealth(name string, s *appsv1.StatefulSet, pods []corev1.Pod) flotillav1.ObjectHealth {
+	if s == nil {
+		return flotillav1.ObjectHealth{Kind: "StatefulSet", Name: name, Reason: HealthMissing, Message: "not found"}
+	}
+	st := s.Status
+	desired := ptr.Deref(s.Spec.Replicas, 1)
+	c := replicaCounts{generation: s.Generation, observed: st.ObservedGeneration, desired: desired,
+		updated: st.UpdatedReplicas, available: st.AvailableReplicas, total: st.Replicas}
+	switch u := s.Spec.UpdateStrategy; {
+	case u.Type == appsv1.OnDeleteStatefulSetStrategyType:
+		c.updated = c.total
+	case u.RollingUpdate != nil && u.RollingUpdate.Partition != nil:
+		// Replicas below the partition keep their revision: they count as updated.
+		c.updated += min(max(*u.RollingUpdate.Partition, 0), desired)
+		c.total = min(c.total, c.updated)
+	}
+	return workloadHealth("StatefulSet", name, c, pods)
+}
+
+// DaemonSetHealth judges a DaemonSet (workloadHealth): every node it should run on has an
+// updated, available pod.
+func DaemonSetHealth(name string, d *appsv1.DaemonSet, pods []corev1.Pod) flotillav1.ObjectHealth {
+	if d == nil {
+		return flotillav1.ObjectHealth{Kind: "DaemonSet", Name: name, Reason: HealthMissing, Message: "not found"}
+	}
+	st := d.Status
+	return workloadHealth("DaemonSet", name, replicaCounts{generation: d.Generation, observed: st.ObservedGeneration,
+		desired: st.DesiredNumberScheduled, updated: st.UpdatedNumberScheduled, available: st.NumberAvailable,
+		total: st.CurrentNumberScheduled}, pods)
 }
 
 // podFailure is the first container of the pods that waits with a failure reason, and what it says.

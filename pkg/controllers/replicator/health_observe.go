@@ -34,10 +34,10 @@ func (r *Reconciler) observeHealth(ctx context.Context, in Inputs, place Place, 
 	for _, o := range objs {
 		key := client.ObjectKeyFromObject(o)
 		switch o.GetKind() {
-		case "Deployment":
-			h, err := r.deploymentHealth(ctx, live, key)
+		case "Deployment", "StatefulSet", "DaemonSet":
+			h, err := workloadHealthIn(ctx, live, o.GetKind(), key)
 			if err != nil {
-				unknown("Deployment", key.Name, err)
+				unknown(o.GetKind(), key.Name, err)
 				continue
 			}
 			out = append(out, h)
@@ -84,21 +84,52 @@ func (r *Reconciler) observeHealth(ctx context.Context, in Inputs, place Place, 
 	return out
 }
 
-// deploymentHealth reads a Deployment and its pods (its own selector's) and judges it.
-func (r *Reconciler) deploymentHealth(ctx context.Context, live client.Reader, key client.ObjectKey) (flotillav1.ObjectHealth, error) {
-	var d appsv1.Deployment
-	if err := live.Get(ctx, key, &d); apierrors.IsNotFound(err) {
-		return DeploymentHealth(key.Name, nil, nil), nil
-	} else if err != nil {
-		return flotillav1.ObjectHealth{}, fmt.Errorf("reading the Deployment: %w", err)
-	}
-	var pods corev1.PodList
-	if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && d.Spec.Selector != nil {
-		if err := live.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
-			return flotillav1.ObjectHealth{}, fmt.Errorf("listing the Deployment's pods: %w", err)
+// workloadHealthIn reads a Deployment, StatefulSet or DaemonSet and its pods (its own
+// selector's) and judges it.
+func workloadHealthIn(ctx context.Context, live client.Reader, kind string, key client.ObjectKey) (flotillav1.ObjectHealth, error) {
+	var obj client.Object
+	var selector func() *metav1.LabelSelector
+	var judge func(found bool, pods []corev1.Pod) flotillav1.ObjectHealth
+	switch kind {
+	case "Deployment":
+		d := &appsv1.Deployment{}
+		obj, selector = d, func() *metav1.LabelSelector { return d.Spec.Selector }
+		judge = func(found bool, pods []corev1.Pod) flotillav1.ObjectHealth {
+			return DeploymentHealth(key.Name, orNil(d, found), pods)
+		}
+	case "StatefulSet":
+		s := &appsv1.StatefulSet{}
+		obj, selector = s, func() *metav1.LabelSelector { return s.Spec.Selector }
+		judge = func(found bool, pods []corev1.Pod) flotillav1.ObjectHealth {
+			return StatefulSetHealth(key.Name, orNil(s, found), pods)
+		}
+	default:
+		d := &appsv1.DaemonSet{}
+		obj, selector = d, func() *metav1.LabelSelector { return d.Spec.Selector }
+		judge = func(found bool, pods []corev1.Pod) flotillav1.ObjectHealth {
+			return DaemonSetHealth(key.Name, orNil(d, found), pods)
 		}
 	}
-	return DeploymentHealth(key.Name, &d, pods.Items), nil
+	if err := live.Get(ctx, key, obj); apierrors.IsNotFound(err) {
+		return judge(false, nil), nil
+	} else if err != nil {
+		return flotillav1.ObjectHealth{}, fmt.Errorf("reading the %s: %w", kind, err)
+	}
+	var pods corev1.PodList
+	if sel, err := metav1.LabelSelectorAsSelector(selector()); err == nil && selector() != nil {
+		if err := live.List(ctx, &pods, client.InNamespace(key.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return flotillav1.ObjectHealth{}, fmt.Errorf("listing the %s's pods: %w", kind, err)
+		}
+	}
+	return judge(true, pods.Items), nil
+}
+
+// orNil is obj when found, else nil.
+func orNil[T any](obj *T, found bool) *T {
+	if !found {
+		return nil
+	}
+	return obj
 }
 
 // scaledToZero says a Service is the Replicator's own and its Deployment asks for no replica:

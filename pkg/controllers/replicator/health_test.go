@@ -196,3 +196,43 @@ func TestHealthyCondition(t *testing.T) {
 		})
 	}
 }
+
+func TestStatefulSetAndDaemonSetHealth(t *testing.T) {
+	three, two := int32(3), int32(2)
+	sts := func(generation, observed int64, updated, available, total int32, strategy appsv1.StatefulSetUpdateStrategy) *appsv1.StatefulSet {
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Generation: generation}, Spec: appsv1.StatefulSetSpec{Replicas: &three, UpdateStrategy: strategy},
+			Status: appsv1.StatefulSetStatus{ObservedGeneration: observed, UpdatedReplicas: updated, AvailableReplicas: available, Replicas: total}}
+	}
+	rolling := appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType}
+	partitioned := appsv1.StatefulSetUpdateStrategy{Type: appsv1.RollingUpdateStatefulSetStrategyType,
+		RollingUpdate: &appsv1.RollingUpdateStatefulSetStrategy{Partition: &two}}
+	onDelete := appsv1.StatefulSetUpdateStrategy{Type: appsv1.OnDeleteStatefulSetStrategyType}
+	ds := func(generation, observed int64, desired, updated, available, current int32) *appsv1.DaemonSet {
+		return &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Generation: generation}, Status: appsv1.DaemonSetStatus{ObservedGeneration: observed,
+			DesiredNumberScheduled: desired, UpdatedNumberScheduled: updated, NumberAvailable: available, CurrentNumberScheduled: current}}
+	}
+	for _, tc := range []struct {
+		name    string
+		h       flotillav1.ObjectHealth
+		healthy bool
+		reason  string
+	}{
+		{"StatefulSet: all updated and available", StatefulSetHealth("db", sts(2, 2, 3, 3, 3, rolling), nil), true, HealthAvailable},
+		{"StatefulSet: one not updated yet", StatefulSetHealth("db", sts(2, 2, 2, 3, 3, rolling), nil), false, HealthProgressing},
+		{"StatefulSet: below its partition, replicas keep their revision", StatefulSetHealth("db", sts(2, 2, 1, 3, 3, partitioned), nil), true, HealthAvailable},
+		{"StatefulSet: OnDelete, whatever revision", StatefulSetHealth("db", sts(2, 2, 0, 3, 3, onDelete), nil), true, HealthAvailable},
+		{"StatefulSet: a pod that cannot pull", StatefulSetHealth("db", sts(2, 2, 2, 2, 3, rolling), []corev1.Pod{waitingPod("ErrImagePull", "")}), false, HealthImagePullFailed},
+		{"StatefulSet: generation not observed", StatefulSetHealth("db", sts(3, 2, 3, 3, 3, rolling), nil), false, HealthProgressing},
+		{"StatefulSet: missing", StatefulSetHealth("db", nil, nil), false, HealthMissing},
+		{"DaemonSet: on every node", DaemonSetHealth("agent", ds(1, 1, 4, 4, 4, 4), nil), true, HealthAvailable},
+		{"DaemonSet: old pods left", DaemonSetHealth("agent", ds(2, 2, 4, 3, 4, 4), nil), false, HealthProgressing},
+		{"DaemonSet: crashing", DaemonSetHealth("agent", ds(2, 2, 4, 4, 3, 4), []corev1.Pod{waitingPod("CrashLoopBackOff", "")}), false, HealthContainersFailing},
+		{"DaemonSet: no node to run on", DaemonSetHealth("agent", ds(1, 1, 0, 0, 0, 0), nil), true, HealthAvailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.h.Healthy != tc.healthy || tc.h.Reason != tc.reason || tc.h.Failing != (tc.reason == HealthImagePullFailed || tc.reason == HealthContainersFailing) {
+				t.Errorf("got %+v; want healthy %v reason %s", tc.h, tc.healthy, tc.reason)
+			}
+		})
+	}
+}
