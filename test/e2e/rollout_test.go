@@ -205,4 +205,47 @@ var _ = Describe("Replicator health and rollout", Ordered, func() {
 			Expect(clusterOf(Default, c)).To(And(HaveField("Held", false), HaveField("Synced", true)), c)
 		}
 	}, SpecTimeout(10*time.Minute))
+
+	It("flotillactl replicate makes a Replicator from what a namespace holds, which gets healthy in the target; deleted, it takes what it adopted", func(ctx SpecContext) {
+		const ns = "replicate-ns"
+		s1 := bed.Secondaries[0]
+		primary := clientOf(bed.Primary)
+		one := int32(1)
+		sel := map[string]string{"app": "shop"}
+		Expect(primary.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(primary.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed()) })
+		Expect(primary.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"}, Spec: appsv1.DeploymentSpec{
+			Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "shop", Image: "nginx:1.27"}}}}}})).To(Succeed())
+		Expect(primary.Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"},
+			Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Port: 80}}}})).To(Succeed())
+		Expect(primary.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "password"}, StringData: map[string]string{"p": "s3cret"}})).To(Succeed())
+
+		out, err := flotillactl(ctx, "replicate", ns, "--to", s1.Name, "--dry-run=client", "-o", "yaml")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(And(ContainSubstring("kind: Replicator"), ContainSubstring("replicationNamespace: "+ns), ContainSubstring("kind: Deployment"),
+			ContainSubstring("kind: Service"), ContainSubstring("skipped: Secret password"), Not(ContainSubstring("s3cret")), Not(ContainSubstring("clusterIP"))))
+		_, err = replicatorStatus(ctx, ns)
+		Expect(err).To(MatchError(ContainSubstring("not found")), "a dry run writes nothing")
+
+		out, err = flotillactl(ctx, "replicate", ns, "--to", s1.Name)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("replicator.flotilla.dev/" + ns + " created: 2 object(s) of " + ns + " added, targets " + s1.Name))
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, ns)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Synced).To(Equal("synced"), "%+v", st.Status.Clusters)
+			g.Expect(meta.IsStatusConditionTrue(st.Status.Conditions, flotillav1.ConditionHealthy)).To(BeTrue(), "%+v", st.Status.Conditions)
+			g.Expect(deploymentImage(g, ctx, s1, ns, "shop")).To(Equal("nginx:1.27"))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+		Expect(primary.Delete(ctx, &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			_, err := replicatorStatus(ctx, ns)
+			g.Expect(err).To(MatchError(ContainSubstring("not found")))
+			err = primary.Get(ctx, client.ObjectKey{Namespace: ns, Name: "shop"}, &appsv1.Deployment{})
+			g.Expect(err).To(MatchError(ContainSubstring("not found")), "adopted, the primary's Deployment goes with the Replicator (as documented)")
+			g.Expect(primary.Get(ctx, client.ObjectKey{Namespace: ns, Name: "password"}, &corev1.Secret{})).To(Succeed(), "what it did not take stays")
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}, SpecTimeout(5*time.Minute))
 })
