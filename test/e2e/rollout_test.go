@@ -213,7 +213,9 @@ var _ = Describe("Replicator health and rollout", Ordered, func() {
 		one := int32(1)
 		sel := map[string]string{"app": "shop"}
 		Expect(primary.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(primary.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed()) })
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(primary.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
+		})
 		Expect(primary.Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shop"}, Spec: appsv1.DeploymentSpec{
 			Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "shop", Image: "nginx:1.27"}}}}}})).To(Succeed())
