@@ -168,18 +168,32 @@ func runReplicate(ctx context.Context, c client.Client, o replicateOptions, out,
 	dry := o.dryRun == "client"
 	verb := map[bool]string{false: "created", true: "configured"}[existing]
 	if !dry {
+		write := func(dryRun bool) error {
+			var opts []string
+			if dryRun {
+				opts = []string{metav1.DryRunAll}
+			}
+			obj := rep
+			if dryRun {
+				obj = rep.DeepCopy() // the answer to a dry run is not what is written next
+			}
+			if existing {
+				return c.Update(ctx, obj, &client.UpdateOptions{DryRun: opts})
+			}
+			return c.Create(ctx, obj, &client.CreateOptions{DryRun: opts})
+		}
+		// The API server's refusals (the CRD's rules, the webhook's check of the author's rights)
+		// come before anything is labelled.
+		if err := write(true); err != nil {
+			return fmt.Errorf("writing Replicator %s: %w", o.name, err)
+		}
 		if err := openNamespace(ctx, c, &ns, errOut); err != nil {
 			return err
 		}
 		if err := adopt(ctx, c, o.namespace, o.name, added); err != nil {
 			return err
 		}
-		if existing {
-			err = c.Update(ctx, rep)
-		} else {
-			err = c.Create(ctx, rep)
-		}
-		if err != nil {
+		if err := write(false); err != nil {
 			return fmt.Errorf("writing Replicator %s: %w", o.name, err)
 		}
 	}

@@ -2,14 +2,19 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -149,5 +154,28 @@ func TestReplicateRefusesWithAClearError(t *testing.T) {
 				t.Errorf("error %v, want one with %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The API server refuses the Replicator (its author lacks a right): nothing is labelled.
+func TestReplicateLabelsNothingWhenTheReplicatorIsRefused(t *testing.T) {
+	refuse := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		if _, ok := obj.(*flotillav1.Replicator); ok {
+			return apierrors.NewForbidden(schema.GroupResource{Group: "flotilla.dev", Resource: "replicators"}, "shop", errors.New("user may not create deployments.apps"))
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	c := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(shop()...).WithInterceptorFuncs(refuse).Build()
+	_, _, err := runReplicateCommand(t, c, "shop", "--to", "secondary1")
+	if err == nil || !strings.Contains(err.Error(), "may not create deployments.apps") {
+		t.Fatalf("error %v, want the refusal", err)
+	}
+	var ns corev1.Namespace
+	var d appsv1.Deployment
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "shop"}, &ns); err != nil || ns.Labels[flotillav1.LabelReplicationAllowed] != "" {
+		t.Errorf("the namespace was labelled: %v %v", ns.Labels, err)
+	}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "shop", Name: "web"}, &d); err != nil || d.Labels[flotillav1.LabelReplicator] != "" {
+		t.Errorf("the Deployment was adopted: %v %v", d.Labels, err)
 	}
 }
