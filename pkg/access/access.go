@@ -85,6 +85,8 @@ func Grants(primaryID string) []Grant {
 		Grant{group("batch", []string{"list"}, "jobs", "cronjobs"), listed},
 		Grant{group("networking.k8s.io", []string{"list"}, "ingresses"), listed},
 		Grant{group("autoscaling", []string{"list"}, "horizontalpodautoscalers"), "listed in a Replicator's namespace to leave replicas alone under an HPA"},
+		Grant{group("discovery.k8s.io", []string{"list"}, "endpointslices"), "a Replicator's health: the EndpointSlices of a Service it applied, listed in its namespace by the Service's name label (no informer: a pass reads them)"},
+		Grant{group("networking.k8s.io", []string{"get"}, "ingressclasses"), "a Replicator's health: whether the cluster has the class of an Ingress it applied (an ingress controller to admit it), one get by name"},
 		Grant{group("metrics.k8s.io", []string{"list"}, "pods"), "kubectl top and HPAs in the primary: the delegates' usage (listed selected by this primary's label) behind the virtual nodes' resource metrics"},
 		Grant{group(flotillav1.GroupVersion.Group, []string{"get", "list", "watch", "create"}, "flotillaprimaries"), "the FlotillaPrimary that owns everything of this primary there"},
 		Grant{rbacv1.PolicyRule{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"},

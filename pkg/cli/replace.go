@@ -343,8 +343,9 @@ func (r *replacer) waitHealthy(ctx context.Context, mine []client.ObjectKey) err
 	}
 }
 
-// replicatorHealthyIn says whether a Replicator's objects are applied and its Deployment's
-// replicas ready in a cluster, and if not, why.
+// replicatorHealthyIn says whether a Replicator's objects are applied at its latest spec and
+// healthy in a cluster (the Replicator's own judgement: Deployments available, Services with
+// endpoints, Ingresses admitted, TLS Secrets valid), and if not, why.
 func replicatorHealthyIn(rep *flotillav1.Replicator, cluster string) (bool, string) {
 	if rep.Status.ObservedGeneration < rep.Generation {
 		return false, "its latest spec not handled yet"
@@ -354,10 +355,19 @@ func replicatorHealthyIn(rep *flotillav1.Replicator, cluster string) (bool, stri
 			continue
 		}
 		switch {
+		case c.Held:
+			return false, "held for its rollout wave"
 		case !c.Synced:
 			return false, "not applied there yet: " + orDash(c.Message)
-		case c.ReadyReplicas < c.Replicas:
-			return false, fmt.Sprintf("%d of %d replicas ready there", c.ReadyReplicas, c.Replicas)
+		case c.ObservedGeneration < rep.Generation:
+			return false, "its latest spec not applied there yet"
+		case !c.Healthy:
+			for _, h := range c.Health {
+				if !h.Healthy {
+					return false, fmt.Sprintf("%s %s %s: %s", h.Kind, h.Name, h.Reason, orDash(h.Message))
+				}
+			}
+			return false, "not judged healthy yet"
 		}
 		return true, ""
 	}

@@ -33,17 +33,21 @@ func TestReplicatorHealthyIn(t *testing.T) {
 	rep := func(gen, observed int64, clusters ...flotillav1.ClusterSync) *flotillav1.Replicator {
 		return &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Generation: gen}, Status: flotillav1.ReplicatorStatus{ObservedGeneration: observed, Clusters: clusters}}
 	}
+	healthy := flotillav1.ClusterSync{Name: "new", Synced: true, ObservedGeneration: 1, Healthy: true}
+	failing := flotillav1.ClusterSync{Name: "new", Synced: true, ObservedGeneration: 1,
+		Health: []flotillav1.ObjectHealth{{Kind: "Service", Name: "web", Healthy: true}, {Kind: "Deployment", Name: "web", Reason: "ImagePullFailed", Message: "no such image"}}}
 	tests := map[string]struct {
 		rep  *flotillav1.Replicator
 		want bool
 		why  string
 	}{
-		"applied, replicas ready":  {rep(1, 1, flotillav1.ClusterSync{Name: "new", Synced: true, Replicas: 2, ReadyReplicas: 2}), true, ""},
-		"no Deployment, applied":   {rep(1, 1, flotillav1.ClusterSync{Name: "new", Synced: true}), true, ""},
-		"replicas not ready":       {rep(1, 1, flotillav1.ClusterSync{Name: "new", Synced: true, Replicas: 2, ReadyReplicas: 1}), false, "1 of 2 replicas ready"},
+		"applied and healthy":      {rep(1, 1, healthy), true, ""},
+		"an object not healthy":    {rep(1, 1, failing), false, "Deployment web ImagePullFailed: no such image"},
 		"not applied":              {rep(1, 1, flotillav1.ClusterSync{Name: "new", Message: "quota"}), false, "not applied there yet: quota"},
+		"held for its wave":        {rep(1, 1, flotillav1.ClusterSync{Name: "new", Held: true}), false, "held"},
+		"an older spec there":      {rep(2, 2, flotillav1.ClusterSync{Name: "new", Synced: true, ObservedGeneration: 1, Healthy: true}), false, "latest spec not applied there"},
 		"not reported":             {rep(1, 1, flotillav1.ClusterSync{Name: "old", Synced: true}), false, "not reported there yet"},
-		"the new spec not handled": {rep(2, 1, flotillav1.ClusterSync{Name: "new", Synced: true}), false, "latest spec"},
+		"the new spec not handled": {rep(2, 1, healthy), false, "latest spec"},
 	}
 	for name, tc := range tests {
 		ok, why := replicatorHealthyIn(tc.rep, "new")
@@ -68,7 +72,7 @@ func TestReplaceReplicatesThenDetaches(t *testing.T) {
 	replicator := func(name string, targets ...string) *flotillav1.Replicator {
 		return &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: name, Generation: 1},
 			Spec:   flotillav1.ReplicatorSpec{TargetCluster: targets, ReplicationNamespace: "shop"},
-			Status: flotillav1.ReplicatorStatus{ObservedGeneration: 1, Clusters: []flotillav1.ClusterSync{{Name: "new", Synced: true}}}}
+			Status: flotillav1.ReplicatorStatus{ObservedGeneration: 1, Clusters: []flotillav1.ClusterSync{{Name: "new", Synced: true, ObservedGeneration: 1, Healthy: true}}}}
 	}
 	primary := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(detector("old", true), detector("new", true),
 		replicator("by-name", "old", "other"), replicator("by-context", "old-ctx"), replicator("by-plumber-name", "old-cluster.old-user"),

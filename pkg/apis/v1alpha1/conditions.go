@@ -160,3 +160,33 @@ const (
 	// new identity.
 	ReasonIdentityChanged = "IdentityChanged"
 )
+
+// A Replicator's health and rollout: condition types, their reasons and Events.
+const (
+	// ConditionHealthy says, on a Replicator, whether what it applied is healthy in every cluster at
+	// its current generation (see ObjectHealth).
+	ConditionHealthy = "Healthy"
+	// ConditionProgressing says, on a Replicator with spec.rollout, whether its current generation
+	// is on its way through the waves (True), has reached them all (True, RolledOut) or is stopped
+	// at an unhealthy wave (False, RolloutBlocked).
+	ConditionProgressing = "Progressing"
+
+	// ReasonHealthy: every object judged is healthy in every cluster.
+	ReasonHealthy = "Healthy"
+	// ReasonUnhealthy: some object is not healthy in some cluster (the message names up to three).
+	ReasonUnhealthy = "Unhealthy"
+	// ReasonNotSynced: some cluster is not synced, so its health is not known.
+	ReasonNotSynced = "NotSynced"
+	// ReasonRolloutIncomplete: some cluster waits for its wave: it still has an older generation.
+	ReasonRolloutIncomplete = "RolloutIncomplete"
+	// ReasonRolledOut: every wave has the current generation.
+	ReasonRolledOut = "RolledOut"
+	// ReasonWaitingForWave: a wave is not healthy yet and nothing in it fails: the next waits.
+	ReasonWaitingForWave = "WaitingForWave"
+	// ReasonRolloutBlocked: a wave is unhealthy with a failure (an image that cannot be pulled,
+	// crashing containers, a Deployment past its progress deadline): the next waves keep their
+	// generation until the spec is fixed (also a Warning Event).
+	ReasonRolloutBlocked = "RolloutBlocked"
+	// ReasonWaveApplied (an Event): a wave got the current generation.
+	ReasonWaveApplied = "WaveApplied"
+)

@@ -252,3 +252,14 @@ const (
 	// tenant's), in the primary and in every secondary.
 	LabelReplicationAllowed = "flotilla.dev/replication-allowed"
 )
+
+// ReplicatorLabelValue is the value of LabelReplicator for a Replicator: its name, fitted into a
+// label value (63 characters) readable and unique (a longer name is cut to 52 and suffixed with
+// "-" and 10 hex digits of its hash).
+func ReplicatorLabelValue(name string) string {
+	if len(name) <= 63 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return strings.TrimRight(name[:52], "-.") + "-" + hex.EncodeToString(sum[:])[:10]
+}

@@ -45,6 +45,8 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.targetCluster) || !self.targetCluster.exists(t, t == '*') || size(self.targetCluster) == 1",message="targetCluster '*' means every secondary and cannot be combined with names"
 // +kubebuilder:validation:XValidation:rule="!has(self.placement) || self.placement != 'Elect' || has(self.deploymentSpec)",message="placement Elect needs a deploymentSpec: it is the Deployment whose pods are elected"
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || self.resources.all(r, !has(r.metadata.namespace) || r.metadata.namespace == self.replicationNamespace)",message="resources must be in replicationNamespace (or name no namespace)"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || !has(self.placement) || self.placement == 'Replicate'",message="rollout needs placement Replicate: with Elect the Deployment lives in the primary only"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollout) || (has(self.targetCluster) && self.targetCluster == ['*']) || self.rollout.waves.all(w, w.clusters.all(c, c == 'primary' || (has(self.targetCluster) && c in self.targetCluster)))",message="rollout.waves may name only clusters of targetCluster, spelled as there, or primary"
 type ReplicatorSpec struct {
 	// TargetCluster lists the clusters to replicate to: ClusterDetector names, cluster names,
 	// raw <cluster>.<user> names or kubeconfig context names. Empty: the primary only (as
@@ -115,6 +117,36 @@ type ReplicatorSpec struct {
 	// ReplicatedKinds allows in them: the rules are Manifests', generated from that table.
 	// +optional
 	Resources Manifests `json:"resources,omitempty"`
+
+	// Rollout orders the clusters in waves: a new generation of the spec reaches a wave only once
+	// every earlier wave is Healthy with it. Without it every cluster gets a change at once.
+	// +optional
+	Rollout *Rollout `json:"rollout,omitempty"`
+}
+
+// RolloutPrimary names the primary in rollout waves (and in the status).
+const RolloutPrimary = "primary"
+
+// Rollout is the order in which a change of a Replicator reaches its clusters.
+//
+// +kubebuilder:validation:XValidation:rule="self.waves.all(w, w.clusters.all(c, self.waves.filter(x, c in x.clusters).size() == 1))",message="a cluster may be in one wave only"
+type Rollout struct {
+	// Waves are applied in order. The clusters of targetCluster named in no wave, and the primary
+	// unless named, form a last wave of their own.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=10
+	Waves []RolloutWave `json:"waves"`
+}
+
+// RolloutWave is a set of clusters that get a change together.
+type RolloutWave struct {
+	// Clusters are names of targetCluster, spelled as there, or primary.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=set
+	Clusters []string `json:"clusters"`
 }
 
 // MaxResources is how many manifests a Replicator's resources may hold.
@@ -242,6 +274,41 @@ type ClusterSync struct {
 	// LastSyncTime is when everything was last applied there.
 	// +optional
 	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// ObservedGeneration is the Replicator's generation last applied there (with a rollout, a
+	// cluster whose wave has not come yet keeps an older one).
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Healthy says every object judged there is healthy (see Health).
+	// +optional
+	Healthy bool `json:"healthy,omitempty"`
+	// Health is, for each object whose health is judged there, whether it is healthy and why.
+	// +optional
+	Health []ObjectHealth `json:"health,omitempty"`
+	// Held says the cluster waits for its rollout wave: nothing is applied there meanwhile.
+	// +optional
+	Held bool `json:"held,omitempty"`
+	// Wave is the cluster's rollout wave, from 1 (0: no rollout).
+	// +optional
+	Wave int32 `json:"wave,omitempty"`
+}
+
+// ObjectHealth is the health of one replicated object in one cluster.
+type ObjectHealth struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Healthy: a Deployment, StatefulSet or DaemonSet has its replicas updated and available at
+	// its latest generation; a Service that
+	// selects pods has a ready endpoint; an Ingress of a class the cluster has is admitted (has a
+	// load-balancer address); a TLS Secret holds a certificate that parses and has not expired.
+	Healthy bool `json:"healthy"`
+	// Reason is a CamelCase word: Available, Progressing, ImagePullFailed, ContainersFailing,
+	// ProgressDeadlineExceeded, NoEndpoints, NotAdmitted, NoIngressController, Expired, Invalid...
+	Reason string `json:"reason"`
+	// Failing says the object will not become healthy by waiting (a rollout blocks on it).
+	// +optional
+	Failing bool `json:"failing,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // ReplicatorStatus is plumber's status (applied, synced) plus conditions and per-cluster state.
@@ -260,7 +327,8 @@ type ReplicatorStatus struct {
 	// Clusters is the state of each cluster.
 	// +optional
 	Clusters []ClusterSync `json:"clusters,omitempty"`
-	// Conditions: Ready (the Deployment's pods are ready everywhere), Synced (everything applied everywhere).
+	// Conditions: Ready (the Deployment's pods are ready everywhere), Synced (everything applied
+	// everywhere), Healthy (what is applied is healthy everywhere), Progressing (with a rollout).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
@@ -274,6 +342,7 @@ type ReplicatorStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=rep
 // +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.synced`
+// +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="Healthy")].status`
 // +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.status.clusterCount`
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.replicationNamespace`,priority=1
 // +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.spec.placement`,priority=1

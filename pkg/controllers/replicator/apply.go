@@ -63,7 +63,7 @@ func roleOf(primary bool) string {
 // applyPlace ensures the namespace and applies every desired object in one cluster.
 func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, live client.Reader) placeResult {
 	rep := in.Replicator
-	pr := placeResult{sync: flotillav1.ClusterSync{Name: cluster, Role: roleOf(primary)}}
+	pr := placeResult{sync: flotillav1.ClusterSync{Name: cluster, Role: roleOf(primary), ObservedGeneration: rep.Generation}}
 	if reason, err := r.ensureNamespace(ctx, in, cluster, primary, w, live); err != nil {
 		pr.sync.Message, pr.problem = err.Error(), reason
 		return pr
@@ -132,6 +132,8 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 	now := metav1.Now()
 	pr.sync.LastSyncTime = &now
 	r.readReplicas(ctx, in, cluster, primary, live, &pr.sync)
+	pr.sync.Health = r.observeHealth(ctx, in, place, live, objs, &pr.sync)
+	pr.sync.Healthy = allHealthy(pr.sync.Health)
 	return pr
 }
 
@@ -173,7 +175,7 @@ func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator
 		return "", "", nil
 	case err != nil:
 		return "", "", fmt.Errorf("reading %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
-	case have.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name):
+	case have.GetLabels()[flotillav1.LabelReplicator] == flotillav1.ReplicatorLabelValue(rep.Name):
 		return "", ssa.Version(have), nil
 	case !primary && have.GetAnnotations()[flotillav1.AnnotationOwner] == flotillav1.OwnerReflect && have.GetLabels()[flotillav1.LabelPrimary] == primaryID:
 		// A dependency copy of this primary's (placement Elect: the delegates' ConfigMap and

@@ -1,8 +1,6 @@
 package replicator
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -129,7 +127,7 @@ func mark(u *unstructured.Unstructured, in Inputs, at Place) {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[flotillav1.LabelReplicator] = LabelValue(in.Replicator.Name)
+	labels[flotillav1.LabelReplicator] = flotillav1.ReplicatorLabelValue(in.Replicator.Name)
 	if !at.Primary {
 		labels[flotillav1.LabelPrimary] = in.PrimaryID
 	}
@@ -159,7 +157,7 @@ func Selector(r *flotillav1.Replicator, live *metav1.LabelSelector) *metav1.Labe
 		return r.Spec.DeploymentSpec.Selector.DeepCopy()
 	default:
 		return &metav1.LabelSelector{MatchLabels: map[string]string{
-			flotillav1.LabelReplicator: LabelValue(r.Name), LabelDeployment: LabelValue(r.Spec.DeploymentName)}}
+			flotillav1.LabelReplicator: flotillav1.ReplicatorLabelValue(r.Name), LabelDeployment: flotillav1.ReplicatorLabelValue(r.Spec.DeploymentName)}}
 	}
 }
 
@@ -243,15 +241,6 @@ func Hosts(r *flotillav1.Replicator) []string {
 	}
 	sort.Strings(hosts)
 	return hosts
-}
-
-// LabelValue fits a name into a label value (63 characters), keeping it readable and unique.
-func LabelValue(name string) string {
-	if len(name) <= 63 {
-		return name
-	}
-	sum := sha256.Sum256([]byte(name))
-	return strings.TrimRight(name[:52], "-.") + "-" + hex.EncodeToString(sum[:])[:10]
 }
 
 func typeMeta(kind string) metav1.TypeMeta { return metav1.TypeMeta{APIVersion: "v1", Kind: kind} }

@@ -118,10 +118,10 @@ func TestDesiredWithPlacementElectKeepsTheDeploymentInThePrimary(t *testing.T) {
 
 func TestLabelValueFitsLongNames(t *testing.T) {
 	long := "a-replicator-name-that-is-much-longer-than-sixty-three-characters-for-sure"
-	if v := LabelValue(long); len(v) > 63 || v == LabelValue(long+"x") {
-		t.Errorf("LabelValue(%q) = %q", long, v)
+	if v := flotillav1.ReplicatorLabelValue(long); len(v) > 63 || v == flotillav1.ReplicatorLabelValue(long+"x") {
+		t.Errorf("flotillav1.ReplicatorLabelValue(%q) = %q", long, v)
 	}
-	if LabelValue("short") != "short" {
+	if flotillav1.ReplicatorLabelValue("short") != "short" {
 		t.Error("a short name is kept")
 	}
 }

@@ -146,9 +146,9 @@ func holdsForeign(ctx context.Context, read client.Reader, rep *flotillav1.Repli
 	return clusters.HoldsForeign(ctx, read, rep.Spec.ReplicationNamespace, kinds, func(o client.Object) bool {
 		if p, ok := o.(*corev1.Pod); ok {
 			return p.Labels[flotillav1.LabelPrimary] != "" || ofDeployment(p, rep.Spec.DeploymentName) ||
-				p.Labels[flotillav1.LabelReplicator] == LabelValue(rep.Name)
+				p.Labels[flotillav1.LabelReplicator] == flotillav1.ReplicatorLabelValue(rep.Name)
 		}
-		return o.GetLabels()[flotillav1.LabelReplicator] == LabelValue(rep.Name) || (primary && isIssued(o, rep))
+		return o.GetLabels()[flotillav1.LabelReplicator] == flotillav1.ReplicatorLabelValue(rep.Name) || (primary && isIssued(o, rep))
 	})
 }
 
@@ -286,7 +286,7 @@ func deleteApplied(ctx context.Context, acc access, rep *flotillav1.Replicator, 
 		if err := acc.read.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if u.GetLabels()[flotillav1.LabelReplicator] != LabelValue(rep.Name) || (a.Cluster != PrimaryName && ssa.Holds(u, flotillav1.FieldManagerReflection)) {
+		if u.GetLabels()[flotillav1.LabelReplicator] != flotillav1.ReplicatorLabelValue(rep.Name) || (a.Cluster != PrimaryName && ssa.Holds(u, flotillav1.FieldManagerReflection)) {
 			return nil // someone else's now, or shared with reflection (which removes it when unused)
 		}
 	}

@@ -146,17 +146,20 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replic
 		}
 		in.ServerTLS, in.ClientTLS = server, cli
 	}
-	results := []placeResult{r.applyPrimary(ctx, in)}
-	results[0].applied = append(results[0].applied, issued...)
-	results = append(results, r.applyTargets(ctx, in, res.Clusters)...)
+	results, rollout := r.applyInWaves(ctx, in, res.Clusters)
+	if !results[0].sync.Held {
+		results[0].applied = append(results[0].applied, issued...)
+	}
 	results = append(results, r.prune(ctx, rep, results, res.Clusters)...)
 	setStatus(rep, results, res)
+	r.setProgressing(rep, rollout)
 	for _, pr := range results {
-		if !pr.sync.Synced {
+		if !pr.sync.Synced && !pr.sync.Held {
 			r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonApplyFailed, "Apply", "Cluster %s: %s", pr.sync.Name, pr.sync.Message)
 		}
 	}
-	if rep.Status.Synced != flotillav1.SyncedTrue || meta.IsStatusConditionFalse(rep.Status.Conditions, flotillav1.ConditionReady) {
+	if rep.Status.Synced != flotillav1.SyncedTrue || meta.IsStatusConditionFalse(rep.Status.Conditions, flotillav1.ConditionReady) ||
+		meta.IsStatusConditionFalse(rep.Status.Conditions, flotillav1.ConditionHealthy) {
 		return ctrl.Result{RequeueAfter: r.retry()}, nil
 	}
 	return ctrl.Result{RequeueAfter: r.resync()}, nil

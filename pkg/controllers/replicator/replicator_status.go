@@ -12,10 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 )
 
-// refuse reports a Replicator that writes nothing anywhere, and why: Synced and Ready False with
+// refuse reports a Replicator that writes nothing anywhere, and why: Synced, Ready and Healthy False with
 // the reason, and a Warning Event.
 func (r *Reconciler) refuse(rep *flotillav1.Replicator, reason, msg string) {
-	for _, t := range []string{flotillav1.ConditionSynced, flotillav1.ConditionReady} {
+	for _, t := range []string{flotillav1.ConditionSynced, flotillav1.ConditionReady, flotillav1.ConditionHealthy} {
 		meta.SetStatusCondition(&rep.Status.Conditions, metav1.Condition{Type: t, Status: metav1.ConditionFalse,
 			Reason: reason, Message: msg, ObservedGeneration: rep.Generation})
 	}
@@ -29,14 +29,17 @@ func setStatus(rep *flotillav1.Replicator, results []placeResult, res Resolution
 	st.ObservedGeneration = rep.Generation
 	st.Applied, st.Clusters = nil, nil
 	synced := 0
-	var problems []string
+	var problems, held []string
 	notReady := 0
 	for _, pr := range results {
 		st.Applied = append(st.Applied, pr.applied...)
 		st.Clusters = append(st.Clusters, pr.sync)
-		if pr.sync.Synced {
+		switch {
+		case pr.sync.Synced:
 			synced++
-		} else {
+		case pr.sync.Held:
+			held = append(held, pr.sync.Name)
+		default:
 			problems = append(problems, pr.sync.Name+": "+pr.sync.Message)
 		}
 		if pr.sync.ReadyReplicas < pr.sync.Replicas {
@@ -58,6 +61,9 @@ func setStatus(rep *flotillav1.Replicator, results []placeResult, res Resolution
 				cond.Reason = pr.problem
 			}
 		}
+	case len(held) > 0:
+		cond.Status, cond.Reason = metav1.ConditionFalse, flotillav1.ReasonRolloutIncomplete
+		cond.Message = fmt.Sprintf("%d of %d cluster(s) wait for their rollout wave: %s", len(held), len(results), joinShort(held))
 	}
 	st.Synced = flotillav1.SyncedTrue
 	if cond.Status != metav1.ConditionTrue {
@@ -71,9 +77,48 @@ func setStatus(rep *flotillav1.Replicator, results []placeResult, res Resolution
 		ready.Reason, ready.Message = flotillav1.ReasonNoDeployment, "No Deployment to run"
 	case notReady > 0 || cond.Status != metav1.ConditionTrue:
 		ready.Status, ready.Reason = metav1.ConditionFalse, flotillav1.ReasonReplicasNotReady
-		ready.Message = fmt.Sprintf("Replicas not ready (or not applied) in %d cluster(s)", max(notReady, len(problems)))
+		ready.Message = fmt.Sprintf("Replicas not ready (or not applied) in %d cluster(s)", max(notReady, len(problems)+len(held)))
 	}
 	meta.SetStatusCondition(&st.Conditions, ready)
+	meta.SetStatusCondition(&st.Conditions, HealthyCondition(rep.Generation, st.Clusters))
+}
+
+// HealthyCondition is a Replicator's Healthy condition from its clusters' state: True when every
+// cluster is synced with the current generation and every object judged there is healthy; else
+// False with, in this order, Unhealthy (an object judged unhealthy), NotSynced (a cluster where
+// not everything is applied, so its health is not known) or RolloutIncomplete (a cluster waits
+// for its wave).
+func HealthyCondition(generation int64, clusters []flotillav1.ClusterSync) metav1.Condition {
+	c := metav1.Condition{Type: flotillav1.ConditionHealthy, Status: metav1.ConditionTrue, ObservedGeneration: generation,
+		Reason: flotillav1.ReasonHealthy}
+	var unhealthy, unsynced, held []string
+	judged := 0
+	for _, cs := range clusters {
+		switch {
+		case cs.Held:
+			held = append(held, cs.Name)
+		case !cs.Synced:
+			unsynced = append(unsynced, cs.Name+": "+cs.Message)
+		case !cs.Healthy:
+			why, _ := firstUnhealthy(cs.Health)
+			unhealthy = append(unhealthy, cs.Name+": "+why)
+		}
+		if !cs.Held {
+			judged += len(cs.Health)
+		}
+	}
+	c.Status = metav1.ConditionFalse
+	switch {
+	case len(unhealthy) > 0:
+		c.Reason, c.Message = flotillav1.ReasonUnhealthy, fmt.Sprintf("Not healthy in %d cluster(s): %s", len(unhealthy), joinShort(unhealthy))
+	case len(unsynced) > 0:
+		c.Reason, c.Message = flotillav1.ReasonNotSynced, fmt.Sprintf("Not synced in %d cluster(s): %s", len(unsynced), joinShort(unsynced))
+	case len(held) > 0:
+		c.Reason, c.Message = flotillav1.ReasonRolloutIncomplete, fmt.Sprintf("%d cluster(s) wait for their rollout wave: %s", len(held), joinShort(held))
+	default:
+		c.Status, c.Message = metav1.ConditionTrue, fmt.Sprintf("%d object(s) healthy in %d cluster(s)", judged, len(clusters))
+	}
+	return c
 }
 
 func clusterOrder(name string) string {

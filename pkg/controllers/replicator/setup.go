@@ -95,7 +95,7 @@ func (r *Reconciler) replicatorOf(ctx context.Context, o client.Object) []reconc
 		return nil
 	}
 	for _, rep := range reps.Items {
-		if LabelValue(rep.Name) == value {
+		if flotillav1.ReplicatorLabelValue(rep.Name) == value {
 			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: rep.Name}}}
 		}
 	}

@@ -76,7 +76,7 @@ func (r *Reconciler) storeCA(ctx context.Context, rep *flotillav1.Replicator, da
 	key := caSecretKey(rep)
 	s := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-			Labels:      map[string]string{flotillav1.LabelReplicator: LabelValue(rep.Name)},
+			Labels:      map[string]string{flotillav1.LabelReplicator: flotillav1.ReplicatorLabelValue(rep.Name)},
 			Annotations: map[string]string{flotillav1.AnnotationOwner: flotillav1.OwnerReplicatorPrefix + rep.Name}},
 		Type: corev1.SecretTypeOpaque, Data: data}
 	if err := r.Client.Patch(ctx, s, client.Apply, client.FieldOwner(flotillav1.FieldManagerReplicator), client.ForceOwnership); err != nil { //nolint:staticcheck // typed apply of a core object
@@ -120,7 +120,7 @@ func (r *Reconciler) certManagerMaterial(ctx context.Context, in Inputs) (server
 	for _, c := range certs {
 		spec := map[string]any{"secretName": c.secret, "issuerRef": issuer,
 			"usages":         []any{"digital signature", "key encipherment", c.usage},
-			"secretTemplate": map[string]any{"labels": map[string]any{flotillav1.LabelReplicator: LabelValue(rep.Name)}}}
+			"secretTemplate": map[string]any{"labels": map[string]any{flotillav1.LabelReplicator: flotillav1.ReplicatorLabelValue(rep.Name)}}}
 		if c.cn != "" {
 			spec["commonName"] = c.cn
 		} else {

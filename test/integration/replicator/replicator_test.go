@@ -16,7 +16,9 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -117,12 +119,27 @@ var _ = Describe("the Replicator", func() {
 			{"  replicationNamespace: ok\n  ingressName: a..b\n", "spec.ingressName"},
 			{"  replicationNamespace: ok\n  deploymentName: -d\n", "spec.deploymentName"},
 			{"  replicationNamespace: ok\n  resources:\n  - apiVersion: v1\n    kind: ConfigMap\n    metadata:\n      name: UPPER\n", "metadata.name"},
+			{"  replicationNamespace: ok\n  targetCluster: [a]\n  rollout:\n    waves: []\n", "spec.rollout.waves"},
+			{"  replicationNamespace: ok\n  targetCluster: [a]\n  rollout:\n    waves:\n    - clusters: []\n", "spec.rollout.waves[0].clusters"},
+			{"  replicationNamespace: ok\n  targetCluster: [a, b]\n  rollout:\n    waves:\n    - clusters: [a]\n    - clusters: [c]\n", "rollout.waves may name only clusters of targetCluster"},
+			{"  replicationNamespace: ok\n  targetCluster: [a, b]\n  rollout:\n    waves:\n    - clusters: [a]\n    - clusters: [b, a]\n", "a cluster may be in one wave only"},
+			{"  replicationNamespace: ok\n  targetCluster: [a]\n  rollout:\n    waves:\n    - clusters: [a, a]\n", "Duplicate value"},
+			{"  replicationNamespace: ok\n  targetCluster: [a]\n  placement: Elect\n  deploymentName: d\n  deploymentSpec:\n    template:\n      spec:\n        containers: [{name: c, image: i}]\n  rollout:\n    waves:\n    - clusters: [a]\n", "rollout needs placement Replicate"},
 		} {
 			u := &unstructured.Unstructured{}
 			Expect(yaml.Unmarshal([]byte(base+tc.spec), &u.Object)).To(Succeed())
 			err := primary.Client.Create(ctx, u)
 			Expect(err).To(HaveOccurred(), "accepted: %s", tc.spec)
 			Expect(err.Error()).To(ContainSubstring(tc.message), "for %s", tc.spec)
+		}
+
+		for _, ok := range []string{
+			"  replicationNamespace: ok\n  targetCluster: [a, b]\n  rollout:\n    waves:\n    - clusters: [a]\n    - clusters: [primary, b]\n",
+			"  replicationNamespace: ok\n  targetCluster: ['*']\n  rollout:\n    waves:\n    - clusters: [any-name]\n",
+		} {
+			u := &unstructured.Unstructured{}
+			Expect(yaml.Unmarshal([]byte(base+ok), &u.Object)).To(Succeed())
+			Expect(primary.Client.Create(ctx, u, client.DryRunAll)).To(Succeed(), "refused: %s", ok)
 		}
 
 		rep := plumberSample("atlantis")
@@ -288,4 +305,73 @@ var _ = Describe("the Replicator", func() {
 		Eventually(func() error { _, err := replicatorStatus(ctx, rep.Name); return err }).WithContext(ctx).
 			WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("not found")))
 	}, SpecTimeout(2*time.Minute))
+
+	It("reports health: Healthy only once the Deployment is available, its Service has a ready endpoint and an Ingress of an existing class is admitted", func(ctx SpecContext) {
+		// No controller-manager here: the test plays the Deployment and EndpointSlice controllers
+		// and the ingress controller, and the Replicator judges what they wrote.
+		const ns = "health"
+		rep := plumberSample()
+		rep.Name, rep.Spec.ReplicationNamespace = "health", ns
+		Expect(primary.Client.Create(ctx, rep)).To(Succeed())
+		healthOf := func(g Gomega, kind string) flotillav1.ObjectHealth {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(st.Status.Clusters).To(HaveLen(1))
+			for _, h := range st.Status.Clusters[0].Health {
+				if h.Kind == kind {
+					return h
+				}
+			}
+			g.Expect(st.Status.Clusters[0].Health).To(ContainElement(HaveField("Kind", kind)))
+			return flotillav1.ObjectHealth{}
+		}
+		healthy := func(g Gomega) *metav1.Condition {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			c := meta.FindStatusCondition(st.Status.Conditions, flotillav1.ConditionHealthy)
+			g.Expect(c).NotTo(BeNil())
+			return c
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(healthy(g)).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Reason", flotillav1.ReasonUnhealthy),
+				HaveField("Message", ContainSubstring("primary: Deployment nginx: Progressing"))))
+			g.Expect(healthOf(g, "Service")).To(HaveField("Reason", "NoEndpoints"))
+			g.Expect(healthOf(g, "Ingress")).To(And(HaveField("Healthy", true), HaveField("Reason", "NoIngressController")))
+			g.Expect(healthOf(g, "Secret")).To(And(HaveField("Healthy", true), HaveField("Reason", "Valid")))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		var d appsv1.Deployment
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nginx"}, &d)).To(Succeed())
+		ready := true
+		Expect(primary.Client.Create(ctx, &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nginx-abc",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "nginx"}}, AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.9"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}}})).To(Succeed())
+		d.Status = appsv1.DeploymentStatus{ObservedGeneration: d.Generation, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3}
+		Expect(primary.Client.Status().Update(ctx, &d)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(healthy(g)).To(And(HaveField("Status", metav1.ConditionTrue), HaveField("Reason", flotillav1.ReasonHealthy)))
+			g.Expect(healthOf(g, "Deployment")).To(And(HaveField("Healthy", true), HaveField("Reason", "Available")))
+			g.Expect(healthOf(g, "Service")).To(And(HaveField("Healthy", true), HaveField("Message", "1 ready endpoint(s)")))
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the Deployment is available and the Service has an endpoint")
+
+		// An ingress controller arrives (its IngressClass): the Ingress must now be admitted.
+		class := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "nginx"}, Spec: networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx"}}
+		Expect(primary.Client.Create(ctx, class)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(primary.Client.Delete(ctx, class))).To(Succeed()) })
+		Eventually(func(g Gomega) {
+			g.Expect(healthy(g)).To(And(HaveField("Status", metav1.ConditionFalse), HaveField("Message", ContainSubstring("Ingress nginx: NotAdmitted"))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		var ing networkingv1.Ingress
+		Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "nginx"}, &ing)).To(Succeed())
+		ing.Status.LoadBalancer.Ingress = []networkingv1.IngressLoadBalancerIngress{{IP: "192.0.2.7"}}
+		Expect(primary.Client.Status().Update(ctx, &ing)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(healthy(g)).To(HaveField("Status", metav1.ConditionTrue))
+			g.Expect(healthOf(g, "Ingress")).To(And(HaveField("Reason", "Admitted"), HaveField("Message", ContainSubstring("192.0.2.7"))))
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "admitted")
+
+		Expect(primary.Client.Delete(ctx, rep)).To(Succeed())
+		Eventually(func() error { _, err := replicatorStatus(ctx, rep.Name); return err }).WithContext(ctx).
+			WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("not found")))
+	}, SpecTimeout(3*time.Minute))
 })
