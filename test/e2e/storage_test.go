@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -470,6 +471,86 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 		Expect(err.Error()).To(And(ContainSubstring(`claim local-data of storage class "standard"`), ContainSubstring("only claims of class flotilla follow an elected pod")))
 		Expect(strings.Contains(err.Error(), "denied")).To(BeTrue(), err.Error())
 	}, SpecTimeout(time.Minute))
+
+	// joinWithClass registers secondary s again, its claims of class flotilla made of class class,
+	// for the spec; DeferCleanup registers it as before.
+	joinWithClass := func(ctx SpecContext, s *testbed.Cluster, class string) {
+		out, err := flotillactl(ctx, "cluster", "join", "--context", s.Name, "--token-duration", "10m", "--storage-class", class)
+		Expect(err).NotTo(HaveOccurred(), out)
+		DeferCleanup(func(ctx SpecContext) {
+			out, err := flotillactl(ctx, "cluster", "join", "--context", s.Name, "--token-duration", "10m", "--storage-class", "default")
+			Expect(err).NotTo(HaveOccurred(), out)
+		})
+		Eventually(func(g Gomega) {
+			cd, err := detector(ctx, s.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(cd.Status.StorageClass).To(Equal(class))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	}
+	// boundOnFakeNode runs an elected pod on a fake node of secondary s with a 1Gi claim of class
+	// flotilla, both called name, and returns once the claim is Bound in the primary and in s.
+	// DeferCleanup deletes both and waits until the claim is gone.
+	boundOnFakeNode := func(ctx SpecContext, s *testbed.Cluster, name string) {
+		_, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: flotillaClaim(corev1.ReadWriteOnce)}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		spec := corev1.PodSpec{Containers: []corev1.Container{appContainer(name, nil)},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}}}
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name,
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s.Name}}, Spec: spec}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+			_ = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, name, metav1.DeleteOptions{})
+			Eventually(func(g Gomega) {
+				_, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "claim %s still there: %v", name, err)
+			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		})
+		Eventually(func(g Gomega) {
+			g.Expect(clusterOfProxy(g, ctx, name)).To(Equal(s.Name))
+			pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound), "claim %s in the primary", name)
+			real, err := s.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(real.Status.Phase).To(Equal(corev1.ClaimBound), "the real claim %s in %s", name, s.Name)
+			g.Expect(real.Status.Capacity.Storage().String()).To(Equal("1Gi"))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	}
+	grow := func(ctx SpecContext, name, size string) {
+		patch := fmt.Sprintf(`{"spec":{"resources":{"requests":{"storage":%q}}}}`, size)
+		_, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}
+
+	It("says so on the primary claim when its secondary's class does not allow expansion (ExpansionFailed), and the claims keep their size", func(ctx SpecContext) {
+		s2 := bed.Secondaries[1]
+		const fixed = "fixed-size"
+		_, err := s2.Clientset.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: fixed},
+			Provisioner: testbed.LocalPathProvisioner, VolumeBindingMode: ptr.To(storagev1.VolumeBindingWaitForFirstConsumer),
+			AllowVolumeExpansion: ptr.To(false)}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = s2.Clientset.StorageV1().StorageClasses().Delete(ctx, fixed, metav1.DeleteOptions{})
+		})
+		joinWithClass(ctx, s2, fixed)
+		boundOnFakeNode(ctx, s2, "fixed")
+
+		grow(ctx, "fixed", "2Gi")
+		Eventually(func(g Gomega) {
+			evs, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,involvedObject.name=fixed"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(evs.Items).To(ContainElement(And(HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", "ExpansionFailed"),
+				HaveField("Message", ContainSubstring("Cluster "+s2.Name+" refused to expand the claim to 2Gi")))))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		real, err := s2.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "fixed", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(real.Spec.Resources.Requests.Storage().String()).To(Equal("1Gi"))
+		pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "fixed", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pvc.Status.Capacity.Storage().String()).To(Equal("1Gi"))
+	}, SpecTimeout(4*time.Minute))
 })
 
 // flotillaClaim is the spec of a 1Gi claim of class flotilla with one access mode.
