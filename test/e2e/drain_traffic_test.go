@@ -1,0 +1,138 @@
+package e2e
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// A drain under traffic, on real containers and the flat pod network: a client on the primary's
+// real node calls the primary's Service of an elected Deployment in a loop while the Deployment
+// is rolled in its one cluster (the baseline: what a single cluster's rolling update loses), then
+// while `cluster drain` moves it to the other cluster. The drain loses no more than the baseline.
+var _ = Describe("cluster drain under traffic", Ordered, Label("real-nodes"), func() {
+	const ns = "drain-traffic"
+
+	BeforeAll(func(ctx SpecContext) {
+		if bed.RealNode == nil {
+			Skip(fmt.Sprintf("the primary has no real node: %v", realNodeErr))
+		}
+		requireSecondaryRealNodes()
+		if secondaryPodNetwork != testbed.PodNetworkFlat {
+			Skip(fmt.Sprintf("the bed's pod network is %s (FLOTILLA_E2E_SECONDARY_POD_NETWORK)", secondaryPodNetwork))
+		}
+		joinBothSecondaries(ctx)
+		importAppImage(ctx, true)
+		restartManager(ctx, "--pod-network=flat")
+		DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
+		enabledNamespace(ctx, ns)
+		DeferCleanup(func(ctx SpecContext) {
+			for _, c := range bed.Secondaries {
+				setUnschedulable(ctx, c.Name, false)
+			}
+		})
+	})
+
+	// clientLoop starts a pod on the primary's real node that calls url n times, 50 ms apart,
+	// printing OK or FAILED for each; done returns its counts once it has finished.
+	clientLoop := func(ctx SpecContext, name, url string, n int) (running func() bool, done func() (ok, failed int)) {
+		script := strings.Repeat(fmt.Sprintf("wget -qO- %s && echo OK || echo FAILED; sleep 0.05; ", url), n)
+		spec := onRealNode(appContainer("client", []string{"sh", "-c", script}))
+		spec.RestartPolicy = corev1.RestartPolicyNever
+		pods := bed.Primary.Clientset.CoreV1().Pods(ns)
+		_, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) corev1.PodPhase {
+			p, err := pods.Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			return p.Status.Phase
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(corev1.PodRunning))
+		running = func() bool {
+			p, err := pods.Get(ctx, name, metav1.GetOptions{})
+			return err == nil && p.Status.Phase == corev1.PodRunning
+		}
+		done = func() (int, int) {
+			Eventually(func(g Gomega) corev1.PodPhase {
+				p, err := pods.Get(ctx, name, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				return p.Status.Phase
+			}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Equal(corev1.PodSucceeded))
+			raw, err := pods.GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			out := string(raw)
+			return strings.Count(out, "OK\n"), strings.Count(out, "FAILED\n")
+		}
+		return running, done
+	}
+
+	It("loses no more requests moving an elected Deployment of 6 to the other cluster than a rolling update in one cluster loses", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		setUnschedulable(ctx, s2.Name, true)
+		Eventually(func(g Gomega) { expectNotPlaceableIn(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		six := int32(6)
+		sel := map[string]string{"app": "served"}
+		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "served"},
+			Spec: appsv1.DeploymentSpec{Replicas: &six, Selector: &metav1.LabelSelector{MatchLabels: sel},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+					Spec: onRealNode(appContainer("web", nil))}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = bed.Primary.Clientset.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "served"},
+			Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: sel}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		svc, err := bed.Primary.Clientset.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "served"},
+			Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{{Port: 8080, TargetPort: intstr.FromInt32(8080)}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		url := fmt.Sprintf("http://%s:8080/", svc.Spec.ClusterIP)
+		settled := func(cluster string) {
+			Eventually(func(g Gomega) {
+				g.Expect(readyProxiesOn(ctx, g, ns, "app=served", cluster)).To(Equal(6))
+				d, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Get(ctx, "served", metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(d.Status.UpdatedReplicas).To(Equal(six))
+				g.Expect(d.Status.Replicas).To(Equal(six), "no old pod left")
+			}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
+		}
+		settled(s1.Name)
+
+		// The baseline: a rolling update within secondary1 (secondary2 still cordoned).
+		running, done := clientLoop(ctx, "baseline", url, 1200)
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Patch(ctx, "served", types.MergePatchType,
+			[]byte(`{"spec":{"template":{"metadata":{"annotations":{"e2e/restarted":"yes"}}}}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		settled(s1.Name)
+		Expect(running()).To(BeTrue(), "the rolling update outlasted the baseline's client loop")
+		baseOK, baseFailed := done()
+
+		// The drain, secondary2 open again.
+		setUnschedulable(ctx, s2.Name, false)
+		Eventually(func(g Gomega) { expectPlaceableIn(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		running, done = clientLoop(ctx, "during-drain", url, 1200)
+		start := time.Now()
+		out, err := flotillactl(ctx, "cluster", "drain", s1.Name, "--timeout", "3m")
+		Expect(err).NotTo(HaveOccurred(), out)
+		took := time.Since(start)
+		DeferCleanup(func(ctx SpecContext) { _, _ = flotillactl(ctx, "cluster", "uncordon", s1.Name) })
+		settled(s2.Name)
+		Expect(running()).To(BeTrue(), "the drain outlasted the client loop")
+		drainOK, drainFailed := done()
+
+		AddReportEntry("requests lost: rolling update in one cluster (baseline)", fmt.Sprintf("%d of %d", baseFailed, baseOK+baseFailed))
+		AddReportEntry("requests lost: drain to the other cluster", fmt.Sprintf("%d of %d (drain took %s)", drainFailed, drainOK+drainFailed, took.Round(100*time.Millisecond)))
+		Expect(baseOK + baseFailed).To(Equal(1200))
+		Expect(drainOK + drainFailed).To(Equal(1200))
+		Expect(drainFailed).To(BeNumerically("<=", baseFailed), "a drain loses no request a rolling update in one cluster would not")
+	}, SpecTimeout(12*time.Minute))
+})
