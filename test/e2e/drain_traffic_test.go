@@ -108,7 +108,7 @@ var _ = Describe("cluster drain under traffic", Ordered, Label("real-nodes"), fu
 		settled(s1.Name)
 
 		// The baseline: a rolling update within secondary1 (secondary2 still cordoned).
-		running, done := clientLoop(ctx, "baseline", url, 1200)
+		running, done := clientLoop(ctx, "baseline", url, 1800)
 		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Patch(ctx, "served", types.MergePatchType,
 			[]byte(`{"spec":{"template":{"metadata":{"annotations":{"e2e/restarted":"yes"}}}}}`), metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -119,7 +119,7 @@ var _ = Describe("cluster drain under traffic", Ordered, Label("real-nodes"), fu
 		// The drain, secondary2 open again.
 		setUnschedulable(ctx, s2.Name, false)
 		Eventually(func(g Gomega) { expectPlaceableIn(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-		running, done = clientLoop(ctx, "during-drain", url, 1200)
+		running, done = clientLoop(ctx, "during-drain", url, 1800)
 		start := time.Now()
 		out, err := flotillactl(ctx, "cluster", "drain", s1.Name, "--timeout", "3m")
 		Expect(err).NotTo(HaveOccurred(), out)
@@ -131,8 +131,8 @@ var _ = Describe("cluster drain under traffic", Ordered, Label("real-nodes"), fu
 
 		AddReportEntry("requests lost: rolling update in one cluster (baseline)", fmt.Sprintf("%d of %d", baseFailed, baseOK+baseFailed))
 		AddReportEntry("requests lost: drain to the other cluster", fmt.Sprintf("%d of %d (drain took %s)", drainFailed, drainOK+drainFailed, took.Round(100*time.Millisecond)))
-		Expect(baseOK + baseFailed).To(Equal(1200))
-		Expect(drainOK + drainFailed).To(Equal(1200))
+		Expect(baseOK + baseFailed).To(Equal(1800))
+		Expect(drainOK + drainFailed).To(Equal(1800))
 		Expect(drainFailed).To(BeNumerically("<=", baseFailed), "a drain loses no request a rolling update in one cluster would not")
 	}, SpecTimeout(12*time.Minute))
 })
