@@ -268,16 +268,25 @@ func (r *replacer) aliases(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// replicate adds the new cluster to every Replicator that targets the old one and waits until
-// each is healthy there.
-func (r *replacer) replicate(ctx context.Context) error {
+// replicators are the old cluster's names and every Replicator.
+func (r *replacer) replicators(ctx context.Context) ([]string, *flotillav1.ReplicatorList, error) {
 	aliases, err := r.aliases(ctx)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	var reps flotillav1.ReplicatorList
 	if err := r.primary.List(ctx, &reps); err != nil {
-		return fmt.Errorf("listing Replicators: %w", err)
+		return nil, nil, fmt.Errorf("listing Replicators: %w", err)
+	}
+	return aliases, &reps, nil
+}
+
+// replicate adds the new cluster to every Replicator that targets the old one and waits until
+// each is healthy there.
+func (r *replacer) replicate(ctx context.Context) error {
+	aliases, reps, err := r.replicators(ctx)
+	if err != nil {
+		return err
 	}
 	var mine []client.ObjectKey
 	for i := range reps.Items {
@@ -383,13 +392,9 @@ func orDash(s string) string {
 
 // detach removes the old cluster from every Replicator that names it.
 func (r *replacer) detach(ctx context.Context) error {
-	aliases, err := r.aliases(ctx)
+	aliases, reps, err := r.replicators(ctx)
 	if err != nil {
 		return err
-	}
-	var reps flotillav1.ReplicatorList
-	if err := r.primary.List(ctx, &reps); err != nil {
-		return fmt.Errorf("listing Replicators: %w", err)
 	}
 	for i := range reps.Items {
 		rep := &reps.Items[i]

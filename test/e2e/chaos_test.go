@@ -166,13 +166,7 @@ var _ = Describe("a manager that crashes", func() {
 		AddReportEntry("200-pod rollout through three SIGKILLs", time.Since(start).Round(time.Second).String())
 
 		// A failover, and a crash in the middle of it.
-		Expect(bed.StopCluster(ctx, s2)).To(Succeed())
-		stopped := true
-		DeferCleanup(func(ctx SpecContext) {
-			if stopped {
-				Expect(bed.StartCluster(ctx, s2)).To(Succeed())
-			}
-		})
+		startAgain := stopForSpec(ctx, s2)
 		Eventually(func(g Gomega) {
 			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s2.Name), metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
@@ -183,8 +177,7 @@ var _ = Describe("a manager that crashes", func() {
 		Eventually(func(g Gomega) int { return running(g, "app=rollout", flotillav1.VirtualNodeName(s1.Name)) }).
 			WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Equal(200))
 		AddReportEntry("failover of the at-least-once replicas through a SIGKILL", time.Since(start).Round(time.Second).String())
-		Expect(bed.StartCluster(ctx, s2)).To(Succeed())
-		stopped = false
+		startAgain(ctx)
 
 		// Whole again: one live delegate per proxy, nothing else, nothing Pending or stuck.
 		start = time.Now()

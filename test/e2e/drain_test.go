@@ -60,6 +60,22 @@ func (w *availabilityWatch) result() (maxUnavailable, samples int, at string) {
 	return w.maxUnavailable, w.samples, w.at
 }
 
+// movingNamespace prepares a group whose specs move elected pods between the secondaries: both
+// joined, the namespace enabled in the primary and ready in each secondary, and every virtual node
+// uncordoned when the group is done.
+func movingNamespace(ctx SpecContext, ns string) {
+	joinBothSecondaries(ctx)
+	enabledNamespace(ctx, ns)
+	for _, c := range bed.Secondaries {
+		prepareNamespace(ctx, c, ns)
+	}
+	DeferCleanup(func(ctx SpecContext) {
+		for _, c := range bed.Secondaries {
+			setUnschedulable(ctx, c.Name, false)
+		}
+	})
+}
+
 // setUnschedulable cordons or uncordons a virtual node directly (as kubectl cordon would).
 func setUnschedulable(ctx context.Context, cluster string, on bool) {
 	_, err := bed.Primary.Clientset.CoreV1().Nodes().Patch(ctx, flotillav1.VirtualNodeName(cluster), types.MergePatchType,
@@ -101,18 +117,7 @@ func readyProxiesOn(ctx context.Context, g Gomega, ns, selector, cluster string)
 var _ = Describe("cluster drain", Ordered, func() {
 	const ns = "drain"
 
-	BeforeAll(func(ctx SpecContext) {
-		joinBothSecondaries(ctx)
-		enabledNamespace(ctx, ns)
-		for _, c := range bed.Secondaries {
-			prepareNamespace(ctx, c, ns)
-		}
-		DeferCleanup(func(ctx SpecContext) {
-			for _, c := range bed.Secondaries {
-				setUnschedulable(ctx, c.Name, false)
-			}
-		})
-	}, NodeTimeout(2*time.Minute))
+	BeforeAll(func(ctx SpecContext) { movingNamespace(ctx, ns) }, NodeTimeout(2*time.Minute))
 
 	It("moves an elected Deployment of 6 to secondary2 never leaving more than 1 unavailable (its PodDisruptionBudget), and a StatefulSet of 3 one pod at a time, never running an ordinal twice", func(ctx SpecContext) {
 		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]

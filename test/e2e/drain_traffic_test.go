@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
 // A drain under traffic, on real containers and the flat pod network: a client on the primary's
@@ -27,18 +26,7 @@ var _ = Describe("cluster drain under traffic", Ordered, Label("real-nodes"), fu
 	const ns = "drain-traffic"
 
 	BeforeAll(func(ctx SpecContext) {
-		if bed.RealNode == nil {
-			Skip(fmt.Sprintf("the primary has no real node: %v", realNodeErr))
-		}
-		requireSecondaryRealNodes()
-		if secondaryPodNetwork != testbed.PodNetworkFlat {
-			Skip(fmt.Sprintf("the bed's pod network is %s (FLOTILLA_E2E_SECONDARY_POD_NETWORK)", secondaryPodNetwork))
-		}
-		joinBothSecondaries(ctx)
-		importAppImage(ctx, true)
-		restartManager(ctx, "--pod-network=flat")
-		DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
-		enabledNamespace(ctx, ns)
+		flatRealNodes(ctx, ns)
 		DeferCleanup(func(ctx SpecContext) {
 			for _, c := range bed.Secondaries {
 				setUnschedulable(ctx, c.Name, false)

@@ -421,13 +421,7 @@ var _ = Describe("pod election", Ordered, func() {
 			g.Expect(delegatesIn(ctx, s2, ns)).To(HaveLen(2), "replicas in %s", s2.Name)
 		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 
-		Expect(bed.StopCluster(ctx, s2)).To(Succeed())
-		stopped := true
-		DeferCleanup(func(ctx SpecContext) {
-			if stopped {
-				Expect(bed.StartCluster(ctx, s2)).To(Succeed())
-			}
-		})
+		startAgain := stopForSpec(ctx, s2)
 		start := time.Now()
 		Eventually(func(g Gomega) {
 			g.Expect(runningOn(g, flotillav1.VirtualNodeName(s1.Name))).To(Equal(4))
@@ -446,8 +440,7 @@ var _ = Describe("pod election", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
 		AddReportEntry("evicted proxies released", time.Since(start).Round(time.Second).String())
 
-		Expect(bed.StartCluster(ctx, s2)).To(Succeed())
-		stopped = false
+		startAgain(ctx)
 		start = time.Now()
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
 		AddReportEntry("stale delegates gone after return", time.Since(start).Round(time.Second).String())

@@ -245,3 +245,19 @@ func serviceAccountKubeconfig(ctx context.Context, c *testbed.Cluster, namespace
 	cfg.CurrentContext = c.Name
 	return clientcmd.WriteToFile(*cfg, path)
 }
+
+// stopForSpec stops a cluster of the bed for a spec and returns what starts it again; if the spec
+// ends first, its cleanup starts it.
+func stopForSpec(ctx SpecContext, c *testbed.Cluster) (startAgain func(SpecContext)) {
+	Expect(bed.StopCluster(ctx, c)).To(Succeed())
+	stopped := true
+	DeferCleanup(func(ctx SpecContext) {
+		if stopped {
+			Expect(bed.StartCluster(ctx, c)).To(Succeed())
+		}
+	})
+	return func(ctx SpecContext) {
+		Expect(bed.StartCluster(ctx, c)).To(Succeed())
+		stopped = false
+	}
+}

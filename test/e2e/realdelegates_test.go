@@ -430,21 +430,7 @@ func runInCluster(g Gomega, ctx SpecContext, c *testbed.Cluster, namespace, name
 var _ = Describe("real delegates on a flat pod network", Ordered, Label("real-nodes"), func() {
 	const ns = "flat-delegates"
 
-	BeforeAll(func(ctx SpecContext) {
-		if bed.RealNode == nil {
-			Skip(fmt.Sprintf("the primary has no real node: %v", realNodeErr))
-		}
-		requireSecondaryRealNodes()
-		if secondaryPodNetwork != testbed.PodNetworkFlat {
-			Skip(fmt.Sprintf("the bed's pod network is %s (FLOTILLA_E2E_SECONDARY_POD_NETWORK)", secondaryPodNetwork))
-		}
-		joinBothSecondaries(ctx)
-		importAppImage(ctx, true)
-		// The manager again, saying the pod network is flat; as it was after these specs.
-		restartManager(ctx, "--pod-network=flat")
-		DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
-		enabledNamespace(ctx, ns)
-	})
+	BeforeAll(func(ctx SpecContext) { flatRealNodes(ctx, ns) })
 
 	var proxies map[string]string // proxy name: its IP
 	var serviceIP string
@@ -540,6 +526,25 @@ var _ = Describe("real delegates on a flat pod network", Ordered, Label("real-no
 		readyIn(true)
 	}, SpecTimeout(3*time.Minute))
 })
+
+// flatRealNodes prepares a group on real nodes and the flat pod network (skipped, saying why,
+// where the bed has neither): both secondaries joined, the application image on every real node,
+// the manager told the pod network is flat (and back afterwards), the namespace enabled.
+func flatRealNodes(ctx SpecContext, ns string) {
+	if bed.RealNode == nil {
+		Skip(fmt.Sprintf("the primary has no real node: %v", realNodeErr))
+	}
+	requireSecondaryRealNodes()
+	if secondaryPodNetwork != testbed.PodNetworkFlat {
+		Skip(fmt.Sprintf("the bed's pod network is %s (FLOTILLA_E2E_SECONDARY_POD_NETWORK)", secondaryPodNetwork))
+	}
+	joinBothSecondaries(ctx)
+	importAppImage(ctx, true)
+	// The manager again, saying the pod network is flat; as it was after these specs.
+	restartManager(ctx, "--pod-network=flat")
+	DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
+	enabledNamespace(ctx, ns)
+}
 
 // deleteNamespaceEverywhere deletes a namespace of the primary and waits until it is gone there
 // and in every secondary (Flotilla removes the ones it made): real containers take their grace

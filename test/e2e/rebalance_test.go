@@ -57,18 +57,11 @@ var _ = Describe("rebalance", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
 
 		// secondary1 away past --failover-after and the pods' 5 s: all 6 run in secondary2.
-		Expect(bed.StopCluster(ctx, s1)).To(Succeed())
-		stopped := true
-		DeferCleanup(func(ctx SpecContext) {
-			if stopped {
-				Expect(bed.StartCluster(ctx, s1)).To(Succeed())
-			}
-		})
+		startAgain := stopForSpec(ctx, s1)
 		Eventually(func(g Gomega) {
 			g.Expect(in(g, s2.Name)).To(Equal(6))
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
-		Expect(bed.StartCluster(ctx, s1)).To(Succeed())
-		stopped = false
+		startAgain(ctx)
 		Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s1.Name) }).WithContext(ctx).WithTimeout(time.Minute).Should(Succeed())
 		return in, startReadySampler(ctx, "app="+name)
 	}

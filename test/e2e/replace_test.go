@@ -29,18 +29,7 @@ import (
 var _ = Describe("cluster replace", Ordered, func() {
 	const ns = "replace"
 
-	BeforeAll(func(ctx SpecContext) {
-		joinBothSecondaries(ctx)
-		enabledNamespace(ctx, ns)
-		for _, c := range bed.Secondaries {
-			prepareNamespace(ctx, c, ns)
-		}
-		DeferCleanup(func(ctx SpecContext) {
-			for _, c := range bed.Secondaries {
-				setUnschedulable(ctx, c.Name, false)
-			}
-		})
-	}, NodeTimeout(2*time.Minute))
+	BeforeAll(func(ctx SpecContext) { movingNamespace(ctx, ns) }, NodeTimeout(2*time.Minute))
 
 	It("replicates into the new cluster and waits until it is healthy there, drains the old one, detaches and removes it; interrupted, it resumes; nothing is lost", func(ctx SpecContext) {
 		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]

@@ -224,13 +224,7 @@ var _ = Describe("Replicator", Ordered, func() {
 
 	It("reports a stopped secondary while the others keep syncing, and syncs it within 60 s of its return", func(ctx SpecContext) {
 		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
-		Expect(bed.StopCluster(ctx, s2)).To(Succeed())
-		stopped := true
-		DeferCleanup(func(ctx SpecContext) {
-			if stopped {
-				Expect(bed.StartCluster(ctx, s2)).To(Succeed())
-			}
-		})
+		startAgain := stopForSpec(ctx, s2)
 		patch := []byte(`{"spec":{"configMapData":{"extra.conf":"version 3"}}}`)
 		Expect(clientOf(bed.Primary).Patch(ctx, &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: "replicator-sample"}},
 			client.RawPatch(types.MergePatchType, patch))).To(Succeed())
@@ -250,8 +244,7 @@ var _ = Describe("Replicator", Ordered, func() {
 			g.Expect(cond.Message).To(ContainSubstring(s2.Name))
 		}).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
 
-		Expect(bed.StartCluster(ctx, s2)).To(Succeed())
-		stopped = false
+		startAgain(ctx)
 		start := time.Now()
 		Eventually(func(g Gomega) {
 			st, err := replicatorStatus(ctx, "replicator-sample")

@@ -140,13 +140,7 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 			}
 		}
 
-		Expect(bed.StopCluster(ctx, c)).To(Succeed())
-		stopped := true
-		DeferCleanup(func(ctx SpecContext) {
-			if stopped {
-				Expect(bed.StartCluster(ctx, c)).To(Succeed())
-			}
-		})
+		startAgain := stopForSpec(ctx, c)
 		// Past the node's unreachable taint and the pod's 10 s failover: evicted, it stays
 		// Terminating (at-most-once), and nothing of it runs anywhere else.
 		Eventually(func(g Gomega) {
@@ -169,8 +163,7 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 			g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
 		}).WithContext(ctx).WithTimeout(25 * time.Second).WithPolling(time.Second).Should(Succeed())
 
-		Expect(bed.StartCluster(ctx, c)).To(Succeed())
-		stopped = false
+		startAgain(ctx)
 		Eventually(func(g Gomega) {
 			g.Expect(clusterOfProxy(g, ctx, "db-0")).To(Equal(home))
 			out, err := kubectlIn(ctx, ns, nil, "exec", "db-0", "--", "cat", "/data/f")
@@ -215,13 +208,7 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 			}
 		}
 
-		Expect(bed.StopCluster(ctx, c)).To(Succeed())
-		stopped := true
-		DeferCleanup(func(ctx SpecContext) {
-			if stopped {
-				Expect(bed.StartCluster(ctx, c)).To(Succeed())
-			}
-		})
+		startAgain := stopForSpec(ctx, c)
 		stoppedAt := time.Now()
 		// The failover taint, the pod's 10 s, its release (it chose recreate), its successor
 		// placed elsewhere on a new claim there: running, and the claim empty.
@@ -248,8 +235,7 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 
 		// Back: its old delegate is swept, its old claim (and the data on it) is kept.
-		Expect(bed.StartCluster(ctx, c)).To(Succeed())
-		stopped = false
+		startAgain(ctx)
 		Eventually(func(g Gomega) {
 			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=cache"})
 			g.Expect(err).NotTo(HaveOccurred())
