@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -123,12 +124,15 @@ func (r *Rebalancer) Round(ctx context.Context) error {
 // evict evicts a pod through the Eviction API: a PodDisruptionBudget that allows no disruption
 // now answers 429, and the pod is tried again at a later round.
 func (r *Rebalancer) evict(ctx context.Context, m *placement.Move) error {
-	err := r.Client.SubResource("eviction").Create(ctx, m.Pod, &policyv1.Eviction{})
+	// Only the incarnation planned (a UID precondition): a pod of that name made since is not moved.
+	err := r.Client.SubResource("eviction").Create(ctx, m.Pod, &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Namespace: m.Pod.Namespace, Name: m.Pod.Name},
+		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &m.Pod.UID}}})
 	switch {
 	case apierrors.IsTooManyRequests(err):
 		return fmt.Errorf("its PodDisruptionBudget allows no disruption now: %w", err)
-	case apierrors.IsNotFound(err):
-		return nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return nil // gone, or another incarnation now
 	case err != nil:
 		return fmt.Errorf("evicting %s/%s: %w", m.Pod.Namespace, m.Pod.Name, err)
 	}
