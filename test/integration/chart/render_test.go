@@ -1,6 +1,7 @@
 package chart_test
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -231,6 +232,15 @@ var valueCases = map[string]valueCase{
 		raw, err := policy.MarshalJSON()
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(raw)).NotTo(ContainSubstring("multicluster.admiralty.io/elect"))
+	}},
+	// Moving pods back after a failover is off by default, and only then may the manager evict.
+	"election.rebalanceOnReturn": {set("election.rebalanceOnReturn=true"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--rebalance-on-return=true"))
+		Expect(managerWrites(objs)).To(HaveKeyWithValue("pods/eviction", ConsistOf("create")))
+		Expect(managerWrites(render(context.Background()))).NotTo(HaveKey("pods/eviction"), "no eviction right by default")
+	}},
+	"election.rebalanceAfter": {set("election.rebalanceAfter=90s"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--rebalance-after=90s"))
 	}},
 	"webhook.certManager.enabled": {set("webhook.certManager.enabled=true"), func(objs []*unstructured.Unstructured) {
 		cert := webhookCertificate(objs)
@@ -561,7 +571,7 @@ var _ = Describe("docs/security.md on the manager's rights", Label("render"), fu
 		Expect(start).To(BeNumerically(">=", 0))
 		section := strings.ToLower(doc[start:])
 		section = section[:strings.Index(section, "no rbac objects")]
-		for _, values := range [][]string{nil, {"replicator.enabled=true"}} {
+		for _, values := range [][]string{nil, {"replicator.enabled=true"}, {"election.rebalanceOnReturn=true"}} {
 			objs := render(ctx, values...)
 			for res := range managerWrites(objs) {
 				kind := strings.TrimSuffix(strings.Split(res, "/")[0], "s")
