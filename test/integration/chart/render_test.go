@@ -1,7 +1,6 @@
 package chart_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -237,7 +236,6 @@ var valueCases = map[string]valueCase{
 	"election.rebalanceOnReturn": {set("election.rebalanceOnReturn=true"), func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElement("--rebalance-on-return=true"))
 		Expect(managerWrites(objs)).To(HaveKeyWithValue("pods/eviction", ConsistOf("create")))
-		Expect(managerWrites(render(context.Background()))).NotTo(HaveKey("pods/eviction"), "no eviction right by default")
 	}},
 	"election.rebalanceAfter": {set("election.rebalanceAfter=90s"), func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElement("--rebalance-after=90s"))
@@ -474,6 +472,7 @@ var _ = Describe("the manager's rights in the primary", Label("render"), func() 
 			Expect(off).NotTo(HaveKey(res), "by default the manager may not write %s anywhere in the primary", res)
 		}
 		Expect(off).To(HaveKey("pods"), "proxies are still its own")
+		Expect(off).NotTo(HaveKey("pods/eviction"), "no eviction right unless election.rebalanceOnReturn")
 		on := managerWrites(render(ctx, "replicator.enabled=true"))
 		for _, res := range replicatorWrites {
 			Expect(on).To(HaveKey(res))
