@@ -31,6 +31,8 @@ type replicateOptions struct {
 	name      string
 	dryRun    string
 	output    string
+	// adopt accepts that the namespace's objects become the Replicator's (deleted with it).
+	adopt bool
 }
 
 const replicateLong = `Create a Replicator that carries what a namespace of the primary holds to the clusters
@@ -45,18 +47,19 @@ already another Replicator's or Flotilla's copies, kube-root-ca.crt and the defa
 and Secrets: a Replicator's resources would hold their data in the clear, readable by whoever may
 read Replicators (use ingressSecureEnabled for the Ingress's TLS, or copy Secrets yourself).
 
-Unless --dry-run=client, it then makes the namespace's objects the Replicator's (label
-flotilla.dev/replicator) so that it keeps them in step in the primary too, and labels the namespace
+Writing it makes the namespace's objects the Replicator's (label flotilla.dev/replicator) so that
+it keeps them in step in the primary too, and labels the namespace
 flotilla.dev/replication-allowed=true (the opt-in a Replicator needs for a namespace it did not
 create). Deleting the Replicator later deletes what it applied, these objects of the primary
-included; remove the label from an object to keep it.`
+included, so replicate writes only with --adopt, which says you accept that; remove the label
+from an object later to keep it.`
 
 const replicateExample = `  # See the Replicator it would make, without writing anything
   flotillactl replicate shop --to secondary1 --to secondary2 --dry-run=client -o yaml
 
   # Create it (or add secondary3 to the Replicator "shop" and whatever shop holds now)
-  flotillactl replicate shop --to secondary1,secondary2
-  flotillactl replicate shop --to secondary3
+  flotillactl replicate shop --to secondary1,secondary2 --adopt
+  flotillactl replicate shop --to secondary3 --adopt
 
   # Every secondary, under another name
   flotillactl replicate shop --to '*' --name shop-everywhere`
@@ -91,6 +94,7 @@ func newReplicateCommand(primary func() (client.Client, error)) *cobra.Command {
 	cmd.Flags().StringVar(&o.dryRun, "dry-run", "none", "client: write nothing, show what would be (with -o, the Replicator)")
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "client"
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "print the Replicator: yaml or json")
+	cmd.Flags().BoolVar(&o.adopt, "adopt", false, "accept that the namespace's objects become the Replicator's: deleting the Replicator then deletes them in the primary too (required to write)")
 	return cmd
 }
 
@@ -167,6 +171,10 @@ func runReplicate(ctx context.Context, c client.Client, o replicateOptions, out,
 	}
 	dry := o.dryRun == "client"
 	verb := map[bool]string{false: "created", true: "configured"}[existing]
+	if !dry && len(added) > 0 && !o.adopt {
+		return fmt.Errorf("replicate would make %d object(s) of namespace %s Replicator %s's: deleting the Replicator would then delete them in the primary too; "+
+			"run it again with --adopt to accept that, or with --dry-run=client -o yaml to see the Replicator (nothing was changed)", len(added), o.namespace, o.name)
+	}
 	if !dry {
 		write := func(dryRun bool) error {
 			var opts []string

@@ -100,7 +100,15 @@ func TestReplicateDryRunPrintsTheReplicatorAndWritesNothing(t *testing.T) {
 
 func TestReplicateCreatesThenExtends(t *testing.T) {
 	c := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(shop()...).Build()
-	out, errOut, err := runReplicateCommand(t, c, "shop", "--to", "secondary1")
+	// Without --adopt: refused, nothing changed.
+	if _, _, err := runReplicateCommand(t, c, "shop", "--to", "secondary1"); err == nil || !strings.Contains(err.Error(), "--adopt") {
+		t.Fatalf("without --adopt: %v, want a refusal naming --adopt", err)
+	}
+	var before appsv1.Deployment
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "shop", Name: "web"}, &before); err != nil || before.Labels[flotillav1.LabelReplicator] != "" {
+		t.Fatalf("refused, yet adopted: %v %v", before.Labels, err)
+	}
+	out, errOut, err := runReplicateCommand(t, c, "shop", "--to", "secondary1", "--adopt")
 	if err != nil || !strings.Contains(out, "replicator.flotilla.dev/shop created: 3 object(s) of shop added, targets secondary1") {
 		t.Fatalf("%v\n%s\n%s", err, out, errOut)
 	}
@@ -117,7 +125,7 @@ func TestReplicateCreatesThenExtends(t *testing.T) {
 	if err := c.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "later"}}); err != nil {
 		t.Fatal(err)
 	}
-	out, errOut, err = runReplicateCommand(t, c, "shop", "--to", "secondary2,secondary1")
+	out, errOut, err = runReplicateCommand(t, c, "shop", "--to", "secondary2,secondary1", "--adopt")
 	if err != nil || !strings.Contains(out, "configured: 1 object(s) of shop added, targets secondary1, secondary2") {
 		t.Fatalf("%v\n%s\n%s", err, out, errOut)
 	}
@@ -166,7 +174,7 @@ func TestReplicateLabelsNothingWhenTheReplicatorIsRefused(t *testing.T) {
 		return c.Create(ctx, obj, opts...)
 	}}
 	c := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(shop()...).WithInterceptorFuncs(refuse).Build()
-	_, _, err := runReplicateCommand(t, c, "shop", "--to", "secondary1")
+	_, _, err := runReplicateCommand(t, c, "shop", "--to", "secondary1", "--adopt")
 	if err == nil || !strings.Contains(err.Error(), "may not create deployments.apps") {
 		t.Fatalf("error %v, want the refusal", err)
 	}

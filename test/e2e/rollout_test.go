@@ -230,7 +230,7 @@ var _ = Describe("Replicator health and rollout", Ordered, func() {
 		_, err = replicatorStatus(ctx, ns)
 		Expect(err).To(MatchError(ContainSubstring("not found")), "a dry run writes nothing")
 
-		out, err = flotillactl(ctx, "replicate", ns, "--to", s1.Name)
+		out, err = flotillactl(ctx, "replicate", ns, "--to", s1.Name, "--adopt")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("replicator.flotilla.dev/" + ns + " created: 2 object(s) of " + ns + " added, targets " + s1.Name))
 		Eventually(func(g Gomega) {
