@@ -176,33 +176,8 @@ func runReplicate(ctx context.Context, c client.Client, o replicateOptions, out,
 			"run it again with --adopt to accept that, or with --dry-run=client -o yaml to see the Replicator (nothing was changed)", len(added), o.namespace, o.name)
 	}
 	if !dry {
-		write := func(dryRun bool) error {
-			var opts []string
-			if dryRun {
-				opts = []string{metav1.DryRunAll}
-			}
-			obj := rep
-			if dryRun {
-				obj = rep.DeepCopy() // the answer to a dry run is not what is written next
-			}
-			if existing {
-				return c.Update(ctx, obj, &client.UpdateOptions{DryRun: opts})
-			}
-			return c.Create(ctx, obj, &client.CreateOptions{DryRun: opts})
-		}
-		// The API server's refusals (the CRD's rules, the webhook's check of the author's rights)
-		// come before anything is labelled.
-		if err := write(true); err != nil {
-			return fmt.Errorf("writing Replicator %s: %w", o.name, err)
-		}
-		if err := openNamespace(ctx, c, &ns, errOut); err != nil {
+		if err := writeReplicator(ctx, c, rep, existing, &ns, added, errOut); err != nil {
 			return err
-		}
-		if err := adopt(ctx, c, o.namespace, o.name, added); err != nil {
-			return err
-		}
-		if err := write(false); err != nil {
-			return fmt.Errorf("writing Replicator %s: %w", o.name, err)
 		}
 	}
 	if o.output != "" {
@@ -215,6 +190,38 @@ func runReplicate(ctx context.Context, c client.Client, o replicateOptions, out,
 	_, err = fmt.Fprintf(out, "replicator.flotilla.dev/%s %s%s: %d object(s) of %s added, targets %s\n",
 		o.name, verb, suffix, len(added), o.namespace, strings.Join(rep.Spec.TargetCluster, ", "))
 	return err
+}
+
+// writeReplicator has the API server check the Replicator (a server-side dry run: the CRD's rules,
+// the webhook's check of the author's rights) before anything is labelled, then opens the
+// namespace, adopts the objects taken and writes the Replicator.
+func writeReplicator(ctx context.Context, c client.Client, rep *flotillav1.Replicator, existing bool, ns *corev1.Namespace,
+	added []unstructured.Unstructured, errOut io.Writer) error {
+	write := func(dryRun bool) error {
+		var opts []string
+		obj := rep
+		if dryRun {
+			opts = []string{metav1.DryRunAll}
+			obj = rep.DeepCopy() // the answer to a dry run is not what is written next
+		}
+		if existing {
+			return c.Update(ctx, obj, &client.UpdateOptions{DryRun: opts})
+		}
+		return c.Create(ctx, obj, &client.CreateOptions{DryRun: opts})
+	}
+	if err := write(true); err != nil {
+		return fmt.Errorf("writing Replicator %s: %w", rep.Name, err)
+	}
+	if err := openNamespace(ctx, c, ns, errOut); err != nil {
+		return err
+	}
+	if err := adopt(ctx, c, ns.Name, rep.Name, added); err != nil {
+		return err
+	}
+	if err := write(false); err != nil {
+		return fmt.Errorf("writing Replicator %s: %w", rep.Name, err)
+	}
+	return nil
 }
 
 // knownClusters refuses a --to name that is no registered cluster, when the primary's
