@@ -161,7 +161,7 @@ var _ = Describe("Replicator health and rollout", Ordered, func() {
 		out, err := exec.CommandContext(ctx, filepath.Join(tools, "kubectl"), "--kubeconfig", bed.KubeconfigPath, "--context", testbed.PrimaryName,
 			"get", "rep", name).CombinedOutput()
 		Expect(err).NotTo(HaveOccurred(), string(out))
-		Expect(string(out)).To(MatchRegexp(`HEALTHY[\s\S]*rollout\s+synced\s+True\s+3/3`))
+		Expect(string(out)).To(MatchRegexp(`HEALTHY[\s\S]*rollout\s+synced\s+3/3\s+True`))
 
 		By("a bad image: it reaches the first wave only")
 		setImage := func(image string) {

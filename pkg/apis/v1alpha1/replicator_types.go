@@ -342,8 +342,9 @@ type ReplicatorStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=rep
 // +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.synced`
-// +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="Healthy")].status`
 // +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.status.clusterCount`
+// plumber's columns first (scripts read them), then what Flotilla adds.
+// +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="Healthy")].status`
 // +kubebuilder:printcolumn:name="Namespace",type=string,JSONPath=`.spec.replicationNamespace`,priority=1
 // +kubebuilder:printcolumn:name="Placement",type=string,JSONPath=`.spec.placement`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
