@@ -303,7 +303,7 @@ func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.Resourc
 	if cl.Cordoned {
 		return "its virtual node is cordoned", true
 	}
-	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), cl.Taints, proxyTolerations(0), scheduling, false); untolerated {
+	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), cl.Taints, proxyTolerations(0), rules.Scheduling, false); untolerated {
 		return fmt.Sprintf("its virtual node has taint %s", t.ToString()), true
 	}
 	if len(cl.Nodes) == 0 {
@@ -327,11 +327,6 @@ func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.Resourc
 	return strings.Join(reasons, ", "), forNow
 }
 
-// scheduling selects the taints that keep pods from being scheduled.
-func scheduling(t *corev1.Taint) bool {
-	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-}
-
 // nodeMisfit says why a node cannot take the delegate ("" when it can), and whether it is only
 // full (it would take the delegate once pods there finish).
 func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) (string, bool) {
@@ -340,7 +335,7 @@ func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, 
 	if ok, _ := required.Match(node); !ok {
 		return "does not match the pod's node selector or affinity", false
 	}
-	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), n.Taints, delegate.Spec.Tolerations, scheduling, false); untolerated {
+	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), n.Taints, delegate.Spec.Tolerations, rules.Scheduling, false); untolerated {
 		return fmt.Sprintf("has taint %s the pod does not tolerate", t.ToString()), false
 	}
 	var short []string

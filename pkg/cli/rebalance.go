@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -167,17 +168,7 @@ func planRebalance(ctx context.Context, primary client.Client, namespace string,
 		}
 	}
 	sort.Strings(busy)
-	return plans, compactStrings(busy), nil
-}
-
-func compactStrings(s []string) []string {
-	out := s[:0]
-	for i, v := range s {
-		if i == 0 || v != s[i-1] {
-			out = append(out, v)
-		}
-	}
-	return out
+	return plans, slices.Compact(busy), nil
 }
 
 func controllerName(p *corev1.Pod) string {
@@ -230,17 +221,12 @@ func feasibleClusters(group []*corev1.Pod, views []clusterView) ([]string, map[s
 		if !chosen[v.name] || !v.ready || v.cordoned || (claims && v.noClaims) {
 			continue
 		}
-		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), v.taints, tmpl.Spec.Tolerations, schedulingTaint, false); untolerated {
+		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), v.taints, tmpl.Spec.Tolerations, placement.Scheduling, false); untolerated {
 			continue
 		}
 		feasible = append(feasible, v.name)
 	}
 	return feasible, weights, nil
-}
-
-// schedulingTaint selects the taints that keep pods off a node.
-func schedulingTaint(t *corev1.Taint) bool {
-	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
 }
 
 // virtualNodeViews is the clusters as their virtual nodes and ClusterDetectors show them.

@@ -13,6 +13,11 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
+// Scheduling selects the taints that keep pods off a node (NoSchedule, NoExecute).
+func Scheduling(t *corev1.Taint) bool {
+	return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+}
+
 // MaxClusterWeight is the largest weight flotilla.dev/cluster-weights may give a cluster.
 const MaxClusterWeight = 1000
 
