@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -303,9 +304,12 @@ func (r *replacer) replicate(ctx context.Context) error {
 			fmt.Fprintf(r.out, "  would add %s to Replicator %s\n", r.new, rep.Name)
 			continue
 		}
-		base := rep.DeepCopy()
-		rep.Spec.TargetCluster = append(rep.Spec.TargetCluster, r.new)
-		if err := r.primary.Patch(ctx, rep, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.editTargets(ctx, rep, func(targets []string) []string {
+			if slices.Contains(targets, r.new) || slices.Equal(targets, []string{"*"}) {
+				return targets
+			}
+			return append(targets, r.new)
+		}); err != nil {
 			return fmt.Errorf("adding %s to Replicator %s: %w", r.new, rep.Name, err)
 		}
 		fmt.Fprintf(r.out, "  added %s to Replicator %s\n", r.new, rep.Name)
@@ -390,6 +394,28 @@ func orDash(s string) string {
 	return s
 }
 
+// editTargets sets a Replicator's target clusters to edit's answer for them. The patch carries
+// the resourceVersion, so an edit made meanwhile by someone else is never overwritten; on a
+// conflict (the Replicator's controller writes its status all the time) it reads the Replicator
+// again and edits that.
+func (r *replacer) editTargets(ctx context.Context, rep *flotillav1.Replicator, edit func([]string) []string) error {
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if !first {
+			if err := r.primary.Get(ctx, client.ObjectKeyFromObject(rep), rep); err != nil {
+				return err
+			}
+		}
+		first = false
+		base := rep.DeepCopy()
+		rep.Spec.TargetCluster = edit(slices.Clone(rep.Spec.TargetCluster))
+		if slices.Equal(rep.Spec.TargetCluster, base.Spec.TargetCluster) {
+			return nil
+		}
+		return r.primary.Patch(ctx, rep, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	})
+}
+
 // detach removes the old cluster from every Replicator that names it.
 func (r *replacer) detach(ctx context.Context) error {
 	aliases, reps, err := r.replicators(ctx)
@@ -405,9 +431,9 @@ func (r *replacer) detach(ctx context.Context) error {
 			fmt.Fprintf(r.out, "  would remove %s from Replicator %s\n", r.old, rep.Name)
 			continue
 		}
-		base := rep.DeepCopy()
-		rep.Spec.TargetCluster = slices.DeleteFunc(rep.Spec.TargetCluster, func(t string) bool { return slices.Contains(aliases, t) })
-		if err := r.primary.Patch(ctx, rep, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := r.editTargets(ctx, rep, func(targets []string) []string {
+			return slices.DeleteFunc(targets, func(t string) bool { return slices.Contains(aliases, t) })
+		}); err != nil {
 			return fmt.Errorf("removing %s from Replicator %s: %w", r.old, rep.Name, err)
 		}
 		fmt.Fprintf(r.out, "  removed %s from Replicator %s\n", r.old, rep.Name)

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -137,5 +138,43 @@ func TestReplaceRefusesANewClusterNotReady(t *testing.T) {
 	r.new = "missing"
 	if err := r.check(t.Context()); err == nil || !strings.Contains(err.Error(), "is not joined") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// The Replicator's controller writes its status between the replacer's read and its patch: the
+// replacer reads again and patches, instead of failing the step on the conflict.
+func TestReplaceCarriesOnThroughAStatusWrite(t *testing.T) {
+	rep := &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: "busy", Generation: 1},
+		Spec: flotillav1.ReplicatorSpec{TargetCluster: []string{"old"}, ReplicationNamespace: "shop"}}
+	base := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(rep).WithStatusSubresource(&flotillav1.Replicator{}).Build()
+	writes := 0
+	primary := interceptor.NewClient(base, interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if writes < 2 { // the controller gets there first, twice
+			writes++
+			var now flotillav1.Replicator
+			if err := c.Get(ctx, client.ObjectKeyFromObject(obj), &now); err != nil {
+				return err
+			}
+			now.Status.ObservedGeneration = int64(writes)
+			if err := c.Status().Update(ctx, &now); err != nil {
+				return err
+			}
+		}
+		return c.Patch(ctx, obj, patch, opts...)
+	}})
+	r := &replacer{primary: primary, old: "old", new: "new", out: &bytes.Buffer{}, o: replaceOptions{poll: time.Millisecond, timeout: time.Second}}
+	var read flotillav1.Replicator
+	if err := primary.Get(t.Context(), client.ObjectKey{Name: "busy"}, &read); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.editTargets(t.Context(), &read, func(targets []string) []string { return append(targets, "new") }); err != nil {
+		t.Fatalf("a status write meanwhile failed the edit: %v", err)
+	}
+	var got flotillav1.Replicator
+	if err := base.Get(t.Context(), client.ObjectKey{Name: "busy"}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got.Spec.TargetCluster, ",") != "old,new" || got.Status.ObservedGeneration != 2 {
+		t.Fatalf("targets %v, status %+v: want old,new and the controller's status kept", got.Spec.TargetCluster, got.Status)
 	}
 }

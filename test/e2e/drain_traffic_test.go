@@ -37,8 +37,13 @@ var _ = Describe("cluster drain under traffic", Ordered, Label("real-nodes"), fu
 	// clientLoop starts a pod on the primary's real node that calls url n times, 50 ms apart,
 	// printing OK or FAILED for each; done returns its counts once it has finished.
 	clientLoop := func(ctx SpecContext, name, url string, n int) (running func() bool, done func() (ok, failed int)) {
-		script := strings.Repeat(fmt.Sprintf("wget -qO- %s && echo OK || echo FAILED; sleep 0.05; ", url), n)
-		spec := onRealNode(appContainer("client", []string{"sh", "-c", script}))
+		// The URL comes from the environment so that the script's length does not depend on the
+		// Service's address: one argument of exec may not pass 128 KiB (1800 calls with a long
+		// address did).
+		script := strings.Repeat("wget -qO- $URL && echo OK || echo FAILED; sleep 0.05; ", n)
+		client := appContainer("client", []string{"sh", "-c", script})
+		client.Env = append(client.Env, corev1.EnvVar{Name: "URL", Value: url})
+		spec := onRealNode(client)
 		spec.RestartPolicy = corev1.RestartPolicyNever
 		pods := bed.Primary.Clientset.CoreV1().Pods(ns)
 		_, err := pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: spec}, metav1.CreateOptions{})
