@@ -17,6 +17,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
@@ -25,6 +27,7 @@ var cliScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flotillav1.AddToScheme(s))
+	utilruntime.Must(mcsv1beta1.AddToScheme(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }()

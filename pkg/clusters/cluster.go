@@ -22,6 +22,8 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
 )
@@ -114,6 +116,9 @@ var flotillaScheme = func() *runtime.Scheme {
 		panic(err)
 	}
 	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := mcsv1beta1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s

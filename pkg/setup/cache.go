@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,7 +35,9 @@ func cacheOptions() (cache.Options, error) {
 			Transform: cache.TransformStripManagedFields()},
 		// What Replicators applied (drift watches); a Deployment not Flotilla's is read uncached.
 		// Every Ingress is cached: one whose backends select elected pods follows them.
-		&appsv1.Deployment{}: {Label: replicated},
-		&corev1.ConfigMap{}:  {Label: replicated},
+		// EndpointSlices: the endpoints of exported Services (Multi-Cluster Services).
+		&discoveryv1.EndpointSlice{}: {Transform: cache.TransformStripManagedFields()},
+		&appsv1.Deployment{}:         {Label: replicated},
+		&corev1.ConfigMap{}:          {Label: replicated},
 	}}, nil
 }

@@ -1,6 +1,12 @@
 package setup
 
 import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	mcscontroller "github.com/flotilla-dev/flotilla/pkg/controllers/mcs"
+
 	"context"
 	"fmt"
 	"net"
@@ -79,6 +85,28 @@ func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clus
 		Timeout: opts.Replicator.Timeout, Resync: opts.Replicator.Resync, Retry: opts.Replicator.Retry}).
 		SetupWithManager(ctx, mgr, replicatorOptions()); err != nil {
 		return fmt.Errorf("setting up the Replicator controller: %w", err)
+	}
+	return addMulticlusterServices(ctx, mgr, registry, opts)
+}
+
+// addMulticlusterServices sets up the MCS controller when it is on and the primary serves the
+// MCS API; without its CRDs the manager says so and runs without it.
+func addMulticlusterServices(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, opts Options) error {
+	if !opts.Clusters.MulticlusterServices {
+		return nil
+	}
+	gk := schema.GroupKind{Group: mcsv1beta1.GroupName, Kind: "ServiceExport"}
+	if _, err := mgr.GetRESTMapper().RESTMapping(gk, mcsv1beta1.SchemeGroupVersion.Version); err != nil {
+		if meta.IsNoMatchError(err) {
+			mgr.GetLogger().Info("Multi-Cluster Services are off: the primary does not serve multicluster.x-k8s.io/v1beta1 ServiceExports (install the chart with mcs.installCRDs=true, or the MCS API's CRDs)")
+			return nil
+		}
+		return fmt.Errorf("looking up the MCS API in the primary: %w", err)
+	}
+	if err := (&mcscontroller.Reconciler{Client: mgr.GetClient(), Registry: registry, PrimaryName: opts.Clusters.PrimaryName,
+		FailoverAfter: opts.VirtualNodes.FailoverAfter, Recorder: mgr.GetEventRecorder(eventSource), Clock: opts.Clock}).
+		SetupWithManager(ctx, mgr, mcsOptions()); err != nil {
+		return fmt.Errorf("setting up the Multi-Cluster Services controller: %w", err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 const (
 	replicatorWorkers = 4
 	dependencyWorkers = 4
+	mcsWorkers        = 4
 )
 
 // registrationOptions: one Secret, one worker. The controller runs on every replica whatever the
@@ -22,6 +23,11 @@ func registrationOptions() controller.Options { return controller.Options{} }
 func clusterDetectorOptions() controller.Options { return controller.Options{} }
 
 // replicatorOptions: Replicators applied in parallel, each to its clusters in parallel too.
+// mcsOptions: one exported name per reconcile, across every cluster.
+func mcsOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: mcsWorkers}
+}
+
 func replicatorOptions() controller.Options {
 	return controller.Options{MaxConcurrentReconciles: replicatorWorkers}
 }

@@ -93,6 +93,10 @@ type ClusterOptions struct {
 	// TokenRenewalFraction of a registered ServiceAccount token's lifetime after which it is
 	// renewed (--token-renewal-fraction).
 	TokenRenewalFraction float64
+	// MulticlusterServices runs the Multi-Cluster Services controller: ServiceExports of any
+	// cluster imported in all (--multicluster-services). It runs only where the primary has
+	// the MCS API's CRDs.
+	MulticlusterServices bool
 }
 
 // VirtualNodeOptions configure the virtual nodes and their kubelet API.
@@ -189,6 +193,7 @@ func DefaultOptions() Options {
 		},
 		Clusters: ClusterOptions{
 			PrimaryName:          "primary",
+			MulticlusterServices: true,
 			ProbeInterval:        clusters.DefaultProbeInterval,
 			ProbeTimeout:         clusters.DefaultProbeTimeout,
 			TokenRenewalFraction: clusters.DefaultRenewalFraction,

@@ -19,6 +19,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/version"
@@ -37,6 +39,7 @@ func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flotillav1.AddToScheme(s))
+	utilruntime.Must(mcsv1beta1.AddToScheme(s))
 	return s
 }
 

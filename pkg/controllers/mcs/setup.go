@@ -1,0 +1,64 @@
+package mcs
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+)
+
+// SetupWithManager watches ServiceExports, Services, EndpointSlices and this primary's
+// ServiceImports in the primary and, through the registry, in every secondary, each mapped to
+// the name it is about; and the clusters' states, which move every name seen (a secondary that
+// stops answering leaves the imports after the failover bound, and comes back).
+func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	toName := handler.EnqueueRequestsFromMapFunc(nameOf)
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("mcs").
+		For(&mcsv1beta1.ServiceExport{}).
+		Watches(&mcsv1beta1.ServiceImport{}, toName).
+		Watches(&corev1.Service{}, toName).
+		Watches(&discoveryv1.EndpointSlice{}, toName)
+	for _, w := range []clusters.Watch{exportsWatch, servicesWatch, slicesWatch, importsWatch} {
+		b = b.WatchesRawSource(r.Registry.Source(w, toName))
+	}
+	return b.WatchesRawSource(r.Registry.ClusterSource(handler.EnqueueRequestsFromMapFunc(r.everyName))).
+		WithOptions(options).
+		Complete(r)
+}
+
+// nameOf is the exported name an object is about: a Service's or an import's own, an
+// EndpointSlice's Service, or the name an object Flotilla wrote for an import carries.
+func nameOf(_ context.Context, o client.Object) []reconcile.Request {
+	name := o.GetName()
+	if n := o.GetLabels()[mcsv1beta1.LabelServiceName]; n != "" {
+		name = n
+	} else if _, ok := o.(*discoveryv1.EndpointSlice); ok {
+		if name = o.GetLabels()[discoveryv1.LabelServiceName]; name == "" {
+			return nil
+		}
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// everyName enqueues every name seen exported.
+func (r *Reconciler) everyName(context.Context, client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	r.names.Range(func(k, _ any) bool {
+		out = append(out, reconcile.Request{NamespacedName: k.(client.ObjectKey)})
+		return true
+	})
+	return out
+}
