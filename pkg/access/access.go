@@ -86,6 +86,11 @@ func Grants(primaryID string) []Grant {
 		Grant{group("networking.k8s.io", []string{"list"}, "ingresses"), listed},
 		Grant{group("autoscaling", []string{"list"}, "horizontalpodautoscalers"), "listed in a Replicator's namespace to leave replicas alone under an HPA"},
 		Grant{group("discovery.k8s.io", []string{"list"}, "endpointslices"), "a Replicator's health: the EndpointSlices of a Service it applied, listed in its namespace by the Service's name label (no informer: a pass reads them)"},
+		Grant{group("discovery.k8s.io", []string{"watch", "create", "update", "patch", "delete"}, "endpointslices"), "Multi-Cluster Services: every EndpointSlice watched (an exported Service's are its endpoints), the imports' own written (managed-by flotilla.dev; the policy admits no other)"},
+		Grant{group("multicluster.x-k8s.io", watched, "serviceexports"), "Multi-Cluster Services: the ServiceExports of every namespace (informer)"},
+		Grant{group("multicluster.x-k8s.io", []string{"update", "patch"}, "serviceexports/status"), "Multi-Cluster Services: a ServiceExport's Valid, Ready and Conflict conditions"},
+		Grant{group("multicluster.x-k8s.io", informed, "serviceimports"), "Multi-Cluster Services: the imports of the names exported anywhere in the set (informer on this primary's)"},
+		Grant{group("multicluster.x-k8s.io", []string{"update", "patch"}, "serviceimports/status"), "Multi-Cluster Services: an import's clusters"},
 		Grant{group("networking.k8s.io", []string{"get"}, "ingressclasses"), "a Replicator's health: whether the cluster has the class of an Ingress it applied (an ingress controller to admit it), one get by name"},
 		Grant{group("metrics.k8s.io", []string{"list"}, "pods"), "kubectl top and HPAs in the primary: the delegates' usage (listed selected by this primary's label) behind the virtual nodes' resource metrics"},
 		Grant{group(flotillav1.GroupVersion.Group, []string{"get", "list", "watch", "create"}, "flotillaprimaries"), "the FlotillaPrimary that owns everything of this primary there"},
@@ -135,7 +140,31 @@ func policyExpression(primaryID string) string {
     : namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == ` + id + `) &&
   (request.operation in ['CREATE', 'CONNECT'] || request.resource.resource in ['namespaces', 'events'] || oldObject == null ||
     oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == ` + id + `)
+) ||
+(
+  !request.namespace.startsWith('kube-') && !(request.namespace in [` + strings.Join(forbidden, ", ") + `]) &&
+  ` + mcsExpression(id) + `
 )`
+}
+
+// mcsExpression lets the identity write what the Multi-Cluster Services API needs in any
+// namespace the fence does not forbid, managed or not (namespace sameness: the set's namespaces
+// are the users', and an import goes wherever its name is exported): ServiceImports, the
+// EndpointSlices it manages (managed-by flotilla.dev) and the Services named flotilla-mcs-*
+// that give imports their address, changing or deleting only those labelled with its ID; and the
+// status of a ServiceExport (its conditions: the spec cannot change through it).
+func mcsExpression(id string) string {
+	return `(
+    (
+      (request.resource.group == 'multicluster.x-k8s.io' && request.resource.resource == 'serviceimports') ||
+      (request.resource.group == 'discovery.k8s.io' && request.resource.resource == 'endpointslices' &&
+        (request.operation == 'DELETE' ? oldObject : object).metadata.?labels[?'endpointslice.kubernetes.io/managed-by'].orValue('') == 'flotilla.dev') ||
+      (request.resource.group == '' && request.resource.resource == 'services' && request.name.startsWith('flotilla-mcs-'))
+    ) &&
+    (request.operation == 'CREATE' || oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == ` + id + `)
+  ) ||
+  (request.resource.group == 'multicluster.x-k8s.io' && request.resource.resource == 'serviceexports' &&
+    request.subResource == 'status' && request.operation == 'UPDATE')`
 }
 
 // delegateExpression keeps the flotilla.dev/* labels and annotations of this primary's delegates

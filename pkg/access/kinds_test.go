@@ -70,7 +70,9 @@ func TestRulesGrantExactly(t *testing.T) {
 		verbs(written, "networking.k8s.io/networkpolicies"), verbs(informed, "networking.k8s.io/ingresses"), verbs("list", "metrics.k8s.io/pods"),
 		verbs(informed, "apps/deployments"), verbs("list "+written, "apps/statefulsets", "apps/daemonsets", "batch/jobs", "batch/cronjobs"),
 		verbs(written, "policy/poddisruptionbudgets"), verbs("list "+written, "autoscaling/horizontalpodautoscalers"),
-		verbs("list", "discovery.k8s.io/endpointslices"), verbs("get", "networking.k8s.io/ingressclasses"),
+		verbs("list watch create update patch delete", "discovery.k8s.io/endpointslices"),
+		verbs("get list watch", "multicluster.x-k8s.io/serviceexports"), verbs("update patch", "multicluster.x-k8s.io/serviceexports/status"),
+		verbs(informed, "multicluster.x-k8s.io/serviceimports"), verbs("update patch", "multicluster.x-k8s.io/serviceimports/status"), verbs("get", "networking.k8s.io/ingressclasses"),
 		verbs("get list watch create", "flotilla.dev/flotillaprimaries"), verbs("update patch delete", "flotilla.dev/flotillaprimaries/abc"),
 	} {
 		want = append(want, l...)

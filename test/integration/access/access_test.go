@@ -10,11 +10,13 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/flotilla-dev/flotilla/pkg/access"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -185,5 +187,51 @@ var _ = Describe("the fence in a secondary", func() {
 		Expect(ingress("shop", nil, "shop.example.com", "web.eu.example.com")).To(Succeed())
 		Expect(service("plain", corev1.ServiceTypeClusterIP)).To(Succeed())
 		Expect(service("np", corev1.ServiceTypeNodePort)).To(Succeed())
+	})
+})
+
+var _ = Describe("the fence in a secondary, for Multi-Cluster Services", func() {
+	It("lets the joined identity write imports, their EndpointSlices and flotilla-mcs-* Services in any namespace but the forbidden ones, change only its own, and write only the status of a user's ServiceExport", func(ctx SpecContext) {
+		cfg := rest.CopyConfig(secondary.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: names.Username(),
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + flotillav1.SystemNamespace, "system:authenticated"}}
+		flotilla, err := client.New(cfg, client.Options{Scheme: clusterenv.Scheme})
+		Expect(err).NotTo(HaveOccurred())
+		mine := map[string]string{flotillav1.LabelPrimary: names.PrimaryID}
+		imp := func(ns, name string, labels map[string]string) *mcsv1beta1.ServiceImport {
+			return &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+				Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Port: 42, Protocol: corev1.ProtocolTCP}}}}
+		}
+		slice := func(ns, name, managedBy string) *discoveryv1.EndpointSlice {
+			return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+				Labels: map[string]string{discoveryv1.LabelManagedBy: managedBy, flotillav1.LabelPrimary: names.PrimaryID}}, AddressType: discoveryv1.AddressTypeIPv4}
+		}
+		svc := func(ns, name string) *corev1.Service {
+			return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: mine},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 42}}}}
+		}
+		// In a namespace it does not manage: the MCS objects pass (the first once the policy is compiled).
+		Eventually(func() error { return flotilla.Create(ctx, imp("unmanaged", "hello", mine)) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(flotilla.Create(ctx, slice("unmanaged", "hello-abc", "flotilla.dev"))).To(Succeed())
+		Expect(flotilla.Create(ctx, svc("unmanaged", "flotilla-mcs-hello"))).To(Succeed())
+		// ...but nothing else there, and nothing in the forbidden namespaces.
+		Expect(flotilla.Create(ctx, slice("unmanaged", "hello-def", "endpointslice-controller.k8s.io"))).To(MatchError(ContainSubstring(refused)))
+		Expect(flotilla.Create(ctx, svc("unmanaged", "hello"))).To(MatchError(ContainSubstring(refused)))
+		Expect(flotilla.Create(ctx, imp("kube-system", "hello", mine))).To(MatchError(ContainSubstring(refused)))
+		Expect(flotilla.Create(ctx, imp(flotillav1.SystemNamespace, "hello", mine))).To(MatchError(ContainSubstring(refused)))
+		// An import it did not make (another implementation's) it may neither change nor delete.
+		theirs := imp("unmanaged", "theirs", nil)
+		Expect(secondary.Client.Create(ctx, theirs)).To(Succeed())
+		theirs.Labels = mine
+		Expect(flotilla.Update(ctx, theirs)).To(MatchError(ContainSubstring(refused)))
+		Expect(flotilla.Delete(ctx, imp("unmanaged", "theirs", nil))).To(MatchError(ContainSubstring(refused)))
+		Expect(flotilla.Delete(ctx, imp("unmanaged", "hello", nil))).To(Succeed(), "its own it deletes")
+		// A user's ServiceExport: its status yes, its spec no.
+		export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "unmanaged", Name: "hello"}}
+		Expect(secondary.Client.Create(ctx, export)).To(Succeed())
+		export.Status.Conditions = []metav1.Condition{{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Valid", Message: "ok", LastTransitionTime: metav1.Now()}}
+		Expect(flotilla.Status().Update(ctx, export)).To(Succeed())
+		export.Spec.ExportedLabels = map[string]string{"taken": "yes"}
+		Expect(flotilla.Update(ctx, export)).To(HaveOccurred())
 	})
 })

@@ -23,8 +23,9 @@ import (
 
 // The chart's CRDs, by name.
 var (
-	primaryCRDs   = []string{"clusterdetectors.flotilla.dev", "flotillaprimaries.flotilla.dev", "replicators.flotilla.dev"}
-	secondaryCRDs = []string{"flotillaprimaries.flotilla.dev"}
+	mcsCRDs       = []string{"serviceexports.multicluster.x-k8s.io", "serviceimports.multicluster.x-k8s.io"}
+	primaryCRDs   = append([]string{"clusterdetectors.flotilla.dev", "flotillaprimaries.flotilla.dev", "replicators.flotilla.dev"}, mcsCRDs...)
+	secondaryCRDs = append([]string{"flotillaprimaries.flotilla.dev"}, mcsCRDs...)
 )
 
 const keepPolicy = "helm.sh/resource-policy"
@@ -102,6 +103,9 @@ var valueCases = map[string]valueCase{
 	"crds.install": {set("crds.install=false"), func(objs []*unstructured.Unstructured) {
 		Expect(ofKind(objs, "CustomResourceDefinition")).To(BeEmpty())
 		Expect(managerDeployment(objs)).NotTo(BeNil(), "the rest is rendered")
+	}},
+	"crds.multiclusterServices": {set("crds.multiclusterServices=false"), func(objs []*unstructured.Unstructured) {
+		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs[:3]), "Flotilla's own only")
 	}},
 	"crds.keep": {set("crds.keep=false"), func(objs []*unstructured.Unstructured) {
 		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs))
@@ -374,12 +378,14 @@ var _ = Describe("the chart's rendering", Label("render"), func() {
 		Expect(ofKind(render(ctx, "manager.replicas=1"), "PodDisruptionBudget")).To(BeEmpty())
 	})
 
-	It("renders only the FlotillaPrimary CRD in a secondary, kept like the primary's, and nothing with crds.install=false", func(ctx SpecContext) {
+	It("renders only the FlotillaPrimary and the MCS API's CRDs in a secondary, kept like the primary's, and nothing with crds.install=false", func(ctx SpecContext) {
 		objs := render(ctx, "role=secondary")
-		Expect(objs).To(HaveLen(1))
-		Expect(objs[0].GetKind()).To(Equal("CustomResourceDefinition"))
-		Expect(objs[0].GetName()).To(Equal("flotillaprimaries.flotilla.dev"))
-		Expect(objs[0].GetAnnotations()).To(HaveKeyWithValue(keepPolicy, "keep"))
+		Expect(objs).To(HaveLen(len(secondaryCRDs)))
+		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(secondaryCRDs))
+		for _, o := range objs {
+			Expect(o.GetAnnotations()).To(HaveKeyWithValue(keepPolicy, "keep"), o.GetName())
+			Expect(o.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "Helm"), o.GetName())
+		}
 		Expect(render(ctx, "role=secondary", "crds.install=false")).To(BeEmpty())
 	})
 
@@ -456,6 +462,15 @@ func managerWrites(objs []*unstructured.Unstructured) map[string][]string {
 }
 
 func init() {
+	valueCases["multiclusterServices.enabled"] = valueCase{set("multiclusterServices.enabled=true"), func(objs []*unstructured.Unstructured) {
+		writes := managerWrites(objs)
+		for _, res := range []string{"services", "endpointslices", "serviceimports", "serviceexports/status"} {
+			Expect(writes).To(HaveKey(res), "multiclusterServices.enabled grants the writes of the MCS controller")
+		}
+		Expect(writes).NotTo(HaveKey("serviceexports"), "a ServiceExport is the user's: only its status is written")
+		Expect(find(objs, "ValidatingAdmissionPolicy", "flotilla-manager-mcs")).NotTo(BeNil(), "and narrows them to the MCS controller's objects")
+		Expect(container(objs).Args).To(ContainElement("--multicluster-services=true"))
+	}}
 	valueCases["replicator.enabled"] = valueCase{set("replicator.enabled=true"), func(objs []*unstructured.Unstructured) {
 		writes := managerWrites(objs)
 		for _, res := range replicatorWrites {

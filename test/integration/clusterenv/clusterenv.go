@@ -27,14 +27,17 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
-// Scheme knows the core kinds and Flotilla's.
+// Scheme knows the core kinds, Flotilla's and the MCS API's.
 var Scheme = func() *runtimeschema.Scheme {
 	s := runtimeschema.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flotillav1.AddToScheme(s))
+	utilruntime.Must(mcsv1beta1.AddToScheme(s))
 	return s
 }()
 
@@ -47,7 +50,7 @@ type Cluster struct {
 }
 
 // Start runs an API server and etcd from the tools directory ($FLOTILLA_TOOLS_DIR, exported by
-// the Makefile) with Flotilla's CRDs.
+// the Makefile) with Flotilla's CRDs and the MCS API's.
 func Start(name string) (*Cluster, error) {
 	assets := os.Getenv("FLOTILLA_TOOLS_DIR")
 	if assets == "" {
@@ -55,7 +58,7 @@ func Start(name string) (*Cluster, error) {
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory: assets,
-		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join(RepoRoot(), "config", "crd", "bases"), filepath.Join(RepoRoot(), "config", "crd", "mcs")},
 		ErrorIfCRDPathMissing: true,
 		Scheme:                Scheme,
 	}
