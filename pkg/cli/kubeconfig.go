@@ -27,7 +27,7 @@ var cliScheme = func() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flotillav1.AddToScheme(s))
-	utilruntime.Must(mcsv1beta1.AddToScheme(s))
+	utilruntime.Must(mcsv1beta1.Install(s))
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }()

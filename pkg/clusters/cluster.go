@@ -118,7 +118,7 @@ var flotillaScheme = func() *runtime.Scheme {
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
 	}
-	if err := mcsv1beta1.AddToScheme(s); err != nil {
+	if err := mcsv1beta1.Install(s); err != nil {
 		panic(err)
 	}
 	return s

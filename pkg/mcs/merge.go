@@ -51,7 +51,7 @@ type Merged struct {
 
 // Merge decides the import of one exported name from its members (in any order).
 func Merge(members []Member) Merged {
-	out := Merged{Verdicts: map[string]Verdict{}, Ports: map[string][]string{}}
+	out := Merged{Verdicts: map[string]Verdict{}}
 	var valid []Member
 	for _, m := range members {
 		if m.Export == nil {
@@ -100,59 +100,11 @@ func Merge(members []Member) Merged {
 	}
 	for _, m := range valid {
 		out.Exporters = append(out.Exporters, m.Cluster)
-		if m.Cluster == winner.Cluster {
-			continue
-		}
-		s, w := m.Service.Spec, winner.Service.Spec
-		if importType(m.Service) != spec.Type {
-			raise(mcsv1beta1.ServiceExportReasonTypeConflict, fmt.Sprintf("%s is %s", m.Cluster, importType(m.Service)))
-		}
-		if orNone(s.SessionAffinity) != spec.SessionAffinity {
-			raise(mcsv1beta1.ServiceExportReasonSessionAffinityConflict, fmt.Sprintf("%s has sessionAffinity %s", m.Cluster, orNone(s.SessionAffinity)))
-		} else if !reflect.DeepEqual(s.SessionAffinityConfig, w.SessionAffinityConfig) {
-			raise(mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict, m.Cluster+" has another sessionAffinityConfig")
-		}
-		if !reflect.DeepEqual(s.InternalTrafficPolicy, w.InternalTrafficPolicy) {
-			raise(mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict, m.Cluster+" has another internalTrafficPolicy")
-		}
-		if !reflect.DeepEqual(s.TrafficDistribution, w.TrafficDistribution) {
-			raise(mcsv1beta1.ServiceExportReasonTrafficDistributionConflict, m.Cluster+" has another trafficDistribution")
-		}
-		if !maps.Equal(m.Export.Spec.ExportedLabels, winner.Export.Spec.ExportedLabels) {
-			raise(mcsv1beta1.ServiceExportReasonLabelsConflict, m.Cluster+" exports other labels")
-		}
-		if !maps.Equal(m.Export.Spec.ExportedAnnotations, winner.Export.Spec.ExportedAnnotations) {
-			raise(mcsv1beta1.ServiceExportReasonAnnotationsConflict, m.Cluster+" exports other annotations")
+		if m.Cluster != winner.Cluster {
+			compare(m, winner, spec, raise)
 		}
 	}
-
-	// Ports: the oldest export's first; a later one adds what contradicts nothing taken.
-	for _, m := range valid {
-		var served []string
-		for _, p := range m.Service.Spec.Ports {
-			sp := importPort(p)
-			i := slices.IndexFunc(spec.Ports, func(q mcsv1beta1.ServicePort) bool {
-				return q.Name == sp.Name || (q.Protocol == sp.Protocol && q.Port == sp.Port)
-			})
-			switch {
-			case i < 0:
-				spec.Ports = append(spec.Ports, sp)
-				served = append(served, sp.Name)
-			case reflect.DeepEqual(spec.Ports[i], sp):
-				served = append(served, sp.Name)
-			default:
-				raise(mcsv1beta1.ServiceExportReasonPortConflict, fmt.Sprintf("%s's port %s contradicts %s", m.Cluster, describePort(sp), describePort(spec.Ports[i])))
-			}
-		}
-		out.Ports[m.Cluster] = served
-	}
-	// Ports that not every exporter serves are a conflict too (the KEP: the union, with a
-	// conflict when the Services' ports differ).
-	for _, m := range valid {
-		if len(out.Ports[m.Cluster]) != len(spec.Ports) {
-			raise(mcsv1beta1.ServiceExportReasonPortConflict, fmt.Sprintf("%s serves %d of the %d ports", m.Cluster, len(out.Ports[m.Cluster]), len(spec.Ports)))
-		}
-	}
+	out.Ports = mergePorts(valid, spec, raise)
 	slices.SortFunc(spec.Ports, func(a, b mcsv1beta1.ServicePort) int {
 		if c := strings.Compare(a.Name, b.Name); c != 0 {
 			return c
@@ -173,6 +125,64 @@ func Merge(members []Member) Merged {
 			v := out.Verdicts[m.Cluster]
 			v.ConflictReasons, v.ConflictWhy = reasons, why
 			out.Verdicts[m.Cluster] = v
+		}
+	}
+	return out
+}
+
+// compare raises the conflicts of a later export with the winner's properties.
+func compare(m, winner Member, spec *mcsv1beta1.ServiceImportSpec, raise func(mcsv1beta1.ServiceExportConditionReason, string)) {
+	s, w := m.Service.Spec, winner.Service.Spec
+	if importType(m.Service) != spec.Type {
+		raise(mcsv1beta1.ServiceExportReasonTypeConflict, fmt.Sprintf("%s is %s", m.Cluster, importType(m.Service)))
+	}
+	if orNone(s.SessionAffinity) != spec.SessionAffinity {
+		raise(mcsv1beta1.ServiceExportReasonSessionAffinityConflict, fmt.Sprintf("%s has sessionAffinity %s", m.Cluster, orNone(s.SessionAffinity)))
+	} else if !reflect.DeepEqual(s.SessionAffinityConfig, w.SessionAffinityConfig) {
+		raise(mcsv1beta1.ServiceExportReasonSessionAffinityConfigConflict, m.Cluster+" has another sessionAffinityConfig")
+	}
+	if !reflect.DeepEqual(s.InternalTrafficPolicy, w.InternalTrafficPolicy) {
+		raise(mcsv1beta1.ServiceExportReasonInternalTrafficPolicyConflict, m.Cluster+" has another internalTrafficPolicy")
+	}
+	if !reflect.DeepEqual(s.TrafficDistribution, w.TrafficDistribution) {
+		raise(mcsv1beta1.ServiceExportReasonTrafficDistributionConflict, m.Cluster+" has another trafficDistribution")
+	}
+	if !maps.Equal(m.Export.Spec.ExportedLabels, winner.Export.Spec.ExportedLabels) {
+		raise(mcsv1beta1.ServiceExportReasonLabelsConflict, m.Cluster+" exports other labels")
+	}
+	if !maps.Equal(m.Export.Spec.ExportedAnnotations, winner.Export.Spec.ExportedAnnotations) {
+		raise(mcsv1beta1.ServiceExportReasonAnnotationsConflict, m.Cluster+" exports other annotations")
+	}
+}
+
+// mergePorts sets the import's ports, the union of the valid exports' (oldest first: a later
+// one adds what contradicts nothing taken), and returns the names each cluster serves. Ports
+// that not every exporter serves are a conflict too (the KEP: the union, with a conflict when
+// the Services' ports differ).
+func mergePorts(valid []Member, spec *mcsv1beta1.ServiceImportSpec, raise func(mcsv1beta1.ServiceExportConditionReason, string)) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range valid {
+		var served []string
+		for _, p := range m.Service.Spec.Ports {
+			sp := importPort(p)
+			i := slices.IndexFunc(spec.Ports, func(q mcsv1beta1.ServicePort) bool {
+				return q.Name == sp.Name || (q.Protocol == sp.Protocol && q.Port == sp.Port)
+			})
+			switch {
+			case i < 0:
+				spec.Ports = append(spec.Ports, sp)
+				served = append(served, sp.Name)
+			case reflect.DeepEqual(spec.Ports[i], sp):
+				served = append(served, sp.Name)
+			default:
+				raise(mcsv1beta1.ServiceExportReasonPortConflict, fmt.Sprintf("%s's port %s contradicts %s", m.Cluster, describePort(sp), describePort(spec.Ports[i])))
+			}
+		}
+		out[m.Cluster] = served
+	}
+	for _, m := range valid {
+		if len(out[m.Cluster]) != len(spec.Ports) {
+			raise(mcsv1beta1.ServiceExportReasonPortConflict, fmt.Sprintf("%s serves %d of the %d ports", m.Cluster, len(out[m.Cluster]), len(spec.Ports)))
 		}
 	}
 	return out
@@ -209,7 +219,8 @@ func describePort(p mcsv1beta1.ServicePort) string {
 	return fmt.Sprintf("%s %d/%s", name, p.Port, p.Protocol)
 }
 
-// Condition is a ServiceExport condition of type t from a verdict, for generation gen.
+// Conditions are a ServiceExport's conditions from its verdict and whether it is imported
+// everywhere (ready, with the reason and message), for its generation gen.
 func (v Verdict) Conditions(gen int64, ready bool, readyReason mcsv1beta1.ServiceExportConditionReason, readyWhy string) []metav1.Condition {
 	valid := metav1.Condition{Type: string(mcsv1beta1.ServiceExportConditionValid), Status: metav1.ConditionTrue,
 		Reason: string(mcsv1beta1.ServiceExportReasonValid), Message: "the Service can be exported", ObservedGeneration: gen}

@@ -39,7 +39,7 @@ func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flotillav1.AddToScheme(s))
-	utilruntime.Must(mcsv1beta1.AddToScheme(s))
+	utilruntime.Must(mcsv1beta1.Install(s))
 	return s
 }
 

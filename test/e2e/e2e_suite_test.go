@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -131,12 +132,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 
 	// The chart installs CRDs, ServiceAccount and RBAC; the manager runs here, out of cluster, as
 	// that ServiceAccount, so every spec also proves the chart's RBAC is enough.
-	out, err := helm(ctx, bed.Primary, "install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
-		"--create-namespace", "--set", "manager.enabled=false", "--set", "replicator.enabled=true", "--wait")
+	out, err := helm(ctx, bed.Primary, slices.Concat([]string{"install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
+		"--create-namespace", "--wait"}, outOfClusterValues)...)
 	Expect(err).NotTo(HaveOccurred(), "helm install (primary): %s", out)
-	out, err = helm(ctx, bed.Secondaries[0], "install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
-		"--create-namespace", "--set", "role=secondary")
-	Expect(err).NotTo(HaveOccurred(), "helm install (secondary): %s", out)
+	for _, s := range bed.Secondaries {
+		out, err = helm(ctx, s, "install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
+			"--create-namespace", "--set", "role=secondary")
+		Expect(err).NotTo(HaveOccurred(), "helm install (%s): %s", s.Name, out)
+	}
 	managerKubeconfig = filepath.Join(workDir, "manager.kubeconfig")
 	Expect(serviceAccountKubeconfig(ctx, bed.Primary, "flotilla-system", "flotilla", managerKubeconfig)).To(Succeed())
 	manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"))
@@ -144,6 +147,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// The spec that restarts the manager replaces it: stop whichever runs at the end.
 	DeferCleanup(func() { Expect(manager.Stop(20 * time.Second)).To(Succeed()) })
 }, NodeTimeout(10*time.Minute))
+
+// outOfClusterValues are the primary's chart values while the manager runs on the host: CRDs,
+// ServiceAccount and RBAC, with the rights of Replicators and of Multi-Cluster Services.
+var outOfClusterValues = []string{"--set", "manager.enabled=false", "--set", "replicator.enabled=true", "--set", "multiclusterServices.enabled=true"}
 
 // suiteFailed keeps the work dir (logs, kubeconfigs) of a run with a failure.
 var suiteFailed bool

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,7 @@ const (
 // fake one) whose taint it tolerates.
 func inClusterValues(extra ...string) []string {
 	values := fmt.Sprintf(`replicator: {enabled: true}
+multiclusterServices: {enabled: true}
 manager:
   enabled: true
   image: {repository: %s, tag: %s, pullPolicy: Never}
@@ -389,8 +391,8 @@ func backToOutOfCluster(ctx SpecContext) {
 	switch {
 	case err == nil && strings.Contains(status, "STATUS: deployed"):
 		// Still installed (a spec failed before the uninstall): the host manager takes over.
-		out, err := helm(ctx, bed.Primary, "upgrade", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
-			"--set", "manager.enabled=false", "--set", "replicator.enabled=true", "--wait")
+		out, err := helm(ctx, bed.Primary, slices.Concat([]string{"upgrade", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace, "--wait"},
+			outOfClusterValues)...)
 		Expect(err).NotTo(HaveOccurred(), "helm upgrade: %s", out)
 	case err == nil:
 		// Stuck after a refused uninstall (a spec failed between the two): no hook this time.
@@ -398,8 +400,8 @@ func backToOutOfCluster(ctx SpecContext) {
 		Expect(err).NotTo(HaveOccurred(), "helm uninstall --no-hooks: %s", out)
 		fallthrough
 	default:
-		out, err := helm(ctx, bed.Primary, "install", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
-			"--set", "manager.enabled=false", "--set", "replicator.enabled=true", "--wait")
+		out, err := helm(ctx, bed.Primary, slices.Concat([]string{"install", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace, "--wait"},
+			outOfClusterValues)...)
 		Expect(err).NotTo(HaveOccurred(), "helm install: %s", out)
 	}
 	Expect(serviceAccountKubeconfig(ctx, bed.Primary, flotillav1.SystemNamespace, "flotilla", managerKubeconfig)).To(Succeed())

@@ -114,44 +114,21 @@ type plan struct {
 func decide(key client.ObjectKey, views []*clusterView, failoverAfter time.Duration) plan {
 	var p plan
 	var members []mcs.Member
-	var listed []string
-	down := map[string]time.Duration{}
 	ours := false
 	for _, v := range views {
-		if v.primary && v.imported != nil && ownedImport(v.imported) {
-			for _, c := range v.imported.Status.Clusters {
-				listed = append(listed, c.Cluster)
-			}
+		if v.known {
+			members = append(members, mcs.Member{Cluster: v.name, Export: v.export, Service: v.service})
+			ours = ours || len(v.ours) > 0 || v.imported != nil || v.derived != nil
 		}
-		if !v.known {
-			down[v.name] = v.downFor
-			continue
-		}
-		members = append(members, mcs.Member{Cluster: v.name, Export: v.export, Service: v.service})
-		ours = ours || len(v.ours) > 0 || v.imported != nil || v.derived != nil
 	}
 	p.merged = mcs.Merge(members)
-	p.members = slices.Clone(p.merged.Exporters)
-	for _, c := range listed {
-		if d, isDown := down[c]; isDown && !slices.Contains(p.members, c) {
-			p.members = append(p.members, c)
-			if d < failoverAfter {
-				p.keep = append(p.keep, c)
-				if left := failoverAfter - d; p.recheckIn == 0 || left < p.recheckIn {
-					p.recheckIn = left
-				}
-			}
-		}
-	}
-	sort.Strings(p.members)
-	if p.merged.Spec == nil && len(p.members) > 0 {
+	p.members, p.keep, p.recheckIn = silentMembers(views, p.merged.Exporters, failoverAfter)
+	switch {
+	case p.merged.Spec == nil && len(p.members) > 0:
 		p.keepImport = true
-	}
-	if p.merged.Spec == nil && len(p.members) == 0 && len(p.merged.Verdicts) == 0 && !ours {
-		p.nothing = true
 		return p
-	}
-	if p.merged.Spec == nil {
+	case p.merged.Spec == nil:
+		p.nothing = len(p.merged.Verdicts) == 0 && !ours
 		return p
 	}
 	for _, v := range views {
@@ -166,6 +143,40 @@ func decide(key client.ObjectKey, views []*clusterView, failoverAfter time.Durat
 		}
 	}
 	return p
+}
+
+// silentMembers adds to the exporters known the clusters that do not answer but the primary's
+// import lists: the import's members, sorted. Those silent for less than the failover bound
+// keep their EndpointSlices (keep), and recheckIn is when the first of them reaches it.
+func silentMembers(views []*clusterView, exporters []string, failoverAfter time.Duration) (members, keep []string, recheckIn time.Duration) {
+	members = slices.Clone(exporters)
+	down := map[string]time.Duration{}
+	var listed []string
+	for _, v := range views {
+		if v.primary && v.imported != nil && ownedImport(v.imported) {
+			for _, c := range v.imported.Status.Clusters {
+				listed = append(listed, c.Cluster)
+			}
+		}
+		if !v.known {
+			down[v.name] = v.downFor
+		}
+	}
+	for _, c := range listed {
+		d, isDown := down[c]
+		if !isDown || slices.Contains(members, c) {
+			continue
+		}
+		members = append(members, c)
+		if d < failoverAfter {
+			keep = append(keep, c)
+			if left := failoverAfter - d; recheckIn == 0 || left < recheckIn {
+				recheckIn = left
+			}
+		}
+	}
+	sort.Strings(members)
+	return members, keep, recheckIn
 }
 
 // ownedImport says whether an import is one Flotilla wrote (any primary's: the label says which).
@@ -199,31 +210,8 @@ func (r *Reconciler) applyTo(ctx context.Context, key client.ObjectKey, v *clust
 		}
 	}
 	spec := p.merged.Spec.DeepCopy()
-	if spec.Type == mcsv1beta1.ClusterSetIP {
-		derived := mcs.DerivedService(key.Namespace, key.Name, spec)
-		derived.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
-		derived.Labels = map[string]string{flotillav1.LabelPrimary: id, mcsv1beta1.LabelServiceName: key.Name}
-		live := client.Object(nil)
-		if v.derived != nil {
-			live = v.derived
-		}
-		applied, err := r.apply(ctx, v, derived, live)
-		if err != nil {
-			return fmt.Errorf("applying Service %s in %s: %w", derived.Name, v.name, err)
-		}
-		d := applied.(*corev1.Service)
-		spec.IPs, spec.IPFamilies = slices.Clone(d.Spec.ClusterIPs), slices.Clone(d.Spec.IPFamilies)
-	} else {
-		if v.derived != nil {
-			if err := deleteIfOurs(ctx, v.client, v.derived, id); err != nil {
-				return err
-			}
-		}
-		if v.service != nil {
-			spec.IPFamilies = slices.Clone(v.service.Spec.IPFamilies)
-		} else {
-			spec.IPFamilies = familiesOf(p.slices)
-		}
+	if err := r.applyAddress(ctx, key, v, spec, p.slices); err != nil {
+		return err
 	}
 	imp := &mcsv1beta1.ServiceImport{TypeMeta: metav1.TypeMeta{APIVersion: mcsv1beta1.SchemeGroupVersion.String(), Kind: "ServiceImport"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Annotations: maps.Clone(p.merged.Annotations),
@@ -256,6 +244,40 @@ func (r *Reconciler) applyTo(ctx context.Context, key client.ObjectKey, v *clust
 		}
 	}
 	return r.pruneSlices(ctx, v, p)
+}
+
+// applyAddress gives the import's spec its addresses in the cluster: a ClusterSetIP import the
+// cluster IPs of its derived Service (applied), a headless one its families only (and no
+// derived Service).
+func (r *Reconciler) applyAddress(ctx context.Context, key client.ObjectKey, v *clusterView, spec *mcsv1beta1.ServiceImportSpec, ss []*discoveryv1.EndpointSlice) error {
+	id := r.Registry.PrimaryID()
+	if spec.Type != mcsv1beta1.ClusterSetIP {
+		if v.derived != nil {
+			if err := deleteIfOurs(ctx, v.client, v.derived, id); err != nil {
+				return err
+			}
+		}
+		if v.service != nil {
+			spec.IPFamilies = slices.Clone(v.service.Spec.IPFamilies)
+		} else {
+			spec.IPFamilies = familiesOf(ss)
+		}
+		return nil
+	}
+	derived := mcs.DerivedService(key.Namespace, key.Name, spec)
+	derived.TypeMeta = metav1.TypeMeta{APIVersion: "v1", Kind: "Service"}
+	derived.Labels = map[string]string{flotillav1.LabelPrimary: id, mcsv1beta1.LabelServiceName: key.Name}
+	var live client.Object
+	if v.derived != nil {
+		live = v.derived
+	}
+	applied, err := r.apply(ctx, v, derived, live)
+	if err != nil {
+		return fmt.Errorf("applying Service %s in %s: %w", derived.Name, v.name, err)
+	}
+	d := applied.(*corev1.Service)
+	spec.IPs, spec.IPFamilies = slices.Clone(d.Spec.ClusterIPs), slices.Clone(d.Spec.IPFamilies)
+	return nil
 }
 
 // apply applies obj in the cluster unless the ledger says the live object is what was applied.

@@ -37,7 +37,7 @@ var Scheme = func() *runtimeschema.Scheme {
 	s := runtimeschema.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flotillav1.AddToScheme(s))
-	utilruntime.Must(mcsv1beta1.AddToScheme(s))
+	utilruntime.Must(mcsv1beta1.Install(s))
 	return s
 }()
 
