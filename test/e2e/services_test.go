@@ -30,6 +30,22 @@ var _ = Describe("Services across clusters", Ordered, Label("real-nodes"), func(
 		for _, c := range bed.Secondaries {
 			prepareNamespace(ctx, c, ns) // the client pods' default ServiceAccount
 		}
+		// Before the namespace goes everywhere (registered after it, so run first): what the
+		// specs made in the secondaries is the users', which Flotilla leaves where it is.
+		DeferCleanup(func(ctx SpecContext) {
+			for _, c := range bed.Secondaries {
+				cl := clientOf(c)
+				Expect(cl.DeleteAllOf(ctx, &mcsv1beta1.ServiceExport{}, client.InNamespace(ns))).To(Succeed())
+				Expect(cl.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace(ns))).To(Succeed())
+				svcs, err := c.Clientset.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				for _, svc := range svcs.Items {
+					if svc.Labels[flotillav1.LabelPrimary] == "" {
+						Expect(client.IgnoreNotFound(cl.Delete(ctx, &svc))).To(Succeed())
+					}
+				}
+			}
+		})
 	})
 
 	// export makes a Service of the app's pods (port 8080, named http unless told) and its

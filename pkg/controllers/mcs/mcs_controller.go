@@ -62,27 +62,43 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	r.names.Store(req.NamespacedName, true)
 
+	// Every cluster at once: one that answers slowly (or not at all, until its probes say so)
+	// never delays the others.
+	applied := make([]error, len(views))
+	var wg sync.WaitGroup
+	for i, v := range views {
+		if v.known {
+			wg.Go(func() { applied[i] = r.applyTo(ctx, req.NamespacedName, v, plan) })
+		}
+	}
+	wg.Wait()
 	failures := map[string]string{}
 	var errs []error
-	for _, v := range views {
-		if !v.known {
+	settled := false
+	for i, err := range applied {
+		if err == nil {
 			continue
 		}
-		if err := r.applyTo(ctx, req.NamespacedName, v, plan); err != nil {
-			failures[v.name] = err.Error()
+		failures[views[i].name] = err.Error()
+		if waits(err) {
+			settled = true
+		} else {
 			errs = append(errs, err)
 		}
 	}
-	for _, v := range views {
+	statuses := make([]error, len(views))
+	for i, v := range views {
 		if v.known && v.export != nil {
-			if err := r.exportStatus(ctx, v, plan, failures); err != nil {
-				errs = append(errs, err)
-			}
+			wg.Go(func() { statuses[i] = r.exportStatus(ctx, v, plan, failures) })
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	wg.Wait()
+	if err := errors.Join(append(errs, statuses...)...); err != nil {
 		log.FromContext(ctx).V(1).Info("not everywhere yet", "error", err.Error())
 		return ctrl.Result{}, err
+	}
+	if settled && (plan.recheckIn == 0 || plan.recheckIn > waitRecheck) {
+		plan.recheckIn = waitRecheck
 	}
 	if plan.recheckIn > 0 {
 		return ctrl.Result{RequeueAfter: plan.recheckIn}, nil
@@ -182,6 +198,27 @@ func silentMembers(views []*clusterView, exporters []string, failoverAfter time.
 // ownedImport says whether an import is one Flotilla wrote (any primary's: the label says which).
 func ownedImport(i *mcsv1beta1.ServiceImport) bool { return i.Labels[flotillav1.LabelPrimary] != "" }
 
+// waitRecheck is how often a cluster that waits on someone else (a namespace missing in the
+// primary, an object of another owner) is looked at again: no event says it changed.
+const waitRecheck = time.Minute
+
+// waits says whether a cluster's failure waits on someone else: reported on the exports, looked
+// at again every waitRecheck, not retried at once.
+func waits(err error) bool {
+	var notOurs *NotOursError
+	var missing *NamespaceMissingError
+	var notManaged *clusters.NamespaceNotManagedError
+	return errors.As(err, &notOurs) || errors.As(err, &missing) || errors.As(err, &notManaged)
+}
+
+// NamespaceMissingError is the primary without the namespace of an export elsewhere: Flotilla
+// creates no namespace in the primary.
+type NamespaceMissingError struct{ Namespace, Cluster string }
+
+func (e *NamespaceMissingError) Error() string {
+	return fmt.Sprintf("namespace %s does not exist in %s: create it there to import the Service", e.Namespace, e.Cluster)
+}
+
 // NotOursError is an object of the name an import needs that Flotilla did not write.
 type NotOursError struct{ Kind, Cluster string }
 
@@ -204,8 +241,8 @@ func (r *Reconciler) applyTo(ctx context.Context, key client.ObjectKey, v *clust
 	if p.keepImport {
 		return r.pruneSlices(ctx, v, p)
 	}
-	if !v.primary {
-		if _, err := clusters.EnsureManagedNamespace(ctx, v.client, v.name, key.Namespace, id, nil, nil); err != nil {
+	if v.imported == nil {
+		if err := r.ensureNamespace(ctx, v, key.Namespace); err != nil {
 			return err
 		}
 	}
@@ -244,6 +281,25 @@ func (r *Reconciler) applyTo(ctx context.Context, key client.ObjectKey, v *clust
 		}
 	}
 	return r.pruneSlices(ctx, v, p)
+}
+
+// ensureNamespace makes sure the namespace of an import exists in the cluster (namespace
+// sameness): in a secondary one missing is created as Flotilla creates its namespaces, one that
+// exists is used whoever made it (the fence admits the MCS objects in any namespace it does not
+// forbid); the primary's namespaces are its users', never created.
+func (r *Reconciler) ensureNamespace(ctx context.Context, v *clusterView, name string) error {
+	var ns corev1.Namespace
+	err := v.client.Get(ctx, client.ObjectKey{Name: name}, &ns)
+	switch {
+	case err == nil:
+		return nil
+	case !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading namespace %s in %s: %w", name, v.name, err)
+	case v.primary:
+		return &NamespaceMissingError{Namespace: name, Cluster: v.name}
+	}
+	_, err = clusters.EnsureManagedNamespace(ctx, v.client, v.name, name, r.Registry.PrimaryID(), nil, nil)
+	return err
 }
 
 // applyAddress gives the import's spec its addresses in the cluster: a ClusterSetIP import the
