@@ -145,6 +145,8 @@ type Report struct {
 	TargetManagerMiB     float64  `json:"targetManagerMiB"`
 	TargetManagerCores   float64  `json:"targetManagerAverageCores"`
 	TargetRatioDelete    float64  `json:"targetRatioDelete"`
+	// MCS is the Multi-Cluster Services run.
+	MCS *MCSResult `json:"mcs,omitempty"`
 }
 
 func main() {
@@ -157,6 +159,7 @@ func main() {
 	flag.BoolVar(&o.skipSplit, "skip-split", false, "leave out the split-direct floor too (no ratios): a run for the manager's memory and CPU only")
 	flag.StringVar(&o.memoryLimit, "memory-limit", "512Mi", "the managers' container memory limit, as the chart would give it (manager.resources.limits.memory; its default): they run with the soft memory limit it sets")
 	flag.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "the managers' --leader-elect-renew-deadline (their lease duration is 1.5 times it): on 2 cores, 10 secondaries starting 10,000 pods at once can keep the primary's API server from answering the leader's Lease read for longer than the default 10 s, and a leader that cannot renew exits (in a cluster its pod would restart)")
+	flag.IntVar(&o.mcsEndpoints, "mcs-endpoints", 1000, "endpoints of the Multi-Cluster Services run, split over every cluster of the set (0: no run)")
 	flag.Parse()
 	if o.clusters < 1 || o.pods < o.clusters {
 		fmt.Fprintln(os.Stderr, "bench: --clusters must be at least 1 and at most --pods")
@@ -181,6 +184,8 @@ type options struct {
 	memoryLimit string
 	// renewDeadline is the managers' leader-election renewal deadline.
 	renewDeadline time.Duration
+	// mcsEndpoints are the endpoints of the Multi-Cluster Services run (0: no run).
+	mcsEndpoints int
 }
 
 func run(ctx context.Context, o options) (err error) {
@@ -219,6 +224,13 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	if err := installCRDs(ctx, bed.Primary); err != nil {
 		return err
+	}
+	if o.mcsEndpoints > 0 { // before the manager starts: it runs the MCS controller only with them
+		for _, c := range bed.Clusters() {
+			if err := installCRDsFrom(ctx, c, "crd/mcs/*.yaml"); err != nil {
+				return fmt.Errorf("the MCS API's CRDs in %s: %w", c.Name, err)
+			}
+		}
 	}
 	if _, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.SystemNamespace}}, metav1.CreateOptions{}); err != nil {
 		return err
@@ -262,6 +274,12 @@ func run(ctx context.Context, o options) (err error) {
 		return mgr.diedWith(err)
 	}
 	rep.derive(mgr, standby)
+	if o.mcsEndpoints > 0 {
+		fmt.Printf("bench: %d endpoints exported from %d clusters...\n", o.mcsEndpoints, len(bed.Clusters()))
+		if rep.MCS, err = measureMCS(ctx, bed, o.mcsEndpoints); err != nil {
+			return mgr.diedWith(err)
+		}
+	}
 	print(rep)
 	return writeReport(rep, out)
 }
@@ -784,6 +802,10 @@ func print(r Report) {
 	for _, p := range r.Phases {
 		fmt.Println("elected:", p)
 	}
+	if m := r.MCS; m != nil {
+		fmt.Printf("multi-cluster services: %d endpoints exported from %d clusters in every import %.2f s after written (target <= %.0f s); one endpoint change in every other import p50 %.0f ms, p90 %.0f ms over %d (target p50 <= %.0f ms)\n",
+			m.Endpoints, m.Clusters, m.AllImportedSeconds, m.TargetAllImportedSeconds, m.ChangeP50Millis, m.ChangeP90Millis, m.Changes, m.TargetChangeP50Millis)
+	}
 }
 
 func waitNodesReady(ctx context.Context, bed *testbed.Bed) error {
@@ -802,11 +824,17 @@ func waitNodesReady(ctx context.Context, bed *testbed.Bed) error {
 }
 
 func installCRDs(ctx context.Context, c *testbed.Cluster) error {
+	return installCRDsFrom(ctx, c, "crd/bases/*.yaml")
+}
+
+// installCRDsFrom installs the CRDs of config.CRDs that match glob in a cluster, and waits until
+// each is established.
+func installCRDsFrom(ctx context.Context, c *testbed.Cluster, glob string) error {
 	cs, err := apiextensionsclient.NewForConfig(c.RESTConfig)
 	if err != nil {
 		return err
 	}
-	files, err := fs.Glob(config.CRDs, "crd/bases/*.yaml")
+	files, err := fs.Glob(config.CRDs, glob)
 	if err != nil {
 		return err
 	}
