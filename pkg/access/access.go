@@ -91,6 +91,7 @@ func Grants(primaryID string) []Grant {
 		Grant{group("multicluster.x-k8s.io", []string{"update", "patch"}, "serviceexports/status"), "Multi-Cluster Services: a ServiceExport's Valid, Ready and Conflict conditions"},
 		Grant{group("multicluster.x-k8s.io", informed, "serviceimports"), "Multi-Cluster Services: the imports of the names exported anywhere in the set (informer on this primary's)"},
 		Grant{group("multicluster.x-k8s.io", []string{"update", "patch"}, "serviceimports/status"), "Multi-Cluster Services: an import's clusters"},
+		Grant{group("about.k8s.io", []string{"get", "create", "update"}, "clusterproperties"), "the cluster's ClusterSet identity (KEP-2149: cluster.clusterset.k8s.io, clusterset.k8s.io) where the About API is served; the policy lets it change only its own"},
 		Grant{group("networking.k8s.io", []string{"get"}, "ingressclasses"), "a Replicator's health: whether the cluster has the class of an Ingress it applied (an ingress controller to admit it), one get by name"},
 		Grant{group("metrics.k8s.io", []string{"list"}, "pods"), "kubectl top and HPAs in the primary: the delegates' usage (listed selected by this primary's label) behind the virtual nodes' resource metrics"},
 		Grant{group(flotillav1.GroupVersion.Group, []string{"get", "list", "watch", "create"}, "flotillaprimaries"), "the FlotillaPrimary that owns everything of this primary there"},
@@ -131,6 +132,8 @@ func policyExpression(primaryID string) string {
 		forbidden = append(forbidden, celString(f))
 	}
 	return `request.resource.resource == 'flotillaprimaries' ||
+(request.resource.group == 'about.k8s.io' && request.resource.resource == 'clusterproperties' &&
+  (request.operation == 'CREATE' || oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == ` + id + `)) ||
 (
   !(request.resource.resource == 'namespaces' ? request.name : request.namespace).startsWith('kube-') &&
   !((request.resource.resource == 'namespaces' ? request.name : request.namespace) in [` + strings.Join(forbidden, ", ") + `]) &&

@@ -72,6 +72,7 @@ func TestRulesGrantExactly(t *testing.T) {
 		verbs(written, "policy/poddisruptionbudgets"), verbs("list "+written, "autoscaling/horizontalpodautoscalers"),
 		verbs("list watch create update patch delete", "discovery.k8s.io/endpointslices"),
 		verbs("get list watch", "multicluster.x-k8s.io/serviceexports"), verbs("update patch", "multicluster.x-k8s.io/serviceexports/status"),
+		verbs("get create update", "about.k8s.io/clusterproperties"),
 		verbs(informed, "multicluster.x-k8s.io/serviceimports"), verbs("update patch", "multicluster.x-k8s.io/serviceimports/status"), verbs("get", "networking.k8s.io/ingressclasses"),
 		verbs("get list watch create", "flotilla.dev/flotillaprimaries"), verbs("update patch delete", "flotilla.dev/flotillaprimaries/abc"),
 	} {

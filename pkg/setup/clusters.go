@@ -1,6 +1,9 @@
 package setup
 
 import (
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/inventory"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -85,6 +88,11 @@ func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clus
 		Timeout: opts.Replicator.Timeout, Resync: opts.Replicator.Resync, Retry: opts.Replicator.Retry}).
 		SetupWithManager(ctx, mgr, replicatorOptions()); err != nil {
 		return fmt.Errorf("setting up the Replicator controller: %w", err)
+	}
+	if err := (&inventory.Reconciler{Client: mgr.GetClient(), Registry: registry, PrimaryName: opts.Clusters.PrimaryName,
+		Namespace: flotillav1.SystemNamespace, Recorder: recorder, Clock: opts.Clock}).
+		SetupWithManager(ctx, mgr, inventoryOptions()); err != nil {
+		return fmt.Errorf("setting up the inventory controller: %w", err)
 	}
 	return addMulticlusterServices(ctx, mgr, registry, opts)
 }

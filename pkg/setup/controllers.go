@@ -23,6 +23,11 @@ func registrationOptions() controller.Options { return controller.Options{} }
 func clusterDetectorOptions() controller.Options { return controller.Options{} }
 
 // replicatorOptions: Replicators applied in parallel, each to its clusters in parallel too.
+// inventoryOptions: one key, the whole inventory.
+func inventoryOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: 1}
+}
+
 // mcsOptions: one exported name per reconcile, across every cluster.
 func mcsOptions() controller.Options {
 	return controller.Options{MaxConcurrentReconciles: mcsWorkers}

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -147,7 +148,8 @@ func measureMCS(ctx context.Context, bed *testbed.Bed, n int) (*MCSResult, error
 		f.Start(stop)
 	}
 	for _, c := range clusters {
-		if _, err := c.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mcsNamespace}}, metav1.CreateOptions{}); err != nil {
+		// Flotilla may have made it already, for the import of an export in another cluster.
+		if _, err := c.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mcsNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, err
 		}
 		if _, err := c.Clientset.CoreV1().Services(mcsNamespace).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: mcsName},

@@ -585,7 +585,7 @@ var _ = Describe("docs/security.md on the manager's rights", Label("render"), fu
 		Expect(start).To(BeNumerically(">=", 0))
 		section := strings.ToLower(doc[start:])
 		section = section[:strings.Index(section, "no rbac objects")]
-		for _, values := range [][]string{nil, {"replicator.enabled=true"}, {"election.rebalanceOnReturn=true"}} {
+		for _, values := range [][]string{nil, {"replicator.enabled=true"}, {"election.rebalanceOnReturn=true"}, {"multiclusterServices.enabled=true"}} {
 			objs := render(ctx, values...)
 			for res := range managerWrites(objs) {
 				kind := strings.TrimSuffix(strings.Split(res, "/")[0], "s")
@@ -596,6 +596,7 @@ var _ = Describe("docs/security.md on the manager's rights", Label("render"), fu
 		Expect(find(render(ctx, "replicator.enabled=true"), "ValidatingAdmissionPolicy", replicationPolicy)).NotTo(BeNil())
 		Expect(section).To(ContainSubstring("flotilla-manager-nodes"))
 		Expect(section).To(ContainSubstring(replicationPolicy))
+		Expect(section).To(ContainSubstring("flotilla-manager-mcs"))
 	})
 })
 
