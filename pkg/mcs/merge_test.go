@@ -172,7 +172,7 @@ func TestSlice(t *testing.T) {
 			{Addresses: []string{"10.246.1.5"}, Hostname: ptr.To("web-0"), NodeName: ptr.To("node-a"), TargetRef: &corev1.ObjectReference{Name: "web-0"}},
 			{Addresses: []string{"10.246.1.6"}, Conditions: discoveryv1.EndpointConditions{Ready: &no}},
 		}}
-	got := Slice("shop", "hello", "secondary2", mcsv1beta1.ClusterSetIP, []string{"tcp"}, src)
+	got := Slice("shop", "hello", "secondary2", []string{"tcp"}, src)
 	if got.Labels[mcsv1beta1.LabelServiceName] != "hello" || got.Labels[mcsv1beta1.LabelSourceCluster] != "secondary2" ||
 		got.Labels[discoveryv1.LabelManagedBy] != ManagedBy || got.Labels[discoveryv1.LabelServiceName] != "flotilla-mcs-hello" {
 		t.Errorf("labels %v", got.Labels)
@@ -183,10 +183,7 @@ func TestSlice(t *testing.T) {
 	if len(got.Endpoints) != 1 || got.Endpoints[0].NodeName != nil || got.Endpoints[0].TargetRef != nil || *got.Endpoints[0].Hostname != "web-0" {
 		t.Errorf("endpoints %+v", got.Endpoints)
 	}
-	if h := Slice("shop", "hello", "secondary2", mcsv1beta1.Headless, []string{"tcp"}, src); h.Labels[discoveryv1.LabelServiceName] != "" {
-		t.Errorf("a headless import's slice is a Service's: %v", h.Labels)
-	}
-	if Slice("shop", "hello", "secondary2", mcsv1beta1.ClusterSetIP, nil, src) != nil {
+	if Slice("shop", "hello", "secondary2", nil, src) != nil {
 		t.Error("a slice of no served port")
 	}
 	if n := DerivedServiceName(strings.Repeat("a", 63)); len(n) > 63 {

@@ -44,18 +44,20 @@ func shortHash(s string, n int) string {
 // Slice is the EndpointSlice an import carries for one source EndpointSlice of an exporting
 // cluster: its ready endpoints (addresses, hostname, zone; never the pod or node of another
 // cluster), its ports among those the cluster serves for the import (ports), labelled with the
-// MCS labels, the managed-by value, and for a ClusterSetIP import the derived Service's name so
-// kube-proxy forwards the import's address to it. Nil when nothing of it is served.
-func Slice(namespace, service, cluster string, typ mcsv1beta1.ServiceImportType, ports []string, source *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+// MCS labels, the managed-by value and the derived Service's name (kube-proxy forwards a
+// ClusterSetIP import's address to it). Nil when nothing of it is served.
+func Slice(namespace, service, cluster string, ports []string, source *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
 	out := &discoveryv1.EndpointSlice{AddressType: source.AddressType}
 	out.Namespace, out.Name = namespace, SliceName(service, cluster, source.Name)
+	// kubernetes.io/service-name is the derived Service's, whatever the import's type: kube-proxy
+	// forwards a ClusterSetIP import's address to them, a headless import has no such Service
+	// (nothing forwards), and every EndpointSlice that belongs to a Service carries the label (the
+	// manager caches only those).
 	out.Labels = map[string]string{
 		mcsv1beta1.LabelServiceName:   service,
 		mcsv1beta1.LabelSourceCluster: cluster,
 		discoveryv1.LabelManagedBy:    ManagedBy,
-	}
-	if typ == mcsv1beta1.ClusterSetIP {
-		out.Labels[discoveryv1.LabelServiceName] = DerivedServiceName(service)
+		discoveryv1.LabelServiceName:  DerivedServiceName(service),
 	}
 	for _, p := range source.Ports {
 		if p.Name != nil && slices.Contains(ports, *p.Name) || p.Name == nil && slices.Contains(ports, "") {

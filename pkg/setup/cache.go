@@ -21,6 +21,10 @@ func cacheOptions() (cache.Options, error) {
 	if err != nil {
 		return cache.Options{}, fmt.Errorf("parsing the replicated-object selector: %w", err)
 	}
+	ofAService, err := labels.Parse(discoveryv1.LabelServiceName)
+	if err != nil {
+		return cache.Options{}, fmt.Errorf("parsing the EndpointSlice selector: %w", err)
+	}
 	system := map[string]cache.Config{flotillav1.SystemNamespace: {}}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		// Secrets are read in flotilla-system only (the registration Secret); nothing else needs them.
@@ -35,8 +39,9 @@ func cacheOptions() (cache.Options, error) {
 			Transform: cache.TransformStripManagedFields()},
 		// What Replicators applied (drift watches); a Deployment not Flotilla's is read uncached.
 		// Every Ingress is cached: one whose backends select elected pods follows them.
-		// EndpointSlices: the endpoints of exported Services (Multi-Cluster Services).
-		&discoveryv1.EndpointSlice{}: {Transform: cache.TransformStripManagedFields()},
+		// EndpointSlices of Services (Multi-Cluster Services: an exported Service's are its
+		// endpoints; an import's carry its derived Service's name).
+		&discoveryv1.EndpointSlice{}: {Label: ofAService, Transform: cache.TransformStripManagedFields()},
 		&appsv1.Deployment{}:         {Label: replicated},
 		&corev1.ConfigMap{}:          {Label: replicated},
 	}}, nil

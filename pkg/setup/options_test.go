@@ -77,7 +77,7 @@ func TestCacheOptionsRestrictWhatTheReconcilersReadFromTheCache(t *testing.T) {
 			t.Errorf("%s: cached without a selector or namespaces", kind)
 		}
 	}
-	for _, kind := range []string{"Secret", "ClusterDetector", "Pod", "Node", "Deployment", "ConfigMap"} {
+	for _, kind := range []string{"Secret", "ClusterDetector", "Pod", "Node", "Deployment", "ConfigMap", "EndpointSlice"} {
 		if !kinds[kind] {
 			t.Errorf("%s: not restricted (restricted: %v)", kind, kinds)
 		}

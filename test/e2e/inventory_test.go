@@ -94,7 +94,9 @@ var _ = Describe("the fleet's inventory", Ordered, func() {
 	It("says in a secondary's ClusterProfile when it stops answering, and when it answers again", func(ctx SpecContext) {
 		s2 := bed.Secondaries[1]
 		startAgain := stopForSpec(ctx, s2)
-		Eventually(func(g Gomega) { g.Expect(condition(profile(g, ctx, s2.Name), "ControlPlaneHealthy")).To(Equal("False")) }).
+		Eventually(func(g Gomega) {
+			g.Expect(condition(profile(g, ctx, s2.Name), "ControlPlaneHealthy")).To(Equal("False"))
+		}).
 			WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 		startAgain(ctx)
 		Eventually(func(g Gomega) { g.Expect(condition(profile(g, ctx, s2.Name), "ControlPlaneHealthy")).To(Equal("True")) }).

@@ -17,13 +17,14 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/mcs"
 )
 
-// The registry's watches this controller reads secondaries through: every ServiceExport,
-// Service and EndpointSlice (any of them may be exported, and a Service's own EndpointSlices are
-// its endpoints), and the ServiceImports this primary wrote.
+// The registry's watches this controller reads secondaries through: every ServiceExport and
+// Service, and every EndpointSlice of a Service (any of them may be exported, and a Service's own
+// EndpointSlices are its endpoints; an import's carry its derived Service's name), and the
+// ServiceImports this primary wrote.
 var (
 	exportsWatch  = clusters.Watch{Name: "mcs serviceexports", Object: &mcsv1beta1.ServiceExport{}, Selector: func(string) string { return "" }}
 	servicesWatch = clusters.Watch{Name: "mcs services", Object: &corev1.Service{}, Selector: func(string) string { return "" }}
-	slicesWatch   = clusters.Watch{Name: "mcs endpointslices", Object: &discoveryv1.EndpointSlice{}, Selector: func(string) string { return "" }}
+	slicesWatch   = clusters.Watch{Name: "mcs endpointslices", Object: &discoveryv1.EndpointSlice{}, Selector: func(string) string { return discoveryv1.LabelServiceName }}
 	importsWatch  = clusters.Watch{Name: "mcs serviceimports", Object: &mcsv1beta1.ServiceImport{},
 		Selector: func(id string) string { return flotillav1.LabelPrimary + "=" + id }}
 )

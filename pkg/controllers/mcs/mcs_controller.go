@@ -153,7 +153,7 @@ func decide(key client.ObjectKey, views []*clusterView, failoverAfter time.Durat
 			continue
 		}
 		for _, s := range v.sources {
-			if out := mcs.Slice(key.Namespace, key.Name, v.name, p.merged.Spec.Type, served, s); out != nil {
+			if out := mcs.Slice(key.Namespace, key.Name, v.name, served, s); out != nil {
 				p.slices = append(p.slices, out)
 			}
 		}
