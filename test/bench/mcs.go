@@ -230,7 +230,7 @@ func measureMCS(ctx context.Context, bed *testbed.Bed, n int) (*MCSResult, error
 
 	// One endpoint at a time: not ready, then ready again, in turn in each cluster.
 	var lat []float64
-	for k := range 20 {
+	for k := range 40 {
 		x := &all[((k/2)*7)%len(all)] // each endpoint made not ready, then ready again
 		addr := x.slice.Endpoints[0].Addresses[0]
 		ready := k%2 == 1
@@ -255,6 +255,6 @@ func measureMCS(ctx context.Context, bed *testbed.Bed, n int) (*MCSResult, error
 		lat = append(lat, float64(time.Since(t0).Milliseconds()))
 	}
 	sort.Float64s(lat)
-	res.Changes, res.ChangeP50Millis, res.ChangeP90Millis = len(lat), percentile(lat, 50), percentile(lat, 90)
+	res.Changes, res.ChangeP50Millis, res.ChangeP90Millis = len(lat), percentile(lat, 0.5), percentile(lat, 0.9)
 	return res, nil
 }
