@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -658,8 +659,9 @@ func clearNode(ctx context.Context, primary client.Client, name string, o remove
 }
 
 // cleanUpSecondary removes, with the user's own credentials, what the join left in the secondary
-// (the registered identity cannot remove its own rights) and, unless orphaning, the namespaces
-// Flotilla created there that hold nothing else.
+// (the registered identity cannot remove its own rights), what made it a member of the ClusterSet
+// (imports and their objects, ClusterProperties) and, unless orphaning, the namespaces Flotilla
+// created there that hold nothing else.
 func cleanUpSecondary(ctx context.Context, g *GlobalOptions, o removeOptions, contextName, name, primaryID, clusterID string, out io.Writer) error {
 	userContext := o.context
 	if userContext == "" {
@@ -672,8 +674,15 @@ func cleanUpSecondary(ctx context.Context, g *GlobalOptions, o removeOptions, co
 			"or delete them with kubectl.\n", name, err, flotillav1.LabelPrimary, primaryID, name)
 		return werr
 	}
-	// Namespaces first, while this primary's admission policy is whole (the orphaned delegates
-	// keep running in theirs).
+	// The ClusterSet's objects and namespaces first, while this primary's admission policy is
+	// whole (the orphaned delegates keep running in theirs).
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return fmt.Errorf("dynamic client of %s: %w", name, err)
+	}
+	if err := removeSetMembership(ctx, dyn, name, primaryID, out); err != nil {
+		return err
+	}
 	if !o.orphan {
 		if err := removeNamespaces(ctx, c, rc, name, primaryID, out); err != nil {
 			return err
