@@ -209,6 +209,46 @@ var _ = Describe("Services across clusters", Ordered, Label("real-nodes"), func(
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 	})
 
+	It("imports only the exporting clusters' endpoints, and sends each port of the import only to the clusters that expose it", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		// The same Service in the primary and in secondary2, exported by the primary only.
+		deploy(ctx, bed.Primary, "dual", "")
+		export(ctx, bed.Primary, "dual", 8080, "http")
+		deploy(ctx, s2, "dual", "")
+		_, err := s2.Clientset.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "dual"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "dual"}, Ports: []corev1.ServicePort{
+				{Name: "other", Port: 9090, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		var ip string
+		Eventually(func(g Gomega) {
+			imp := importIn(g, ctx, s1, "dual")
+			g.Expect(imp.Spec.IPs).NotTo(BeEmpty())
+			ip = imp.Spec.IPs[0]
+			g.Expect(endpointsIn(g, ctx, s1, "dual")).To(HaveKey("primary"))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		Eventually(func(g Gomega) {
+			out := answers(g, ctx, s1, fmt.Sprintf("http://%s:8080/", ip), 10)
+			g.Expect(strings.Count(out, "node="+testbed.RealNodeName)).To(Equal(10), "only the exporting cluster answers: %s", out)
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+
+		// secondary2 exports it too, with a port of another name: each port reaches only the
+		// cluster that exposes it.
+		Expect(clientOf(s2).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dual"}})).To(Succeed())
+		Eventually(func(g Gomega) {
+			imp := importIn(g, ctx, s1, "dual")
+			g.Expect(imp.Spec.Ports).To(ConsistOf(
+				mcsv1beta1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: 8080},
+				mcsv1beta1.ServicePort{Name: "other", Protocol: corev1.ProtocolTCP, Port: 9090}))
+			g.Expect(endpointsIn(g, ctx, s1, "dual")).To(HaveKey(s2.Name))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		Eventually(func(g Gomega) {
+			out := answers(g, ctx, s1, fmt.Sprintf("http://%s:8080/", ip), 10)
+			g.Expect(strings.Count(out, "node="+testbed.RealNodeName)).To(Equal(10), "port 8080 reaches only the primary: %s", out)
+			out = answers(g, ctx, s1, fmt.Sprintf("http://%s:9090/", ip), 10)
+			g.Expect(strings.Count(out, "node="+s2.RealNode.Name)).To(Equal(10), "port 9090 reaches only secondary2: %s", out)
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+	})
+
 	It("raises Conflict on both exports when their ports contradict: the older export's port is the import's, and both say why", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]
 		export(ctx, bed.Primary, "clash", 80, "web")
