@@ -27,7 +27,9 @@ var setMembership = []struct {
 	{[]schema.GroupVersionResource{{Group: "multicluster.x-k8s.io", Version: "v1beta1", Resource: "serviceimports"},
 		{Group: "multicluster.x-k8s.io", Version: "v1alpha1", Resource: "serviceimports"}}, func(*unstructured.Unstructured) bool { return true }},
 	{[]schema.GroupVersionResource{{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}},
-		func(u *unstructured.Unstructured) bool { return u.GetLabels()["endpointslice.kubernetes.io/managed-by"] == "flotilla.dev" }},
+		func(u *unstructured.Unstructured) bool {
+			return u.GetLabels()["endpointslice.kubernetes.io/managed-by"] == "flotilla.dev"
+		}},
 	{[]schema.GroupVersionResource{{Version: "v1", Resource: "services"}},
 		func(u *unstructured.Unstructured) bool { return strings.HasPrefix(u.GetName(), "flotilla-mcs-") }},
 	{[]schema.GroupVersionResource{{Group: "about.k8s.io", Version: "v1beta1", Resource: "clusterproperties"},

@@ -32,8 +32,8 @@ func TestRemoveSetMembershipDeletesOnlyThisPrimarys(t *testing.T) {
 	listKinds := map[schema.GroupVersionResource]string{
 		{Group: "multicluster.x-k8s.io", Version: "v1beta1", Resource: "serviceimports"}: "ServiceImportList",
 		{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}:           "EndpointSliceList",
-		{Version: "v1", Resource: "services"}:                                             "ServiceList",
-		{Group: "about.k8s.io", Version: "v1beta1", Resource: "clusterproperties"}:        "ClusterPropertyList",
+		{Version: "v1", Resource: "services"}:                                            "ServiceList",
+		{Group: "about.k8s.io", Version: "v1beta1", Resource: "clusterproperties"}:       "ClusterPropertyList",
 	}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds,
 		obj("multicluster.x-k8s.io/v1beta1", "ServiceImport", "shop", "web", ours),

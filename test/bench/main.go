@@ -222,17 +222,7 @@ func run(ctx context.Context, o options) (err error) {
 	for _, pid := range bed.PIDs() {
 		bedMiB += procMiB(pid, "VmRSS:")
 	}
-	if err := installCRDs(ctx, bed.Primary); err != nil {
-		return err
-	}
-	if o.mcsEndpoints > 0 { // before the manager starts: it runs the MCS controller only with them
-		for _, c := range bed.Clusters() {
-			if err := installCRDsFrom(ctx, c, "crd/mcs/*.yaml"); err != nil {
-				return fmt.Errorf("the MCS API's CRDs in %s: %w", c.Name, err)
-			}
-		}
-	}
-	if _, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.SystemNamespace}}, metav1.CreateOptions{}); err != nil {
+	if err := prepareBed(ctx, bed, o); err != nil {
 		return err
 	}
 	mgr, leaderWebhook, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir, "", o)
@@ -274,14 +264,38 @@ func run(ctx context.Context, o options) (err error) {
 		return mgr.diedWith(err)
 	}
 	rep.derive(mgr, standby)
-	if o.mcsEndpoints > 0 {
-		fmt.Printf("bench: %d endpoints exported from %d clusters...\n", o.mcsEndpoints, len(bed.Clusters()))
-		if rep.MCS, err = measureMCS(ctx, bed, o.mcsEndpoints); err != nil {
-			return mgr.diedWith(err)
-		}
+	if err := rep.measureServices(ctx, bed, mgr, o); err != nil {
+		return err
 	}
 	print(rep)
 	return writeReport(rep, out)
+}
+
+// prepareBed installs the CRDs the manager needs before it starts (it runs the MCS controller
+// only with the MCS API's) and its system namespace.
+func prepareBed(ctx context.Context, bed *testbed.Bed, o options) error {
+	if err := installCRDs(ctx, bed.Primary); err != nil {
+		return err
+	}
+	if o.mcsEndpoints > 0 {
+		if err := installMCSCRDs(ctx, bed); err != nil {
+			return err
+		}
+	}
+	_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.SystemNamespace}}, metav1.CreateOptions{})
+	return err
+}
+
+// measureServices runs the Multi-Cluster Services measurement, unless the options leave it out.
+func (rep *Report) measureServices(ctx context.Context, bed *testbed.Bed, mgr *benchManager, o options) (err error) {
+	if o.mcsEndpoints <= 0 {
+		return nil
+	}
+	fmt.Printf("bench: %d endpoints exported from %d clusters...\n", o.mcsEndpoints, len(bed.Clusters()))
+	if rep.MCS, err = measureMCS(ctx, bed, o.mcsEndpoints); err != nil {
+		return mgr.diedWith(err)
+	}
+	return nil
 }
 
 // derive fills in the ratios and the managers' memory once the runs are done.

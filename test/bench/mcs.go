@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -126,6 +127,16 @@ func (w *importWatch) waitFor(ctx context.Context, timeout time.Duration, cond f
 	}
 }
 
+// installMCSCRDs installs the MCS API's CRDs in every cluster of the bed.
+func installMCSCRDs(ctx context.Context, bed *testbed.Bed) error {
+	for _, c := range bed.Clusters() {
+		if err := installCRDsFrom(ctx, c, "crd/mcs/*.yaml"); err != nil {
+			return fmt.Errorf("the MCS API's CRDs in %s: %w", c.Name, err)
+		}
+	}
+	return nil
+}
+
 // measureMCS exports one name from every cluster of the set (a Service without selector and its
 // EndpointSlices, as any EndpointSlice writer would), then writes n ready endpoints split over the
 // clusters and times until every cluster's import holds all of them; then flips one endpoint at a
@@ -141,31 +152,55 @@ func measureMCS(ctx context.Context, bed *testbed.Bed, n int) (*MCSResult, error
 		w.slices = append(w.slices, map[string][]string{})
 		f := informers.NewSharedInformerFactoryWithOptions(c.Clientset, 0, informers.WithNamespace(mcsNamespace),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = mcsv1beta1.LabelServiceName + "=" + mcsName }))
-		inf := f.Discovery().V1().EndpointSlices().Informer()
-		if _, err := inf.AddEventHandler(w.handler(i)); err != nil {
+		if _, err := f.Discovery().V1().EndpointSlices().Informer().AddEventHandler(w.handler(i)); err != nil {
 			return nil, err
 		}
 		f.Start(stop)
 	}
+	if err := exportEverywhere(ctx, clusters); err != nil {
+		return nil, err
+	}
+	all, err := writeEndpoints(ctx, clusters, n)
+	if err != nil {
+		return nil, err
+	}
+	written := time.Now()
+	if err := w.waitFor(ctx, 2*time.Minute, func(p []map[string]bool) bool {
+		return !slices.ContainsFunc(p, func(m map[string]bool) bool { return len(m) < n })
+	}); err != nil {
+		return nil, fmt.Errorf("%d endpoints in every import: %w", n, err)
+	}
+	res.AllImportedSeconds = round(time.Since(written).Seconds())
+	lat, err := flipEndpoints(ctx, clusters, all, w)
+	if err != nil {
+		return nil, err
+	}
+	res.Changes, res.ChangeP50Millis, res.ChangeP90Millis = len(lat), percentile(lat, 0.5), percentile(lat, 0.9)
+	return res, nil
+}
+
+// exportEverywhere makes the Service (no selector) and its ServiceExport in every cluster, and
+// waits until every cluster's import lists them all: what is timed next is the endpoints, not
+// the import's creation.
+func exportEverywhere(ctx context.Context, clusters []*testbed.Cluster) error {
 	for _, c := range clusters {
 		// Flotilla may have made it already, for the import of an export in another cluster.
 		if _, err := c.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: mcsNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, err
+			return err
 		}
 		if _, err := c.Clientset.CoreV1().Services(mcsNamespace).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: mcsName},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}, metav1.CreateOptions{}); err != nil {
-			return nil, err
+			return err
 		}
 		cl, err := client.New(c.RESTConfig, client.Options{Scheme: benchScheme})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := cl.Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: mcsNamespace, Name: mcsName}}); err != nil {
-			return nil, fmt.Errorf("exporting in %s: %w", c.Name, err)
+			return fmt.Errorf("exporting in %s: %w", c.Name, err)
 		}
 	}
-	// The import everywhere first: what is timed is the endpoints, not the import's creation.
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		for _, c := range clusters {
 			cl, err := client.New(c.RESTConfig, client.Options{Scheme: benchScheme})
 			if err != nil {
@@ -177,16 +212,19 @@ func measureMCS(ctx context.Context, bed *testbed.Bed, n int) (*MCSResult, error
 			}
 		}
 		return true, nil
-	}); err != nil {
-		return nil, fmt.Errorf("the import in every cluster: %w", err)
-	}
+	})
+}
 
-	// n endpoints, split over the clusters, in slices of perSlice, written in parallel.
-	type written struct {
-		cluster int
-		slice   *discoveryv1.EndpointSlice
-	}
-	var all []written
+// writtenSlice is an EndpointSlice the bench wrote in one cluster.
+type writtenSlice struct {
+	cluster int
+	slice   *discoveryv1.EndpointSlice
+}
+
+// writeEndpoints writes n ready endpoints split over the clusters, in slices of perSlice, all in
+// parallel.
+func writeEndpoints(ctx context.Context, clusters []*testbed.Cluster, n int) ([]writtenSlice, error) {
+	var all []writtenSlice
 	for i := range clusters {
 		share := n / len(clusters)
 		if i < n%len(clusters) {
@@ -200,7 +238,7 @@ func measureMCS(ctx context.Context, bed *testbed.Bed, n int) (*MCSResult, error
 				s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 200+i, j/250, 1+j%250)},
 					Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
 			}
-			all = append(all, written{i, s})
+			all = append(all, writtenSlice{i, s})
 		}
 	}
 	var wg sync.WaitGroup
@@ -215,23 +253,15 @@ func measureMCS(ctx context.Context, bed *testbed.Bed, n int) (*MCSResult, error
 		})
 	}
 	wg.Wait()
-	written0 := time.Now()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	if err := w.waitFor(ctx, 2*time.Minute, func(p []map[string]bool) bool {
-		return !slices.ContainsFunc(p, func(m map[string]bool) bool { return len(m) < n })
-	}); err != nil {
-		return nil, fmt.Errorf("%d endpoints in every import: %w", n, err)
-	}
-	res.AllImportedSeconds = round(time.Since(written0).Seconds())
+	return all, errors.Join(errs...)
+}
 
-	// One endpoint at a time: not ready, then ready again, in turn in each cluster.
+// flipEndpoints makes one endpoint at a time not ready, then ready again, in turn in each
+// cluster, and returns (sorted) how long each change took to show in every other cluster's import.
+func flipEndpoints(ctx context.Context, clusters []*testbed.Cluster, all []writtenSlice, w *importWatch) ([]float64, error) {
 	var lat []float64
 	for k := range 40 {
-		x := &all[((k/2)*7)%len(all)] // each endpoint made not ready, then ready again
+		x := &all[((k/2)*7)%len(all)]
 		addr := x.slice.Endpoints[0].Addresses[0]
 		ready := k%2 == 1
 		s := x.slice.DeepCopy()
@@ -255,6 +285,5 @@ func measureMCS(ctx context.Context, bed *testbed.Bed, n int) (*MCSResult, error
 		lat = append(lat, float64(time.Since(t0).Milliseconds()))
 	}
 	sort.Float64s(lat)
-	res.Changes, res.ChangeP50Millis, res.ChangeP90Millis = len(lat), percentile(lat, 0.5), percentile(lat, 0.9)
-	return res, nil
+	return lat, nil
 }

@@ -99,12 +99,12 @@ var _ = Describe("the MCS conformance suite's cases", Ordered, func() {
 	}
 	awaitImport := func(ctx SpecContext, c *testbed.Cluster) *mcsv1beta1.ServiceImport {
 		var imp *mcsv1beta1.ServiceImport
-		Eventually(func() (err error) { imp, err = getImport(ctx, c); return err }).WithContext(ctx).WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).
+		Eventually(func() (err error) { imp, err = getImport(ctx, c); return err }).WithContext(ctx).WithTimeout(20*time.Second).WithPolling(100*time.Millisecond).
 			Should(Succeed(), "no ServiceImport in %s within 20 s", c.Name)
 		return imp
 	}
 	awaitNoImport := func(ctx SpecContext, c *testbed.Cluster) {
-		Eventually(func() bool { _, err := getImport(ctx, c); return apierrors.IsNotFound(err) }).WithContext(ctx).WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).
+		Eventually(func() bool { _, err := getImport(ctx, c); return apierrors.IsNotFound(err) }).WithContext(ctx).WithTimeout(20*time.Second).WithPolling(100*time.Millisecond).
 			Should(BeTrue(), "the ServiceImport still in %s after 20 s", c.Name)
 	}
 	condition := func(ctx SpecContext, c *testbed.Cluster, t mcsv1beta1.ServiceExportConditionType) func() metav1.ConditionStatus {
@@ -208,7 +208,7 @@ var _ = Describe("the MCS conformance suite's cases", Ordered, func() {
 				left = append(left, mcsSlices(ctx, c)...)
 			}
 			return left
-		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(BeEmpty(), "the EndpointSlices %v", seen)
+		}).WithContext(ctx).WithTimeout(20*time.Second).Should(BeEmpty(), "the EndpointSlices %v", seen)
 	})
 
 	It("merges two exports as the KEP says: the union of the ports with a Conflict on both; the oldest's port, headlessness and exported labels win; the import lives while one export does", func(ctx SpecContext) {
@@ -279,6 +279,6 @@ var _ = Describe("the MCS conformance suite's cases", Ordered, func() {
 				}
 			}
 			return true
-		}).WithContext(ctx).WithTimeout(5 * time.Second).Should(BeTrue(), "an import of an ExternalName Service")
+		}).WithContext(ctx).WithTimeout(5*time.Second).Should(BeTrue(), "an import of an ExternalName Service")
 	})
 })
