@@ -254,6 +254,7 @@ func init() {
 		"mkdir":    mkdir,
 		"rm":       rm,
 		"chmod":    chmod,
+		"nslookup": nslookup,
 	}
 }
 
