@@ -33,7 +33,7 @@ help: ## Show the targets
 tools-for = @test/tools/install.sh $(1)
 
 .PHONY: tools
-tools: ## Build and cache every tool (kube-*, etcd, kwok, kubectl, helm, metrics-server, cert-manager, controller-gen, ginkgo, golangci-lint)
+tools: ## Build and cache every tool (kube-*, etcd, kwok, kubectl, helm, metrics-server, CoreDNS, cert-manager, controller-gen, ginkgo, golangci-lint)
 	$(call tools-for,all)
 
 .PHONY: build
@@ -188,7 +188,7 @@ integration: ## Integration suites: controllers and the webhook on real API serv
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=15m ./test/integration/...
 
 .PHONY: real-nodes
-real-nodes: ## The bed's real nodes as root: the primary's, then the secondaries' with each pod network (isolated, flat), each torn down and the host checked
+real-nodes: ## The bed's real nodes as root: the primary's, then the secondaries' with each pod network (isolated, flat), then every cluster's DNS (CoreDNS, clusterset.local), each torn down and the host checked
 	$(call tools-for,bed)
 	@if [ "$$(id -u)" -ne 0 ]; then echo "real-nodes: skipped: the real nodes need root (containerd, network namespaces, iptables); CI runs as root"; exit 0; fi; \
 	set -e; \
@@ -196,7 +196,9 @@ real-nodes: ## The bed's real nodes as root: the primary's, then the secondaries
 	for net in isolated flat; do \
 		echo "real-nodes: the secondaries' real nodes, pod network $$net"; \
 		FLOTILLA_REAL_NODE=1 FLOTILLA_SECONDARY_POD_NETWORK=$$net go test -count=1 -v -timeout 10m -run '^TestSecondaryRealNodes$$' ./test/testbed; \
-	done
+	done; \
+	echo "real-nodes: the cluster DNS of every cluster with a real node"; \
+	FLOTILLA_REAL_NODE=1 go test -count=1 -v -timeout 10m -run '^TestClusterDNS$$' ./test/testbed
 
 .PHONY: e2e
 e2e: ## End-to-end suites on a fresh local test bed (one bed per run)

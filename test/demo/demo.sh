@@ -12,6 +12,11 @@ export KUBECONFIG="$dir/kubeconfig"
 flotillactl() { bin/flotillactl --primary-context primary "$@"; }
 
 helm=${HELM:-helm}
+# The chart takes over the CRDs it renders that exist already and are no release's: the
+# Multi-Cluster Services CRDs the bed creates for its CoreDNS in every cluster with a real node,
+# and in a secondary the FlotillaPrimary CRD an earlier join installed (same CRDs, now Helm's to
+# upgrade). Harmless on a release that exists: all of it is the release's already.
+adopt=(--take-ownership)
 # In cluster where the bed has its real node (root, Debian's containerd): the chart installs the
 # manager as 2 pods from the image make image builds. Elsewhere the manager runs on this host.
 join_args=()
@@ -20,7 +25,7 @@ if "$kubectl" --context primary get node realnode >/dev/null 2>&1; then
   make --no-print-directory image
   ctr -a /run/flotilla-realnode/containerd.sock -n k8s.io images import bin/image/flotilla-manager.tar >/dev/null
   "$helm" --kube-context primary upgrade --install flotilla charts/flotilla -n flotilla-system --create-namespace --wait --timeout 3m \
-    --set manager.image.pullPolicy=Never --set replicator.enabled=true \
+    "${adopt[@]}" --set manager.image.pullPolicy=Never --set replicator.enabled=true \
     --set-string 'manager.nodeSelector.testbed\.flotilla\.dev/real-node=true' \
     --set 'manager.tolerations[0].key=testbed.flotilla.dev/real-node,manager.tolerations[0].operator=Exists,manager.tolerations[0].effect=NoSchedule'
   "$kubectl" --context primary -n flotilla-system get pods -o wide
@@ -30,7 +35,7 @@ if "$kubectl" --context primary get node realnode >/dev/null 2>&1; then
 else
   echo "== manager: out of cluster, on this host (no real node in the bed: see the dev-up output above for why)"
   "$helm" --kube-context primary upgrade --install flotilla charts/flotilla -n flotilla-system --create-namespace --wait \
-    --set manager.enabled=false --set replicator.enabled=true >/dev/null
+    "${adopt[@]}" --set manager.enabled=false --set replicator.enabled=true >/dev/null
   # The manager runs as the chart's ServiceAccount, as it would in cluster: the primary's admission
   # policy lets only that identity write what only Flotilla writes on pods (with the admin's
   # credentials every proxy would stay Pending). A 24 h token: run `make demo` again after that.
@@ -53,13 +58,6 @@ fi
 echo
 echo "== helm install flotilla charts/flotilla --set role=secondary in secondary1 / secondary2 (the FlotillaPrimary CRD)"
 for c in secondary1 secondary2; do
-  adopt=()
-  # A bed kept from a demo that joined without the secondary chart holds the CRD join installed,
-  # which is no release's yet: the chart takes it over (same CRD, now Helm's to upgrade).
-  if ! "$helm" --kube-context "$c" status flotilla -n flotilla-system >/dev/null 2>&1 &&
-    "$kubectl" --context "$c" get crd flotillaprimaries.flotilla.dev >/dev/null 2>&1; then
-    adopt=(--take-ownership)
-  fi
   "$helm" --kube-context "$c" upgrade --install flotilla charts/flotilla -n flotilla-system --create-namespace \
     --set role=secondary "${adopt[@]}" >/dev/null
   "$kubectl" --context "$c" get crd flotillaprimaries.flotilla.dev -L app.kubernetes.io/managed-by --no-headers

@@ -131,13 +131,15 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	}
 
 	// The chart installs CRDs, ServiceAccount and RBAC; the manager runs here, out of cluster, as
-	// that ServiceAccount, so every spec also proves the chart's RBAC is enough.
+	// that ServiceAccount, so every spec also proves the chart's RBAC is enough. The bed created the
+	// Multi-Cluster Services CRDs already in every cluster with a real node (its CoreDNS lists
+	// ServiceImports): the chart takes them over (the same CRDs, now Helm's to upgrade).
 	out, err := helm(ctx, bed.Primary, slices.Concat([]string{"install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
-		"--create-namespace", "--wait"}, outOfClusterValues)...)
+		"--create-namespace", "--wait", "--take-ownership"}, outOfClusterValues)...)
 	Expect(err).NotTo(HaveOccurred(), "helm install (primary): %s", out)
 	for _, s := range bed.Secondaries {
 		out, err = helm(ctx, s, "install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
-			"--create-namespace", "--set", "role=secondary")
+			"--create-namespace", "--set", "role=secondary", "--take-ownership")
 		Expect(err).NotTo(HaveOccurred(), "helm install (%s): %s", s.Name, out)
 	}
 	managerKubeconfig = filepath.Join(workDir, "manager.kubeconfig")

@@ -223,6 +223,12 @@ func applyCRDs(ctx context.Context, c *Cluster, path string) error {
 	if len(names) == 0 {
 		return fmt.Errorf("%s holds no CRD", path)
 	}
+	return waitCRDsEstablished(ctx, cs, names)
+}
+
+// waitCRDsEstablished waits until each named CRD is established: its resources are served.
+func waitCRDsEstablished(ctx context.Context, cs apiextensionsclient.Interface, names []string) error {
+	crdClient := cs.ApiextensionsV1().CustomResourceDefinitions()
 	for _, name := range names {
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			got, err := crdClient.Get(ctx, name, metav1.GetOptions{})

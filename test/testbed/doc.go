@@ -31,4 +31,14 @@
 // As root, the primary can get one real node (Options.RealNode: containerd, a kubelet and
 // kube-proxy on this host) and each secondary one too (Options.SecondaryRealNodes), each of the
 // latter in a network namespace of its own; their teardown restores the host, also after a crash.
+//
+// Every cluster with a real node has a cluster DNS (dns.go): a CoreDNS on the host, built by
+// `make tools` with the kubernetes plugin, reading its own cluster as a ServiceAccount of its own.
+// It answers cluster.local, and clusterset.local from the cluster's Multi-Cluster Services
+// ServiceImports (the bed installs the MCS CRDs there when absent, which a chart installed after
+// takes over with helm's --take-ownership), and forwards nothing. Pods reach it at the ClusterIP
+// of kube-system/kube-dns (the tenth address of the Service range, Cluster.DNSServiceIP), which
+// the kubelet's clusterDNS names and kube-proxy sends to CoreDNS's free port on the host. Its PID
+// file and log sit beside kwokctl's, so the cluster's teardown stops it and a failed spec keeps
+// its log.
 package testbed

@@ -145,9 +145,14 @@ func checkRealNodeTools(toolsDir string) error {
 	if err != nil {
 		return err
 	}
-	for _, b := range []string{"kubelet", "kube-proxy"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return fmt.Errorf("no %s in %s: run `make tools`", b, dir)
+	// Every cluster with a real node has its CoreDNS (dns.go).
+	coredns, err := corednsBinary(dir)
+	if err != nil {
+		return err
+	}
+	for _, b := range []string{filepath.Join(dir, "kubelet"), filepath.Join(dir, "kube-proxy"), coredns} {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("no %s in %s: run `make tools`", filepath.Base(b), dir)
 		}
 	}
 	return nil
@@ -531,12 +536,12 @@ func (n *RealNode) ImportImage(ctx context.Context, tarPath string) error {
 }
 
 // join starts the kubelet and kube-proxy against the primary, once it runs, and waits until the
-// node is Ready and kube-proxy has written the `kubernetes` Service's rules: a pod dialling its
-// ClusterIP earlier would leave the host by the default route (G3).
+// node is Ready and kube-proxy has written the rules of the `kubernetes` Service and of the
+// cluster DNS: a pod dialling their ClusterIPs earlier would leave the host by the default route (G3).
 func (n *RealNode) join(ctx context.Context, primary *Cluster, caFile string) error {
 	start := time.Now()
 	n.state.Kubeconfig = primary.KubeconfigPath
-	cfg := n.config(caFile, primary.KubeconfigPath)
+	cfg := n.config(caFile, primary.KubeconfigPath).withDNS(primary)
 	kubeletCfg, err := render(kubeletTmpl, cfg)
 	if err != nil {
 		return err
@@ -573,18 +578,34 @@ func (n *RealNode) join(ctx context.Context, primary *Cluster, caFile string) er
 		"--config", filepath.Join(n.Dir, "kube-proxy", "config.yaml"), "--v=2"); err != nil {
 		return err
 	}
-	err = waitFor(ctx, time.Minute, "kube-proxy's rules for the kubernetes Service", func(ctx context.Context) error {
+	err = waitFor(ctx, time.Minute, "kube-proxy's rules for the kubernetes and DNS Services", func(ctx context.Context) error {
 		out, err := exec.CommandContext(ctx, "iptables", "-w", "-t", "nat", "-S", "KUBE-SERVICES").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "default/kubernetes:https") {
-			return fmt.Errorf("no rule yet: %w", err)
-		}
-		return nil
+		return missingServiceRules(string(out), err, primary)
 	})
 	if err != nil {
 		return n.withLog(err, "kube-proxy")
 	}
 	fmt.Fprintf(n.log, "testbed: real node %s Ready (kubelet, kube-proxy) in %s, pods %s, Services %s\n",
 		n.Name, time.Since(start).Round(100*time.Millisecond), n.PodCIDR, n.ServiceCIDR)
+	return nil
+}
+
+// missingServiceRules says which Service a node's KUBE-SERVICES chain (out, as iptables -S
+// printed it, or err) does not route yet: the `kubernetes` Service and, when the cluster has one,
+// its DNS. A pod dialling either earlier would leave by the default route (G3).
+func missingServiceRules(out string, err error, c *Cluster) error {
+	if err != nil {
+		return fmt.Errorf("listing KUBE-SERVICES: %w", err)
+	}
+	wants := []string{"default/kubernetes:https"}
+	if c.DNSServiceIP != "" {
+		wants = append(wants, metav1.NamespaceSystem+"/"+DNSServiceName+":dns")
+	}
+	for _, w := range wants {
+		if !strings.Contains(out, w) {
+			return fmt.Errorf("no rule for %s yet", w)
+		}
+	}
 	return nil
 }
 

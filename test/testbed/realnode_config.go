@@ -198,6 +198,16 @@ type realNodeConfig struct {
 	LeaseDurationSecs int
 	CgroupRoot        string // "" for the cgroup root; a node beside another kubelet gets its own
 	NoIPMasq          bool   // pods leave the node with their own address (a flat pod network)
+	ClusterDNS        string // the cluster DNS's ClusterIP, "" for none (the pods get the host's resolv.conf)
+	ClusterDomain     string
+}
+
+// withDNS is c with the cluster's DNS, if the cluster has one, in the kubelet's configuration.
+func (c realNodeConfig) withDNS(cluster *Cluster) realNodeConfig {
+	if cluster.DNSServiceIP != "" {
+		c.ClusterDNS, c.ClusterDomain = cluster.DNSServiceIP, ClusterDomain
+	}
+	return c
 }
 
 // containerd 1.6 on this kind of host: restrict_oom_score_adj because root lacks CAP_SYS_RESOURCE
@@ -237,7 +247,8 @@ var cniTmpl = template.Must(template.New("cni").Parse(`{"cniVersion": "0.4.0", "
 `))
 
 // The kubelet: cgroup v1 allowed, cgroupfs (no systemd), no image GC (imported images cannot be
-// pulled back), pod logs in the node's dir, a short lease for the primary's short grace period.
+// pulled back), pod logs in the node's dir, a short lease for the primary's short grace period;
+// the cluster's DNS, where it has one, for the pods' resolv.conf (search domains and nameserver).
 var kubeletTmpl = template.Must(template.New("kubelet").Parse(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -267,6 +278,10 @@ registerWithTaints:
 - {key: "{{.Taint}}", value: "true", effect: NoSchedule}
 {{- if .CgroupRoot}}
 cgroupRoot: {{.CgroupRoot}}
+{{- end}}
+{{- if .ClusterDNS}}
+clusterDNS: [{{.ClusterDNS}}]
+clusterDomain: {{.ClusterDomain}}
 {{- end}}
 `))
 

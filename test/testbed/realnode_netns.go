@@ -511,7 +511,8 @@ func (n *SecondaryRealNode) ImportImage(ctx context.Context, tarPath string) err
 }
 
 // join starts the kubelet and kube-proxy against the secondary, in the node's namespaces, and
-// waits until the node is Ready and kube-proxy has written the `kubernetes` Service's rules.
+// waits until the node is Ready and kube-proxy has written the rules of the `kubernetes` Service
+// and of the cluster DNS.
 func (n *SecondaryRealNode) join(ctx context.Context, c *Cluster, caFile string) error {
 	start := time.Now()
 	kubeconfig := filepath.Join(n.Dir, "kubeconfig")
@@ -519,7 +520,7 @@ func (n *SecondaryRealNode) join(ctx context.Context, c *Cluster, caFile string)
 		return err
 	}
 	n.state.Kubeconfig = c.KubeconfigPath
-	cfg := n.config(caFile, kubeconfig)
+	cfg := n.config(caFile, kubeconfig).withDNS(c)
 	kubeletCfg, err := render(kubeletTmpl, cfg)
 	if err != nil {
 		return err
@@ -558,13 +559,10 @@ func (n *SecondaryRealNode) join(ctx context.Context, c *Cluster, caFile string)
 		"--config", filepath.Join(n.Dir, "kube-proxy", "config.yaml"), "--v=2"); err != nil {
 		return err
 	}
-	err = waitFor(ctx, time.Minute, "kube-proxy's rules for the kubernetes Service", func(ctx context.Context) error {
+	err = waitFor(ctx, time.Minute, "kube-proxy's rules for the kubernetes and DNS Services", func(ctx context.Context) error {
 		out, err := exec.CommandContext(ctx, "nsenter", "--net="+filepath.Join("/run/netns", n.Netns),
 			"iptables", "-w", "-t", "nat", "-S", "KUBE-SERVICES").CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "default/kubernetes:https") {
-			return fmt.Errorf("no rule yet: %w", err)
-		}
-		return nil
+		return missingServiceRules(string(out), err, c)
 	})
 	if err != nil {
 		return n.withLog(err, "kube-proxy")

@@ -16,12 +16,13 @@ import (
 // which pod and node answer, logs each request, drains on SIGTERM, exits on request, and serves
 // a readiness endpoint that can be flipped; with `sh -c` and `sh FILE` (> and >> redirections),
 // echo, sleep, cat, env, printenv, hostname, true, false, mkdir, rm, chmod and `wget -qO- URL` as
-// busybox has them. Real nodes import it; nothing is pulled. It is also the helper image of the
-// secondaries' volume provisioner (localpath.go).
+// busybox has them, and `nslookup [-type=A|AAAA|SRV] NAME` against the pod's resolv.conf (the
+// cluster DNS, dns.go). Real nodes import it; nothing is pulled. It is also the helper image of
+// the secondaries' volume provisioner (localpath.go).
 const TestAppImage = "testbed.local/testapp:1"
 
 // testAppApplets are the names the testapp binary answers to in the image, as links in /bin.
-var testAppApplets = []string{"sh", "echo", "sleep", "cat", "env", "printenv", "hostname", "true", "false", "tty", "spin", "ls", "test", "[", "wget", "mkdir", "rm", "chmod", "testapp"}
+var testAppApplets = []string{"sh", "echo", "sleep", "cat", "env", "printenv", "hostname", "true", "false", "tty", "spin", "ls", "test", "[", "wget", "mkdir", "rm", "chmod", "nslookup", "testapp"}
 
 // BuildTestAppImage builds test/testbed/testapp, static, into TestAppImage and writes the image
 // as a tarball in dir (for ImportImage); it returns the tarball's path.

@@ -121,8 +121,12 @@ type Cluster struct {
 	// RealNode is a secondary's real node, nil unless Options.SecondaryRealNodes (the primary's
 	// is Bed.RealNode).
 	RealNode *SecondaryRealNode
+	// DNSServiceIP is the ClusterIP of kube-system/kube-dns, the cluster DNS (CoreDNS, dns.go) that
+	// the pods of the cluster's real node use; empty in a cluster without a real node.
+	DNSServiceIP string
 
-	dir string // kwokctl's folder for this cluster
+	dir     string // kwokctl's folder for this cluster
+	dnsAddr string // the host address where CoreDNS listens, one the real node's pods reach
 }
 
 // Bed is a running set of clusters.
@@ -268,14 +272,24 @@ func (b *Bed) planRealNodes(ctx context.Context, opts Options, toolsDir string) 
 		if b.RealNode, err = planRealNode(opts.WorkDir, toolsDir, opts.Log); err != nil {
 			return fmt.Errorf("planning the real node: %w", err)
 		}
+		if b.Primary.DNSServiceIP, err = dnsServiceIP(b.RealNode.ServiceCIDR); err != nil {
+			return err
+		}
+		b.Primary.dnsAddr = b.RealNode.HostIP
 	}
 	if secondaries {
 		if b.SecondaryRealNodes, err = planSecondaryRealNodes(opts.WorkDir, toolsDir, b.Secondaries, b.RealNode, opts.Log); err != nil {
 			return fmt.Errorf("planning the secondaries' real nodes: %w", err)
 		}
 		for i, n := range b.SecondaryRealNodes {
-			b.Secondaries[i].RealNode = n
+			c := b.Secondaries[i]
+			c.RealNode = n
 			n.flat = opts.SecondaryPodNetwork == PodNetworkFlat
+			if c.DNSServiceIP, err = dnsServiceIP(secondaryServiceCIDR); err != nil {
+				return err
+			}
+			// The host's end of the veth: the claim creates it before the cluster starts.
+			c.dnsAddr = n.HostIP
 		}
 	}
 	return nil
@@ -400,6 +414,13 @@ func (b *Bed) startCluster(ctx context.Context, c *Cluster, opts Options) error 
 		return err
 	}
 	var with []string
+	if c.DNSServiceIP != "" {
+		// Before the real node joins: its kubelet's pods and kube-proxy's rules expect it.
+		if err := b.startClusterDNS(ctx, c); err != nil {
+			return err
+		}
+		with = append(with, "cluster DNS "+c.DNSServiceIP)
+	}
 	if !opts.NoMetricsServer {
 		if err := b.startMetricsServer(ctx, c); err != nil {
 			return err
@@ -680,6 +701,11 @@ func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 		return err
 	}
 	// kwokctl starts only its own components again.
+	if c.DNSServiceIP != "" {
+		if err := b.startClusterDNS(wctx, c); err != nil {
+			return err
+		}
+	}
 	if !b.noMetrics {
 		if err := b.startMetricsServer(wctx, c); err != nil {
 			return err
@@ -692,8 +718,9 @@ func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 }
 
 // SaveLogs copies every cluster's component logs (kube-apiserver, kube-controller-manager,
-// kube-scheduler, kwok, etcd) to dir/<cluster>/, and the real node's (containerd, kubelet,
-// kube-proxy) to dir/realnode/, so that they outlive the bed.
+// kube-scheduler, kwok, etcd, and the bed's own: metrics-server, CoreDNS...) to dir/<cluster>/,
+// and the real node's (containerd, kubelet, kube-proxy) to dir/realnode/, so that they outlive
+// the bed.
 func (b *Bed) SaveLogs(dir string) error {
 	for _, c := range b.Clusters() {
 		if err := copyLogs(filepath.Join(b.tools.clusterDir(c.Name), "logs"), filepath.Join(dir, c.Name)); err != nil {

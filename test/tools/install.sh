@@ -7,8 +7,8 @@
 #   (none), all    every set below (make tools, make e2e)
 #   bed            what a test bed needs (make dev-up, make demo, make bench): kube-apiserver,
 #                  kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy, etcd,
-#                  kwok, kwokctl and kwok's stages, metrics-server, local-path-provisioner, helm;
-#                  as root, the real node's Debian packages
+#                  kwok, kwokctl and kwok's stages, metrics-server, local-path-provisioner, CoreDNS,
+#                  helm; as root, the real node's Debian packages
 #   kube           kube-apiserver, kubectl, etcd (make integration: envtest)
 #   helm           helm (make chart)
 #   ginkgo         ginkgo (make chart, make integration)
@@ -147,6 +147,18 @@ fi
 if wanted bed; then
   run_step "local-path-provisioner $LOCAL_PATH_PROVISIONER_VERSION" "local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION" go_install_as local-path-provisioner \
     "github.com/rancher/local-path-provisioner@$LOCAL_PATH_PROVISIONER_VERSION" "local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION"
+fi
+# CoreDNS (the cluster DNS of every cluster with a real node), built by test/tools/coredns from the
+# coredns module with only the plugins the bed's Corefile uses; named with its version as the two above.
+coredns_module_version() { (cd "$here/coredns" && go list -m -f '{{.Version}}' github.com/coredns/coredns); }
+build_coredns() {
+  local have
+  have=$(coredns_module_version)
+  [[ "$have" == "$COREDNS_VERSION" ]] || { echo "tools: versions.env has COREDNS_VERSION=$COREDNS_VERSION but test/tools/coredns/go.mod requires $have (cd test/tools/coredns && go get github.com/coredns/coredns@$COREDNS_VERSION && go mod tidy)" >&2; return 1; }
+  (cd "$here/coredns" && go build -trimpath -ldflags "-s -w" -o "$bin/$1" .)
+}
+if wanted bed; then
+  run_step "coredns $COREDNS_VERSION" "coredns-$COREDNS_VERSION" build_coredns "coredns-$COREDNS_VERSION"
 fi
 
 # kwok's own stage manifests (node and pod lifecycles) ship in its module; the test bed loads them.

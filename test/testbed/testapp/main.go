@@ -9,6 +9,7 @@
 //	echo, sleep, true, false, cat, hostname, env, printenv, exit, tty, ls, test, [, wget -qO- URL
 //	mkdir [-p] [-m MODE], rm [-r] [-f], chmod MODE
 //	spin PERCENT      keeps one CPU busy PERCENT of the time (real usage for kubectl top and HPAs)
+//	nslookup [-type=A|AAAA|SRV] NAME   asks the cluster DNS of the pod's resolv.conf (see nslookup)
 //
 // The specs of other projects' suites write `sh -c "echo ..."` or `sleep 3600`: they run as they
 // were written.

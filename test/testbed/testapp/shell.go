@@ -254,6 +254,7 @@ func init() {
 		"mkdir":    mkdir,
 		"rm":       rm,
 		"chmod":    chmod,
+		"nslookup": nslookup,
 	}
 }
 
@@ -319,7 +320,11 @@ func sleep(args []string, stderr io.Writer) int {
 		return 2
 	}
 	if args[0] == "infinity" {
-		select {}
+		// Not an empty select: with no other goroutine, the runtime calls that a deadlock and
+		// exits 2 (seen in a container; a pod running `sleep infinity` crash-looped).
+		for {
+			time.Sleep(time.Hour)
+		}
 	}
 	s, err := strconv.ParseFloat(strings.TrimSuffix(args[0], "s"), 64)
 	if err != nil || s < 0 {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -263,5 +264,74 @@ func TestMkdirRmChmod(t *testing.T) {
 	}
 	if _, err := os.Stat(top); !os.IsNotExist(err) {
 		t.Errorf("%s still there after rm -rf: %v", top, err)
+	}
+}
+
+func TestNslookupArgs(t *testing.T) {
+	tests := map[string]struct {
+		args    []string
+		want    nslookupQuery
+		wantErr string
+	}{
+		"a name alone asks A and AAAA": {args: []string{"kubernetes.default"}, want: nslookupQuery{name: "kubernetes.default"}},
+		"-type=A":                      {args: []string{"-type=A", "web"}, want: nslookupQuery{qtype: "A", name: "web"}},
+		"-type after the name":         {args: []string{"web.", "-type=aaaa"}, want: nslookupQuery{qtype: "AAAA", name: "web."}},
+		"BIND's -query and -q":         {args: []string{"-query=srv", "-q=SRV", "hello.ns.svc.clusterset.local"}, want: nslookupQuery{qtype: "SRV", name: "hello.ns.svc.clusterset.local"}},
+		"no name":                      {args: []string{"-type=A"}, wantErr: "want a NAME"},
+		"nothing":                      {wantErr: "want a NAME"},
+		"a server argument":            {args: []string{"web", "10.0.0.10"}, wantErr: "SERVER argument is not supported"},
+		"an unknown type":              {args: []string{"-type=MX", "web"}, wantErr: `unknown query type "MX"`},
+		"an unknown option":            {args: []string{"-debug", "web"}, wantErr: "unknown option -debug"},
+		"-type without a value":        {args: []string{"-type", "web"}, wantErr: "unknown option -type"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := parseNslookupArgs(tc.args)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parseNslookupArgs(%q) = %+v, %v; want an error with %q", tc.args, got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("parseNslookupArgs(%q) = %+v, %v; want %+v", tc.args, got, err, tc.want)
+			}
+		})
+	}
+	var out, errs bytes.Buffer
+	if code := nslookup([]string{"-type=TXT", "web"}, &out, &errs); code != 2 || !strings.Contains(errs.String(), "usage: nslookup") {
+		t.Errorf("nslookup with a bad type: code %d, stderr %q", code, errs.String())
+	}
+}
+
+func TestNslookupPrintsAStableAnswer(t *testing.T) {
+	ips := []net.IP{net.ParseIP("fd00::1"), net.ParseIP("10.0.0.20"), net.ParseIP("10.0.0.3"), net.ParseIP("10.0.0.3")}
+	if got, want := strings.Join(formatAddresses(ips), "\n"), "Address: 10.0.0.3\nAddress: 10.0.0.20\nAddress: fd00::1"; got != want {
+		t.Errorf("formatAddresses = %q, want %q", got, want)
+	}
+	srvs := []*net.SRV{
+		{Target: "b.ns.svc.cluster.local.", Port: 80, Priority: 0, Weight: 50},
+		{Target: "a.ns.svc.cluster.local.", Port: 80, Priority: 0, Weight: 50},
+		{Target: "c.ns.svc.cluster.local.", Port: 42, Priority: 0, Weight: 10},
+	}
+	want := "web.ns.svc.cluster.local service = 0 10 42 c.ns.svc.cluster.local.\n" +
+		"web.ns.svc.cluster.local service = 0 50 80 a.ns.svc.cluster.local.\n" +
+		"web.ns.svc.cluster.local service = 0 50 80 b.ns.svc.cluster.local."
+	if got := strings.Join(formatSRV("web.ns.svc.cluster.local.", srvs), "\n"); got != want {
+		t.Errorf("formatSRV =\n%s\nwant\n%s", got, want)
+	}
+	failures := map[string]struct {
+		err  error
+		want string
+	}{
+		"no such name": {&net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}, "** server can't find x: NXDOMAIN"},
+		"no answer":    {nil, "** server can't find x: NXDOMAIN"},
+		"timeout":      {&net.DNSError{Err: "i/o timeout", Name: "x", IsTimeout: true}, ";; connection timed out; no servers could be reached"},
+		"servfail":     {&net.DNSError{Err: "server misbehaving", Name: "x", IsTemporary: true}, "** server can't find x: server misbehaving"},
+	}
+	for name, tc := range failures {
+		if got := nslookupFailure("x", tc.err); got != tc.want {
+			t.Errorf("%s: nslookupFailure = %q, want %q", name, got, tc.want)
+		}
 	}
 }
