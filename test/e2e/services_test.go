@@ -12,6 +12,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -37,6 +38,7 @@ var _ = Describe("Services across clusters", Ordered, Label("real-nodes"), func(
 				cl := clientOf(c)
 				Expect(cl.DeleteAllOf(ctx, &mcsv1beta1.ServiceExport{}, client.InNamespace(ns))).To(Succeed())
 				Expect(cl.DeleteAllOf(ctx, &appsv1.Deployment{}, client.InNamespace(ns))).To(Succeed())
+				Expect(cl.DeleteAllOf(ctx, &appsv1.StatefulSet{}, client.InNamespace(ns))).To(Succeed())
 				svcs, err := c.Clientset.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 				Expect(err).NotTo(HaveOccurred())
 				for _, svc := range svcs.Items {
@@ -247,6 +249,65 @@ var _ = Describe("Services across clusters", Ordered, Label("real-nodes"), func(
 			out = answers(g, ctx, s1, fmt.Sprintf("http://%s:9090/", ip), 10)
 			g.Expect(strings.Count(out, "node="+s2.RealNode.Name)).To(Equal(10), "port 9090 reaches only secondary2: %s", out)
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+	})
+
+	It("resolves <service>.<namespace>.svc.clusterset.local in every cluster: a ClusterSetIP import to its address (one SRV record), a headless one to its ready endpoints and each endpoint by <hostname>.<cluster>; cluster.local as before; a name not exported nowhere", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		deploy(ctx, bed.Primary, "named", "")
+		export(ctx, bed.Primary, "named", 8080, "http")
+		local, err := bed.Primary.Clientset.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "private"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "named"}, Ports: []corev1.ServicePort{{Port: 8080}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// A headless StatefulSet of 2 in secondary2, exported there.
+		sel := map[string]string{"app": "hs"}
+		_, err = s2.Clientset.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hs"},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Selector: sel, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = s2.Clientset.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "hs"},
+			Spec: appsv1.StatefulSetSpec{Replicas: ptr.To(int32(2)), ServiceName: "hs", Selector: &metav1.LabelSelector{MatchLabels: sel},
+				PodManagementPolicy: appsv1.ParallelPodManagement,
+				Template:            corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: onRealNode(appContainer("web", nil))}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(clientOf(s2).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hs"}})).To(Succeed())
+		podIPs := map[string]string{}
+		Eventually(func(g Gomega) {
+			for _, name := range []string{"hs-0", "hs-1"} {
+				p, err := s2.Clientset.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(p.Status.PodIP).NotTo(BeEmpty())
+				podIPs[name] = p.Status.PodIP
+			}
+			for _, c := range bed.Clusters() {
+				g.Expect(importIn(g, ctx, c, "named").Spec.IPs).NotTo(BeEmpty())
+				g.Expect(importIn(g, ctx, c, "hs").Spec.Type).To(Equal(mcsv1beta1.Headless))
+				g.Expect(endpointsIn(g, ctx, c, "hs")[s2.Name]).To(HaveLen(2))
+			}
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+
+		zone := ns + ".svc.clusterset.local"
+		for _, c := range bed.Clusters() {
+			Eventually(func(g Gomega) {
+				ip := importIn(g, ctx, c, "named").Spec.IPs[0]
+				out := runInCluster(g, ctx, c, ns, fmt.Sprintf("dns-%d", time.Now().UnixNano()%1000000),
+					"nslookup -type=A named."+zone+"; nslookup -type=SRV named."+zone+"; nslookup -type=A hs."+zone+"; "+
+						"nslookup -type=A hs-0."+s2.Name+".hs."+zone+"; nslookup -type=SRV hs."+zone+"; nslookup private."+zone)
+				g.Expect(out).To(ContainSubstring("Address: "+ip+"\n"), "named in %s: %s", c.Name, out)
+				g.Expect(strings.Count(out, " 8080 named."+zone+".")).To(Equal(1), "one SRV record for named, in %s: %s", c.Name, out)
+				for name, pip := range podIPs {
+					g.Expect(out).To(ContainSubstring("Address: "+pip+"\n"), "hs in %s: %s", c.Name, out)
+					g.Expect(out).To(ContainSubstring(" 8080 "+name+"."+s2.Name+".hs."+zone+"."), "hs SRV in %s: %s", c.Name, out)
+				}
+				g.Expect(strings.Count(out, "Address: "+podIPs["hs-0"]+"\n")).To(Equal(2), "hs-0 by its own name too, in %s: %s", c.Name, out)
+				g.Expect(out).To(ContainSubstring("can't find private."+zone), "a name not exported, in %s: %s", c.Name, out)
+			}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+		}
+		// cluster.local as before, and the name reaches the backend.
+		Eventually(func(g Gomega) {
+			out := runInCluster(g, ctx, bed.Primary, ns, fmt.Sprintf("dns-%d", time.Now().UnixNano()%1000000), "nslookup -type=A private."+ns+".svc.cluster.local")
+			g.Expect(out).To(ContainSubstring("Address: " + local.Spec.ClusterIP + "\n"))
+			out = answers(g, ctx, s1, "http://named."+zone+":8080/", 3)
+			g.Expect(strings.Count(out, "node="+testbed.RealNodeName)).To(Equal(3), "by its clusterset.local name from %s: %s", s1.Name, out)
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 	})
 
 	It("raises Conflict on both exports when their ports contradict: the older export's port is the import's, and both say why", func(ctx SpecContext) {
