@@ -144,6 +144,8 @@ var _ = Describe("Services across clusters", Ordered, Label("real-nodes"), func(
 		Eventually(func(g Gomega) {
 			out := answers(g, ctx, s1, fmt.Sprintf("http://%s:8080/", ip), 3)
 			g.Expect(strings.Count(out, "pod=backend-")).To(Equal(3), "a client in %s calling the import's address %s: %s", s1.Name, ip, out)
+			out = answers(g, ctx, s1, "http://backend."+ns+".svc.clusterset.local:8080/", 3)
+			g.Expect(strings.Count(out, "pod=backend-")).To(Equal(3), "a client in %s calling backend.%s.svc.clusterset.local: %s", s1.Name, ns, out)
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 
 		// Unexported: the import and its EndpointSlices leave every cluster.
@@ -162,7 +164,7 @@ var _ = Describe("Services across clusters", Ordered, Label("real-nodes"), func(
 		AddReportEntry("unexported: gone from every cluster", time.Since(start).Round(100*time.Millisecond).String())
 	})
 
-	It("withdraws a stopped secondary's endpoints from every import within the failover bound while the primary's keep answering, and brings them back when it answers again", func(ctx SpecContext) {
+	It("withdraws a stopped secondary's endpoints from every import within the failover bound while the primary's keep answering, keeps its export through a manager restart, and brings them back when it answers again", func(ctx SpecContext) {
 		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
 		// The same name exported by the primary (a plain Deployment on its real node) and by
 		// secondary2 (a Deployment of its own there).
@@ -202,8 +204,17 @@ var _ = Describe("Services across clusters", Ordered, Label("real-nodes"), func(
 		out := ""
 		Eventually(func(g Gomega) { out = answers(g, ctx, s1, fmt.Sprintf("http://%s:8080/", ip), 10) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 		Expect(strings.Count(out, "node="+testbed.RealNodeName)).To(Equal(10), "every call answered by the primary's backend: %s", out)
-		// Kept in the import's clusters: the export is not lost, its cluster only silent.
+		// Kept in the import's clusters: the export is not lost, its cluster only silent; not even
+		// by a manager that restarts meanwhile and cannot read that cluster.
 		Expect(importIn(Default, ctx, s1, "echo").Status.Clusters).To(ContainElement(mcsv1beta1.ClusterStatus{Cluster: s2.Name}))
+		restartManager(ctx, "--pod-network=flat")
+		Consistently(func(g Gomega) {
+			for _, c := range []*testbed.Cluster{bed.Primary, s1} {
+				imp := importIn(g, ctx, c, "echo")
+				g.Expect(imp.Status.Clusters).To(ContainElement(mcsv1beta1.ClusterStatus{Cluster: s2.Name}), "in %s", c.Name)
+				g.Expect(endpointsIn(g, ctx, c, "echo")).To(HaveKey("primary"))
+			}
+		}).WithContext(ctx).WithTimeout(10 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 
 		startAgain(ctx)
 		Eventually(func(g Gomega) {

@@ -331,8 +331,16 @@ func registerDNS(ctx context.Context, c *Cluster, port int32) error {
 			{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53},
 		}},
 	}
-	if _, err := c.Clientset.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("creating Service %s/%s at %s in %s: %w", ns, DNSServiceName, c.DNSServiceIP, c.Name, err)
+	// Read first: after a restart the Service is there, and the API server refuses a create of it
+	// for its address (already allocated) before it would say it exists.
+	_, err := c.Clientset.CoreV1().Services(ns).Get(ctx, DNSServiceName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if _, err := c.Clientset.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating Service %s/%s at %s in %s: %w", ns, DNSServiceName, c.DNSServiceIP, c.Name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("reading Service %s/%s in %s: %w", ns, DNSServiceName, c.Name, err)
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: DNSServiceName, Namespace: ns, Labels: map[string]string{

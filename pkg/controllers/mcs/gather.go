@@ -59,7 +59,9 @@ func (r *Reconciler) gather(ctx context.Context, key client.ObjectKey) ([]*clust
 	views := []*clusterView{p}
 	now := r.Clock.Now()
 	for _, snap := range r.Registry.Snapshots() {
-		if snap.Role != clusters.RoleSecondary || r.Registry.Removed(snap.Name) {
+		// A cluster that has not answered since the manager started has no role yet: it may be
+		// a silent secondary, whose exports the primary's import remembers.
+		if snap.Role == clusters.RolePrimary || snap.Name == r.PrimaryName || r.Registry.Removed(snap.Name) {
 			continue
 		}
 		v := &clusterView{name: snap.Name}
