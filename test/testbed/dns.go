@@ -191,11 +191,19 @@ func (b *Bed) startClusterDNS(ctx context.Context, c *Cluster) error {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		return fmt.Errorf("recording the CoreDNS of %s: %w", c.Name, err)
 	}
+	// A CoreDNS that does not become the cluster's DNS is stopped here: a second start would
+	// record another PID over its own, and nothing would stop it.
+	stop := func() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = os.Remove(corednsPIDFile(c.dir))
+	}
 	if err := waitCoreDNSReady(ctx, pid, readyPort); err != nil {
+		stop()
 		raw, _ := os.ReadFile(logPath)
 		return fmt.Errorf("the CoreDNS of %s is not ready: %w\nits log, last lines:\n%s", c.Name, err, lastLines(string(raw), 15))
 	}
 	if err := registerDNS(ctx, c, int32(port)); err != nil {
+		stop()
 		return err
 	}
 	fmt.Fprintf(b.log, "testbed: cluster %s: CoreDNS ready in %s at %s:%d, Service %s/%s %s\n", c.Name,
