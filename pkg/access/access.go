@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/mcs"
 )
 
 // Names of the objects a primary owns in a secondary, derived from its ID so that two primaries
@@ -161,8 +162,8 @@ func mcsExpression(id string) string {
     (
       (request.resource.group == 'multicluster.x-k8s.io' && request.resource.resource == 'serviceimports') ||
       (request.resource.group == 'discovery.k8s.io' && request.resource.resource == 'endpointslices' &&
-        (request.operation == 'DELETE' ? oldObject : object).metadata.?labels[?'endpointslice.kubernetes.io/managed-by'].orValue('') == 'flotilla.dev') ||
-      (request.resource.group == '' && request.resource.resource == 'services' && request.name.startsWith('flotilla-mcs-'))
+        (request.operation == 'DELETE' ? oldObject : object).metadata.?labels[?'endpointslice.kubernetes.io/managed-by'].orValue('') == ` + celString(mcs.ManagedBy) + `) ||
+      (request.resource.group == '' && request.resource.resource == 'services' && request.name.startsWith(` + celString(mcs.DerivedServicePrefix) + `))
     ) &&
     (request.operation == 'CREATE' || oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == ` + id + `)
   ) ||

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/mcs"
 )
 
 // setMembership are the objects that make a secondary a member of this primary's ClusterSet:
@@ -28,10 +30,12 @@ var setMembership = []struct {
 		{Group: "multicluster.x-k8s.io", Version: "v1alpha1", Resource: "serviceimports"}}, func(*unstructured.Unstructured) bool { return true }},
 	{[]schema.GroupVersionResource{{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}},
 		func(u *unstructured.Unstructured) bool {
-			return u.GetLabels()["endpointslice.kubernetes.io/managed-by"] == "flotilla.dev"
+			return u.GetLabels()[discoveryv1.LabelManagedBy] == mcs.ManagedBy
 		}},
 	{[]schema.GroupVersionResource{{Version: "v1", Resource: "services"}},
-		func(u *unstructured.Unstructured) bool { return strings.HasPrefix(u.GetName(), "flotilla-mcs-") }},
+		func(u *unstructured.Unstructured) bool {
+			return strings.HasPrefix(u.GetName(), mcs.DerivedServicePrefix)
+		}},
 	{[]schema.GroupVersionResource{{Group: "about.k8s.io", Version: "v1beta1", Resource: "clusterproperties"},
 		{Group: "about.k8s.io", Version: "v1alpha1", Resource: "clusterproperties"}}, func(*unstructured.Unstructured) bool { return true }},
 }

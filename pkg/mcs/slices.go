@@ -15,15 +15,18 @@ import (
 // the conformance suite tell them from a Service's own.
 const ManagedBy = "flotilla.dev"
 
+// DerivedServicePrefix begins the name of every Service that gives an import its address: the
+// fences in both roles and `cluster remove` know them by it.
+const DerivedServicePrefix = "flotilla-mcs-"
+
 // DerivedServiceName is the name of the Service without selector that gives a ClusterSetIP
 // import its address in each cluster: kube-proxy forwards that address to the EndpointSlices
 // labelled with this name. Short names keep theirs readable; long ones are hashed to fit a label.
 func DerivedServiceName(name string) string {
-	const prefix = "flotilla-mcs-"
-	if len(prefix)+len(name) <= 63 {
-		return prefix + name
+	if len(DerivedServicePrefix)+len(name) <= 63 {
+		return DerivedServicePrefix + name
 	}
-	return prefix + shortHash(name, 16)
+	return DerivedServicePrefix + shortHash(name, 16)
 }
 
 // SliceName is the name of the EndpointSlice mirroring the source EndpointSlice of an exporting

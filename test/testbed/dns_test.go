@@ -108,24 +108,12 @@ var serviceImportGVR = schema.GroupVersionResource{Group: mcsv1alpha1.GroupName,
 // Headless, to the endpoint's address. It tears down and checks every process is gone and the host
 // is as before. It changes the host (as root), so it runs only with FLOTILLA_REAL_NODE=1.
 func TestClusterDNS(t *testing.T) {
-	if os.Getenv("FLOTILLA_REAL_NODE") == "" {
-		t.Skip("changes this host as root: set FLOTILLA_REAL_NODE=1 to run it")
-	}
+	realNodeHost(t)
 	ctx := t.Context()
-	// The bed lock first: another bed's real nodes would make this host look unavailable, and the
-	// snapshot must not see their links and routes.
-	release, err := HoldBedLock(ctx, testLog{t}, BedLockWait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release)
 	if err := errors.Join(RealNodeAvailable(), SecondaryRealNodesAvailable()); err != nil {
 		t.Skip(err)
 	}
-	if err := CleanUpCrashedBeds(ctx, testLog{t}); err != nil {
-		t.Fatal(err)
-	}
-	before := snapshotForTest(t)
+	before := hostBefore(t)
 	work := t.TempDir()
 	start := time.Now()
 	// The e2e bed's pod network unless told otherwise: with flat, pods reach CoreDNS with their

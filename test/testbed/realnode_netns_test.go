@@ -63,17 +63,8 @@ func TestSecondaryRealNodeConfigsAreItsOwn(t *testing.T) {
 // and checks the host is as before and the volumes are gone. It changes the host (as root), so it runs only with
 // FLOTILLA_REAL_NODE=1.
 func TestSecondaryRealNodes(t *testing.T) {
-	if os.Getenv("FLOTILLA_REAL_NODE") == "" {
-		t.Skip("changes this host as root: set FLOTILLA_REAL_NODE=1 to run it")
-	}
+	realNodeHost(t)
 	ctx := t.Context()
-	// The bed lock first: another bed's real nodes would make this host look unavailable, and the
-	// snapshot must not see their links and routes.
-	release, err := HoldBedLock(ctx, testLog{t}, BedLockWait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release)
 	if err := SecondaryRealNodesAvailable(); err != nil {
 		t.Skip(err)
 	}
@@ -81,10 +72,7 @@ func TestSecondaryRealNodes(t *testing.T) {
 	if !primaryNode {
 		t.Logf("without the primary's real node: %v", RealNodeAvailable())
 	}
-	if err := CleanUpCrashedBeds(ctx, testLog{t}); err != nil {
-		t.Fatal(err)
-	}
-	before := snapshotForTest(t)
+	before := hostBefore(t)
 	iptablesLines := func() int {
 		out, _ := exec.Command("iptables-save").Output()
 		return strings.Count(string(out), "\n")

@@ -139,6 +139,30 @@ type hostSnapshot struct {
 	sysctls, rules, mounts, links, netns, paths, cgroups, routes []string
 }
 
+// realNodeHost begins every test that brings real nodes up on this host: it runs only with
+// FLOTILLA_REAL_NODE=1 (it changes the host, as root), and holds the bed lock first, so another
+// bed's real nodes neither make this host look unavailable nor reach its snapshot.
+func realNodeHost(t *testing.T) {
+	t.Helper()
+	if os.Getenv("FLOTILLA_REAL_NODE") == "" {
+		t.Skip("changes this host as root: set FLOTILLA_REAL_NODE=1 to run it")
+	}
+	release, err := HoldBedLock(t.Context(), testLog{t}, BedLockWait)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(release)
+}
+
+// hostBefore cleans up after crashed beds and snapshots the host, to compare with after teardown.
+func hostBefore(t *testing.T) hostSnapshot {
+	t.Helper()
+	if err := CleanUpCrashedBeds(t.Context(), testLog{t}); err != nil {
+		t.Fatal(err)
+	}
+	return snapshotForTest(t)
+}
+
 func snapshotForTest(t *testing.T) hostSnapshot {
 	t.Helper()
 	var s hostSnapshot
@@ -348,24 +372,12 @@ func (l testLog) Write(p []byte) (int, error) {
 // logs, exec and the `kubernetes` Service from it, tears down and checks the host is as before.
 // It changes the host (as root), so it runs only with FLOTILLA_REAL_NODE=1.
 func TestRealNode(t *testing.T) {
-	if os.Getenv("FLOTILLA_REAL_NODE") == "" {
-		t.Skip("changes this host as root: set FLOTILLA_REAL_NODE=1 to run it")
-	}
+	realNodeHost(t)
 	ctx := t.Context()
-	// The bed lock first: another bed's real node would make this host look unavailable, and the
-	// snapshot must not see its links and routes.
-	release, err := HoldBedLock(ctx, testLog{t}, BedLockWait)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(release)
 	if err := RealNodeAvailable(); err != nil {
 		t.Fatal(err)
 	}
-	if err := CleanUpCrashedBeds(ctx, testLog{t}); err != nil {
-		t.Fatal(err)
-	}
-	before := snapshotForTest(t)
+	before := hostBefore(t)
 	work := t.TempDir()
 	start := time.Now()
 	bed, err := Start(ctx, Options{WorkDir: filepath.Join(work, "bed"), NoSecondaries: true, RealNode: true, Log: testLog{t}})
