@@ -202,7 +202,7 @@ real-nodes: ## The bed's real nodes as root: the primary's, then the secondaries
 
 .PHONY: e2e
 e2e: ## End-to-end suites on a fresh local test bed (one bed per run)
-	$(call tools-for,bed ginkgo cert-manager)
+	$(call tools-for,bed tracing ginkgo cert-manager)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
 
 .PHONY: test
@@ -224,9 +224,9 @@ bench: ## Benchmark: N pods direct in one secondary, split over the secondaries,
 .PHONY: dev-up
 # REAL_NODE=1 gives the primary a real node (root, Debian's containerd; make demo asks for it);
 # SECONDARY_REAL_NODES=1 gives each secondary one, each in a network namespace of its own.
-dev-up: ## Start a primary and two secondaries (REAL_NODE=1: a real node in the primary; SECONDARY_REAL_NODES=1: one in each secondary); kubeconfig in .testbed/kubeconfig
-	$(call tools-for,bed)
-	go run ./test/testbed/cmd/flotilla-testbed up --dir $(DEV_DIR) $(if $(REAL_NODE),--real-node) $(if $(SECONDARY_REAL_NODES),--secondary-real-nodes)
+dev-up: ## Start a primary and two secondaries (REAL_NODE=1: a real node in the primary; SECONDARY_REAL_NODES=1: one in each secondary; TRACING=1: Jaeger, and every API server tracing into it); kubeconfig in .testbed/kubeconfig
+	$(call tools-for,bed $(if $(TRACING),tracing))
+	go run ./test/testbed/cmd/flotilla-testbed up --dir $(DEV_DIR) $(if $(REAL_NODE),--real-node) $(if $(SECONDARY_REAL_NODES),--secondary-real-nodes) $(if $(TRACING),--tracing)
 
 .PHONY: dev-down
 dev-down: ## Stop the manager and every cluster dev-up or demo started

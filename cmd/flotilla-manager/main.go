@@ -21,6 +21,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/pkg/logging"
 	"github.com/flotilla-dev/flotilla/pkg/setup"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/version"
 )
 
@@ -56,6 +57,12 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	addWebhookFlags(fs, &o.manager.Webhook)
 	addElectionFlags(fs, &o.manager.Election)
 	addReplicatorFlags(fs, &o.manager.Replicator)
+	addTracingFlags(fs, &o.manager.Tracing)
+}
+
+func addTracingFlags(fs *pflag.FlagSet, o *tracing.Options) {
+	fs.StringVar(&o.Endpoint, "tracing-endpoint", o.Endpoint, "OpenTelemetry collector that receives the manager's spans over OTLP gRPC: host:port (plain text) or an http:// or https:// URL; empty turns tracing off. An elected pod's spans (admission, reconciles, the delegate's creation, the status write, release) form one trace with the API servers' own, whose context the manager passes on")
+	fs.Float64Var(&o.SamplingRate, "tracing-sampling-rate", o.SamplingRate, "fraction (0 to 1) of the traces the manager starts that are kept; a span whose parent was sampled (an API server's, an elected pod's admission) is kept whatever the rate")
 }
 
 func addManagerFlags(fs *pflag.FlagSet, o *setup.ManagerOptions) {

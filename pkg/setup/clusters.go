@@ -25,13 +25,14 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
 	"github.com/flotilla-dev/flotilla/pkg/kubeletapi"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
 )
 
 // addClusters adds the cluster registry and what is fed by it or reads it first: the
 // registration, ClusterDetector and Replicator reconcilers, the virtual nodes and their kubelet
 // API, and the registry's readiness check.
-func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, log logr.Logger) (*clusters.Registry, error) {
+func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, tp *tracing.Provider, log logr.Logger) (*clusters.Registry, error) {
 	primaryClient, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return nil, fmt.Errorf("building the primary's client: %w", err)
@@ -46,12 +47,12 @@ func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, log logr.L
 		PrimaryID: primary.ID, KnownIDs: primary.KnownIDs,
 		ProbeInterval: opts.Clusters.ProbeInterval, ProbeTimeout: opts.Clusters.ProbeTimeout,
 		TokenRenewer: clusters.SecretTokenRenewer(mgr.GetClient()), RenewalFraction: opts.Clusters.TokenRenewalFraction,
-		Elected: mgr.Elected(), Clock: opts.Clock,
+		Elected: mgr.Elected(), Clock: opts.Clock, WrapTransport: wrapTransport(tp),
 	}, log.WithName("clusters"))
 	if err := mgr.Add(registry); err != nil {
 		return nil, fmt.Errorf("adding the cluster registry: %w", err)
 	}
-	if err := addClusterControllers(ctx, mgr, registry, primary.Version, opts); err != nil {
+	if err := addClusterControllers(ctx, mgr, registry, primary.Version, opts, tp); err != nil {
 		return nil, err
 	}
 	nodes := virtualnode.NewManager(registry, primaryClient, virtualnode.Options{
@@ -72,8 +73,16 @@ func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, log logr.L
 	return registry, nil
 }
 
+// wrapTransport is the secondaries' transport wrapper: the tracing one when tracing is on.
+func wrapTransport(tp *tracing.Provider) func(http.RoundTripper) http.RoundTripper {
+	if tp == nil {
+		return nil
+	}
+	return tp.WrapTransport
+}
+
 // addClusterControllers sets up the registration, ClusterDetector and Replicator reconcilers.
-func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, primaryVersion string, opts Options) error {
+func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, primaryVersion string, opts Options, tp *tracing.Provider) error {
 	recorder := mgr.GetEventRecorder(eventSource)
 	if err := (&registration.Reconciler{Client: mgr.GetClient(), Registry: registry, Recorder: recorder}).
 		SetupWithManager(ctx, mgr, registrationOptions()); err != nil {
@@ -84,7 +93,7 @@ func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clus
 		SetupWithManager(ctx, mgr, clusterDetectorOptions()); err != nil {
 		return fmt.Errorf("setting up the ClusterDetector controller: %w", err)
 	}
-	if err := (&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry, Recorder: recorder,
+	if err := (&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry, Recorder: recorder, Tracer: tp.Tracer(),
 		Timeout: opts.Replicator.Timeout, Resync: opts.Replicator.Resync, Retry: opts.Replicator.Retry}).
 		SetupWithManager(ctx, mgr, replicatorOptions()); err != nil {
 		return fmt.Errorf("setting up the Replicator controller: %w", err)

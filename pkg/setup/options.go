@@ -11,6 +11,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
 )
 
@@ -40,6 +41,7 @@ type Options struct {
 	Webhook        WebhookOptions
 	Election       ElectionOptions
 	Replicator     ReplicatorOptions
+	Tracing        tracing.Options
 	// Clock is given to the registry, the virtual nodes, the reconcilers and the sweep (nil: the
 	// real one).
 	Clock clock.PassiveClock
@@ -221,12 +223,15 @@ func DefaultOptions() Options {
 			Resync:  replicator.DefaultResync,
 			Retry:   replicator.DefaultRetry,
 		},
+		// Off until an endpoint is given; then every new trace is kept (lower it for a large fleet:
+		// an elected pod's trace follows its API server's sampling whatever this rate).
+		Tracing: tracing.Options{SamplingRate: 1},
 	}
 }
 
 // Validate refuses settings the manager cannot run with, naming their flags.
 func (o Options) Validate() error {
-	var errs []error
+	errs := []error{o.Tracing.Validate()}
 	if o.Election.PodNetwork != PodNetworkIsolated && o.Election.PodNetwork != PodNetworkFlat {
 		errs = append(errs, fmt.Errorf("--pod-network %q: want %s or %s", o.Election.PodNetwork, PodNetworkIsolated, PodNetworkFlat))
 	}

@@ -124,6 +124,9 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 		// but its host's API server does not route through it).
 		"kube-apiserver=enable-aggregator-routing=true",
 	}
+	if opts.Tracing {
+		extra = append(extra, "kube-apiserver=tracing-config-file="+apiServerTracingPath(filepath.Dir(k.workDir)))
+	}
 	args := []string{
 		"create", "cluster", "--name", c.Name, "--runtime", "binary",
 		"--kube-apiserver-binary", k.bin("kube-apiserver"),

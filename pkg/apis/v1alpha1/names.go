@@ -171,6 +171,10 @@ const (
 	// AnnotationSeal is the webhook's keyed MAC over what it decided for a proxy (pkg/seal): the
 	// proxy reconciler creates a delegate only for a proxy whose seal matches.
 	AnnotationSeal = "flotilla.dev/seal"
+	// AnnotationTraceparent is the W3C trace context of the elected pod's admission, set by the
+	// webhook when tracing is on: every later span of that pod (its reconciles, the delegate's
+	// creation, the status write, its release) joins the same trace.
+	AnnotationTraceparent = "flotilla.dev/traceparent"
 	// AnnotationDelegateIP is the delegate's pod IP, on the proxy.
 	AnnotationDelegateIP = "flotilla.dev/delegate-ip"
 	// AnnotationProxyUID is the proxy's UID, on the delegate.

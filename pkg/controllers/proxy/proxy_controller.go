@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/delegates"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -71,6 +73,8 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Dependencies bring back Pending proxies when what they wait for appears in the primary.
 	Dependencies []source.Source
+	// Tracer starts the spans of a proxy's work (nil: none).
+	Tracer trace.Tracer
 	// PerCluster bounds the reconciles working on one secondary at once (default 16; the manager
 	// gives half its workers): a secondary that answers slowly, or not at all until its probes say so, cannot take
 	// the workers the others need.
@@ -104,6 +108,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, nil
 	}
 	cluster, ok := flotillav1.ClusterOfNode(proxy.Spec.NodeName)
+	ctx, span := r.trace(ctx, spanReconcile, proxy, cluster)
+	defer func() {
+		outcome(span, proxy)
+		tracing.End(span, reterr)
+	}()
 	if !ok {
 		return r.reconcileUnbound(ctx, proxy)
 	}
@@ -291,7 +300,9 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 		var missing *copies.Missing
 		var foreign *copies.ForeignServiceAccount
 		var err error
-		copied, err = r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef)
+		cctx, span := r.trace(ctx, spanDependencies, proxy, sec.Name)
+		copied, err = r.Reflector.Ensure(cctx, sec.Client, proxy, ownerRef)
+		tracing.End(span, err)
 		switch {
 		case errors.As(err, &missing):
 			return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Waiting for %s in the primary", missing))
@@ -320,7 +331,9 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	if v := translate.PodSecurityViolation(&delegate.ObjectMeta, &delegate.Spec, home.Labels); v != "" {
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, fmt.Sprintf("The delegate %s (the level of namespace %s)", v, proxy.Namespace))
 	}
-	err = sec.Client.Create(ctx, delegate)
+	cctx, span := r.trace(ctx, spanCreate, proxy, sec.Name)
+	err = sec.Client.Create(cctx, delegate)
+	tracing.End(span, err)
 	switch {
 	case err == nil:
 		r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateCreated, "Create", "Delegate created in cluster %s", sec.Name)
@@ -585,7 +598,10 @@ func scheduled(pod *corev1.Pod) bool {
 }
 
 // letGo removes the finalizer and deletes the proxy at once, as a kubelet does.
-func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) error {
+func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) (err error) {
+	cluster, _ := flotillav1.ClusterOfNode(proxy.Spec.NodeName)
+	ctx, span := r.trace(ctx, spanRelease, proxy, cluster)
+	defer func() { tracing.End(span, err) }()
 	r.events.forget(proxy.UID)
 	if controllerutil.ContainsFinalizer(proxy, flotillav1.FinalizerDelegate) {
 		base := proxy.DeepCopy()
@@ -595,7 +611,7 @@ func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) error {
 		}
 	}
 	zero := int64(0)
-	err := r.Client.Delete(ctx, proxy, &client.DeleteOptions{GracePeriodSeconds: &zero,
+	err = r.Client.Delete(ctx, proxy, &client.DeleteOptions{GracePeriodSeconds: &zero,
 		Preconditions: &metav1.Preconditions{UID: &proxy.UID}})
 	if err := client.IgnoreNotFound(err); err != nil {
 		return err
@@ -621,8 +637,11 @@ func remainingGrace(proxy *corev1.Pod, now time.Time) int64 {
 }
 
 func (r *Reconciler) deleteDelegate(ctx context.Context, sec clusters.Secondary, delegate *corev1.Pod, grace *int64) error {
+	ctx, span := r.trace(ctx, spanDelete, delegate, sec.Name)
 	opts := &client.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &delegate.UID}}
-	if err := sec.Client.Delete(ctx, delegate, opts); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	err := sec.Client.Delete(ctx, delegate, opts)
+	tracing.End(span, err)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting delegate %s/%s in %s: %w", delegate.Namespace, delegate.Name, sec.Name, err)
 	}
 	return nil

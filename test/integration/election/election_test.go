@@ -71,6 +71,13 @@ var _ = Describe("the webhook", func() {
 		err := primary.Client.Create(ctx, electedPod("lost", map[string]string{flotillav1.AnnotationClusters: "atlantis"}, "100m"))
 		Expect(err).To(MatchError(ContainSubstring("unknown cluster(s) atlantis")))
 
+		// A trace context is the webhook's to give: one the pod arrives with is dropped (tracing
+		// is off in this suite, so the proxy carries none).
+		forged := electedPod("forged-trace", map[string]string{flotillav1.AnnotationTraceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, "100m")
+		Expect(primary.Client.Create(ctx, forged, client.DryRunAll)).To(Succeed())
+		Expect(forged.Labels).To(HaveKey(flotillav1.LabelProxy))
+		Expect(forged.Annotations).NotTo(HaveKey(flotillav1.AnnotationTraceparent))
+
 		plain := electedPod("plain", nil, "100m")
 		plain.Annotations = nil
 		Expect(primary.Client.Create(ctx, plain, client.DryRunAll)).To(Succeed())
