@@ -97,7 +97,7 @@ func startManagerOnce(bin, kubeconfig, logPath string, extraArgs ...string) (*ma
 		// A resync every 30 s: the idle-writes spec watches whole resyncs.
 		"--replicator-resync-interval", "30s", "--replicator-retry-interval", "3s",
 		"--kubelet-port", fmt.Sprint(kubeletPort),
-	}, extraArgs...), logPath)
+	}, append(tracingArgs(), extraArgs...)...), logPath)
 	if err != nil {
 		return nil, err
 	}

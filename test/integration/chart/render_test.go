@@ -244,6 +244,12 @@ var valueCases = map[string]valueCase{
 	"election.rebalanceAfter": {set("election.rebalanceAfter=90s"), func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElement("--rebalance-after=90s"))
 	}},
+	"tracing.endpoint": {set("tracing.endpoint=jaeger-collector.observability:4317"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElements("--tracing-endpoint=jaeger-collector.observability:4317", "--tracing-sampling-rate=1"))
+	}},
+	"tracing.samplingRate": {[]string{"--set", "tracing.endpoint=https://otel.example:4317", "--set", "tracing.samplingRate=0.25"}, func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--tracing-sampling-rate=0.25"))
+	}},
 	"webhook.certManager.enabled": {set("webhook.certManager.enabled=true"), func(objs []*unstructured.Unstructured) {
 		cert := webhookCertificate(objs)
 		Expect(nested(cert, "spec", "secretName")).To(Equal("flotilla-webhook-tls"))
@@ -412,6 +418,8 @@ var _ = Describe("the chart's rendering", Label("render"), func() {
 		Entry("a node label value helm reads as a boolean", `manager.nodeSelector.node-role\.example/control=true`, "/manager/nodeSelector/node-role.example~1control"),
 		Entry("a ServiceAccount name that is no DNS name", "serviceAccount.name=Flotilla_SA", "/serviceAccount/name"),
 		Entry("a scrape interval Prometheus cannot read", "metrics.serviceMonitor.interval=soon", "/metrics/serviceMonitor/interval"),
+		Entry("a tracing endpoint of another scheme", "tracing.endpoint=grpc://collector:4317", "/tracing/endpoint"),
+		Entry("a sampling rate above 1", "tracing.samplingRate=1.5", "/tracing/samplingRate"),
 	)
 
 	It("renders objects the API server takes as they are, with every value set", func(ctx SpecContext) {
