@@ -294,7 +294,13 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 		copied, err = r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef)
 		switch {
 		case errors.As(err, &missing):
-			return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Waiting for %s in the primary", missing))
+			// Said once per missing object (not at each retry): the Event names it, as a kubelet's
+			// FailedMount or CreateContainerConfigError does.
+			msg := fmt.Sprintf("Waiting for %s in the primary", missing)
+			if proxy.Status.Message != msg {
+				r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonWaitingForDependencies, "Create", "%s", msg)
+			}
+			return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, msg)
 		case errors.As(err, &foreign):
 			msg := fmt.Sprintf("In cluster %s, %s", sec.Name, foreign.Error())
 			if proxy.Status.Reason != flotillav1.ReasonServiceAccountNotManaged {
