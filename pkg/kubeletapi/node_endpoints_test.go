@@ -299,7 +299,10 @@ func TestEachPortServesItsOwnNode(t *testing.T) {
 	defer func() {
 		stop()
 		select {
-		case <-served:
+		case err := <-served:
+			if err != nil {
+				t.Errorf("the kubelet API stopped with %v", err)
+			}
 		case <-time.After(10 * time.Second):
 			t.Error("the kubelet API did not stop within 10 s")
 		}

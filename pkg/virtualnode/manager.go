@@ -94,7 +94,7 @@ type Manager struct {
 	mu          sync.Mutex
 	nodes       map[string]*supervisor
 	ports       map[string]int32 // the kubelet port of each running supervisor's node
-	unreachable map[string]bool // secondaries whose node carries the failover taint
+	unreachable map[string]bool  // secondaries whose node carries the failover taint
 }
 
 var _ manager.Runnable = (*Manager)(nil)

@@ -46,7 +46,7 @@ func Desired(s clusters.Snapshot, opts NodeOptions) *corev1.Node {
 	name := flotillav1.VirtualNodeName(s.Name)
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.VirtualNodeLabels()},
-		Spec: corev1.NodeSpec{Taints: Taints()},
+		Spec:       corev1.NodeSpec{Taints: Taints()},
 	}
 	if s.Reason == flotillav1.ReasonNotRegistered {
 		// Cordoned by Flotilla's own taint (a user's cordon stays the user's): no new proxy goes

@@ -268,7 +268,7 @@ var _ = Describe("the proxy reconciler", func() {
 		Eventually(func() (err error) {
 			d, err = delegate(ctx, "needs-secret")
 			return err
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed(), "the optional references, missing, hold nothing up")
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the optional references, missing, hold nothing up")
 		Expect(d.Spec.Containers[0].EnvFrom).To(BeEmpty(), "the missing optional Secret's reference is dropped")
 		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
 		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "needs-secret")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
