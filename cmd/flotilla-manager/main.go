@@ -90,7 +90,8 @@ func addClusterFlags(fs *pflag.FlagSet, c *setup.ClusterOptions, n *setup.Virtua
 	fs.DurationVar(&c.ProbeTimeout, "probe-timeout", c.ProbeTimeout, "how long a cluster may take to answer a health probe before it counts as failed")
 	fs.Float64Var(&c.TokenRenewalFraction, "token-renewal-fraction", c.TokenRenewalFraction, "renew a registered ServiceAccount token once this fraction of its lifetime has passed")
 	fs.StringVar(&n.Address, "node-address", n.Address, "InternalIP the virtual nodes advertise (default $POD_IP, else 127.0.0.1)")
-	fs.Int32Var(&n.KubeletPort, "kubelet-port", n.KubeletPort, "port of the virtual nodes' kubelet API (kubectl logs/exec on proxies), advertised on each node; 0 turns it off")
+	fs.Int32Var(&n.KubeletPort, "kubelet-port", n.KubeletPort, "first port of the virtual nodes' kubelet APIs (kubectl logs/exec on proxies, the API server's node proxy, metrics-server): each virtual node gets one of --kubelet-port-count ports from it, advertised on its Node and served by every replica; 0 turns them off")
+	fs.Int32Var(&n.KubeletPortCount, "kubelet-port-count", n.KubeletPortCount, "how many ports from --kubelet-port the virtual nodes' kubelet APIs are given, one per virtual node")
 	fs.DurationVar(&n.FailoverAfter, "failover-after", n.FailoverAfter, "how long a secondary stays Unknown before its virtual node is tainted flotilla.dev/unreachable:NoExecute (its proxies are then evicted after their flotilla.dev/failover-seconds)")
 }
 

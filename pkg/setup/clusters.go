@@ -12,12 +12,12 @@ import (
 
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"strconv"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -55,16 +55,16 @@ func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, tp *tracin
 	if err := addClusterControllers(ctx, mgr, registry, primary.Version, opts, tp); err != nil {
 		return nil, err
 	}
+	first, count := opts.VirtualNodes.kubeletPorts()
 	nodes := virtualnode.NewManager(registry, primaryClient, virtualnode.Options{
-		NodeOptions: virtualnode.NodeOptions{
-			Address: opts.VirtualNodes.nodeAddress(), KubeletPort: opts.VirtualNodes.KubeletPort, PrimaryVersion: primary.Version,
-		},
+		NodeOptions:   virtualnode.NodeOptions{Address: opts.VirtualNodes.nodeAddress(), PrimaryVersion: primary.Version},
+		KubeletPorts:  virtualnode.PortRange{First: first, Count: count},
 		FailoverAfter: opts.VirtualNodes.FailoverAfter, Clock: opts.Clock,
 	}, log.WithName("virtualnode"))
 	if err := mgr.Add(nodes); err != nil {
 		return nil, fmt.Errorf("adding the virtual nodes: %w", err)
 	}
-	if err := addKubeletAPI(mgr, registry, opts.VirtualNodes, log); err != nil {
+	if err := addKubeletAPI(ctx, mgr, registry, opts.VirtualNodes, log); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("clusters", func(*http.Request) error { return registry.Ready() }); err != nil {
@@ -128,9 +128,12 @@ func addMulticlusterServices(ctx context.Context, mgr ctrl.Manager, registry *cl
 	return nil
 }
 
-// addKubeletAPI adds the virtual nodes' kubelet API, unless its port is 0.
-func addKubeletAPI(mgr ctrl.Manager, registry *clusters.Registry, opts VirtualNodeOptions, log logr.Logger) error {
-	if opts.KubeletPort <= 0 {
+// addKubeletAPI adds the virtual nodes' kubelet API, unless its port is 0: on every replica, a
+// port per virtual node as its Node advertises it (the manager's cache of virtual nodes, whose
+// changes it is told at once).
+func addKubeletAPI(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, opts VirtualNodeOptions, log logr.Logger) error {
+	first, count := opts.kubeletPorts()
+	if count == 0 {
 		return nil
 	}
 	// Its own client and rate limiter: its callers must never spend the budget of the virtual
@@ -139,9 +142,19 @@ func addKubeletAPI(mgr ctrl.Manager, registry *clusters.Registry, opts VirtualNo
 	if err != nil {
 		return err
 	}
-	kubelet := &kubeletapi.Server{Primary: kubeletClient, Secondaries: registry,
-		Addr:         net.JoinHostPort("", strconv.Itoa(int(opts.KubeletPort))),
-		ServingHosts: []string{"localhost"}, ServingIPs: []net.IP{net.ParseIP(opts.nodeAddress())}, Log: log.WithName("kubelet")}
+	kubelet := &kubeletapi.Server{Primary: kubeletClient, Secondaries: registry, Nodes: mgr.GetClient(),
+		Ports: kubeletapi.PortRange{First: first, Count: count}, Address: opts.nodeAddress(),
+		Recorder: mgr.GetEventRecorder(eventSource), Log: log.WithName("kubelet")}
+	nodeInformer, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{})
+	if err != nil {
+		return fmt.Errorf("watching virtual nodes: %w", err)
+	}
+	changed := func() { kubelet.NodesChanged() }
+	if _, err := nodeInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { changed() }, UpdateFunc: func(any, any) { changed() }, DeleteFunc: func(any) { changed() },
+	}); err != nil {
+		return fmt.Errorf("watching virtual nodes: %w", err)
+	}
 	if err := mgr.Add(kubelet); err != nil {
 		return fmt.Errorf("adding the kubelet API: %w", err)
 	}

@@ -952,16 +952,24 @@ func (m *benchManager) heapProfile(ctx context.Context, path string) error {
 	return cmd.Run()
 }
 
+// benchKubeletPorts is how many kubelet ports a bench manager is given.
+const benchKubeletPorts = 16
+
 // startManager starts a manager on free ports; webhookURL is the URL it writes in the webhook
 // configuration ("": its own).
 func startManager(bin, kubeconfig, dir, webhookURL string, o options) (*benchManager, string, error) {
-	ports := make([]int, 5)
+	ports := make([]int, 4)
 	for i := range ports {
 		p, err := testbed.FreePort()
 		if err != nil {
 			return nil, "", err
 		}
 		ports[i] = p
+	}
+	// One kubelet port per virtual node (BENCH_CLUSTERS of them), and room.
+	kubeletPort, err := testbed.FreePortRange(benchKubeletPorts)
+	if err != nil {
+		return nil, "", err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", err
@@ -973,8 +981,9 @@ func startManager(bin, kubeconfig, dir, webhookURL string, o options) (*benchMan
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--metrics-secure=false",
 		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", webhookURL,
-		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs"), "--kubelet-port", strconv.Itoa(ports[3]),
-		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4]), "--container-memory-limit", o.memoryLimit,
+		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs"), "--kubelet-port", strconv.Itoa(kubeletPort),
+		"--kubelet-port-count", strconv.Itoa(benchKubeletPorts),
+		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]), "--container-memory-limit", o.memoryLimit,
 		"--leader-elect-renew-deadline", o.renewDeadline.String(), "--leader-elect-lease-duration", (o.renewDeadline * 3 / 2).String(),
 		"--tracing-endpoint", o.tracingEndpoint}, filepath.Join(dir, "manager.log"))
 	if err != nil {
@@ -982,7 +991,7 @@ func startManager(bin, kubeconfig, dir, webhookURL string, o options) (*benchMan
 	}
 	return &benchManager{Process: p, bin: bin, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1]),
 		readyURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[0]),
-		pprofURL: fmt.Sprintf("http://127.0.0.1:%d", ports[4])}, webhookURL, nil
+		pprofURL: fmt.Sprintf("http://127.0.0.1:%d", ports[3])}, webhookURL, nil
 }
 
 // callMeter takes snapshots of the manager's requests by API server (client-go's

@@ -120,12 +120,6 @@ func ReplicatorCASecretName(replicator string) string {
 // VirtualNodeName is the name of the virtual node of a cluster.
 func VirtualNodeName(cluster string) string { return VirtualNodePrefix + cluster }
 
-// VirtualNodeResourceMetricsPath is where a virtual node's resource metrics are served by the
-// kubelet API (the node names it for metrics-server; the kubelet API serves it).
-func VirtualNodeResourceMetricsPath(node string) string {
-	return "/metrics/nodes/" + node + "/metrics/resource"
-}
-
 // ClusterOfNode is the cluster whose virtual node a node name names; ok is false for a node
 // that is no virtual node (a real node of the primary, or none: "").
 func ClusterOfNode(nodeName string) (cluster string, ok bool) {

@@ -297,23 +297,12 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	ownerRef := translate.Owner(primaryID, sec.OwnerUID)
 	var copied translate.Copied
 	if r.Reflector != nil {
-		var missing *copies.Missing
-		var foreign *copies.ForeignServiceAccount
 		var err error
 		cctx, span := r.trace(ctx, spanDependencies, proxy, sec.Name)
 		copied, err = r.Reflector.Ensure(cctx, sec.Client, proxy, ownerRef)
 		tracing.End(span, err)
-		switch {
-		case errors.As(err, &missing):
-			return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Waiting for %s in the primary", missing))
-		case errors.As(err, &foreign):
-			msg := fmt.Sprintf("In cluster %s, %s", sec.Name, foreign.Error())
-			if proxy.Status.Reason != flotillav1.ReasonServiceAccountNotManaged {
-				r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonServiceAccountNotManaged, "Create", "%s", msg)
-			}
-			return r.pending(proxy, flotillav1.ReasonServiceAccountNotManaged, msg)
-		case err != nil:
-			return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Copying dependencies to %s: %v", sec.Name, err))
+		if err != nil {
+			return r.copyFailed(proxy, sec, err)
 		}
 	}
 	delegate, err := translate.Delegate(proxy, primaryID, ownerRef)
@@ -354,6 +343,32 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 		}
 		// The namespace's default ServiceAccount not there yet, a quota, a webhook outage...
 		return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Creating the delegate in %s: %v", sec.Name, err))
+	}
+}
+
+// copyFailed keeps a proxy Pending, with the reason, when its dependencies could not be copied to
+// its secondary: one missing in the primary (named in an Event), a ServiceAccount of the
+// secondary's own, or the secondary's error.
+func (r *Reconciler) copyFailed(proxy *corev1.Pod, sec clusters.Secondary, err error) (ctrl.Result, error) {
+	var missing *copies.Missing
+	var foreign *copies.ForeignServiceAccount
+	switch {
+	case errors.As(err, &missing):
+		// Said once per missing object (not at each retry): the Event names it, as a kubelet's
+		// FailedMount or CreateContainerConfigError does.
+		msg := fmt.Sprintf("Waiting for %s in the primary", missing)
+		if proxy.Status.Message != msg {
+			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonWaitingForDependencies, "Create", "%s", msg)
+		}
+		return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, msg)
+	case errors.As(err, &foreign):
+		msg := fmt.Sprintf("In cluster %s, %s", sec.Name, foreign.Error())
+		if proxy.Status.Reason != flotillav1.ReasonServiceAccountNotManaged {
+			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonServiceAccountNotManaged, "Create", "%s", msg)
+		}
+		return r.pending(proxy, flotillav1.ReasonServiceAccountNotManaged, msg)
+	default:
+		return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Copying dependencies to %s: %v", sec.Name, err))
 	}
 }
 
