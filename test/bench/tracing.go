@@ -59,7 +59,7 @@ func (rep *Report) measureTracing(ctx context.Context, bed *testbed.Bed, stop []
 		}
 		fmt.Printf("bench: %d pods %s...\n", rep.Pods, mode)
 		var phases []string
-		res, err := measure(ctx, mode, []target{{bed.Primary.Clientset, rep.Pods}}, "bench-elected", true, &phases, func() {})
+		res, err := measure(ctx, mode, []target{{bed.Primary.Clientset, rep.Pods}}, fmt.Sprintf("bench-elected-traced-%t", traced), true, &phases, func() {})
 		if serr := mgr.Stop(20 * time.Second); serr != nil && err == nil {
 			err = serr
 		}
