@@ -38,13 +38,13 @@ var startBuckets = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 
 
 var (
 	podStart = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "flotilla_elected_pod_start_seconds",
-		Help: "Time from an elected pod's admission (its proxy's creationTimestamp, whole seconds) to its proxy's status Running written, per secondary; once per proxy.",
+		Name:    "flotilla_elected_pod_start_seconds",
+		Help:    "Time from an elected pod's admission (its proxy's creationTimestamp, whole seconds) to its proxy's status Running written, per secondary; once per proxy.",
 		Buckets: startBuckets,
 	}, []string{"cluster"})
 	podStartLegs = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "flotilla_elected_pod_start_leg_seconds",
-		Help: "The legs of flotilla_elected_pod_start_seconds, per secondary: admission_to_delegate_created, delegate_created_to_running, delegate_running_to_proxy_running; a leg whose start this process did not see is not observed.",
+		Name:    "flotilla_elected_pod_start_leg_seconds",
+		Help:    "The legs of flotilla_elected_pod_start_seconds, per secondary: admission_to_delegate_created, delegate_created_to_running, delegate_running_to_proxy_running; a leg whose start this process did not see is not observed.",
 		Buckets: startBuckets,
 	}, []string{"cluster", "leg"})
 	delegateCreationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -16,8 +16,8 @@ import (
 
 var (
 	applyDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "flotilla_replicator_apply_duration_seconds",
-		Help: "Time of one Replicator's apply in one cluster (its namespace, every object, the health read back), per cluster (primary for the primary).",
+		Name:    "flotilla_replicator_apply_duration_seconds",
+		Help:    "Time of one Replicator's apply in one cluster (its namespace, every object, the health read back), per cluster (primary for the primary).",
 		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
 	}, []string{"cluster"})
 	applyErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
