@@ -38,6 +38,8 @@ func recordState(s Snapshot) {
 		v = 1
 	}
 	clusterReady.WithLabelValues(s.Name, string(s.Role)).Set(v)
+	// Counted from 0 from the cluster's first state on, so that rate() sees its first failure.
+	probeFailures.WithLabelValues(s.Name)
 }
 
 func forgetCluster(name string) {

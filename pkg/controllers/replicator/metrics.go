@@ -31,8 +31,9 @@ func init() { metrics.Registry.MustRegister(applyDuration, applyErrors) }
 // observeApply records one apply in one cluster: its time, and an error when it did not sync.
 func observeApply(pr placeResult, took time.Duration) {
 	applyDuration.WithLabelValues(pr.sync.Name).Observe(took.Seconds())
+	errs := applyErrors.WithLabelValues(pr.sync.Name) // 0 from the first apply, so rate() sees the first error
 	if !pr.sync.Synced {
-		applyErrors.WithLabelValues(pr.sync.Name).Inc()
+		errs.Inc()
 	}
 }
 
@@ -55,7 +56,7 @@ var (
 
 	syncedDesc = prometheus.NewDesc("flotilla_replicator_synced",
 		"1 when the Replicator's last apply synced every target cluster (status.synced), else 0; one series per Replicator.",
-		[]string{"namespace", "replicator"}, nil)
+		[]string{"replicator"}, nil)
 )
 
 // Start registers the collector and unregisters it when ctx ends.
@@ -95,6 +96,6 @@ func (s *SyncMetrics) Collect(ch chan<- prometheus.Metric) {
 		if rep.Status.Synced == flotillav1.SyncedTrue {
 			v = 1
 		}
-		ch <- prometheus.MustNewConstMetric(syncedDesc, prometheus.GaugeValue, v, rep.Namespace, rep.Name)
+		ch <- prometheus.MustNewConstMetric(syncedDesc, prometheus.GaugeValue, v, rep.Name)
 	}
 }

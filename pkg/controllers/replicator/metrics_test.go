@@ -18,19 +18,19 @@ func TestSyncMetricsReportsEachReplicatorFromTheCache(t *testing.T) {
 	if err := flotillav1.AddToScheme(s); err != nil {
 		t.Fatal(err)
 	}
-	synced := &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web"}}
+	synced := &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
 	synced.Status.Synced = flotillav1.SyncedTrue
-	behind := &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "db"}}
+	behind := &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: "db"}}
 	behind.Status.Synced = flotillav1.SyncedFalse
-	fresh := &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Namespace: "blog", Name: "new"}} // not reconciled yet
+	fresh := &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: "new"}} // not reconciled yet
 	reader := fake.NewClientBuilder().WithScheme(s).WithObjects(synced, behind, fresh).Build()
 	m := &SyncMetrics{Reader: reader, ctx: t.Context()}
 	want := `
 # HELP flotilla_replicator_synced 1 when the Replicator's last apply synced every target cluster (status.synced), else 0; one series per Replicator.
 # TYPE flotilla_replicator_synced gauge
-flotilla_replicator_synced{namespace="blog",replicator="new"} 0
-flotilla_replicator_synced{namespace="shop",replicator="db"} 0
-flotilla_replicator_synced{namespace="shop",replicator="web"} 1
+flotilla_replicator_synced{replicator="db"} 0
+flotilla_replicator_synced{replicator="new"} 0
+flotilla_replicator_synced{replicator="web"} 1
 `
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want)); err != nil {
 		t.Error(err)

@@ -8,6 +8,7 @@
 //
 //	promrules eval -rules FILE (-series FILE | -scrape FILE) [-at 10m] [-interval 1m] [-eval-interval 15s]
 //	promrules test -rules FILE CASES.yaml
+//	promrules names [-dashboard FILE]... [-rules FILE]...
 //
 // The rules FILE is a rule file (groups:), a PrometheusRule, or a YAML stream that holds one (helm
 // template's output): its spec is a rule file. eval loads the series in promtool's `load` syntax
@@ -25,6 +26,11 @@
 //
 // A case passes when the alerts firing at `at` are exactly `firing` (by name; none when empty). It
 // prints one line per case and "N passed, N failed", and exits 1 when one failed.
+//
+// names parses every query of Grafana dashboards (each panel's targets, rows' panels included; the
+// dashboard's variables replaced: $__rate_interval and the like by 5m, any other by .*) and of rule
+// files (each rule's expr) with Prometheus's PromQL parser, and prints, as JSON, each query with
+// the metric names it selects, and every name once.
 package main
 
 import (
@@ -38,6 +44,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -63,6 +70,8 @@ func main() {
 	switch os.Args[1] {
 	case "eval":
 		err = evalCmd(os.Args[2:], os.Stdout)
+	case "names":
+		err = namesCmd(os.Args[2:], os.Stdout)
 	case "test":
 		var failed bool
 		failed, err = testCmd(os.Args[2:], os.Stdout)
@@ -81,6 +90,7 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: promrules eval -rules FILE (-series FILE | -scrape FILE) [-at 10m] [-interval 1m] [-eval-interval 15s]")
 	fmt.Fprintln(os.Stderr, "       promrules test -rules FILE CASES.yaml")
+	fmt.Fprintln(os.Stderr, "       promrules names [-dashboard FILE]... [-rules FILE]...")
 	os.Exit(2)
 }
 
@@ -449,4 +459,157 @@ func with(lbls map[string]string, k, v string) map[string]string {
 	}
 	out[k] = v
 	return out
+}
+
+// files is a repeatable flag.
+type files []string
+
+func (f *files) String() string     { return strings.Join(*f, ",") }
+func (f *files) Set(v string) error { *f = append(*f, v); return nil }
+
+// Query is one query and the metric names it selects.
+type Query struct {
+	Source  string   `json:"source"`
+	Expr    string   `json:"expr"`
+	Metrics []string `json:"metrics"`
+}
+
+// Names is what names prints.
+type Names struct {
+	Queries []Query  `json:"queries"`
+	Metrics []string `json:"metrics"`
+}
+
+func namesCmd(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("names", flag.ContinueOnError)
+	var dashboards, ruleFiles files
+	fs.Var(&dashboards, "dashboard", "a Grafana dashboard's JSON (repeatable)")
+	fs.Var(&ruleFiles, "rules", "rule file, PrometheusRule, or YAML stream holding one (repeatable)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if len(dashboards)+len(ruleFiles) == 0 {
+		return errors.New("names needs a -dashboard or -rules")
+	}
+	var queries []Query
+	for _, path := range dashboards {
+		qs, err := dashboardQueries(path)
+		if err != nil {
+			return err
+		}
+		queries = append(queries, qs...)
+	}
+	for _, path := range ruleFiles {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("reading the rules: %w", err)
+		}
+		spec, err := ruleSpec(raw)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		content, err := yaml.Marshal(spec)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		groups, errs := rulefmt.Parse(content, false, model.UTF8Validation, parser.NewParser(parser.Options{}))
+		if len(errs) > 0 {
+			return fmt.Errorf("the rules of %s: %w", path, errors.Join(errs...))
+		}
+		for _, g := range groups.Groups {
+			for _, r := range g.Rules {
+				queries = append(queries, Query{Source: fmt.Sprintf("%s: rule %s%s", path, r.Alert, r.Record), Expr: r.Expr})
+			}
+		}
+	}
+	all := map[string]bool{}
+	for i := range queries {
+		names, err := metricNames(queries[i].Expr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", queries[i].Source, err)
+		}
+		queries[i].Metrics = names
+		for _, n := range names {
+			all[n] = true
+		}
+	}
+	res := Names{Queries: queries, Metrics: []string{}}
+	for n := range all {
+		res.Metrics = append(res.Metrics, n)
+	}
+	sort.Strings(res.Metrics)
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(res)
+}
+
+// panel is what names reads of a Grafana panel.
+type panel struct {
+	Title   string  `json:"title"`
+	Panels  []panel `json:"panels"`
+	Targets []struct {
+		Expr string `json:"expr"`
+	} `json:"targets"`
+}
+
+// dashboardQueries are the queries of every panel of a dashboard, rows' panels included.
+func dashboardQueries(path string) ([]Query, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the dashboard: %w", err)
+	}
+	var d struct {
+		Panels []panel `json:"panels"`
+	}
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return nil, fmt.Errorf("parsing the dashboard %s: %w", path, err)
+	}
+	var out []Query
+	var walk func(ps []panel)
+	walk = func(ps []panel) {
+		for _, p := range ps {
+			for _, t := range p.Targets {
+				if t.Expr != "" {
+					out = append(out, Query{Source: fmt.Sprintf("%s: panel %q", path, p.Title), Expr: grafanaVariables.Replace(t.Expr)})
+				}
+			}
+			walk(p.Panels)
+		}
+	}
+	walk(d.Panels)
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the dashboard %s has no query", path)
+	}
+	return out, nil
+}
+
+// grafanaVariables replaces Grafana's interval variables by a duration; variableRE the others.
+var grafanaVariables = strings.NewReplacer("$__rate_interval", "5m", "${__rate_interval}", "5m",
+	"$__interval", "1m", "${__interval}", "1m", "$__range", "1h", "${__range}", "1h")
+
+var variableRE = regexp.MustCompile(`\$\{?[A-Za-z_][A-Za-z0-9_]*\}?`)
+
+// metricNames are the metric names a query selects, sorted, each once.
+func metricNames(query string) ([]string, error) {
+	expr, err := parser.NewParser(parser.Options{}).ParseExpr(variableRE.ReplaceAllString(query, ".*"))
+	if err != nil {
+		return nil, fmt.Errorf("parsing %q: %w", query, err)
+	}
+	var names []string
+	parser.Inspect(expr, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok {
+			name := vs.Name
+			if name == "" {
+				for _, m := range vs.LabelMatchers {
+					if m.Name == labels.MetricName {
+						name = m.Value
+					}
+				}
+			}
+			names = append(names, name)
+		}
+		return nil
+	})
+	sort.Strings(names)
+	return slices.Compact(names), nil
 }
