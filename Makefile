@@ -184,7 +184,7 @@ chart: ## Helm chart: helm lint --strict of both roles, and its rendering specs 
 
 .PHONY: integration
 integration: ## Integration suites: controllers and the webhook on real API servers (envtest with the bed's kube-apiserver and etcd; its kube-scheduler and kube-controller-manager where a spec needs them)
-	$(call tools-for,bed helm ginkgo)
+	$(call tools-for,bed helm ginkgo promrules)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=15m ./test/integration/...
 
 .PHONY: real-nodes
