@@ -73,10 +73,14 @@ var _ = Describe("the manager's metrics", func() {
 		taken := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "metrics-taken"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
 		Expect(secondary.Client.Create(ctx, taken)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(secondary.Client.Delete(ctx, taken))).To(Succeed()) })
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(secondary.Client.Delete(ctx, taken))).To(Succeed())
+		})
 		conflicted := electedPod("metrics-taken", nil, "10m")
 		Expect(primary.Client.Create(ctx, conflicted)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(primary.Client.Delete(ctx, conflicted))).To(Succeed()) })
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(primary.Client.Delete(ctx, conflicted))).To(Succeed())
+		})
 
 		// A Replicator applied to the primary and the secondary.
 		raw, err := os.ReadFile(filepath.Join(clusterenv.RepoRoot(), "config", "samples", "plumber-replicator.yaml"))
