@@ -236,7 +236,7 @@ func (p *Metrics) Collect(ch chan<- prometheus.Metric) {
 	if p.Clock != nil {
 		now = p.Clock.Now()
 	}
-	counts, oldest := ProxyCounts(list.Items, now)
+	counts, oldest := Counts(list.Items, now)
 	for cluster, byPhase := range counts {
 		for _, phase := range phases {
 			ch <- prometheus.MustNewConstMetric(proxiesDesc, prometheus.GaugeValue, float64(byPhase[phase]), cluster, string(phase))
@@ -247,10 +247,10 @@ func (p *Metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// ProxyCounts counts proxies per cluster (their virtual node's; "" for none) and phase (an empty
+// Counts counts proxies per cluster (their virtual node's; "" for none) and phase (an empty
 // phase counts as Pending), and gives per cluster the age of the oldest proxy that waits for a
 // delegate: neither terminal nor terminating, its Delegated condition not True (0 for none).
-func ProxyCounts(proxies []corev1.Pod, now time.Time) (map[string]map[corev1.PodPhase]int, map[string]time.Duration) {
+func Counts(proxies []corev1.Pod, now time.Time) (map[string]map[corev1.PodPhase]int, map[string]time.Duration) {
 	counts := map[string]map[corev1.PodPhase]int{}
 	oldest := map[string]time.Duration{}
 	for i := range proxies {

@@ -124,7 +124,7 @@ func TestPatchStatusObservesTheStartOnceWhenRunningIsWritten(t *testing.T) {
 	}
 }
 
-func TestProxyCounts(t *testing.T) {
+func TestCounts(t *testing.T) {
 	now := time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC)
 	pod := func(cluster string, phase corev1.PodPhase, age time.Duration, delegated, terminating bool) corev1.Pod {
 		p := proxyOn(cluster, "p", "u", now.Add(-age))
@@ -140,7 +140,7 @@ func TestProxyCounts(t *testing.T) {
 		}
 		return *p
 	}
-	counts, oldest := ProxyCounts([]corev1.Pod{
+	counts, oldest := Counts([]corev1.Pod{
 		pod("east", corev1.PodRunning, time.Hour, true, false),
 		pod("east", corev1.PodPending, 3*time.Minute, false, false), // waits for its delegate
 		pod("east", corev1.PodPending, 9*time.Minute, true, false),  // has one, its image pulls

@@ -324,7 +324,13 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	if v := translate.PodSecurityViolation(&delegate.ObjectMeta, &delegate.Spec, home.Labels); v != "" {
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, fmt.Sprintf("The delegate %s (the level of namespace %s)", v, proxy.Namespace))
 	}
-	err = sec.Client.Create(ctx, delegate)
+	return r.create(ctx, proxy, sec, delegate)
+}
+
+// create creates the delegate in the secondary; what the secondary refuses leaves the proxy Pending
+// (or Failed, for good) with the reason, and is counted.
+func (r *Reconciler) create(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary, delegate *corev1.Pod) (ctrl.Result, error) {
+	err := sec.Client.Create(ctx, delegate)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		countCreationError(sec.Name, err) // a name taken by another's pod is counted by alreadyThere
 	}
