@@ -202,7 +202,7 @@ real-nodes: ## The bed's real nodes as root: the primary's, then the secondaries
 
 .PHONY: e2e
 e2e: ## End-to-end suites on a fresh local test bed (one bed per run)
-	$(call tools-for,bed ginkgo cert-manager promrules)
+	$(call tools-for,bed tracing ginkgo cert-manager promrules)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
 
 .PHONY: test
@@ -217,16 +217,16 @@ BENCH_RENEW_DEADLINE ?= 10s
 BENCH_MCS_ENDPOINTS ?= 1000
 
 .PHONY: bench
-bench: ## Benchmark: N pods direct in one secondary, split over the secondaries, and elected (BENCH_PODS=200, BENCH_CLUSTERS=2, BENCH_MEMORY_LIMIT=512Mi: the chart's manager limit, BENCH_SKIP_DIRECT=true: no run in one secondary, BENCH_SKIP_SPLIT=true: no split-direct floor either, BENCH_RENEW_DEADLINE=10s: the managers' leader renewal deadline, BENCH_MCS_ENDPOINTS=1000: endpoints exported from every cluster for the Multi-Cluster Services run, 0 for none); JSON in bench.json
-	$(call tools-for,bed)
-	go run ./test/bench --pods $(BENCH_PODS) --clusters $(BENCH_CLUSTERS) --memory-limit $(BENCH_MEMORY_LIMIT) --skip-direct=$(BENCH_SKIP_DIRECT) --skip-split=$(BENCH_SKIP_SPLIT) --renew-deadline $(BENCH_RENEW_DEADLINE) --mcs-endpoints $(BENCH_MCS_ENDPOINTS) --out bench.json
+bench: ## Benchmark: N pods direct in one secondary, split over the secondaries, and elected (BENCH_PODS=200, BENCH_CLUSTERS=2, BENCH_MEMORY_LIMIT=512Mi: the chart's manager limit, BENCH_SKIP_DIRECT=true: no run in one secondary, BENCH_SKIP_SPLIT=true: no split-direct floor either, BENCH_RENEW_DEADLINE=10s: the managers' leader renewal deadline, BENCH_MCS_ENDPOINTS=1000: endpoints exported from every cluster for the Multi-Cluster Services run, 0 for none, BENCH_TRACING=1: the bed with Jaeger, and the elected run again untraced and traced for the manager's tracing cost); JSON in bench.json
+	$(call tools-for,bed $(if $(BENCH_TRACING),tracing))
+	go run ./test/bench --pods $(BENCH_PODS) --clusters $(BENCH_CLUSTERS) --memory-limit $(BENCH_MEMORY_LIMIT) --skip-direct=$(BENCH_SKIP_DIRECT) --skip-split=$(BENCH_SKIP_SPLIT) --renew-deadline $(BENCH_RENEW_DEADLINE) --mcs-endpoints $(BENCH_MCS_ENDPOINTS) $(if $(BENCH_TRACING),--tracing) --out bench.json
 
 .PHONY: dev-up
 # REAL_NODE=1 gives the primary a real node (root, Debian's containerd; make demo asks for it);
 # SECONDARY_REAL_NODES=1 gives each secondary one, each in a network namespace of its own.
-dev-up: ## Start a primary and two secondaries (REAL_NODE=1: a real node in the primary; SECONDARY_REAL_NODES=1: one in each secondary); kubeconfig in .testbed/kubeconfig
-	$(call tools-for,bed)
-	go run ./test/testbed/cmd/flotilla-testbed up --dir $(DEV_DIR) $(if $(REAL_NODE),--real-node) $(if $(SECONDARY_REAL_NODES),--secondary-real-nodes)
+dev-up: ## Start a primary and two secondaries (REAL_NODE=1: a real node in the primary; SECONDARY_REAL_NODES=1: one in each secondary; TRACING=1: Jaeger, and every API server tracing into it); kubeconfig in .testbed/kubeconfig
+	$(call tools-for,bed $(if $(TRACING),tracing))
+	go run ./test/testbed/cmd/flotilla-testbed up --dir $(DEV_DIR) $(if $(REAL_NODE),--real-node) $(if $(SECONDARY_REAL_NODES),--secondary-real-nodes) $(if $(TRACING),--tracing)
 
 .PHONY: dev-down
 dev-down: ## Stop the manager and every cluster dev-up or demo started

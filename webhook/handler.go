@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
@@ -18,6 +20,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -67,6 +70,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		pod.Namespace = req.Namespace
 	}
 	out, err := h.mutate(ctx, pod)
+	traceAdmission(ctx, pod, out, err)
 	var rej *Rejection
 	switch {
 	case errors.As(err, &rej):
@@ -114,6 +118,12 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, err
 	})
 	if err != nil || out == pod {
 		return out, err
+	}
+	// The trace this admission is part of goes on with the proxy's every later step; a value the
+	// pod arrived with is not the webhook's and is dropped.
+	delete(out.Annotations, flotillav1.AnnotationTraceparent)
+	if tp := tracing.Inject(ctx); tp != "" {
+		out.Annotations[flotillav1.AnnotationTraceparent] = tp
 	}
 	// Last: the seal covers everything the webhook set, Spread's annotation included.
 	out.Annotations[flotillav1.AnnotationSeal] = seal.Stamp(h.SealKey, out)
@@ -231,4 +241,28 @@ func ClusterViews(snaps []clusters.Snapshot) []ClusterView {
 		out = append(out, v)
 	}
 	return out
+}
+
+// traceAdmission names, on the admission's span, the pod and what was decided: elected (and to
+// which virtual node, when the webhook binds it), not elected, refused or failed.
+func traceAdmission(ctx context.Context, pod, out *corev1.Pod, err error) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(tracing.KeyNamespace.String(pod.Namespace), tracing.KeyPod.String(cmp.Or(pod.Name, pod.GenerateName)))
+	var rej *Rejection
+	switch {
+	case errors.As(err, &rej):
+		span.SetAttributes(tracing.KeyOutcome.String("refused"))
+	case err != nil:
+		span.SetAttributes(tracing.KeyOutcome.String("error"))
+	case out == pod:
+		span.SetAttributes(tracing.KeyOutcome.String("not elected"))
+	default:
+		span.SetAttributes(tracing.KeyOutcome.String("elected"))
+		if cluster, ok := flotillav1.ClusterOfNode(out.Spec.NodeName); ok {
+			span.SetAttributes(tracing.KeyCluster.String(cluster))
+		}
+	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/pkg/logging"
 	"github.com/flotilla-dev/flotilla/pkg/setup"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/version"
 )
 
@@ -56,6 +57,12 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	addWebhookFlags(fs, &o.manager.Webhook)
 	addElectionFlags(fs, &o.manager.Election)
 	addReplicatorFlags(fs, &o.manager.Replicator)
+	addTracingFlags(fs, &o.manager.Tracing)
+}
+
+func addTracingFlags(fs *pflag.FlagSet, o *tracing.Options) {
+	fs.StringVar(&o.Endpoint, "tracing-endpoint", o.Endpoint, "OpenTelemetry collector that receives the manager's spans over OTLP gRPC: host:port (plain text) or an http:// or https:// URL; empty turns tracing off. An elected pod's spans (admission, reconciles, the delegate's creation, the status write, release) form one trace with the API servers' own, whose context the manager passes on")
+	fs.Float64Var(&o.SamplingRate, "tracing-sampling-rate", o.SamplingRate, "fraction (0 to 1) of the traces the manager starts that are kept; a span whose parent was sampled (an API server's, an elected pod's admission) is kept whatever the rate")
 }
 
 func addManagerFlags(fs *pflag.FlagSet, o *setup.ManagerOptions) {
@@ -83,7 +90,8 @@ func addClusterFlags(fs *pflag.FlagSet, c *setup.ClusterOptions, n *setup.Virtua
 	fs.DurationVar(&c.ProbeTimeout, "probe-timeout", c.ProbeTimeout, "how long a cluster may take to answer a health probe before it counts as failed")
 	fs.Float64Var(&c.TokenRenewalFraction, "token-renewal-fraction", c.TokenRenewalFraction, "renew a registered ServiceAccount token once this fraction of its lifetime has passed")
 	fs.StringVar(&n.Address, "node-address", n.Address, "InternalIP the virtual nodes advertise (default $POD_IP, else 127.0.0.1)")
-	fs.Int32Var(&n.KubeletPort, "kubelet-port", n.KubeletPort, "port of the virtual nodes' kubelet API (kubectl logs/exec on proxies), advertised on each node; 0 turns it off")
+	fs.Int32Var(&n.KubeletPort, "kubelet-port", n.KubeletPort, "first port of the virtual nodes' kubelet APIs (kubectl logs/exec on proxies, the API server's node proxy, metrics-server): each virtual node gets one of --kubelet-port-count ports from it, advertised on its Node and served by every replica; 0 turns them off")
+	fs.Int32Var(&n.KubeletPortCount, "kubelet-port-count", n.KubeletPortCount, "how many ports from --kubelet-port the virtual nodes' kubelet APIs are given, one per virtual node")
 	fs.DurationVar(&n.FailoverAfter, "failover-after", n.FailoverAfter, "how long a secondary stays Unknown before its virtual node is tainted flotilla.dev/unreachable:NoExecute (its proxies are then evicted after their flotilla.dev/failover-seconds)")
 }
 

@@ -488,6 +488,7 @@ func pendingProxyFinding(p *corev1.Pod) finding {
 	if why := joinNonEmpty(": ", reason, message); why != "" {
 		f.Message += ": " + why
 	}
+	f.Message += fmt.Sprintf(" (its timeline: flotillactl trace pod %s)", key)
 	return f
 }
 

@@ -136,14 +136,14 @@ func TestPendingProxyFinding(t *testing.T) {
 	unbound := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available"}}}}
 	f := pendingProxyFinding(unbound)
-	if f.Severity != severityWarning || f.Message != "proxy demo/web is Pending, not bound to a virtual node: Unschedulable: 0/3 nodes are available" {
+	if f.Severity != severityWarning || f.Message != "proxy demo/web is Pending, not bound to a virtual node: Unschedulable: 0/3 nodes are available (its timeline: flotillactl trace pod demo/web)" {
 		t.Errorf("unbound: %+v", f)
 	}
 	bound := unbound.DeepCopy()
 	bound.Spec.NodeName, bound.Status.Conditions = "flotilla-a", nil
 	bound.Status.Reason, bound.Status.Message = "DelegatePending", "image pulling"
 	f = pendingProxyFinding(bound)
-	if f.Severity != severityInfo || f.Message != "proxy demo/web is Pending on flotilla-a, waiting for its delegate: DelegatePending: image pulling" {
+	if f.Severity != severityInfo || f.Message != "proxy demo/web is Pending on flotilla-a, waiting for its delegate: DelegatePending: image pulling (its timeline: flotillactl trace pod demo/web)" {
 		t.Errorf("bound: %+v", f)
 	}
 }
@@ -217,8 +217,8 @@ func TestDoctorReportsEveryCheckAndFailsWithoutTheWebhook(t *testing.T) {
 		"WARN  virtual node flotilla-b is not Ready: Ready=False: SecondaryUnavailable: connection refused\n",
 		"WARN  daemonset kube-system/tolerate-all can run on virtual nodes flotilla-a, flotilla-b\n",
 		"WARN  daemonset monitoring/only-a can run on virtual nodes flotilla-a\n",
-		"WARN  proxy demo/unbound is Pending, not bound to a virtual node: Waiting: no secondary fits\n",
-		"INFO  proxy demo/bound is Pending on flotilla-a, waiting for its delegate: Waiting: no secondary fits\n",
+		"WARN  proxy demo/unbound is Pending, not bound to a virtual node: Waiting: no secondary fits (its timeline: flotillactl trace pod demo/unbound)\n",
+		"INFO  proxy demo/bound is Pending on flotilla-a, waiting for its delegate: Waiting: no secondary fits (its timeline: flotillactl trace pod demo/bound)\n",
 		"INFO  delegates in a not checked: your kubeconfig has no context a; name one with --secondary-context a=CONTEXT\n",
 		"INFO  delegates in b not checked",
 		"ERROR MutatingWebhookConfiguration flotilla is missing",

@@ -151,6 +151,10 @@ func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config)
 		return c
 	}
 	restCfg, err = c.withTokenFromCluster(restCfg)
+	if err == nil && r.opts.WrapTransport != nil {
+		restCfg = rest.CopyConfig(restCfg)
+		restCfg.Wrap(r.opts.WrapTransport)
+	}
 	if err == nil {
 		restCfg.QPS, restCfg.Burst = r.opts.QPS, r.opts.Burst
 		restCfg.UserAgent = "flotilla-manager"

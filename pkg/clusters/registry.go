@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,9 @@ type Options struct {
 	CapacitySyncDeadline time.Duration
 	// Clock tells the readiness deadline (default: the real one).
 	Clock clock.PassiveClock
+	// WrapTransport, when set, wraps every client's transport of every cluster (tracing: a
+	// request made inside a span carries its context to the cluster's API server).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 func (o *Options) defaults() {

@@ -56,15 +56,15 @@ func newCountingPrimary(valid map[string]bool, allowed bool) *countingPrimary {
 	return c
 }
 
-// serve runs one request through the kubelet API's authentication and authorisation; the kubelet
-// handlers are replaced by one that answers 200.
+// serve runs one request through the kubelet API's authentication and authorisation, at the port
+// of the proxy's node; the kubelet handlers are replaced by one that answers 200.
 func serve(h http.Handler, path, token string) int {
 	r := httptest.NewRequest(http.MethodGet, path, nil)
 	if token != "" {
 		r.Header.Set("Authorization", "Bearer "+token)
 	}
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	withNode("flotilla-eu", h).ServeHTTP(w, r)
 	return w.Code
 }
 
@@ -199,7 +199,7 @@ func TestPastMaxInFlightARequestIsRefusedNotQueued(t *testing.T) {
 	r := httptest.NewRequest(http.MethodGet, "/containerLogs/ns/web/app", nil)
 	r.Header.Set("Authorization", "Bearer another")
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, r)
+	withNode("flotilla-eu", h).ServeHTTP(w, r)
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
 		t.Errorf("a second review while one is in flight: %d (Retry-After %q), want 429 with Retry-After", w.Code, w.Header().Get("Retry-After"))
 	}

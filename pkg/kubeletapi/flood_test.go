@@ -268,8 +268,8 @@ func TestAFloodOfBogusTokensNeverDelaysTheLeaseRenewals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := &Server{Primary: kubeletClient, Secondaries: secondariesMap{}, Addr: addr,
-		ServingIPs: []net.IP{net.ParseIP("127.0.0.1")}, Log: logr.Discard()}
+	k := &Server{Primary: kubeletClient, Secondaries: secondariesMap{}, Nodes: virtualNodesAt(t, map[string]int32{"flotilla-eu": int32(port)}),
+		Ports: PortRange{First: int32(port), Count: 1}, BindHost: "127.0.0.1", Address: "127.0.0.1", Log: logr.Discard()}
 
 	ctx, stop := context.WithCancel(t.Context())
 	defer stop()

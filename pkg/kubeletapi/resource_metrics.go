@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,45 +14,6 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
 )
-
-// Every virtual node is served at one address, so a kubelet's node-less paths (/metrics/resource,
-// /stats/summary) cannot say which node they ask about. Each virtual node's endpoints therefore
-// carry its name, as kwok's fake nodes' do, and the node's metrics.k8s.io/resource-metrics-path
-// annotation points metrics-server (v0.7 and later) at its own.
-const (
-	resourceMetricsPrefix = "/metrics/nodes/"
-	resourceMetricsSuffix = "/metrics/resource"
-	summaryPrefix         = "/stats/nodes/"
-	summarySuffix         = "/summary"
-)
-
-// SummaryPath is where a virtual node's Summary API (the kubelet's /stats/summary) is served.
-func SummaryPath(node string) string { return summaryPrefix + node + summarySuffix }
-
-// nodeTarget is a request for one virtual node's own endpoints.
-type nodeTarget struct {
-	node string
-	// subresource is what a kubelet authorises the path as: nodes/metrics or nodes/stats.
-	subresource string
-}
-
-// parseNodeTarget recognises a virtual node's resource metrics and Summary paths.
-func parseNodeTarget(path string) (nodeTarget, bool) {
-	for _, p := range []struct{ prefix, suffix, sub string }{
-		{resourceMetricsPrefix, resourceMetricsSuffix, "metrics"},
-		{summaryPrefix, summarySuffix, "stats"},
-	} {
-		rest, ok := strings.CutPrefix(path, p.prefix)
-		if !ok {
-			continue
-		}
-		node, ok := strings.CutSuffix(rest, p.suffix)
-		if _, virtual := flotillav1.ClusterOfNode(node); ok && virtual && !strings.Contains(node, "/") {
-			return nodeTarget{node: node, subresource: p.sub}, true
-		}
-	}
-	return nodeTarget{}, false
-}
 
 // nodeUsage reads a virtual node's secondary and folds it into the meter.
 func (k *Server) nodeUsage(r *http.Request, node string) nodeReport {
@@ -68,17 +28,17 @@ func (k *Server) nodeUsage(r *http.Request, node string) nodeReport {
 	return k.usage.observe(node, samples, err, k.now(), k.Log)
 }
 
-// serveNode answers a virtual node's resource metrics or Summary.
-func (k *Server) serveNode(w http.ResponseWriter, r *http.Request, t nodeTarget) {
-	report := k.nodeUsage(r, t.node)
-	if t.subresource == "metrics" {
+// serveUsage answers a virtual node's resource metrics or Summary.
+func (k *Server) serveUsage(w http.ResponseWriter, r *http.Request, node string, ep endpoint) {
+	report := k.nodeUsage(r, node)
+	if ep == endpointResourceMetrics {
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
 		writeResourceMetrics(w, report)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(summaryOf(report)); err != nil {
-		k.Log.V(logging.Debug).Info("Writing a Summary failed", "node", t.node, "err", err)
+		k.Log.V(logging.Debug).Info("Writing a Summary failed", "node", node, "err", err)
 	}
 }
 

@@ -2,12 +2,10 @@ package kubeletapi
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -25,8 +23,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/remotecommand"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -40,31 +40,53 @@ type Secondaries interface {
 	PrimaryID() string
 }
 
-// Server is the kubelet API of every virtual node (they share one address): kubectl logs,
-// exec, attach and port-forward on a proxy reach its delegate. Callers are authenticated by client
-// certificate (the API server's, against the cluster's client CA) or bearer token (TokenReview),
-// and authorised by SubjectAccessReview (see authenticated). Anonymous callers are refused. Both
-// reviews are cached as a kubelet caches them, and at most MaxInFlight requests wait on a review
-// at once: past that they are refused with 429.
+// Server is the kubelet API of every virtual node, each at the port its Node advertises
+// (status.daemonEndpoints.kubeletEndpoint.Port, given by package virtualnode from Ports): the
+// API server's node proxy and metrics-server reach a node's /pods, /runningpods/, /healthz,
+// /stats/summary and /metrics/resource there, and kubectl logs, exec, attach and port-forward
+// on a proxy reach its delegate. Callers are authenticated by client certificate (the API
+// server's, against the cluster's client CA) or bearer token (TokenReview), and authorised by
+// SubjectAccessReview (see authenticated). Anonymous callers are refused. Both reviews are cached
+// as a kubelet caches them, and at most MaxInFlight requests wait on a review at once: past that
+// they are refused with 429.
+//
+// Each port's serving certificate comes from the cluster's CSR API (signer
+// kubernetes.io/kubelet-serving, approved by the server itself: ApproveServingCSR), else, while
+// the cluster cannot sign, from a CA of the process's own (said in a log line and an Event on the
+// node).
 type Server struct {
 	// Primary is the kubelet API's own client of the primary (NewPrimaryClient), never the one the
 	// virtual nodes' Leases are renewed with: what callers make it do must not delay a renewal.
 	Primary     kubernetes.Interface
 	Secondaries Secondaries
-	// Addr is the listen address, e.g. ":10250".
-	Addr string
-	// ServingHosts and ServingIPs go into the generated serving certificate.
-	ServingHosts []string
-	ServingIPs   []net.IP
-	Log          logr.Logger
-	// Clock tells the caches of reviews when their entries expire, the serving certificate's
-	// validity and the usage rates (default: the real one).
+	// Nodes reads the primary's virtual Node objects (the manager's cache): which port serves
+	// which node.
+	Nodes client.Reader
+	// Ports is the range the nodes' ports are given from; a node advertising another is not served.
+	Ports PortRange
+	// BindHost is the address the ports are bound on; empty: all.
+	BindHost string
+	// Address is the InternalIP the virtual nodes advertise: the serving certificates' IP SAN.
+	Address string
+	// Recorder writes the Events on virtual nodes (a serving certificate not signed by the cluster).
+	Recorder events.EventRecorder
+	Log      logr.Logger
+	// Clock tells the caches of reviews when their entries expire, the serving certificates'
+	// validity and renewal, and the usage rates (default: the real one).
 	Clock clock.PassiveClock
 	// MaxInFlight bounds the requests waiting on a review at once (default DefaultMaxInFlight).
 	MaxInFlight int
+	// SignTimeout is how long a serving certificate's CSR may wait for its certificate before
+	// the node is served with a self-signed one (default DefaultSignTimeout).
+	SignTimeout time.Duration
 
 	// usage keeps the CPU counters of the virtual nodes' resource metrics between scrapes.
 	usage *usageMeter
+	// changed says the Node objects changed (NodesChanged).
+	changedOnce sync.Once
+	changed     chan struct{}
+	// self is the manager's user name, read once (SelfSubjectReview).
+	self selfName
 }
 
 // now is the server's clock.
@@ -78,59 +100,45 @@ func (k *Server) now() time.Time {
 // NeedLeaderElection says no: every replica serves the kubelet API.
 func (k *Server) NeedLeaderElection() bool { return false }
 
-// Start serves until ctx ends.
+// NodesChanged tells the server that virtual Node objects changed (a port given or taken back):
+// it opens and closes its ports at once instead of at the next resync. It never blocks.
+func (k *Server) NodesChanged() {
+	select {
+	case k.changedCh() <- struct{}{}:
+	default:
+	}
+}
+
+func (k *Server) changedCh() chan struct{} {
+	k.changedOnce.Do(func() { k.changed = make(chan struct{}, 1) })
+	return k.changed
+}
+
+// Start serves until ctx ends: one TLS port per virtual node.
 func (k *Server) Start(ctx context.Context) error {
 	cas := &clientCAPool{}
 	if err := cas.reload(ctx, k.clientCAs); err != nil {
 		return err
 	}
 	go cas.keepReloaded(ctx, k.clientCAs, clientCAReload, k.Log)
-	now := k.now()
-	ca, err := pki.NewCA("flotilla-kubelet-ca", now, 5*365*24*time.Hour)
+	fallback, err := pki.NewCA("flotilla-kubelet-ca", k.now(), 5*365*24*time.Hour)
 	if err != nil {
 		return err
-	}
-	kp, err := ca.IssueServer(k.ServingHosts, k.ServingIPs, now, 365*24*time.Hour)
-	if err != nil {
-		return err
-	}
-	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
-	if err != nil {
-		return fmt.Errorf("loading the kubelet serving certificate: %w", err)
 	}
 	k.usage = newUsageMeter()
 	r := http.NewServeMux()
 	// virtual-kubelet hands port-forward these two timeouts swapped (idle 30 s); forwards still
-	// stay open because kubectl pings its connection every 5-10 s.
+	// stay open because kubectl pings its connection every 5-10 s. /pods and the node's other
+	// endpoints never reach it (admit serves them).
 	api.AttachPodRoutes(api.PodHandlerConfig{
 		GetContainerLogs: k.containerLogs, RunInContainer: k.runInContainer,
 		AttachToContainer: k.attachToContainer, PortForward: k.portForward,
-		GetPods:               func(context.Context) ([]*corev1.Pod, error) { return nil, nil },
-		GetPodsFromKubernetes: func(context.Context) ([]*corev1.Pod, error) { return nil, nil },
-		StreamIdleTimeout:     30 * time.Minute, StreamCreationTimeout: 30 * time.Second,
+		StreamIdleTimeout: 30 * time.Minute, StreamCreationTimeout: 30 * time.Second,
 	}, r, false)
-	srv := &http.Server{
-		Addr:              k.Addr,
-		Handler:           k.authenticated(r),
-		ReadHeaderTimeout: 10 * time.Second,
-		TLSConfig: &tls.Config{MinVersion: tls.VersionTLS12,
-			// Per connection, so a rotated client CA is trusted without a restart.
-			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-				return &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: cas.get(),
-					ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}, nil
-			}},
-	}
-	errCh := make(chan error, 1)
-	go func() { errCh <- srv.ListenAndServeTLS("", "") }()
-	k.Log.Info("Serving the virtual nodes' kubelet API", "address", k.Addr)
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	case err := <-errCh:
-		return fmt.Errorf("serving the kubelet API: %w", err)
-	}
+	l := &listeners{k: k, handler: k.authenticated(r), cas: cas, fallback: fallback, open: map[int32]*nodeListener{}}
+	k.Log.Info("Serving the virtual nodes' kubelet API", "firstPort", k.Ports.First, "ports", k.Ports.Count, "address", k.Address)
+	l.run(ctx)
+	return nil
 }
 
 // clientCAs reads the CA that signs the API server's client certificate.
@@ -185,9 +193,10 @@ func (k *Server) admitWith(g *gate, next http.Handler) http.Handler {
 	})
 }
 
-// admit authenticates and authorises r. It serves a virtual node's own endpoints itself (and
-// returns no proxy); for a pod request it returns the proxy, read once the caller is authorised.
-// When it returns false it has answered the request.
+// admit authenticates and authorises r for the node of the port it came to. It serves the
+// node's own endpoints itself (and returns no proxy); for a pod request it returns the proxy,
+// read once the caller is authorised and which must be on that node. When it returns false it
+// has answered the request.
 func (k *Server) admit(w http.ResponseWriter, r *http.Request, g *gate, s *slot) (*corev1.Pod, bool) {
 	who, err := g.authenticate(r, s)
 	if err != nil {
@@ -197,23 +206,23 @@ func (k *Server) admit(w http.ResponseWriter, r *http.Request, g *gate, s *slot)
 		}
 		return nil, false
 	}
-	if t, ok := parseNodeTarget(r.URL.Path); ok {
-		attrs := authorizationv1.ResourceAttributes{Verb: "get", Resource: "nodes", Subresource: t.subresource, Name: t.node}
-		if k.authorize(w, r, g, s, who, attrs) {
-			k.serveNode(w, r, t)
+	node := nodeOf(r.Context())
+	target, err := parseTarget(r.URL.Path)
+	if ep := endpointOf(r.URL.Path); ep != endpointNone || err != nil {
+		// The node's own endpoints, and whatever else a kubelet would authorise as nodes/...
+		if k.authorize(w, r, g, s, who, kubeletAttributes(r.Method, r.URL.Path, node)...) {
+			k.serveNode(w, r, node, ep)
 		}
 		return nil, false
 	}
-	target, err := parseTarget(r.URL.Path)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusNotFound)
-		return nil, false
-	}
-	if !who.apiServer {
-		// A direct caller's rights are on the pod the URL names: authorised before the pod is read.
-		if !k.authorize(w, r, g, s, who, target.attributes("", false)) {
+	if who.apiServer {
+		// The API server's right is on the node, which the port names.
+		if !k.authorize(w, r, g, s, who, target.attributes(node, true)) {
 			return nil, false
 		}
+	} else if !k.authorize(w, r, g, s, who, target.attributes("", false)) {
+		// A direct caller's rights are on the pod the URL names: authorised before the pod is read.
+		return nil, false
 	}
 	// No slot for this read: callers who hold a slot are the ones the primary has not yet vouched
 	// for, and an authorised caller must not be refused because a flood holds them all.
@@ -222,10 +231,9 @@ func (k *Server) admit(w http.ResponseWriter, r *http.Request, g *gate, s *slot)
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return nil, false
 	}
-	// The API server's right is on the proxy's node, which the URL does not name (every virtual
-	// node has this address): it is read first. Only a certificate of the cluster's client CA gets
-	// here unauthorised.
-	if who.apiServer && !k.authorize(w, r, g, s, who, target.attributes(proxy.Spec.NodeName, true)) {
+	if proxy.Spec.NodeName != node {
+		// A kubelet serves its own pods only.
+		http.Error(w, fmt.Sprintf("pod %s/%s is not on node %s", target.namespace, target.pod, node), http.StatusNotFound)
 		return nil, false
 	}
 	return proxy, true
@@ -241,27 +249,33 @@ func refuse(w http.ResponseWriter, err error, message string, code int) {
 	http.Error(w, message, code)
 }
 
-// authorize asks the primary (or the cache of its answers) whether the caller may do what attrs
-// say; when not, it answers the request and returns false.
-func (k *Server) authorize(w http.ResponseWriter, r *http.Request, g *gate, s *slot, who caller, attrs authorizationv1.ResourceAttributes) bool {
-	ok, err := g.allowed(r.Context(), who, attrs, s)
-	if err != nil {
-		refuse(w, err, "authorization failed", http.StatusInternalServerError)
-		if !errors.Is(err, errBusy) {
-			g.log.V(logging.Debug).Info("Authorization failed", "user", who.user, "error", err.Error())
+// authorize asks the primary (or the cache of its answers) whether the caller may do what one of
+// attrs says, in order (a kubelet's fine-grained authorisation falls back to nodes/proxy); when
+// not, it answers the request and returns false.
+func (k *Server) authorize(w http.ResponseWriter, r *http.Request, g *gate, s *slot, who caller, attrs ...authorizationv1.ResourceAttributes) bool {
+	for _, a := range attrs {
+		ok, err := g.allowed(r.Context(), who, a, s)
+		if err != nil {
+			refuse(w, err, "authorization failed", http.StatusInternalServerError)
+			if !errors.Is(err, errBusy) {
+				g.log.V(logging.Debug).Info("Authorization failed", "user", who.user, "error", err.Error())
+			}
+			return false
 		}
-		return false
-	}
-	if !ok {
-		what := attrs.Resource + "/" + attrs.Subresource
-		name := attrs.Name
-		if attrs.Namespace != "" {
-			name = attrs.Namespace + "/" + name
+		if ok {
+			return true
 		}
-		http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s %s", who.user, attrs.Verb, what, name), http.StatusForbidden)
-		return false
 	}
-	return true
+	var what []string
+	for _, a := range attrs {
+		what = append(what, a.Resource+"/"+a.Subresource)
+	}
+	name := attrs[0].Name
+	if attrs[0].Namespace != "" {
+		name = attrs[0].Namespace + "/" + name
+	}
+	http.Error(w, fmt.Sprintf("Forbidden: %s may not %s %s %s", who.user, attrs[0].Verb, strings.Join(what, " or "), name), http.StatusForbidden)
+	return false
 }
 
 // proxyKey carries the proxy read by authenticated to the handlers.
@@ -277,7 +291,11 @@ func parseTarget(path string) (target, error) {
 	if len(parts) < 3 {
 		return target{}, errors.New("not a pod request")
 	}
-	return target{verb: parts[0], namespace: parts[1], pod: parts[2]}, nil
+	switch parts[0] {
+	case "containerLogs", "exec", "attach", "portForward":
+		return target{verb: parts[0], namespace: parts[1], pod: parts[2]}, nil
+	}
+	return target{}, errors.New("not a pod request")
 }
 
 // attributes are what a caller must be allowed: see authenticated.

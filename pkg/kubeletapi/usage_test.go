@@ -161,27 +161,6 @@ func TestSummaryCarriesTheProxysReferenceAndUsage(t *testing.T) {
 	}
 }
 
-func TestParseNodeTarget(t *testing.T) {
-	cases := []struct {
-		path string
-		want nodeTarget
-		ok   bool
-	}{
-		{"/metrics/nodes/flotilla-a/metrics/resource", nodeTarget{node: "flotilla-a", subresource: "metrics"}, true},
-		{"/stats/nodes/flotilla-a/summary", nodeTarget{node: "flotilla-a", subresource: "stats"}, true},
-		{"/metrics/nodes/worker-1/metrics/resource", nodeTarget{}, false}, // not a virtual node
-		{"/metrics/nodes/flotilla-a/x/metrics/resource", nodeTarget{}, false},
-		{"/metrics/resource", nodeTarget{}, false},
-		{"/containerLogs/ns/web/app", nodeTarget{}, false},
-	}
-	for _, tc := range cases {
-		got, ok := parseNodeTarget(tc.path)
-		if got != tc.want || ok != tc.ok {
-			t.Errorf("%s: got %+v %v, want %+v %v", tc.path, got, ok, tc.want, tc.ok)
-		}
-	}
-}
-
 func labelValues(labels []*dto.LabelPair) []string {
 	out := make([]string, 0, len(labels))
 	for _, l := range labels {

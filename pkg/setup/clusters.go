@@ -12,12 +12,12 @@ import (
 
 	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"strconv"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -25,13 +25,14 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
 	"github.com/flotilla-dev/flotilla/pkg/kubeletapi"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
 )
 
 // addClusters adds the cluster registry and what is fed by it or reads it first: the
 // registration, ClusterDetector and Replicator reconcilers, the virtual nodes and their kubelet
 // API, and the registry's readiness check.
-func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, log logr.Logger) (*clusters.Registry, error) {
+func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, tp *tracing.Provider, log logr.Logger) (*clusters.Registry, error) {
 	primaryClient, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return nil, fmt.Errorf("building the primary's client: %w", err)
@@ -46,24 +47,24 @@ func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, log logr.L
 		PrimaryID: primary.ID, KnownIDs: primary.KnownIDs,
 		ProbeInterval: opts.Clusters.ProbeInterval, ProbeTimeout: opts.Clusters.ProbeTimeout,
 		TokenRenewer: clusters.SecretTokenRenewer(mgr.GetClient()), RenewalFraction: opts.Clusters.TokenRenewalFraction,
-		Elected: mgr.Elected(), Clock: opts.Clock,
+		Elected: mgr.Elected(), Clock: opts.Clock, WrapTransport: wrapTransport(tp),
 	}, log.WithName("clusters"))
 	if err := mgr.Add(registry); err != nil {
 		return nil, fmt.Errorf("adding the cluster registry: %w", err)
 	}
-	if err := addClusterControllers(ctx, mgr, registry, primary.Version, opts); err != nil {
+	if err := addClusterControllers(ctx, mgr, registry, primary.Version, opts, tp); err != nil {
 		return nil, err
 	}
+	first, count := opts.VirtualNodes.kubeletPorts()
 	nodes := virtualnode.NewManager(registry, primaryClient, virtualnode.Options{
-		NodeOptions: virtualnode.NodeOptions{
-			Address: opts.VirtualNodes.nodeAddress(), KubeletPort: opts.VirtualNodes.KubeletPort, PrimaryVersion: primary.Version,
-		},
+		NodeOptions:   virtualnode.NodeOptions{Address: opts.VirtualNodes.nodeAddress(), PrimaryVersion: primary.Version},
+		KubeletPorts:  virtualnode.PortRange{First: first, Count: count},
 		FailoverAfter: opts.VirtualNodes.FailoverAfter, Clock: opts.Clock,
 	}, log.WithName("virtualnode"))
 	if err := mgr.Add(nodes); err != nil {
 		return nil, fmt.Errorf("adding the virtual nodes: %w", err)
 	}
-	if err := addKubeletAPI(mgr, registry, opts.VirtualNodes, log); err != nil {
+	if err := addKubeletAPI(ctx, mgr, registry, opts.VirtualNodes, log); err != nil {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("clusters", func(*http.Request) error { return registry.Ready() }); err != nil {
@@ -72,8 +73,16 @@ func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, log logr.L
 	return registry, nil
 }
 
+// wrapTransport is the secondaries' transport wrapper: the tracing one when tracing is on.
+func wrapTransport(tp *tracing.Provider) func(http.RoundTripper) http.RoundTripper {
+	if tp == nil {
+		return nil
+	}
+	return tp.WrapTransport
+}
+
 // addClusterControllers sets up the registration, ClusterDetector and Replicator reconcilers.
-func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, primaryVersion string, opts Options) error {
+func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, primaryVersion string, opts Options, tp *tracing.Provider) error {
 	recorder := mgr.GetEventRecorder(eventSource)
 	if err := (&registration.Reconciler{Client: mgr.GetClient(), Registry: registry, Recorder: recorder}).
 		SetupWithManager(ctx, mgr, registrationOptions()); err != nil {
@@ -84,7 +93,7 @@ func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clus
 		SetupWithManager(ctx, mgr, clusterDetectorOptions()); err != nil {
 		return fmt.Errorf("setting up the ClusterDetector controller: %w", err)
 	}
-	if err := (&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry, Recorder: recorder,
+	if err := (&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry, Recorder: recorder, Tracer: tp.Tracer(),
 		Timeout: opts.Replicator.Timeout, Resync: opts.Replicator.Resync, Retry: opts.Replicator.Retry}).
 		SetupWithManager(ctx, mgr, replicatorOptions()); err != nil {
 		return fmt.Errorf("setting up the Replicator controller: %w", err)
@@ -123,9 +132,12 @@ func addMulticlusterServices(ctx context.Context, mgr ctrl.Manager, registry *cl
 	return nil
 }
 
-// addKubeletAPI adds the virtual nodes' kubelet API, unless its port is 0.
-func addKubeletAPI(mgr ctrl.Manager, registry *clusters.Registry, opts VirtualNodeOptions, log logr.Logger) error {
-	if opts.KubeletPort <= 0 {
+// addKubeletAPI adds the virtual nodes' kubelet API, unless its port is 0: on every replica, a
+// port per virtual node as its Node advertises it (the manager's cache of virtual nodes, whose
+// changes it is told at once).
+func addKubeletAPI(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, opts VirtualNodeOptions, log logr.Logger) error {
+	first, count := opts.kubeletPorts()
+	if count == 0 {
 		return nil
 	}
 	// Its own client and rate limiter: its callers must never spend the budget of the virtual
@@ -134,9 +146,19 @@ func addKubeletAPI(mgr ctrl.Manager, registry *clusters.Registry, opts VirtualNo
 	if err != nil {
 		return err
 	}
-	kubelet := &kubeletapi.Server{Primary: kubeletClient, Secondaries: registry,
-		Addr:         net.JoinHostPort("", strconv.Itoa(int(opts.KubeletPort))),
-		ServingHosts: []string{"localhost"}, ServingIPs: []net.IP{net.ParseIP(opts.nodeAddress())}, Log: log.WithName("kubelet")}
+	kubelet := &kubeletapi.Server{Primary: kubeletClient, Secondaries: registry, Nodes: mgr.GetClient(),
+		Ports: kubeletapi.PortRange{First: first, Count: count}, Address: opts.nodeAddress(),
+		Recorder: mgr.GetEventRecorder(eventSource), Log: log.WithName("kubelet")}
+	nodeInformer, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{})
+	if err != nil {
+		return fmt.Errorf("watching virtual nodes: %w", err)
+	}
+	changed := func() { kubelet.NodesChanged() }
+	if _, err := nodeInformer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { changed() }, UpdateFunc: func(any, any) { changed() }, DeleteFunc: func(any) { changed() },
+	}); err != nil {
+		return fmt.Errorf("watching virtual nodes: %w", err)
+	}
 	if err := mgr.Add(kubelet); err != nil {
 		return fmt.Errorf("adding the kubelet API: %w", err)
 	}

@@ -26,19 +26,20 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/webhook"
 )
 
 // addElection adds pod election: the webhook (certificates, configuration, handlers), the
 // namespace cleanup, the sweep, and the dependency and proxy reconcilers.
-func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, opts Options, log logr.Logger) error {
+func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, opts Options, tp *tracing.Provider, log logr.Logger) error {
 	// The manager's client reads from a cache that has not started: a direct client writes what
 	// must exist before it does.
 	direct, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme()})
 	if err != nil {
 		return fmt.Errorf("building a client: %w", err)
 	}
-	podHandler, sealKey, err := addWebhook(ctx, mgr, direct, registry, opts)
+	podHandler, sealKey, err := addWebhook(ctx, mgr, direct, registry, opts, tp)
 	if err != nil {
 		return err
 	}
@@ -81,7 +82,7 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 		FlatNetwork: opts.Election.PodNetwork == PodNetworkFlat, SealKey: sealKey, Refit: podHandler.Refit,
 		Reflector:    &copies.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),
-		PerCluster:   opts.Election.proxyWorkersPerCluster(), Clock: opts.Clock,
+		PerCluster:   opts.Election.proxyWorkersPerCluster(), Clock: opts.Clock, Tracer: tp.Tracer(),
 	}).SetupWithManager(ctx, mgr, proxyOptions(opts.Election)); err != nil {
 		return fmt.Errorf("setting up the proxy controller: %w", err)
 	}
@@ -98,7 +99,7 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 // addWebhook writes the webhook's certificate and configuration, reads (or makes) the admission
 // seal's key, and registers the pod, DaemonSet and Replicator handlers. It returns the pod
 // handler, whose judgement the proxy reconciler asks again for gated proxies, and the seal's key.
-func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, registry *clusters.Registry, opts Options) (*webhook.Handler, seal.Key, error) {
+func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, registry *clusters.Registry, opts Options, tp *tracing.Provider) (*webhook.Handler, seal.Key, error) {
 	if err := addCertificates(ctx, mgr, direct, opts); err != nil {
 		return nil, nil, err
 	}
@@ -136,7 +137,7 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, reg
 		podHandler.Now = opts.Clock.Now
 	}
 	server := mgr.GetWebhookServer()
-	server.Register(webhook.Path, &admission.Webhook{Handler: podHandler})
+	server.Register(webhook.Path, tp.Handler(&admission.Webhook{Handler: podHandler}, "admission pods"))
 	server.Register(webhook.DaemonSetPath, &admission.Webhook{Handler: &webhook.DaemonSetHandler{Decoder: decoder}})
 	// A Replicator is admitted only when its author may write what it will write (one
 	// SubjectAccessReview per right); the namespace is read live, a cached miss would ask too much.

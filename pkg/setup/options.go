@@ -11,6 +11,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
 )
 
@@ -40,6 +41,7 @@ type Options struct {
 	Webhook        WebhookOptions
 	Election       ElectionOptions
 	Replicator     ReplicatorOptions
+	Tracing        tracing.Options
 	// Clock is given to the registry, the virtual nodes, the reconcilers and the sweep (nil: the
 	// real one).
 	Clock clock.PassiveClock
@@ -103,9 +105,12 @@ type ClusterOptions struct {
 type VirtualNodeOptions struct {
 	// Address is the InternalIP the virtual nodes advertise; empty: 127.0.0.1 (--node-address).
 	Address string
-	// KubeletPort is the port of the kubelet API (kubectl logs/exec on proxies); 0 turns it off
-	// (--kubelet-port).
+	// KubeletPort is the first port of the virtual nodes' kubelet APIs (kubectl logs/exec on
+	// proxies, the API server's node proxy, metrics-server); 0 turns them off (--kubelet-port).
 	KubeletPort int32
+	// KubeletPortCount is how many ports from KubeletPort the virtual nodes are given, one each:
+	// as many virtual nodes at most have a kubelet API (--kubelet-port-count).
+	KubeletPortCount int32
 	// FailoverAfter is how long a secondary stays Unknown before its virtual node is tainted
 	// flotilla.dev/unreachable:NoExecute (--failover-after).
 	FailoverAfter time.Duration
@@ -199,8 +204,9 @@ func DefaultOptions() Options {
 			TokenRenewalFraction: clusters.DefaultRenewalFraction,
 		},
 		VirtualNodes: VirtualNodeOptions{
-			KubeletPort:   10250,
-			FailoverAfter: virtualnode.DefaultFailoverAfter,
+			KubeletPort:      10250,
+			KubeletPortCount: 100,
+			FailoverAfter:    virtualnode.DefaultFailoverAfter,
 		},
 		Webhook: WebhookOptions{
 			Port:    9443,
@@ -221,12 +227,15 @@ func DefaultOptions() Options {
 			Resync:  replicator.DefaultResync,
 			Retry:   replicator.DefaultRetry,
 		},
+		// Off until an endpoint is given; then every new trace is kept (lower it for a large fleet:
+		// an elected pod's trace follows its API server's sampling whatever this rate).
+		Tracing: tracing.Options{SamplingRate: 1},
 	}
 }
 
 // Validate refuses settings the manager cannot run with, naming their flags.
 func (o Options) Validate() error {
-	var errs []error
+	errs := []error{o.Tracing.Validate()}
 	if o.Election.PodNetwork != PodNetworkIsolated && o.Election.PodNetwork != PodNetworkFlat {
 		errs = append(errs, fmt.Errorf("--pod-network %q: want %s or %s", o.Election.PodNetwork, PodNetworkIsolated, PodNetworkFlat))
 	}
@@ -245,7 +254,18 @@ func (o Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s %s: want more than 0", d.flag, d.value))
 		}
 	}
+	if n := o.VirtualNodes; n.KubeletPort > 0 && (n.KubeletPortCount < 1 || int64(n.KubeletPort)+int64(n.KubeletPortCount)-1 > 65535) {
+		errs = append(errs, fmt.Errorf("--kubelet-port %d --kubelet-port-count %d: want at least one port, the last at most 65535", n.KubeletPort, n.KubeletPortCount))
+	}
 	return errors.Join(errs...)
+}
+
+// kubeletPorts is the range of the virtual nodes' kubelet ports (none when the kubelet API is off).
+func (o VirtualNodeOptions) kubeletPorts() (first, count int32) {
+	if o.KubeletPort <= 0 {
+		return 0, 0
+	}
+	return o.KubeletPort, o.KubeletPortCount
 }
 
 // proxyWorkersPerCluster is ProxyWorkersPerCluster, else half of ProxyWorkers (at least one).

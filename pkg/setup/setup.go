@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/version"
 )
 
@@ -32,6 +34,19 @@ type Manager struct {
 	// Registry is the cluster registry that the controllers, the webhook, the virtual nodes and
 	// the kubelet API share.
 	Registry *clusters.Registry
+	// Tracing is the tracer provider (nil: tracing off); Start flushes it when the manager stops.
+	Tracing *tracing.Provider
+}
+
+// tracingFlushTimeout bounds the export of the last spans when the manager stops.
+const tracingFlushTimeout = 5 * time.Second
+
+// Start runs the manager until ctx ends, then exports the spans still batched.
+func (m *Manager) Start(ctx context.Context) error {
+	err := m.Manager.Start(ctx)
+	flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingFlushTimeout)
+	defer cancel()
+	return errors.Join(err, m.Tracing.Shutdown(flush))
 }
 
 // NewScheme knows the core kinds and Flotilla's.
@@ -67,6 +82,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	opts.Tracing.Version = version.Get().Version
+	hostname, _ := os.Hostname()
+	opts.Tracing.Instance = cmp.Or(os.Getenv("POD_NAME"), hostname)
+	tp, err := tracing.Start(ctx, opts.Tracing, log.WithName("tracing"))
+	if err != nil {
+		return nil, err
+	}
+	tp.WrapConfig(cfg)
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -74,14 +97,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err := addHealthChecks(mgr); err != nil {
 		return nil, err
 	}
-	registry, err := addClusters(ctx, mgr, opts, log)
+	registry, err := addClusters(ctx, mgr, opts, tp, log)
 	if err != nil {
 		return nil, err
 	}
-	if err := addElection(ctx, mgr, registry, opts, log); err != nil {
+	if err := addElection(ctx, mgr, registry, opts, tp, log); err != nil {
 		return nil, err
 	}
-	return &Manager{Manager: mgr, Registry: registry}, nil
+	return &Manager{Manager: mgr, Registry: registry, Tracing: tp}, nil
 }
 
 // managerOptions are the controller-runtime manager's: caches, webhook server, metrics, probes

@@ -30,3 +30,26 @@ func TestLabelPatchRemovesADerivedLabelNoLongerAgreedOnAndKeepsOthers(t *testing
 		})
 	}
 }
+
+func TestAnnotationPatchRemovesTheRetiredResourceMetricsPath(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		cur, want map[string]string
+		patch     string
+	}{
+		{"an earlier version's path goes", map[string]string{AnnotationResourceMetricsPath: "/metrics/nodes/flotilla-eu/metrics/resource"}, nil,
+			`{"` + AnnotationResourceMetricsPath + `":null}`},
+		{"a user's annotation stays", map[string]string{"team": "fleet"}, nil, `{}`},
+		{"a wanted one is set", nil, map[string]string{"a": "b"}, `{"a":"b"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			raw, err := json.Marshal(annotationPatch(tc.cur, tc.want))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(raw) != tc.patch {
+				t.Errorf("patch %s, want %s", raw, tc.patch)
+			}
+		})
+	}
+}

@@ -43,6 +43,9 @@ const DefaultFailoverAfter = 30 * time.Second
 // Options configure the virtual nodes. Zero values take the documented defaults.
 type Options struct {
 	NodeOptions
+	// KubeletPorts are the ports the nodes' kubelet APIs are given, one each (AllocatePorts);
+	// NodeOptions.KubeletPort is ignored.
+	KubeletPorts PortRange
 	// LeaseDurationSeconds of each node's Lease. Default 40.
 	LeaseDurationSeconds int32
 	// LeaseRenewInterval. Default 5s (well inside a short node-monitor grace period).
@@ -90,7 +93,8 @@ type Manager struct {
 
 	mu          sync.Mutex
 	nodes       map[string]*supervisor
-	unreachable map[string]bool // secondaries whose node carries the failover taint
+	ports       map[string]int32 // the kubelet port of each running supervisor's node
+	unreachable map[string]bool  // secondaries whose node carries the failover taint
 }
 
 var _ manager.Runnable = (*Manager)(nil)
@@ -98,7 +102,7 @@ var _ manager.Runnable = (*Manager)(nil)
 // NewManager returns a Manager; add it to the controller-runtime manager.
 func NewManager(reg Registry, primary kubernetes.Interface, opts Options, log logr.Logger) *Manager {
 	opts.defaults()
-	return &Manager{registry: reg, client: primary, opts: opts, log: log, nodes: map[string]*supervisor{}}
+	return &Manager{registry: reg, client: primary, opts: opts, log: log, nodes: map[string]*supervisor{}, ports: map[string]int32{}}
 }
 
 // NeedLeaderElection says yes: one replica writes the nodes.
@@ -175,7 +179,9 @@ func (m *Manager) clusterChanges(ctx context.Context) (<-chan string, error) {
 }
 
 // sync starts a supervisor per usable secondary, stops the others, and deletes virtual nodes of
-// clusters that are not usable secondaries any more.
+// clusters that are not usable secondaries any more. A new node gets its kubelet port here
+// (AllocatePorts over the ports every virtual node advertises): without the list of nodes, no
+// new one starts this time, so that no port is given twice.
 func (m *Manager) sync(ctx context.Context) {
 	want := map[string]bool{}
 	for _, s := range m.registry.Snapshots() {
@@ -183,28 +189,63 @@ func (m *Manager) sync(ctx context.Context) {
 			want[s.Name] = true
 		}
 	}
+	list, err := m.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: flotillav1.LabelCluster + ",type=virtual-kubelet"})
+	if err != nil {
+		m.log.Error(err, "Listing virtual nodes failed")
+	}
 	m.mu.Lock()
-	for name := range want {
-		if _, ok := m.nodes[name]; !ok {
-			sup := newSupervisor(m, name)
-			sctx, cancel := context.WithCancel(ctx)
-			sup.cancel = cancel
-			m.nodes[name] = sup
-			go sup.run(sctx)
-		}
+	if err == nil {
+		m.startSupervisors(ctx, want, list.Items)
 	}
 	var stop []*supervisor
 	for name, sup := range m.nodes {
 		if !want[name] {
 			stop = append(stop, sup)
 			delete(m.nodes, name)
+			delete(m.ports, name)
 		}
 	}
 	m.mu.Unlock()
 	for _, sup := range stop {
 		sup.stopAndWait()
 	}
-	m.deleteStaleNodes(ctx, want)
+	if err == nil {
+		m.deleteStaleNodes(ctx, want, list.Items)
+	}
+}
+
+// startSupervisors starts a supervisor for each wanted secondary that has none, its node on the
+// kubelet port allocated to it. The caller holds m.mu.
+func (m *Manager) startSupervisors(ctx context.Context, want map[string]bool, nodes []corev1.Node) {
+	held := AdvertisedPorts(nodes)
+	var start []string
+	for name := range want {
+		if _, ok := m.nodes[name]; !ok {
+			start = append(start, flotillav1.VirtualNodeName(name))
+		}
+	}
+	if len(start) == 0 {
+		return
+	}
+	for name, p := range m.ports { // what this leader gave, written to the node or about to be
+		held[flotillav1.VirtualNodeName(name)] = p
+	}
+	ports := AllocatePorts(held, start, m.opts.KubeletPorts)
+	for _, nodeName := range start {
+		name, _ := flotillav1.ClusterOfNode(nodeName)
+		opts := m.opts.NodeOptions
+		opts.KubeletPort = ports[nodeName]
+		if opts.KubeletPort == 0 && m.opts.KubeletPorts.Count > 0 {
+			m.log.Error(nil, "No kubelet port left for a virtual node: it serves no kubelet API (kubectl logs, exec, metrics) until one is free; widen --kubelet-port-count",
+				"node", nodeName, "first", m.opts.KubeletPorts.First, "count", m.opts.KubeletPorts.Count)
+		}
+		sup := newSupervisor(m, name, opts)
+		sctx, cancel := context.WithCancel(ctx)
+		sup.cancel = cancel
+		m.nodes[name] = sup
+		m.ports[name] = opts.KubeletPort
+		go sup.run(sctx)
+	}
 }
 
 // evaluateFailover decides which nodes carry the failover taint and pokes the supervisors of
@@ -257,13 +298,8 @@ func (m *Manager) isUnreachable(name string) bool {
 
 // deleteStaleNodes removes Flotilla's virtual nodes of clusters removed with `flotillactl cluster
 // remove` (also those left by an earlier run of the manager). Their Leases are owned by the nodes and go with them.
-func (m *Manager) deleteStaleNodes(ctx context.Context, want map[string]bool) {
-	list, err := m.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: flotillav1.LabelCluster + ",type=virtual-kubelet"})
-	if err != nil {
-		m.log.Error(err, "Listing virtual nodes failed")
-		return
-	}
-	for _, n := range list.Items {
+func (m *Manager) deleteStaleNodes(ctx context.Context, want map[string]bool, nodes []corev1.Node) {
+	for _, n := range nodes {
 		// Only a cluster removed on purpose loses its node: one the manager does not know (yet),
 		// or whose context vanished, keeps it with its proxies.
 		if cluster := n.Labels[flotillav1.LabelCluster]; want[cluster] || !m.registry.Removed(cluster) {
@@ -284,6 +320,7 @@ func (m *Manager) stopAll() {
 	for name, s := range m.nodes {
 		all = append(all, s)
 		delete(m.nodes, name)
+		delete(m.ports, name)
 	}
 	m.mu.Unlock()
 	for _, s := range all {
@@ -296,6 +333,8 @@ func (m *Manager) stopAll() {
 type supervisor struct {
 	m    *Manager
 	name string
+	// opts are the node's own: the manager's, with its kubelet port.
+	opts NodeOptions
 	log  logr.Logger
 	// pokeCh says the registry's view of the secondary changed (its status may follow);
 	// respecCh that the failover taint changed (the node's spec follows).
@@ -304,8 +343,8 @@ type supervisor struct {
 	done             chan struct{}
 }
 
-func newSupervisor(m *Manager, name string) *supervisor {
-	return &supervisor{m: m, name: name, log: m.log.WithValues("cluster", name, "node", flotillav1.VirtualNodeName(name)),
+func newSupervisor(m *Manager, name string, opts NodeOptions) *supervisor {
+	return &supervisor{m: m, name: name, opts: opts, log: m.log.WithValues("cluster", name, "node", flotillav1.VirtualNodeName(name)),
 		pokeCh: make(chan struct{}, 1), respecCh: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
@@ -352,7 +391,7 @@ func (s *supervisor) runOnce(ctx context.Context) error {
 	}
 	provider := &nodeProvider{}
 	nodes := s.m.client.CoreV1().Nodes()
-	nc, err := node.NewNodeController(provider, Desired(snap, s.m.opts.NodeOptions), nodes,
+	nc, err := node.NewNodeController(provider, Desired(snap, s.opts), nodes,
 		node.WithNodeEnableLeaseV1WithRenewInterval(nodeutil.NodeLeaseV1Client(s.m.client), s.m.opts.LeaseDurationSeconds, s.m.opts.LeaseRenewInterval),
 		node.WithNodePingInterval(s.m.opts.LeaseRenewInterval),
 		node.WithNodeStatusUpdateInterval(s.m.opts.StatusInterval),
@@ -381,7 +420,7 @@ func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p 
 	case <-nc.Ready():
 	}
 	s.log.Info("Virtual node running")
-	last := Desired(initial, s.m.opts.NodeOptions)
+	last := Desired(initial, s.opts)
 	lastCapacityPush := s.m.now()
 	ticker := time.NewTicker(s.m.opts.StatusInterval)
 	defer ticker.Stop()
@@ -405,7 +444,7 @@ func (s *supervisor) pushStatus(ctx context.Context, nc *node.NodeController, p 
 		if !ok {
 			continue
 		}
-		want := Desired(snap, s.m.opts.NodeOptions)
+		want := Desired(snap, s.opts)
 		c := decideStatusPush(last, want, s.m.now().Sub(lastCapacityPush), s.m.opts.StatusInterval)
 		if c.hold > 0 && deferred == nil {
 			deferred = time.After(c.hold)
@@ -473,12 +512,7 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 		return
 	}
 	labels := labelPatch(cur.Labels, want.Labels)
-	annotations := map[string]string{}
-	for k, v := range want.Annotations {
-		if cur.Annotations[k] != v {
-			annotations[k] = v
-		}
-	}
+	annotations := annotationPatch(cur.Annotations, want.Annotations)
 	unreachable := s.m.isUnreachable(s.name)
 	taints, taintsChanged := taintsFor(cur.Spec.Taints, want.Spec.Taints, unreachable, s.m.now())
 	if len(labels) == 0 && len(annotations) == 0 && !taintsChanged {
@@ -533,6 +567,31 @@ func taintsFor(cur, want []corev1.Taint, unreachable bool, now time.Time) ([]cor
 		}
 	}
 	return taints, changed
+}
+
+// retiredAnnotations are annotations Flotilla once set on its virtual nodes and removes.
+var retiredAnnotations = []string{
+	// The path of a node's resource metrics when every virtual node shared one kubelet port.
+	AnnotationResourceMetricsPath,
+}
+
+// annotationPatch is the merge patch of a virtual node's annotations: what want sets and cur
+// lacks or has otherwise, and a removal (nil) for each retired annotation cur still has.
+func annotationPatch(cur, want map[string]string) map[string]*string {
+	patch := map[string]*string{}
+	for k, v := range want {
+		if got, ok := cur[k]; !ok || got != v {
+			patch[k] = &v
+		}
+	}
+	for _, k := range retiredAnnotations {
+		if _, has := cur[k]; has {
+			if _, wanted := want[k]; !wanted {
+				patch[k] = nil
+			}
+		}
+	}
+	return patch
 }
 
 // derivedLabels are the labels a virtual node takes from its secondary's nodes, only while they

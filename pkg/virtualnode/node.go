@@ -18,7 +18,7 @@ import (
 type NodeOptions struct {
 	// Address is the InternalIP the node advertises (where its kubelet API is served).
 	Address string
-	// KubeletPort is the port of its kubelet API (0 until it serves one).
+	// KubeletPort is the port of its kubelet API, its own (0: none).
 	KubeletPort int32
 	// PrimaryVersion is the primary's API server version; the node's kubelet version never
 	// exceeds its minor.
@@ -26,7 +26,9 @@ type NodeOptions struct {
 }
 
 // AnnotationResourceMetricsPath tells metrics-server where a node's kubelet serves its resource
-// metrics (metrics-server's own annotation, also set by kwok on its fake nodes).
+// metrics (metrics-server's own annotation, also set by kwok on its fake nodes). Virtual nodes no
+// longer carry it (each has a kubelet port of its own, serving the standard path): it is removed
+// from nodes an earlier version annotated.
 const AnnotationResourceMetricsPath = "metrics.k8s.io/resource-metrics-path"
 
 // Taints returns the taints a virtual node must carry.
@@ -43,11 +45,8 @@ func UnregisteredTaint() corev1.Taint {
 func Desired(s clusters.Snapshot, opts NodeOptions) *corev1.Node {
 	name := flotillav1.VirtualNodeName(s.Name)
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.VirtualNodeLabels(),
-			// metrics-server (v0.7 and later) scrapes a node at this path instead of
-			// /metrics/resource: every virtual node is served at one address, so the path names it.
-			Annotations: map[string]string{AnnotationResourceMetricsPath: flotillav1.VirtualNodeResourceMetricsPath(name)}},
-		Spec: corev1.NodeSpec{Taints: Taints()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: s.VirtualNodeLabels()},
+		Spec:       corev1.NodeSpec{Taints: Taints()},
 	}
 	if s.Reason == flotillav1.ReasonNotRegistered {
 		// Cordoned by Flotilla's own taint (a user's cordon stays the user's): no new proxy goes

@@ -147,6 +147,8 @@ type Report struct {
 	TargetRatioDelete    float64  `json:"targetRatioDelete"`
 	// MCS is the Multi-Cluster Services run.
 	MCS *MCSResult `json:"mcs,omitempty"`
+	// Tracing is the manager's tracing cost (--tracing).
+	Tracing *TracingResult `json:"tracing,omitempty"`
 }
 
 func main() {
@@ -160,6 +162,7 @@ func main() {
 	flag.StringVar(&o.memoryLimit, "memory-limit", "512Mi", "the managers' container memory limit, as the chart would give it (manager.resources.limits.memory; its default): they run with the soft memory limit it sets")
 	flag.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "the managers' --leader-elect-renew-deadline (their lease duration is 1.5 times it): on 2 cores, 10 secondaries starting 10,000 pods at once can keep the primary's API server from answering the leader's Lease read for longer than the default 10 s, and a leader that cannot renew exits (in a cluster its pod would restart)")
 	flag.IntVar(&o.mcsEndpoints, "mcs-endpoints", 1000, "endpoints of the Multi-Cluster Services run, split over every cluster of the set (0: no run)")
+	flag.BoolVar(&o.tracing, "tracing", false, "start the bed with Jaeger and tracing API servers, and after the other runs measure the elected run twice more with one manager each: untraced, then tracing (sampling 1.0)")
 	flag.Parse()
 	if o.clusters < 1 || o.pods < o.clusters {
 		fmt.Fprintln(os.Stderr, "bench: --clusters must be at least 1 and at most --pods")
@@ -186,6 +189,9 @@ type options struct {
 	renewDeadline time.Duration
 	// mcsEndpoints are the endpoints of the Multi-Cluster Services run (0: no run).
 	mcsEndpoints int
+	// tracing measures the manager's tracing cost; tracingEndpoint is a manager's --tracing-endpoint.
+	tracing         bool
+	tracingEndpoint string
 }
 
 func run(ctx context.Context, o options) (err error) {
@@ -208,7 +214,7 @@ func run(ctx context.Context, o options) (err error) {
 		nodes = 1
 	}
 	bed, err := testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(dir, "bed"), Log: os.Stdout,
-		Secondaries: clusters, NodesPerSecondary: nodes, NoMetricsServer: lean,
+		Secondaries: clusters, NodesPerSecondary: nodes, NoMetricsServer: lean, Tracing: o.tracing,
 		Node: testbed.NodeSize{CPU: "1000", Memory: "4Ti", Pods: strconv.Itoa(n + 50)}})
 	if err != nil {
 		return err
@@ -265,6 +271,9 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	rep.derive(mgr, standby)
 	if err := rep.measureServices(ctx, bed, mgr, o); err != nil {
+		return err
+	}
+	if err := rep.measureTracing(ctx, bed, []*benchManager{standby, mgr}, bin, dir, o); err != nil {
 		return err
 	}
 	print(rep)
@@ -816,6 +825,7 @@ func print(r Report) {
 	for _, p := range r.Phases {
 		fmt.Println("elected:", p)
 	}
+	printTracing(r.Tracing)
 	if m := r.MCS; m != nil {
 		fmt.Printf("multi-cluster services: %d endpoints exported from %d clusters in every import %.2f s after written (target <= %.0f s); one endpoint change in every other import p50 %.0f ms, p90 %.0f ms over %d (target p50 <= %.0f ms)\n",
 			m.Endpoints, m.Clusters, m.AllImportedSeconds, m.TargetAllImportedSeconds, m.ChangeP50Millis, m.ChangeP90Millis, m.Changes, m.TargetChangeP50Millis)
@@ -885,7 +895,7 @@ func installCRDsFrom(ctx context.Context, c *testbed.Cluster, glob string) error
 // benchManager is a manager process and where its metrics are served (plain HTTP on loopback).
 type benchManager struct {
 	*testbed.Process
-	bin, metricsURL, pprofURL string
+	bin, metricsURL, pprofURL, readyURL string
 }
 
 // diedWith adds to err, when the manager has exited, that it did and the end of its log.
@@ -942,16 +952,24 @@ func (m *benchManager) heapProfile(ctx context.Context, path string) error {
 	return cmd.Run()
 }
 
+// benchKubeletPorts is how many kubelet ports a bench manager is given.
+const benchKubeletPorts = 16
+
 // startManager starts a manager on free ports; webhookURL is the URL it writes in the webhook
 // configuration ("": its own).
 func startManager(bin, kubeconfig, dir, webhookURL string, o options) (*benchManager, string, error) {
-	ports := make([]int, 5)
+	ports := make([]int, 4)
 	for i := range ports {
 		p, err := testbed.FreePort()
 		if err != nil {
 			return nil, "", err
 		}
 		ports[i] = p
+	}
+	// One kubelet port per virtual node (BENCH_CLUSTERS of them), and room.
+	kubeletPort, err := testbed.FreePortRange(benchKubeletPorts)
+	if err != nil {
+		return nil, "", err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, "", err
@@ -963,14 +981,17 @@ func startManager(bin, kubeconfig, dir, webhookURL string, o options) (*benchMan
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--metrics-secure=false",
 		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", webhookURL,
-		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs"), "--kubelet-port", strconv.Itoa(ports[3]),
-		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4]), "--container-memory-limit", o.memoryLimit,
-		"--leader-elect-renew-deadline", o.renewDeadline.String(), "--leader-elect-lease-duration", (o.renewDeadline * 3 / 2).String()}, filepath.Join(dir, "manager.log"))
+		"--webhook-cert-dir", filepath.Join(dir, "webhook-certs"), "--kubelet-port", strconv.Itoa(kubeletPort),
+		"--kubelet-port-count", strconv.Itoa(benchKubeletPorts),
+		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]), "--container-memory-limit", o.memoryLimit,
+		"--leader-elect-renew-deadline", o.renewDeadline.String(), "--leader-elect-lease-duration", (o.renewDeadline * 3 / 2).String(),
+		"--tracing-endpoint", o.tracingEndpoint}, filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return nil, "", err
 	}
 	return &benchManager{Process: p, bin: bin, metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", ports[1]),
-		pprofURL: fmt.Sprintf("http://127.0.0.1:%d", ports[4])}, webhookURL, nil
+		readyURL: fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[0]),
+		pprofURL: fmt.Sprintf("http://127.0.0.1:%d", ports[3])}, webhookURL, nil
 }
 
 // callMeter takes snapshots of the manager's requests by API server (client-go's

@@ -52,7 +52,9 @@ contexts: [{name: primary, context: {cluster: primary, user: flotilla}}]
 current-context: primary
 KUBECONFIG
   )
-  MANAGER_KUBECONFIG="$mk" "$(dirname "$0")/manager.sh" start "$dir"
+  # As the chart would run it: the Multi-Cluster Services controller only with its rights
+  # (multiclusterServices.enabled, off here).
+  MANAGER_ARGS="--multicluster-services=false ${MANAGER_ARGS:-}" MANAGER_KUBECONFIG="$mk" "$(dirname "$0")/manager.sh" start "$dir"
 fi
 
 echo

@@ -99,7 +99,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// Pods in secondaries start within 2-4 s, not 2-12 s: specs wait on many.
 	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter, RealNode: realNodeErr == nil,
 		SecondaryRealNodes: secondaryRealNodes, SecondaryPodNetwork: secondaryPodNetwork, AuditWrites: true,
-		PodStartJitter: time.Second})
+		PodStartJitter: time.Second, Tracing: true})
 	Expect(err).NotTo(HaveOccurred())
 	// Registered first, so it runs last: after the manager is stopped, stop the bed and prove that
 	// nothing the suite started is still running.
@@ -149,6 +149,14 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	// The spec that restarts the manager replaces it: stop whichever runs at the end.
 	DeferCleanup(func() { Expect(manager.Stop(20 * time.Second)).To(Succeed()) })
 }, NodeTimeout(10*time.Minute))
+
+// tracingArgs send the manager's spans to the bed's Jaeger (every manager the suite starts).
+func tracingArgs() []string {
+	if bed.Jaeger == nil {
+		return nil
+	}
+	return []string{"--tracing-endpoint", bed.Jaeger.OTLPEndpoint}
+}
 
 // outOfClusterValues are the primary's chart values while the manager runs on the host: CRDs,
 // ServiceAccount and RBAC, with the rights of Replicators and of Multi-Cluster Services.

@@ -915,7 +915,8 @@ var _ = Describe("pod election", Ordered, func() {
 		insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 			TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the virtual kubelet's self-signed certificate
 		}}
-		url := manager.kubeletURL + "/containerLogs/" + ns + "/talk/c"
+		talkKubelet := kubeletURLOf(ctx, flotillav1.VirtualNodeName(s1.Name))
+		url := talkKubelet + "/containerLogs/" + ns + "/talk/c"
 		Expect(httpStatus(insecure, url)).To(Equal(http.StatusUnauthorized))
 		_, err = bed.Primary.Clientset.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -938,7 +939,7 @@ var _ = Describe("pod election", Ordered, func() {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "e2e-nodes-proxy-get"},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "nobody"}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		execReq, err := http.NewRequestWithContext(ctx, http.MethodGet, manager.kubeletURL+"/exec/"+ns+"/talk/c?command=id&output=1", nil)
+		execReq, err := http.NewRequestWithContext(ctx, http.MethodGet, talkKubelet+"/exec/"+ns+"/talk/c?command=id&output=1", nil)
 		Expect(err).NotTo(HaveOccurred())
 		execReq.Header.Set("Authorization", "Bearer "+tr.Status.Token)
 		execReq.Header.Set("Connection", "Upgrade")

@@ -22,8 +22,11 @@ type managerProcess struct {
 	*testbed.Process
 	probeURL   string
 	metricsURL string
-	kubeletURL string
 }
+
+// kubeletPortCount is how many kubelet ports the e2e manager is given: one per virtual node of
+// the bed's secondaries, and room for those specs add.
+const kubeletPortCount = 16
 
 // startManager starts the manager on free ports. A port found free can be taken by another
 // process before the manager binds it (the manager then exits at once): it is started again on
@@ -75,7 +78,12 @@ func startManagerOnce(bin, kubeconfig, logPath string, extraArgs ...string) (*ma
 	if err != nil {
 		return nil, err
 	}
-	kubeletPort, err := testbed.FreePort()
+	kubeletPort, err := testbed.FreePortRange(kubeletPortCount)
+	if err != nil {
+		return nil, err
+	}
+	// Not loopback: the API server's node proxy refuses a node at a loopback address.
+	hostIP, err := testbed.HostIP()
 	if err != nil {
 		return nil, err
 	}
@@ -96,14 +104,14 @@ func startManagerOnce(bin, kubeconfig, logPath string, extraArgs ...string) (*ma
 		"--leader-elect-lease-duration", "10s", "--leader-elect-renew-deadline", "8s", "--leader-elect-retry-period", "1s",
 		// A resync every 30 s: the idle-writes spec watches whole resyncs.
 		"--replicator-resync-interval", "30s", "--replicator-retry-interval", "3s",
-		"--kubelet-port", fmt.Sprint(kubeletPort),
-	}, extraArgs...), logPath)
+		"--kubelet-port", fmt.Sprint(kubeletPort), "--kubelet-port-count", fmt.Sprint(kubeletPortCount),
+		"--node-address", hostIP.String(),
+	}, append(tracingArgs(), extraArgs...)...), logPath)
 	if err != nil {
 		return nil, err
 	}
 	return &managerProcess{
 		Process:    p,
-		kubeletURL: fmt.Sprintf("https://127.0.0.1:%d", kubeletPort),
 		probeURL:   fmt.Sprintf("http://127.0.0.1:%d", probePort),
 		metricsURL: fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort),
 	}, nil

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"regexp"
@@ -97,9 +98,12 @@ var _ = Describe("resource metrics of elected pods", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		AddReportEntry("kubectl top pod on a new proxy answers after", time.Since(start).Round(time.Second).String())
 
-		// The Summary API of the proxy's virtual node. Asked directly (as metrics-server does): the
-		// API server's node proxy refuses the loopback address an out-of-cluster manager serves at.
-		out := kubeletGet(ctx, "/stats/nodes/"+proxy.Spec.NodeName+"/summary")
+		// The Summary API of the proxy's virtual node, at the standard path of its own port: asked
+		// directly, as metrics-server does, and through the API server's node proxy.
+		out := kubeletGet(ctx, proxy.Spec.NodeName, "/stats/summary")
+		Expect(out).To(ContainSubstring(`"name":"` + proxy.Name + `"`))
+		out, err = kubectlIn(ctx, "", nil, "get", "--raw", "/api/v1/nodes/"+proxy.Spec.NodeName+"/proxy/stats/summary")
+		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring(`"name":"` + proxy.Name + `"`))
 		Expect(out).To(ContainSubstring(`"uid":"` + string(proxy.UID) + `"`))
 
@@ -133,22 +137,35 @@ var _ = Describe("resource metrics of elected pods", Ordered, func() {
 			Expect(err).NotTo(HaveOccurred())
 		})
 		Eventually(func(g Gomega) {
-			out := kubeletGet(ctx, "/metrics/nodes/"+node+"/metrics/resource")
+			out := kubeletGet(ctx, node, "/metrics/resource")
 			g.Expect(out).To(ContainSubstring("scrape_error 1"))
 			g.Expect(strings.Contains(out, "container_cpu_usage_seconds_total{")).To(BeFalse(), out)
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 	}, SpecTimeout(2*time.Minute))
 })
 
-// kubeletGet reads a path of the virtual nodes' kubelet API as the bed's admin (its client
+// kubeletURLOf is where a virtual node's kubelet API answers: the port its Node advertises.
+func kubeletURLOf(ctx SpecContext, node string) string {
+	var url string
+	Eventually(func(g Gomega) {
+		n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		port := n.Status.DaemonEndpoints.KubeletEndpoint.Port
+		g.Expect(port).To(BeNumerically(">", 0), "node %s advertises no kubelet port", node)
+		url = fmt.Sprintf("https://127.0.0.1:%d", port)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+	return url
+}
+
+// kubeletGet reads a path of a virtual node's kubelet API as the bed's admin (its client
 // certificate, as the API server and metrics-server present theirs).
-func kubeletGet(ctx SpecContext, path string) string {
+func kubeletGet(ctx SpecContext, node, path string) string {
 	tlsConfig, err := rest.TLSConfigFor(bed.Primary.RESTConfig)
 	Expect(err).NotTo(HaveOccurred())
 	tlsConfig.InsecureSkipVerify = true //nolint:gosec // the virtual kubelet's self-signed certificate
 	tlsConfig.RootCAs = nil
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: tlsConfig}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, manager.kubeletURL+path, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, kubeletURLOf(ctx, node)+path, nil)
 	Expect(err).NotTo(HaveOccurred())
 	resp, err := hc.Do(req)
 	Expect(err).NotTo(HaveOccurred())

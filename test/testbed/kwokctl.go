@@ -123,6 +123,13 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 		// endpoints: no cluster has kube-proxy for their Service IPs (the primary's real node has,
 		// but its host's API server does not route through it).
 		"kube-apiserver=enable-aggregator-routing=true",
+		// kube-controller-manager signs approved CSRs (kubelet-serving among them: the virtual
+		// nodes' serving certificates) with the cluster's CA; kwokctl gives it no signing key.
+		"kube-controller-manager=cluster-signing-cert-file=" + filepath.Join(pki, "ca.crt"),
+		"kube-controller-manager=cluster-signing-key-file=" + filepath.Join(pki, "ca.key"),
+	}
+	if opts.Tracing {
+		extra = append(extra, "kube-apiserver=tracing-config-file="+apiServerTracingPath(filepath.Dir(k.workDir)))
 	}
 	args := []string{
 		"create", "cluster", "--name", c.Name, "--runtime", "binary",

@@ -88,6 +88,9 @@ type Options struct {
 	// PodNetworkFlat through the host, which routes each node's pod range to it and forwards
 	// (net.ipv4.ip_forward=1 while the bed runs), pods keeping their own addresses.
 	SecondaryPodNetwork PodNetwork
+	// Tracing gives the bed a tracing backend (Jaeger, Bed.Jaeger) and has every API server send
+	// it a span of every request (jaeger.go).
+	Tracing bool
 	// StartTimeout bounds the start of each cluster, its readiness and its nodes. Default 3m.
 	StartTimeout time.Duration
 	// Log receives progress lines. Default: discarded.
@@ -144,6 +147,8 @@ type Bed struct {
 	// SecondaryRealNodes are the secondaries' real nodes, in the secondaries' order; empty unless
 	// Options.SecondaryRealNodes.
 	SecondaryRealNodes []*SecondaryRealNode
+	// Jaeger is the tracing backend, nil unless Options.Tracing.
+	Jaeger *Jaeger
 
 	tools kwokctl
 	log   io.Writer
@@ -233,6 +238,13 @@ func Start(ctx context.Context, opts Options) (*Bed, error) {
 	}
 
 	started := time.Now()
+	if opts.Tracing {
+		// First: the API servers are configured to send it their spans.
+		if err := bed.startJaeger(ctx); err != nil {
+			stopErr := bed.Stop(context.WithoutCancel(ctx))
+			return nil, errors.Join(err, stopErr)
+		}
+	}
 	if err := bed.startAll(ctx, opts); err != nil {
 		stopErr := bed.Stop(context.WithoutCancel(ctx))
 		return nil, errors.Join(err, stopErr)
@@ -508,6 +520,7 @@ func (b *Bed) Stop(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, stopJaeger(b.WorkDir))
 	b.release()
 	return errors.Join(errs...)
 }
@@ -523,6 +536,9 @@ func (b *Bed) PIDs() []int {
 	}
 	for _, n := range b.SecondaryRealNodes {
 		pids = append(pids, n.PIDs()...)
+	}
+	if pid := readPIDFile(jaegerPIDFile(b.WorkDir)); pid != 0 {
+		pids = append(pids, alive([]int{pid})...)
 	}
 	return pids
 }
@@ -556,6 +572,7 @@ func StopDir(ctx context.Context, workDir, toolsDir string, log io.Writer) error
 	if err := stopRealNodeDir(ctx, filepath.Join(workDir, "realnode"), log); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, stopJaeger(workDir))
 	entries, err := os.ReadDir(filepath.Join(workDir, "kwok", "clusters"))
 	if errors.Is(err, os.ErrNotExist) {
 		return errors.Join(errs...)

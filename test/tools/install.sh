@@ -9,6 +9,7 @@
 #                  kube-controller-manager, kube-scheduler, kubectl, kubelet, kube-proxy, etcd,
 #                  kwok, kwokctl and kwok's stages, metrics-server, local-path-provisioner, CoreDNS,
 #                  helm; as root, the real node's Debian packages
+#   tracing        Jaeger, the bed's tracing backend (make e2e, make dev-up TRACING=1, make bench BENCH_TRACING=1)
 #   kube           kube-apiserver, kubectl, etcd (make integration: envtest)
 #   helm           helm (make chart)
 #   ginkgo         ginkgo (make chart, make integration)
@@ -36,8 +37,8 @@ fi
 sets=" ${*:-all} "
 for s in $sets; do
   case "$s" in
-  all | bed | kube | helm | ginkgo | lint | generate | cert-manager | promrules) ;;
-  *) echo "tools: unknown set $s (all, bed, kube, helm, ginkgo, lint, generate, cert-manager, promrules, print-dir)" >&2; exit 2 ;;
+  all | bed | tracing | kube | helm | ginkgo | lint | generate | cert-manager | promrules) ;;
+  *) echo "tools: unknown set $s (all, bed, tracing, kube, helm, ginkgo, lint, generate, cert-manager, promrules, print-dir)" >&2; exit 2 ;;
   esac
 done
 # wanted SET...: whether one of these sets was asked for (all asks for every one).
@@ -161,6 +162,19 @@ build_coredns() {
 }
 if wanted bed; then
   run_step "coredns $COREDNS_VERSION" "coredns-$COREDNS_VERSION" build_coredns "coredns-$COREDNS_VERSION"
+fi
+
+# Jaeger v2 (the bed's tracing backend: OTLP in, the query API out), built by test/tools/jaeger from
+# the jaeger module's cmd/jaeger; named with its version as the ones above.
+jaeger_module_version() { (cd "$here/jaeger" && go list -m -f '{{.Version}}' github.com/jaegertracing/jaeger); }
+build_jaeger() {
+  local have
+  have=$(jaeger_module_version)
+  [[ "$have" == "$JAEGER_VERSION" ]] || { echo "tools: versions.env has JAEGER_VERSION=$JAEGER_VERSION but test/tools/jaeger/go.mod requires $have (cd test/tools/jaeger && go get github.com/jaegertracing/jaeger@$JAEGER_VERSION && go mod tidy)" >&2; return 1; }
+  (cd "$here/jaeger" && go build -trimpath -ldflags "-s -w" -o "$bin/$1" github.com/jaegertracing/jaeger/cmd/jaeger)
+}
+if wanted tracing; then
+  run_step "jaeger $JAEGER_VERSION" "jaeger-$JAEGER_VERSION" build_jaeger "jaeger-$JAEGER_VERSION"
 fi
 
 # promrules (test/tools/promrules: Prometheus's rule manager over given series, for the alert tests),

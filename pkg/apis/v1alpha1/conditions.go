@@ -77,6 +77,15 @@ const (
 	// ReasonServiceAccountNotManaged: the delegate names a ServiceAccount of the secondary that
 	// Flotilla did not create, in a namespace that does not allow it.
 	ReasonServiceAccountNotManaged = "ServiceAccountNotManaged"
+	// ReasonKubeletCertificateSelfSigned (Event on a virtual node): its kubelet API serves a
+	// self-signed certificate, the cluster's CSR API having given none (no signer configured).
+	ReasonKubeletCertificateSelfSigned = "KubeletCertificateSelfSigned"
+	// ReasonKubeletCertificateIssued (Event on a virtual node): its kubelet API serves a
+	// certificate of the cluster's CSR API again, after a self-signed one.
+	ReasonKubeletCertificateIssued = "KubeletCertificateIssued"
+	// ReasonVirtualNodeServingCertificate: the reason of the manager's approval of its own
+	// kubelet serving CSR for a virtual node.
+	ReasonVirtualNodeServingCertificate = "FlotillaVirtualNodeServingCertificate"
 	// ReasonNameConflict: a pod of that namespace and name exists in the secondary and is not this
 	// primary's; it is left alone and the proxy waits.
 	ReasonNameConflict = "NameConflict"

@@ -120,12 +120,6 @@ func ReplicatorCASecretName(replicator string) string {
 // VirtualNodeName is the name of the virtual node of a cluster.
 func VirtualNodeName(cluster string) string { return VirtualNodePrefix + cluster }
 
-// VirtualNodeResourceMetricsPath is where a virtual node's resource metrics are served by the
-// kubelet API (the node names it for metrics-server; the kubelet API serves it).
-func VirtualNodeResourceMetricsPath(node string) string {
-	return "/metrics/nodes/" + node + "/metrics/resource"
-}
-
 // ClusterOfNode is the cluster whose virtual node a node name names; ok is false for a node
 // that is no virtual node (a real node of the primary, or none: "").
 func ClusterOfNode(nodeName string) (cluster string, ok bool) {
@@ -171,6 +165,10 @@ const (
 	// AnnotationSeal is the webhook's keyed MAC over what it decided for a proxy (pkg/seal): the
 	// proxy reconciler creates a delegate only for a proxy whose seal matches.
 	AnnotationSeal = "flotilla.dev/seal"
+	// AnnotationTraceparent is the W3C trace context of the elected pod's admission, set by the
+	// webhook when tracing is on: every later span of that pod (its reconciles, the delegate's
+	// creation, the status write, its release) joins the same trace.
+	AnnotationTraceparent = "flotilla.dev/traceparent"
 	// AnnotationDelegateIP is the delegate's pod IP, on the proxy.
 	AnnotationDelegateIP = "flotilla.dev/delegate-ip"
 	// AnnotationProxyUID is the proxy's UID, on the delegate.

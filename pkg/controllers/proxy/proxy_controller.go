@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +32,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/delegates"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -71,6 +73,8 @@ type Reconciler struct {
 	Clock clock.PassiveClock
 	// Dependencies bring back Pending proxies when what they wait for appears in the primary.
 	Dependencies []source.Source
+	// Tracer starts the spans of a proxy's work (nil: none).
+	Tracer trace.Tracer
 	// PerCluster bounds the reconciles working on one secondary at once (default 16; the manager
 	// gives half its workers): a secondary that answers slowly, or not at all until its probes say so, cannot take
 	// the workers the others need.
@@ -108,6 +112,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, nil
 	}
 	cluster, ok := flotillav1.ClusterOfNode(proxy.Spec.NodeName)
+	ctx, span := r.trace(ctx, spanReconcile, proxy, cluster)
+	defer func() {
+		outcome(span, proxy)
+		tracing.End(span, reterr)
+	}()
 	if !ok {
 		return r.reconcileUnbound(ctx, proxy)
 	}
@@ -292,21 +301,12 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	ownerRef := translate.Owner(primaryID, sec.OwnerUID)
 	var copied translate.Copied
 	if r.Reflector != nil {
-		var missing *copies.Missing
-		var foreign *copies.ForeignServiceAccount
 		var err error
-		copied, err = r.Reflector.Ensure(ctx, sec.Client, proxy, ownerRef)
-		switch {
-		case errors.As(err, &missing):
-			return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Waiting for %s in the primary", missing))
-		case errors.As(err, &foreign):
-			msg := fmt.Sprintf("In cluster %s, %s", sec.Name, foreign.Error())
-			if proxy.Status.Reason != flotillav1.ReasonServiceAccountNotManaged {
-				r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonServiceAccountNotManaged, "Create", "%s", msg)
-			}
-			return r.pending(proxy, flotillav1.ReasonServiceAccountNotManaged, msg)
-		case err != nil:
-			return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Copying dependencies to %s: %v", sec.Name, err))
+		cctx, span := r.trace(ctx, spanDependencies, proxy, sec.Name)
+		copied, err = r.Reflector.Ensure(cctx, sec.Client, proxy, ownerRef)
+		tracing.End(span, err)
+		if err != nil {
+			return r.copyFailed(proxy, sec, err)
 		}
 	}
 	delegate, err := translate.Delegate(proxy, primaryID, ownerRef)
@@ -330,7 +330,9 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 // create creates the delegate in the secondary; what the secondary refuses leaves the proxy Pending
 // (or Failed, for good) with the reason, and is counted.
 func (r *Reconciler) create(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary, delegate *corev1.Pod) (ctrl.Result, error) {
-	err := sec.Client.Create(ctx, delegate)
+	cctx, span := r.trace(ctx, spanCreate, proxy, sec.Name)
+	err := sec.Client.Create(cctx, delegate)
+	tracing.End(span, err)
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		countCreationError(sec.Name, err) // a name taken by another's pod is counted by alreadyThere
 	}
@@ -355,6 +357,32 @@ func (r *Reconciler) create(ctx context.Context, proxy *corev1.Pod, sec clusters
 		}
 		// The namespace's default ServiceAccount not there yet, a quota, a webhook outage...
 		return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Creating the delegate in %s: %v", sec.Name, err))
+	}
+}
+
+// copyFailed keeps a proxy Pending, with the reason, when its dependencies could not be copied to
+// its secondary: one missing in the primary (named in an Event), a ServiceAccount of the
+// secondary's own, or the secondary's error.
+func (r *Reconciler) copyFailed(proxy *corev1.Pod, sec clusters.Secondary, err error) (ctrl.Result, error) {
+	var missing *copies.Missing
+	var foreign *copies.ForeignServiceAccount
+	switch {
+	case errors.As(err, &missing):
+		// Said once per missing object (not at each retry): the Event names it, as a kubelet's
+		// FailedMount or CreateContainerConfigError does.
+		msg := fmt.Sprintf("Waiting for %s in the primary", missing)
+		if proxy.Status.Message != msg {
+			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonWaitingForDependencies, "Create", "%s", msg)
+		}
+		return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, msg)
+	case errors.As(err, &foreign):
+		msg := fmt.Sprintf("In cluster %s, %s", sec.Name, foreign.Error())
+		if proxy.Status.Reason != flotillav1.ReasonServiceAccountNotManaged {
+			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonServiceAccountNotManaged, "Create", "%s", msg)
+		}
+		return r.pending(proxy, flotillav1.ReasonServiceAccountNotManaged, msg)
+	default:
+		return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Copying dependencies to %s: %v", sec.Name, err))
 	}
 }
 
@@ -600,7 +628,10 @@ func scheduled(pod *corev1.Pod) bool {
 }
 
 // letGo removes the finalizer and deletes the proxy at once, as a kubelet does.
-func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) error {
+func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) (err error) {
+	cluster, _ := flotillav1.ClusterOfNode(proxy.Spec.NodeName)
+	ctx, span := r.trace(ctx, spanRelease, proxy, cluster)
+	defer func() { tracing.End(span, err) }()
 	r.events.forget(proxy.UID)
 	r.starts.forget(client.ObjectKeyFromObject(proxy))
 	if controllerutil.ContainsFinalizer(proxy, flotillav1.FinalizerDelegate) {
@@ -611,7 +642,7 @@ func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) error {
 		}
 	}
 	zero := int64(0)
-	err := r.Client.Delete(ctx, proxy, &client.DeleteOptions{GracePeriodSeconds: &zero,
+	err = r.Client.Delete(ctx, proxy, &client.DeleteOptions{GracePeriodSeconds: &zero,
 		Preconditions: &metav1.Preconditions{UID: &proxy.UID}})
 	if err := client.IgnoreNotFound(err); err != nil {
 		return err
@@ -637,8 +668,11 @@ func remainingGrace(proxy *corev1.Pod, now time.Time) int64 {
 }
 
 func (r *Reconciler) deleteDelegate(ctx context.Context, sec clusters.Secondary, delegate *corev1.Pod, grace *int64) error {
+	ctx, span := r.trace(ctx, spanDelete, delegate, sec.Name)
 	opts := &client.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &delegate.UID}}
-	if err := sec.Client.Delete(ctx, delegate, opts); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+	err := sec.Client.Delete(ctx, delegate, opts)
+	tracing.End(span, err)
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("deleting delegate %s/%s in %s: %w", delegate.Namespace, delegate.Name, sec.Name, err)
 	}
 	return nil

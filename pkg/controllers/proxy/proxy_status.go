@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -50,7 +51,12 @@ func (r *Reconciler) patchStatus(ctx context.Context, base, proxy *corev1.Pod) e
 	}
 	changed := base.DeepCopy()
 	changed.Status, changed.Annotations = proxy.Status, proxy.Annotations
-	if err := r.Client.Status().Patch(ctx, changed, client.MergeFrom(base)); err != nil {
+	cluster, _ := flotillav1.ClusterOfNode(proxy.Spec.NodeName)
+	ctx, span := r.trace(ctx, spanStatus, proxy, cluster)
+	span.SetAttributes(tracing.KeyOutcome.String(string(proxy.Status.Phase)))
+	err := r.Client.Status().Patch(ctx, changed, client.MergeFrom(base))
+	tracing.End(span, err)
+	if err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("patching the status of proxy %s/%s: %w", proxy.Namespace, proxy.Name, err))
 	}
 	r.own.wrote(base, changed)

@@ -1,17 +1,21 @@
 package replicator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"sync"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -67,9 +71,12 @@ func roleOf(primary bool) string {
 }
 
 // applyPlace ensures the namespace and applies every desired object in one cluster.
-func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, live client.Reader) placeResult {
+func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, live client.Reader) (pr placeResult) {
 	rep := in.Replicator
-	pr := placeResult{sync: flotillav1.ClusterSync{Name: cluster, Role: roleOf(primary), ObservedGeneration: rep.Generation}}
+	ctx, span := r.tracer().Start(ctx, "replicator apply", trace.WithAttributes(tracing.KeyCluster.String(cluster),
+		tracing.KeyNamespace.String(rep.Namespace), tracing.KeyName.String(rep.Name)))
+	defer func() { endApplySpan(span, pr) }()
+	pr = placeResult{sync: flotillav1.ClusterSync{Name: cluster, Role: roleOf(primary), ObservedGeneration: rep.Generation}}
 	if reason, err := r.ensureNamespace(ctx, in, cluster, primary, w, live); err != nil {
 		pr.sync.Message, pr.problem = err.Error(), reason
 		return pr
@@ -141,6 +148,18 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 	pr.sync.Health = r.observeHealth(ctx, in, place, live, objs, &pr.sync)
 	pr.sync.Healthy = allHealthy(pr.sync.Health)
 	return pr
+}
+
+// endApplySpan ends a cluster's apply span with its outcome: synced, or what failed (the
+// condition's reason only: a failure's message may quote what the cluster refused).
+func endApplySpan(span trace.Span, pr placeResult) {
+	if pr.sync.Synced {
+		span.SetAttributes(tracing.KeyOutcome.String("Synced"))
+	} else {
+		span.SetAttributes(tracing.KeyOutcome.String("NotSynced"), tracing.KeyReason.String(cmp.Or(pr.problem, flotillav1.ReasonApplyFailed)))
+		span.SetStatus(codes.Error, "not synced")
+	}
+	span.End()
 }
 
 // readableIn says whether Flotilla reads objects of a kind in a cluster: everything in the primary,

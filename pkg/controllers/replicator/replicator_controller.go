@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +23,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/ssa"
+	"github.com/flotilla-dev/flotilla/pkg/tracing"
 )
 
 // PrimaryName names the primary in a Replicator's status.
@@ -49,6 +52,8 @@ type Reconciler struct {
 	Live     client.Reader
 	Registry Registry
 	Recorder events.EventRecorder
+	// Tracer starts a span per pass and one per cluster applied to (nil: none).
+	Tracer trace.Tracer
 	// Timeout bounds the work in one cluster, so that a dead or slow one never delays the others.
 	Timeout time.Duration
 	// Resync is how often a synced Replicator is looked at again (DefaultResync when zero). Drift
@@ -94,6 +99,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.Client.Get(ctx, req.NamespacedName, rep); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	ctx, span := r.tracer().Start(ctx, "replicator reconcile", trace.WithAttributes(
+		tracing.KeyNamespace.String(rep.Namespace), tracing.KeyName.String(rep.Name)))
+	defer func() {
+		span.SetAttributes(tracing.KeyOutcome.String(string(rep.Status.Synced)))
+		tracing.End(span, retErr)
+	}()
 	if !rep.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, rep)
 	}
@@ -172,4 +183,12 @@ func (r *Reconciler) event(rep *flotillav1.Replicator, kind, reason, action, for
 	if r.Recorder != nil {
 		r.Recorder.Eventf(rep, nil, kind, reason, action, format, args...)
 	}
+}
+
+// tracer starts the spans of a Replicator's pass (a no-op one without a Tracer).
+func (r *Reconciler) tracer() trace.Tracer {
+	if r.Tracer == nil {
+		return noop.NewTracerProvider().Tracer("")
+	}
+	return r.Tracer
 }

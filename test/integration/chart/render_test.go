@@ -2,6 +2,7 @@ package chart_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -296,6 +297,12 @@ var valueCases = map[string]valueCase{
 	"election.rebalanceAfter": {set("election.rebalanceAfter=90s"), func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElement("--rebalance-after=90s"))
 	}},
+	"tracing.endpoint": {set("tracing.endpoint=jaeger-collector.observability:4317"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElements("--tracing-endpoint=jaeger-collector.observability:4317", "--tracing-sampling-rate=1"))
+	}},
+	"tracing.samplingRate": {[]string{"--set", "tracing.endpoint=https://otel.example:4317", "--set", "tracing.samplingRate=0.25"}, func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--tracing-sampling-rate=0.25"))
+	}},
 	"webhook.certManager.enabled": {set("webhook.certManager.enabled=true"), func(objs []*unstructured.Unstructured) {
 		cert := webhookCertificate(objs)
 		Expect(nested(cert, "spec", "secretName")).To(Equal("flotilla-webhook-tls"))
@@ -521,7 +528,17 @@ var _ = Describe("the chart's rendering", Label("render"), func() {
 		Entry("a node label value helm reads as a boolean", `manager.nodeSelector.node-role\.example/control=true`, "/manager/nodeSelector/node-role.example~1control"),
 		Entry("a ServiceAccount name that is no DNS name", "serviceAccount.name=Flotilla_SA", "/serviceAccount/name"),
 		Entry("a scrape interval Prometheus cannot read", "metrics.serviceMonitor.interval=soon", "/metrics/serviceMonitor/interval"),
+		Entry("a tracing endpoint of another scheme", "tracing.endpoint=grpc://collector:4317", "/tracing/endpoint"),
+		Entry("a sampling rate above 1", "tracing.samplingRate=1.5", "/tracing/samplingRate"),
+		Entry("no kubelet port", "kubeletAPI.portCount=0", "/kubeletAPI/portCount"),
+		Entry("a kubelet port past 65535", "kubeletAPI.port=70000", "/kubeletAPI/port"),
 	)
+
+	It("refuses kubelet ports that run past 65535", func(ctx SpecContext) {
+		_, out, err := helmTemplate(ctx, "--set", "kubeletAPI.port=65500")
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring("kubeletAPI.port 65500 + kubeletAPI.portCount 100 - 1 is past 65535"))
+	})
 
 	It("renders objects the API server takes as they are, with every value set", func(ctx SpecContext) {
 		args := []string{"--set", "manager.replicas=3,manager.priorityClassName=flotilla-high,manager.logFormat=text",
@@ -755,20 +772,54 @@ func kubeletPolicy(objs []*unstructured.Unstructured) *unstructured.Unstructured
 }
 
 func kubeletPeers(objs []*unstructured.Unstructured) []any {
+	from, _ := kubeletRule(objs)["from"].([]any)
+	return from
+}
+
+// kubeletRule is the NetworkPolicy's rule for the kubelet ports: the manager container's kubelet
+// port (the first), up to endPort.
+func kubeletRule(objs []*unstructured.Unstructured) map[string]any {
+	var first int32
+	for _, p := range container(objs).Ports {
+		if p.Name == "kubelet" {
+			first = p.ContainerPort
+		}
+	}
 	for _, r := range nested(kubeletPolicy(objs), "spec", "ingress").([]any) {
 		rule := r.(map[string]any)
 		for _, p := range rule["ports"].([]any) {
-			if p.(map[string]any)["port"] == "kubelet" {
-				from, _ := rule["from"].([]any)
-				return from
+			if fmt.Sprint(p.(map[string]any)["port"]) == fmt.Sprint(first) {
+				return rule
 			}
 		}
 	}
-	Fail("no ingress rule for the kubelet port")
+	Fail("no ingress rule for the kubelet ports")
 	return nil
 }
 
+// kubeletPortRange is the first and last kubelet port the NetworkPolicy admits.
+func kubeletPortRange(objs []*unstructured.Unstructured) (first, last string) {
+	p := kubeletRule(objs)["ports"].([]any)[0].(map[string]any)
+	first = fmt.Sprint(p["port"])
+	last = first
+	if end, ok := p["endPort"]; ok {
+		last = fmt.Sprint(end)
+	}
+	return first, last
+}
+
 func init() {
+	valueCases["kubeletAPI.port"] = valueCase{set("kubeletAPI.port=20000"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--kubelet-port=20000"))
+		Expect(container(objs).Ports).To(ContainElement(And(HaveField("Name", "kubelet"), HaveField("ContainerPort", int32(20000)))))
+		first, last := kubeletPortRange(objs)
+		Expect([]string{first, last}).To(Equal([]string{"20000", "20099"}))
+	}}
+	valueCases["kubeletAPI.portCount"] = valueCase{set("kubeletAPI.portCount=8"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--kubelet-port-count=8"))
+		first, last := kubeletPortRange(objs)
+		Expect([]string{first, last}).To(Equal([]string{"10250", "10257"}))
+	}}
 	valueCases["kubeletAPI.networkPolicy.enabled"] = valueCase{set("kubeletAPI.networkPolicy.enabled=false"), func(objs []*unstructured.Unstructured) {
 		Expect(ofKind(objs, "NetworkPolicy")).To(BeEmpty())
 	}}
@@ -798,12 +849,16 @@ var _ = Describe("the kubelet API's NetworkPolicy", Label("render"), func() {
 				continue
 			}
 			for _, p := range rule["ports"].([]any) {
-				open[p.(map[string]any)["port"].(string)] = true
+				open[fmt.Sprint(p.(map[string]any)["port"])] = true
 			}
 		}
 		for _, p := range container(objs).Ports {
 			Expect(open[p.Name]).To(Equal(p.Name != "kubelet"), "port %s", p.Name)
 		}
+		first, last := kubeletPortRange(objs)
+		Expect([]string{first, last}).To(Equal([]string{"10250", "10349"}), "every virtual node's port, one per node")
+		first, last = kubeletPortRange(render(ctx, "kubeletAPI.portCount=1"))
+		Expect([]string{first, last}).To(Equal([]string{"10250", "10250"}), "one port: no endPort")
 		Expect(kubeletPeers(render(ctx))).To(BeNil(), "no API server address given: every peer")
 	})
 })

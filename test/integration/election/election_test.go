@@ -71,6 +71,13 @@ var _ = Describe("the webhook", func() {
 		err := primary.Client.Create(ctx, electedPod("lost", map[string]string{flotillav1.AnnotationClusters: "atlantis"}, "100m"))
 		Expect(err).To(MatchError(ContainSubstring("unknown cluster(s) atlantis")))
 
+		// A trace context is the webhook's to give: one the pod arrives with is dropped (tracing
+		// is off in this suite, so the proxy carries none).
+		forged := electedPod("forged-trace", map[string]string{flotillav1.AnnotationTraceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}, "100m")
+		Expect(primary.Client.Create(ctx, forged, client.DryRunAll)).To(Succeed())
+		Expect(forged.Labels).To(HaveKey(flotillav1.LabelProxy))
+		Expect(forged.Annotations).NotTo(HaveKey(flotillav1.AnnotationTraceparent))
+
 		plain := electedPod("plain", nil, "100m")
 		plain.Annotations = nil
 		Expect(primary.Client.Create(ctx, plain, client.DryRunAll)).To(Succeed())
@@ -194,6 +201,10 @@ var _ = Describe("the proxy reconciler", func() {
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
 			g.Expect(p.Status.Reason).To(Equal(flotillav1.ReasonWaitingForDependencies))
 			g.Expect(p.Status.Message).To(ContainSubstring("late-config"))
+			var evs corev1.EventList
+			g.Expect(primary.Client.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+			g.Expect(evs.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", "waits"), HaveField("Type", corev1.EventTypeWarning),
+				HaveField("Reason", flotillav1.ReasonWaitingForDependencies), HaveField("Message", ContainSubstring("ConfigMap late-config")))))
 		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 		Expect(primary.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late-config"},
 			Data: map[string]string{"K": "v"}})).To(Succeed())
@@ -231,6 +242,44 @@ var _ = Describe("the proxy reconciler", func() {
 		Consistently(notFound(ctx, secondary.Client, &corev1.Pod{}, "forged")).WithContext(ctx).WithTimeout(3*time.Second).Should(Succeed(), "no delegate")
 		Expect(primary.Client.Delete(ctx, forged)).To(Succeed())
 		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "forged")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
+	It("never gives a delegate to a proxy whose mandatory Secret is missing, says which in an Event, and lets optional ones be missing", func(ctx SpecContext) {
+		yes := true
+		pod := electedPod("needs-secret", nil, "10m")
+		// Optional: missing, they hold nothing up; the mandatory volume's Secret does.
+		pod.Spec.Volumes = []corev1.Volume{
+			{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "db-creds"}}},
+			{Name: "extra", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "no-such-config"}, Optional: &yes}}},
+		}
+		pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "no-such-secret"}, Optional: &yes}}}
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+			g.Expect(p.Status.Reason).To(Equal(flotillav1.ReasonWaitingForDependencies))
+			g.Expect(p.Status.Message).To(Equal("Waiting for Secret db-creds does not exist in the primary"))
+			var evs corev1.EventList
+			g.Expect(primary.Client.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+			g.Expect(evs.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", "needs-secret"), HaveField("Type", corev1.EventTypeWarning),
+				HaveField("Reason", flotillav1.ReasonWaitingForDependencies), HaveField("Message", ContainSubstring("Secret db-creds")))))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Consistently(func() error { _, err := delegate(ctx, "needs-secret"); return err }).WithContext(ctx).
+			WithTimeout(2*time.Second).Should(MatchError(ContainSubstring("not found")), "no delegate without its Secret")
+		Expect(primary.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-creds"},
+			StringData: map[string]string{"password": "p"}})).To(Succeed())
+		var d *corev1.Pod
+		Eventually(func() (err error) {
+			d, err = delegate(ctx, "needs-secret")
+			return err
+		}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the optional references, missing, hold nothing up")
+		Expect(d.Spec.Containers[0].EnvFrom).To(BeEmpty(), "the missing optional Secret's reference is dropped")
+		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "needs-secret")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(primary.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-creds"}})).To(Succeed())
 	}, SpecTimeout(time.Minute))
 
 	It("never lets a delegate read the secondary's own Secret: optional references to what the primary lacks are dropped", func(ctx SpecContext) {

@@ -47,6 +47,7 @@ func main() {
 	tools := fs.String("tools-dir", "", "folder of the binaries `make tools` built (default $FLOTILLA_TOOLS_DIR)")
 	realNode := fs.Bool("real-node", false, "up: give the primary one real node (containerd, kubelet, kube-proxy; needs root)")
 	secondaryRealNodes := fs.Bool("secondary-real-nodes", false, "up: give each secondary one real node in its own network namespace (needs root)")
+	tracing := fs.Bool("tracing", false, "up: start Jaeger (OTLP in, its query API and UI out) and have every API server send it a span of every request")
 	podNetwork := fs.String("secondary-pod-network", "isolated", "up: isolated, or flat (the host routes between the secondaries' real nodes' pods)")
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage); fs.PrintDefaults() }
 	if err := fs.Parse(os.Args[2:]); err != nil {
@@ -58,7 +59,7 @@ func main() {
 	var err error
 	switch cmd {
 	case "up":
-		err = up(ctx, *dir, *tools, *secondaries, *nodes, *realNode, *secondaryRealNodes, testbed.PodNetwork(*podNetwork))
+		err = up(ctx, *dir, *tools, *secondaries, *nodes, *realNode, *secondaryRealNodes, *tracing, testbed.PodNetwork(*podNetwork))
 	case "down":
 		err = down(ctx, *dir, *tools)
 	case "status":
@@ -78,7 +79,7 @@ func main() {
 	}
 }
 
-func up(ctx context.Context, dir, tools string, secondaries, nodes int, realNode, secondaryRealNodes bool, podNetwork testbed.PodNetwork) error {
+func up(ctx context.Context, dir, tools string, secondaries, nodes int, realNode, secondaryRealNodes, tracing bool, podNetwork testbed.PodNetwork) error {
 	if status(ctx, dir) == nil {
 		fmt.Printf("testbed: already running; kubeconfig %s\n", filepath.Join(dir, "kubeconfig"))
 		return nil
@@ -111,6 +112,7 @@ func up(ctx context.Context, dir, tools string, secondaries, nodes int, realNode
 	bed, err := testbed.Start(ctx, testbed.Options{
 		WorkDir: dir, ToolsDir: tools, Secondaries: secondaries, NodesPerSecondary: nodes,
 		NoSecondaries: secondaries == 0, RealNode: realNode, SecondaryRealNodes: secondaryRealNodes, SecondaryPodNetwork: podNetwork, Log: os.Stdout,
+		Tracing: tracing,
 	})
 	if err != nil {
 		return err
@@ -121,6 +123,9 @@ func up(ctx context.Context, dir, tools string, secondaries, nodes int, realNode
 	if n := bed.RealNode; n != nil {
 		fmt.Printf("testbed: real node %s (taint %s=true:NoSchedule), host IP %s, pods %s, Services %s (kubernetes %s)\n",
 			n.Name, testbed.RealNodeKey, n.HostIP, n.PodCIDR, n.ServiceCIDR, n.KubernetesServiceIP)
+	}
+	if j := bed.Jaeger; j != nil {
+		fmt.Printf("testbed: Jaeger: OTLP gRPC at %s (the manager's --tracing-endpoint), UI and query API at %s\n", j.OTLPEndpoint, j.QueryURL)
 	}
 	for _, n := range bed.SecondaryRealNodes {
 		fmt.Printf("testbed: real node %s of %s (taint %s=true:NoSchedule), netns %s, node IP %s, pods %s\n",
