@@ -33,7 +33,7 @@ help: ## Show the targets
 tools-for = @test/tools/install.sh $(1)
 
 .PHONY: tools
-tools: ## Build and cache every tool (kube-*, etcd, kwok, kubectl, helm, metrics-server, CoreDNS, cert-manager, controller-gen, ginkgo, golangci-lint)
+tools: ## Build and cache every tool (kube-*, etcd, kwok, kubectl, helm, metrics-server, CoreDNS, cert-manager, promrules, controller-gen, ginkgo, golangci-lint)
 	$(call tools-for,all)
 
 .PHONY: build
@@ -176,15 +176,15 @@ fuzz: ## Fuzz the webhook's admission and the delegate translation briefly (FUZZ
 	go test ./webhook -run '^$$' -fuzz FuzzAdmitAndDelegate -fuzztime $(FUZZTIME)
 
 .PHONY: chart
-chart: ## Helm chart: helm lint --strict of both roles, and its rendering specs (every value, the schema's refusals)
-	$(call tools-for,helm ginkgo)
+chart: ## Helm chart: helm lint --strict of both roles, and its rendering specs (every value, the schema's refusals, the alerts fire on their cases)
+	$(call tools-for,helm ginkgo promrules)
 	$(TOOLS_DIR)/helm lint --strict $(CHART) -n flotilla-system
 	$(TOOLS_DIR)/helm lint --strict $(CHART) -n flotilla-system --set role=secondary
 	$(GINKGO) $(GINKGO_FLAGS) --label-filter=render ./test/integration/chart
 
 .PHONY: integration
 integration: ## Integration suites: controllers and the webhook on real API servers (envtest with the bed's kube-apiserver and etcd; its kube-scheduler and kube-controller-manager where a spec needs them)
-	$(call tools-for,bed helm ginkgo)
+	$(call tools-for,bed helm ginkgo promrules)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=15m ./test/integration/...
 
 .PHONY: real-nodes
@@ -202,7 +202,7 @@ real-nodes: ## The bed's real nodes as root: the primary's, then the secondaries
 
 .PHONY: e2e
 e2e: ## End-to-end suites on a fresh local test bed (one bed per run)
-	$(call tools-for,bed tracing ginkgo cert-manager)
+	$(call tools-for,bed tracing ginkgo cert-manager promrules)
 	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
 
 .PHONY: test

@@ -63,6 +63,7 @@ var _ admission.Handler = (*Handler)(nil)
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	pod := &corev1.Pod{}
 	if err := h.Decoder.Decode(req, pod); err != nil {
+		countDecision(OutcomeError, "")
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	if pod.Namespace == "" {
@@ -74,16 +75,21 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	switch {
 	case errors.As(err, &rej):
 		log.FromContext(ctx).Info("Elected pod refused", "namespace", req.Namespace, "name", pod.GetName()+pod.GetGenerateName(), "reason", rej.Message)
+		countDecision(OutcomeDenied, "")
 		return admission.Denied(rej.Message)
 	case err != nil:
+		countDecision(OutcomeError, "")
 		return admission.Errored(http.StatusInternalServerError, err)
 	case out == pod:
+		countDecision(OutcomeSkipped, "")
 		return admission.Allowed("not elected")
 	}
 	raw, err := json.Marshal(out)
 	if err != nil {
+		countDecision(OutcomeError, "")
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
+	countDecision(admittedOutcome(out))
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 

@@ -377,6 +377,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	opts := c.registry.opts
 	pctx, cancel := context.WithTimeout(ctx, opts.ProbeTimeout)
 	defer cancel()
+	started := opts.Clock.Now()
 	_, err := c.client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(pctx)
 	c.mu.Lock()
 	id, version := c.state.ID, c.state.Version
@@ -391,6 +392,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	if ctx.Err() != nil {
 		return // stopping: not a failure of the cluster
 	}
+	probeDuration.WithLabelValues(c.name).Observe(opts.Clock.Since(started).Seconds())
 	changed := err == nil && answeredID != "" && pinned != "" && answeredID != pinned
 
 	c.mu.Lock()

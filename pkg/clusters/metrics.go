@@ -20,10 +20,16 @@ var (
 		Name: "flotilla_cluster_token_renewals_total",
 		Help: "ServiceAccount token renewals per registered cluster, by result.",
 	}, []string{"cluster", "result"})
+	probeDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "flotilla_cluster_probe_duration_seconds",
+		Help: "Time of one health probe of a registered cluster (its /readyz, and its identity when read), failed ones included.",
+		// Probes time out after ProbeTimeout (default 2 s).
+		Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10},
+	}, []string{"cluster"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(clusterReady, probeFailures, tokenRenewals)
+	metrics.Registry.MustRegister(clusterReady, probeFailures, tokenRenewals, probeDuration)
 }
 
 func recordState(s Snapshot) {
@@ -32,10 +38,13 @@ func recordState(s Snapshot) {
 		v = 1
 	}
 	clusterReady.WithLabelValues(s.Name, string(s.Role)).Set(v)
+	// Counted from 0 from the cluster's first state on, so that rate() sees its first failure.
+	probeFailures.WithLabelValues(s.Name)
 }
 
 func forgetCluster(name string) {
 	clusterReady.DeletePartialMatch(prometheus.Labels{"cluster": name})
 	probeFailures.DeletePartialMatch(prometheus.Labels{"cluster": name})
 	tokenRenewals.DeletePartialMatch(prometheus.Labels{"cluster": name})
+	probeDuration.DeletePartialMatch(prometheus.Labels{"cluster": name})
 }

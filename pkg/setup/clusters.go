@@ -98,6 +98,10 @@ func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clus
 		SetupWithManager(ctx, mgr, replicatorOptions()); err != nil {
 		return fmt.Errorf("setting up the Replicator controller: %w", err)
 	}
+	// Whether each Replicator is synced, computed from the cache at each scrape (on the leader).
+	if err := mgr.Add(&replicator.SyncMetrics{Reader: mgr.GetClient()}); err != nil {
+		return fmt.Errorf("adding the Replicator metrics: %w", err)
+	}
 	if err := (&inventory.Reconciler{Client: mgr.GetClient(), Registry: registry, PrimaryName: opts.Clusters.PrimaryName,
 		Namespace: flotillav1.SystemNamespace, Recorder: recorder, Clock: opts.Clock}).
 		SetupWithManager(ctx, mgr, inventoryOptions()); err != nil {

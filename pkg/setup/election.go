@@ -60,6 +60,10 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 		Recorder: mgr.GetEventRecorder(eventSource), Interval: opts.Election.SweepInterval, Log: log.WithName("strays")}); err != nil {
 		return fmt.Errorf("adding the stray pods' handler: %w", err)
 	}
+	// The proxies per cluster and phase, computed from the cache at each scrape (on the leader).
+	if err := mgr.Add(&proxy.Metrics{Reader: mgr.GetClient(), Clock: opts.Clock}); err != nil {
+		return fmt.Errorf("adding the proxy metrics: %w", err)
+	}
 	meta, err := metadata.NewForConfig(mgr.GetConfig())
 	if err != nil {
 		return fmt.Errorf("creating the metadata client: %w", err)

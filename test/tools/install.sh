@@ -16,6 +16,8 @@
 #   lint           golangci-lint (make lint)
 #   generate       controller-gen (make generate)
 #   cert-manager   cert-manager's controller, cainjector and CRDs (the e2e suite), and helm
+#   promrules      test/tools/promrules: Prometheus's rule evaluation, for the alert tests (make
+#                  chart, the e2e suite)
 #   print-dir      print the cache folder and build nothing
 # The folder is the same for every set: its name holds the versions of test/tools/versions.env.
 set -euo pipefail
@@ -35,8 +37,8 @@ fi
 sets=" ${*:-all} "
 for s in $sets; do
   case "$s" in
-  all | bed | tracing | kube | helm | ginkgo | lint | generate | cert-manager) ;;
-  *) echo "tools: unknown set $s (all, bed, tracing, kube, helm, ginkgo, lint, generate, cert-manager, print-dir)" >&2; exit 2 ;;
+  all | bed | tracing | kube | helm | ginkgo | lint | generate | cert-manager | promrules) ;;
+  *) echo "tools: unknown set $s (all, bed, tracing, kube, helm, ginkgo, lint, generate, cert-manager, promrules, print-dir)" >&2; exit 2 ;;
   esac
 done
 # wanted SET...: whether one of these sets was asked for (all asks for every one).
@@ -173,6 +175,28 @@ build_jaeger() {
 }
 if wanted tracing; then
   run_step "jaeger $JAEGER_VERSION" "jaeger-$JAEGER_VERSION" build_jaeger "jaeger-$JAEGER_VERSION"
+fi
+
+# promrules (test/tools/promrules: Prometheus's rule manager over given series, for the alert tests),
+# built from the prometheus module of PROMETHEUS_VERSION. It is our code too, so its name holds a
+# hash of its sources besides the version: a change of either builds it anew. The tests run
+# $bin/promrules, a link to the build of the current sources.
+prometheus_module_version() { (cd "$here/promrules" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus); }
+promrules_name() {
+  local sum
+  sum=$(cat "$here/promrules/go.mod" "$here/promrules/go.sum" "$here/promrules"/*.go | sha256sum | cut -c1-12)
+  echo "promrules-$PROMETHEUS_VERSION-$sum"
+}
+build_promrules() {
+  local have
+  have=$(prometheus_module_version)
+  [[ "$have" == "$PROMETHEUS_VERSION" ]] || { echo "tools: versions.env has PROMETHEUS_VERSION=$PROMETHEUS_VERSION but test/tools/promrules/go.mod requires $have (cd test/tools/promrules && go get github.com/prometheus/prometheus@$PROMETHEUS_VERSION && go mod tidy)" >&2; return 1; }
+  (cd "$here/promrules" && go build -trimpath -ldflags "-s -w" -o "$bin/$1" .)
+}
+if wanted promrules; then
+  name=$(promrules_name)
+  run_step "promrules (prometheus $PROMETHEUS_VERSION)" "$name" build_promrules "$name"
+  ln -sfn "$name" "$bin/promrules"
 fi
 
 # kwok's own stage manifests (node and pod lifecycles) ship in its module; the test bed loads them.

@@ -92,6 +92,9 @@ type Reconciler struct {
 
 	// own remembers this reconciler's last write to each proxy until the cache shows it.
 	own ownWrites
+
+	// starts follows each proxy's start until its status says Running (metrics.go).
+	starts starts
 }
 
 // Reconcile is one pass over one proxy. What it decides for the proxy's status (Pending with a
@@ -101,6 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.Client.Get(ctx, req.NamespacedName, proxy); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.own.forget(req.NamespacedName)
+			r.starts.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -320,11 +324,21 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	if v := translate.PodSecurityViolation(&delegate.ObjectMeta, &delegate.Spec, home.Labels); v != "" {
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, fmt.Sprintf("The delegate %s (the level of namespace %s)", v, proxy.Namespace))
 	}
+	return r.create(ctx, proxy, sec, delegate)
+}
+
+// create creates the delegate in the secondary; what the secondary refuses leaves the proxy Pending
+// (or Failed, for good) with the reason, and is counted.
+func (r *Reconciler) create(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary, delegate *corev1.Pod) (ctrl.Result, error) {
 	cctx, span := r.trace(ctx, spanCreate, proxy, sec.Name)
-	err = sec.Client.Create(cctx, delegate)
+	err := sec.Client.Create(cctx, delegate)
 	tracing.End(span, err)
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		countCreationError(sec.Name, err) // a name taken by another's pod is counted by alreadyThere
+	}
 	switch {
 	case err == nil:
+		r.starts.delegateCreated(proxy, sec.Name, r.now())
 		r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateCreated, "Create", "Delegate created in cluster %s", sec.Name)
 		// No status write here: the first status mirrored from the delegate (its informer sees it
 		// within milliseconds) carries the Delegated condition; one write per proxy saved. A
@@ -379,6 +393,7 @@ func (r *Reconciler) alreadyThere(ctx context.Context, proxy *corev1.Pod, sec cl
 	if err := sec.Client.Get(ctx, client.ObjectKeyFromObject(delegate), &there); err == nil &&
 		there.Labels[flotillav1.LabelPrimary] != r.Secondaries.PrimaryID() {
 		msg := fmt.Sprintf("Cluster %s already has a pod %s/%s that is not Flotilla's; it is left alone", sec.Name, there.Namespace, there.Name)
+		countCreationError(sec.Name, apierrors.NewAlreadyExists(corev1.Resource("pods"), there.Name))
 		if proxy.Status.Reason != flotillav1.ReasonNameConflict {
 			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonNameConflict, "Create", "%s", msg)
 		}
@@ -618,6 +633,7 @@ func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) (err error) {
 	ctx, span := r.trace(ctx, spanRelease, proxy, cluster)
 	defer func() { tracing.End(span, err) }()
 	r.events.forget(proxy.UID)
+	r.starts.forget(client.ObjectKeyFromObject(proxy))
 	if controllerutil.ContainsFinalizer(proxy, flotillav1.FinalizerDelegate) {
 		base := proxy.DeepCopy()
 		controllerutil.RemoveFinalizer(proxy, flotillav1.FinalizerDelegate)

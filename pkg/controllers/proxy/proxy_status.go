@@ -21,6 +21,9 @@ import (
 // annotation: the deferred patch writes both in one write to the status subresource (which, for
 // pods, takes labels and annotations too; never the spec).
 func (r *Reconciler) mirrorStatus(proxy, delegate *corev1.Pod) {
+	if delegate.Status.Phase == corev1.PodRunning && proxy.Status.Phase != corev1.PodRunning {
+		r.starts.delegateRunning(proxy, clusterOf(proxy), r.now())
+	}
 	want := translate.ProxyStatus(proxy, delegate, r.FlatNetwork)
 	want.Conditions = withCondition(want.Conditions, r.delegatedCondition(proxy))
 	ip := delegate.Status.PodIP
@@ -57,7 +60,16 @@ func (r *Reconciler) patchStatus(ctx context.Context, base, proxy *corev1.Pod) e
 		return client.IgnoreNotFound(fmt.Errorf("patching the status of proxy %s/%s: %w", proxy.Namespace, proxy.Name, err))
 	}
 	r.own.wrote(base, changed)
+	if base.Status.Phase != corev1.PodRunning && changed.Status.Phase == corev1.PodRunning {
+		r.starts.proxyRunning(changed, clusterOf(changed), r.now())
+	}
 	return nil
+}
+
+// clusterOf is the cluster of the virtual node a proxy is bound to ("" for none).
+func clusterOf(proxy *corev1.Pod) string {
+	cluster, _ := flotillav1.ClusterOfNode(proxy.Spec.NodeName)
+	return cluster
 }
 
 // stillPending says whether a new status of a pending delegate is not worth a write: the proxy

@@ -28,7 +28,10 @@ import (
 func (r *Reconciler) applyPrimary(ctx context.Context, in Inputs) placeResult {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
-	return r.applyPlace(ctx, in, PrimaryName, true, r.Client, r.Live)
+	start := r.now()
+	pr := r.applyPlace(ctx, in, PrimaryName, true, r.Client, r.Live)
+	observeApply(pr, r.now().Sub(start))
+	return pr
 }
 
 // applyTargets applies to every secondary at once, each bounded by Timeout.
@@ -42,11 +45,14 @@ func (r *Reconciler) applyTargets(ctx context.Context, in Inputs, names []string
 			sec, ok := r.Registry.Secondary(name)
 			if !ok {
 				out[i] = failed(name, "the cluster is not usable (not answering, or not a secondary)")
+				applyErrors.WithLabelValues(name).Inc()
 				return
 			}
 			cctx, cancel := context.WithTimeout(ctx, r.Timeout)
 			defer cancel()
+			start := r.now()
 			out[i] = r.applyPlace(cctx, in, name, false, sec.Client, sec.Client)
+			observeApply(out[i], r.now().Sub(start))
 		}()
 	}
 	wg.Wait()

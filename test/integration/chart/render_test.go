@@ -3,8 +3,10 @@ package chart_test
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -20,6 +22,8 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 	"github.com/flotilla-dev/flotilla/pkg/uninstall"
+	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
+	"github.com/flotilla-dev/flotilla/test/promrules"
 )
 
 // The chart's CRDs, by name.
@@ -88,6 +92,34 @@ func serviceMonitor(objs []*unstructured.Unstructured) *unstructured.Unstructure
 	sm := find(objs, "ServiceMonitor", "flotilla-manager")
 	ExpectWithOffset(1, sm).NotTo(BeNil(), "no ServiceMonitor")
 	return sm
+}
+
+// prometheusRuleAPI makes helm render as if the API server served monitoring.coreos.com/v1.
+var prometheusRuleAPI = []string{"--api-versions", "monitoring.coreos.com/v1", "--set", "metrics.prometheusRule.enabled=true"}
+
+func prometheusRule(objs []*unstructured.Unstructured) *unstructured.Unstructured {
+	pr := find(objs, "PrometheusRule", "flotilla-manager")
+	ExpectWithOffset(1, pr).NotTo(BeNil(), "no PrometheusRule")
+	return pr
+}
+
+// alertNames are the alerts of a PrometheusRule.
+func alertNames(pr *unstructured.Unstructured) []string {
+	var names []string
+	for _, g := range nested(pr, "spec", "groups").([]any) {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			if a, ok := r.(map[string]any)["alert"].(string); ok {
+				names = append(names, a)
+			}
+		}
+	}
+	return names
+}
+
+func dashboardConfigMap(objs []*unstructured.Unstructured) *unstructured.Unstructured {
+	cm := find(objs, "ConfigMap", "flotilla-dashboard")
+	ExpectWithOffset(1, cm).NotTo(BeNil(), "no dashboard ConfigMap")
+	return cm
 }
 
 func endpoint(objs []*unstructured.Unstructured) map[string]any {
@@ -203,6 +235,26 @@ var valueCases = map[string]valueCase{
 	}},
 	"metrics.serviceMonitor.labels": {append(set("metrics.serviceMonitor.labels.release=kube-prometheus-stack"), serviceMonitorAPI...), func(objs []*unstructured.Unstructured) {
 		Expect(serviceMonitor(objs).GetLabels()).To(HaveKeyWithValue("release", "kube-prometheus-stack"))
+	}},
+	"metrics.prometheusRule.enabled": {prometheusRuleAPI, func(objs []*unstructured.Unstructured) {
+		Expect(alertNames(prometheusRule(objs))).To(ConsistOf("FlotillaClusterUnreachable", "FlotillaProxiesWithoutDelegate",
+			"FlotillaWebhookErrors", "FlotillaReplicatorNotSynced"))
+	}},
+	"metrics.prometheusRule.force": {set("metrics.prometheusRule.enabled=true,metrics.prometheusRule.force=true"), func(objs []*unstructured.Unstructured) {
+		Expect(prometheusRule(objs)).NotTo(BeNil())
+	}},
+	"metrics.prometheusRule.labels": {append(set("metrics.prometheusRule.labels.release=kube-prometheus-stack"), prometheusRuleAPI...), func(objs []*unstructured.Unstructured) {
+		Expect(prometheusRule(objs).GetLabels()).To(HaveKeyWithValue("release", "kube-prometheus-stack"))
+	}},
+	"metrics.dashboard.enabled": {set("metrics.dashboard.enabled=true"), func(objs []*unstructured.Unstructured) {
+		cm := dashboardConfigMap(objs)
+		Expect(cm.GetLabels()).To(HaveKeyWithValue("grafana_dashboard", "1"))
+		file, err := os.ReadFile(filepath.Join(chartDir, "dashboards", "flotilla.json"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(nested(cm, "data", "flotilla.json")).To(MatchJSON(file), "the chart's dashboard file, as it is")
+	}},
+	"metrics.dashboard.labels": {set("metrics.dashboard.enabled=true,metrics.dashboard.labels.grafana_folder=fleet"), func(objs []*unstructured.Unstructured) {
+		Expect(dashboardConfigMap(objs).GetLabels()).To(HaveKeyWithValue("grafana_folder", "fleet"))
 	}},
 	"serviceAccount.name": {set("serviceAccount.name=fleet-manager"), func(objs []*unstructured.Unstructured) {
 		Expect(find(objs, "ServiceAccount", "fleet-manager")).NotTo(BeNil())
@@ -379,6 +431,63 @@ var _ = Describe("the chart's rendering", Label("render"), func() {
 		Expect(nested(serviceMonitor(objs), "spec", "namespaceSelector", "matchNames")).To(ConsistOf("flotilla-system"))
 		Expect(ofKind(render(ctx, "metrics.serviceMonitor.force=true"), "ServiceMonitor")).To(BeEmpty(), "force alone does not enable it")
 		Expect(ofKind(render(ctx, "metrics.serviceMonitor.enabled=true", "manager.enabled=false"), "ServiceMonitor")).To(BeEmpty(), "nothing to scrape")
+	})
+
+	It("renders the PrometheusRule only where the API server serves monitoring.coreos.com/v1, unless forced, and the dashboard only when asked", func(ctx SpecContext) {
+		defaults := render(ctx)
+		Expect(ofKind(defaults, "PrometheusRule")).To(BeEmpty(), "off by default")
+		Expect(find(defaults, "ConfigMap", "flotilla-dashboard")).To(BeNil(), "off by default")
+		Expect(ofKind(render(ctx, "metrics.prometheusRule.enabled=true"), "PrometheusRule")).To(BeEmpty())
+		Expect(ofKind(render(ctx, "metrics.prometheusRule.force=true"), "PrometheusRule")).To(BeEmpty(), "force alone does not enable it")
+		Expect(ofKind(render(ctx, "metrics.prometheusRule.enabled=true,metrics.prometheusRule.force=true", "manager.enabled=false"), "PrometheusRule")).
+			To(BeEmpty(), "nothing to alert on")
+		Expect(find(render(ctx, "metrics.dashboard.enabled=true", "manager.enabled=false"), "ConfigMap", "flotilla-dashboard")).To(BeNil())
+		objs, out, err := helmTemplate(ctx, prometheusRuleAPI...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(prometheusRule(objs).GetNamespace()).To(Equal(flotillav1.SystemNamespace))
+		raw, err := json.Marshal(nested(prometheusRule(objs), "spec"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(raw)).To(ContainSubstring("{{ $labels.cluster }}"), "Prometheus's templates reach it untouched by helm")
+	})
+
+	It("ships alerts that fire on the series of their cases and not on healthy ones (promrules: Prometheus's rule manager)", func(ctx SpecContext) {
+		_, out, err := helmTemplate(ctx, prometheusRuleAPI...)
+		Expect(err).NotTo(HaveOccurred(), out)
+		rendered := filepath.Join(GinkgoT().TempDir(), "rendered.yaml")
+		Expect(os.WriteFile(rendered, []byte(out), 0o600)).To(Succeed())
+		cases := filepath.Join("testdata", "alerts.yaml")
+		res, err := promrules.Run(ctx, "test", "-rules", rendered, cases)
+		Expect(err).NotTo(HaveOccurred(), res)
+		Expect(res).To(MatchRegexp(`(?m)^[1-9][0-9]* passed, 0 failed$`))
+		objs, err := decode(out)
+		Expect(err).NotTo(HaveOccurred())
+		for _, alert := range alertNames(prometheusRule(objs)) {
+			Expect(res).To(MatchRegexp(`(?m)^PASS .*firing \[.*\b`+alert+`\b.*\]$`), "a case where %s fires", alert)
+		}
+		Expect(res).To(MatchRegexp(`(?m)^PASS .*firing \[\]$`), "a case where nothing fires")
+
+		// The tool fails a case whose alerts are not what fires: a healthy cluster said unreachable.
+		wrong := filepath.Join(GinkgoT().TempDir(), "wrong.yaml")
+		Expect(os.WriteFile(wrong, []byte("cases:\n  - name: healthy said unreachable\n    series: ['flotilla_cluster_ready{cluster=\"east\",role=\"secondary\"} 1x10']\n"+
+			"    at: 10m\n    firing: [FlotillaClusterUnreachable]\n"), 0o600)).To(Succeed())
+		res, err = promrules.Run(ctx, "test", "-rules", rendered, wrong)
+		Expect(err).To(HaveOccurred())
+		Expect(res).To(ContainSubstring("FAIL healthy said unreachable: firing [], want [FlotillaClusterUnreachable]"))
+	})
+
+	It("queries, in the dashboard and the alerts, only metrics docs/observability.md documents, each query parsed by Prometheus's parser", func(ctx SpecContext) {
+		queries, err := promrules.Names(ctx, []string{filepath.Join(chartDir, "dashboards", "flotilla.json")},
+			[]string{filepath.Join(chartDir, "files", "prometheus-rules.yaml")})
+		Expect(err).NotTo(HaveOccurred())
+		documented := documentedMetrics()
+		for _, q := range queries {
+			Expect(q.Metrics).NotTo(BeEmpty(), "%s: %s names no metric", q.Source, q.Expr)
+			for _, m := range q.Metrics {
+				Expect(documented).To(HaveKey(seriesBase(m, documented)), "%s: %s", q.Source, q.Expr)
+			}
+		}
+		// And the table documents every metric the manager's code defines, nothing more.
+		Expect(documented).To(Equal(definedMetrics()))
 	})
 
 	It("renders no PodDisruptionBudget for a single replica, which it would keep from ever being drained", func(ctx SpecContext) {
@@ -753,3 +862,50 @@ var _ = Describe("the kubelet API's NetworkPolicy", Label("render"), func() {
 		Expect(kubeletPeers(render(ctx))).To(BeNil(), "no API server address given: every peer")
 	})
 })
+
+// documentedMetrics are the metrics docs/observability.md's table documents (its first column).
+func documentedMetrics() map[string]bool {
+	raw, err := os.ReadFile(filepath.Join(clusterenv.RepoRoot(), "docs", "observability.md"))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	out := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(flotilla_[a-z_]+)` \\|").FindAllStringSubmatch(string(raw), -1) {
+		out[m[1]] = true
+	}
+	ExpectWithOffset(1, out).NotTo(BeEmpty(), "no metric in docs/observability.md's table")
+	return out
+}
+
+// seriesBase is the documented metric a series name belongs to: a histogram's _bucket, _sum and
+// _count series belong to it.
+func seriesBase(series string, documented map[string]bool) string {
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if base, ok := strings.CutSuffix(series, suffix); ok && documented[base] {
+			return base
+		}
+	}
+	return series
+}
+
+// definedMetrics are the flotilla_* metric names the manager's code (pkg, webhook, internal; not
+// its tests) defines.
+func definedMetrics() map[string]bool {
+	out := map[string]bool{}
+	name := regexp.MustCompile(`"(flotilla_[a-z_]+)"`)
+	for _, dir := range []string{"pkg", "webhook", "internal"} {
+		err := filepath.WalkDir(filepath.Join(clusterenv.RepoRoot(), dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range name.FindAllStringSubmatch(string(raw), -1) {
+				out[m[1]] = true
+			}
+			return nil
+		})
+		ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	}
+	return out
+}

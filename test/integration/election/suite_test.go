@@ -38,6 +38,8 @@ const (
 var (
 	primary, secondary *clusterenv.Cluster
 	stopManager        func() error
+	// metricsURL is the manager's /metrics (plain HTTP on the loopback address).
+	metricsURL string
 )
 
 func TestElection(t *testing.T) {
@@ -124,6 +126,8 @@ var primaryCalls callCounter
 func startManager(ctx context.Context) *setup.Manager {
 	port, err := testbed.FreePort()
 	Expect(err).NotTo(HaveOccurred())
+	metricsPort, err := testbed.FreePort()
+	Expect(err).NotTo(HaveOccurred())
 	// The manager's calls to the primary are counted by path (a spec bounds a Pending proxy's).
 	cfg := rest.CopyConfig(primary.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
@@ -133,7 +137,10 @@ func startManager(ctx context.Context) *setup.Manager {
 		})
 	})
 	opts := setup.DefaultOptions()
-	opts.Manager.MetricsBindAddress, opts.Manager.HealthProbeBindAddress = "0", "0"
+	// Metrics served as the manager serves them, without TLS and authentication (a spec scrapes them).
+	opts.Manager.MetricsBindAddress, opts.Manager.HealthProbeBindAddress = fmt.Sprintf("127.0.0.1:%d", metricsPort), "0"
+	opts.Manager.MetricsSecure = false
+	metricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	opts.LeaderElection.Enabled = false
 	opts.Clusters.ProbeInterval = 500 * time.Millisecond
 	opts.VirtualNodes.KubeletPort = 0
