@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -15,17 +16,21 @@ import (
 
 // TracingResult is the cost of the manager's tracing: the elected run again with a manager
 // tracing every pod into the bed's Jaeger (sampling 1.0), beside the same run with a manager
-// that does not, both on the same bed (whose API servers trace either way), one after the other.
+// that does not, on the same bed (whose API servers trace either way), in pairs one after the
+// other: the machine's noise moves runs minutes apart more than tracing does.
 type TracingResult struct {
-	Untraced Result `json:"untraced"`
-	Traced   Result `json:"traced"`
-	// Cost is the traced run's time over the untraced one's.
+	Untraced []Result `json:"untraced"`
+	Traced   []Result `json:"traced"`
+	// Cost is the median over the pairs of the traced run's time over the untraced one's.
 	Cost       float64 `json:"cost"`
 	TargetCost float64 `json:"targetCost"`
 }
 
-// measureTracing stops the managers of the main runs and runs the elected pods twice more, each
-// time with one fresh manager: without tracing, then with --tracing-endpoint at the bed's Jaeger.
+// tracingPairs are the untraced and traced runs measured.
+const tracingPairs = 3
+
+// measureTracing stops the managers of the main runs and runs the elected pods in pairs, each run
+// with one fresh manager: without tracing, then with --tracing-endpoint at the bed's Jaeger.
 func (rep *Report) measureTracing(ctx context.Context, bed *testbed.Bed, stop []*benchManager, bin, dir string, o options) error {
 	if bed.Jaeger == nil {
 		return nil
@@ -36,56 +41,69 @@ func (rep *Report) measureTracing(ctx context.Context, bed *testbed.Bed, stop []
 		}
 	}
 	t := &TracingResult{TargetCost: 1.05}
-	for _, traced := range []bool{false, true} {
-		mo := o
-		mode := "elected, the manager untraced"
-		if traced {
-			mo.tracingEndpoint = bed.Jaeger.OTLPEndpoint
-			mode = "elected, the manager tracing (sampling 1.0)"
+	var ratios []float64
+	for pair := range tracingPairs {
+		for _, traced := range []bool{false, true} {
+			res, err := rep.electedWith(ctx, bed, bin, filepath.Join(dir, fmt.Sprintf("tracing-%d-%t", pair, traced)), pair, traced, o)
+			if err != nil {
+				return err
+			}
+			if traced {
+				t.Traced = append(t.Traced, res)
+			} else {
+				t.Untraced = append(t.Untraced, res)
+			}
 		}
-		mdir := filepath.Join(dir, fmt.Sprintf("tracing-%t", traced))
-		mgr, _, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, mdir, "", mo)
-		if err != nil {
-			return err
-		}
-		// Leader (no other replica runs) once ready, with its virtual nodes Ready.
-		if err := waitReady(ctx, mgr); err != nil {
-			_ = mgr.Stop(20 * time.Second)
-			return mgr.diedWith(err)
-		}
-		if err := waitNodesReady(ctx, bed); err != nil {
-			_ = mgr.Stop(20 * time.Second)
-			return mgr.diedWith(err)
-		}
-		fmt.Printf("bench: %d pods %s...\n", rep.Pods, mode)
-		var phases []string
-		res, err := measure(ctx, mode, []target{{bed.Primary.Clientset, rep.Pods}}, fmt.Sprintf("bench-elected-traced-%t", traced), true, &phases, func() {})
-		if serr := mgr.Stop(20 * time.Second); serr != nil && err == nil {
-			err = serr
-		}
-		if err != nil {
-			return mgr.diedWith(err)
-		}
-		if traced {
-			t.Traced = res
-		} else {
-			t.Untraced = res
+		if u := t.Untraced[pair].TotalSeconds; u > 0 {
+			ratios = append(ratios, t.Traced[pair].TotalSeconds/u)
 		}
 	}
-	if t.Untraced.TotalSeconds > 0 {
-		t.Cost = round(t.Traced.TotalSeconds / t.Untraced.TotalSeconds)
+	slices.Sort(ratios)
+	if len(ratios) > 0 {
+		t.Cost = round(ratios[len(ratios)/2])
 	}
 	rep.Tracing = t
 	return nil
+}
+
+// electedWith is one elected run with a fresh manager, tracing or not.
+func (rep *Report) electedWith(ctx context.Context, bed *testbed.Bed, bin, dir string, pair int, traced bool, o options) (Result, error) {
+	mode := "elected, the manager untraced"
+	if traced {
+		o.tracingEndpoint = bed.Jaeger.OTLPEndpoint
+		mode = "elected, the manager tracing (sampling 1.0)"
+	}
+	mgr, _, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir, "", o)
+	if err != nil {
+		return Result{}, err
+	}
+	defer func() { _ = mgr.Stop(20 * time.Second) }()
+	// Leader (no other replica runs) once ready, with its virtual nodes Ready.
+	if err := waitReady(ctx, mgr); err != nil {
+		return Result{}, mgr.diedWith(err)
+	}
+	if err := waitNodesReady(ctx, bed); err != nil {
+		return Result{}, mgr.diedWith(err)
+	}
+	fmt.Printf("bench: %d pods %s (pair %d of %d)...\n", rep.Pods, mode, pair+1, tracingPairs)
+	var phases []string
+	res, err := measure(ctx, mode, []target{{bed.Primary.Clientset, rep.Pods}}, fmt.Sprintf("bench-elected-%d-traced-%t", pair, traced), true, &phases, func() {})
+	if err != nil {
+		return Result{}, mgr.diedWith(err)
+	}
+	return res, nil
 }
 
 func printTracing(t *TracingResult) {
 	if t == nil {
 		return
 	}
-	fmt.Printf("tracing cost:         %.2f (target <= %.2f): %d elected pods in %.1f s traced, %.1f s untraced; p50 %.0f ms against %.0f ms; deletion %.1f s against %.1f s\n",
-		t.Cost, t.TargetCost, t.Traced.Pods, t.Traced.TotalSeconds, t.Untraced.TotalSeconds, t.Traced.P50Millis, t.Untraced.P50Millis,
-		t.Traced.DeleteSeconds, t.Untraced.DeleteSeconds)
+	fmt.Printf("tracing cost:         %.2f (target <= %.2f), the median of %d pairs of runs of %d elected pods:\n", t.Cost, t.TargetCost, len(t.Traced), t.Traced[0].Pods)
+	for i := range t.Traced {
+		fmt.Printf("  pair %d: %.1f s traced, %.1f s untraced (%.2f); p50 %.0f ms against %.0f ms; deletion %.1f s against %.1f s\n", i+1,
+			t.Traced[i].TotalSeconds, t.Untraced[i].TotalSeconds, t.Traced[i].TotalSeconds/max(t.Untraced[i].TotalSeconds, 0.001),
+			t.Traced[i].P50Millis, t.Untraced[i].P50Millis, t.Traced[i].DeleteSeconds, t.Untraced[i].DeleteSeconds)
+	}
 }
 
 // waitReady waits, up to a minute, for the manager's readiness (its webhook serving, its caches
