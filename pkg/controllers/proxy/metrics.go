@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flotilla-dev/flotilla/internal/leadermetrics"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -199,12 +201,7 @@ var (
 // Start registers the collector and unregisters it when ctx ends.
 func (p *Metrics) Start(ctx context.Context) error {
 	p.ctx = ctx
-	if err := metrics.Registry.Register(p); err != nil {
-		return fmt.Errorf("registering the proxy metrics: %w", err)
-	}
-	<-ctx.Done()
-	metrics.Registry.Unregister(p)
-	return nil
+	return leadermetrics.Serve(ctx, p, "proxy metrics")
 }
 
 // Describe sends the gauges' descriptions.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/flotilla-dev/flotilla/internal/leadermetrics"
+
 	"github.com/prometheus/client_golang/prometheus"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,12 +64,7 @@ var (
 // Start registers the collector and unregisters it when ctx ends.
 func (s *SyncMetrics) Start(ctx context.Context) error {
 	s.ctx = ctx
-	if err := metrics.Registry.Register(s); err != nil {
-		return fmt.Errorf("registering the Replicator metrics: %w", err)
-	}
-	<-ctx.Done()
-	metrics.Registry.Unregister(s)
-	return nil
+	return leadermetrics.Serve(ctx, s, "Replicator metrics")
 }
 
 // Describe sends the gauge's description.
