@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 
 	"errors"
@@ -370,7 +371,7 @@ func (r *Reconciler) copyFailed(proxy *corev1.Pod, sec clusters.Secondary, err e
 	case errors.As(err, &missing):
 		// Said once per missing object (not at each retry): the Event names it, as a kubelet's
 		// FailedMount or CreateContainerConfigError does.
-		msg := fmt.Sprintf("Waiting for %s in the primary", missing)
+		msg := fmt.Sprintf("Waiting for %s %s: %s", missing.Kind, missing.Name, cmp.Or(missing.Why, "it does not exist in the primary"))
 		if proxy.Status.Message != msg {
 			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonWaitingForDependencies, "Create", "%s", msg)
 		}

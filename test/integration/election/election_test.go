@@ -261,7 +261,7 @@ var _ = Describe("the proxy reconciler", func() {
 			g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
 			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
 			g.Expect(p.Status.Reason).To(Equal(flotillav1.ReasonWaitingForDependencies))
-			g.Expect(p.Status.Message).To(Equal("Waiting for Secret db-creds does not exist in the primary"))
+			g.Expect(p.Status.Message).To(Equal("Waiting for Secret db-creds: it does not exist in the primary"))
 			var evs corev1.EventList
 			g.Expect(primary.Client.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
 			g.Expect(evs.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", "needs-secret"), HaveField("Type", corev1.EventTypeWarning),
