@@ -35,7 +35,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -149,6 +148,8 @@ type Report struct {
 	MCS *MCSResult `json:"mcs,omitempty"`
 	// Tracing is the manager's tracing cost (--tracing).
 	Tracing *TracingResult `json:"tracing,omitempty"`
+	// Steady is the steady-load run (--steady-rate).
+	Steady *SteadyResult `json:"steady,omitempty"`
 }
 
 func main() {
@@ -163,6 +164,8 @@ func main() {
 	flag.DurationVar(&o.renewDeadline, "renew-deadline", 10*time.Second, "the managers' --leader-elect-renew-deadline (their lease duration is 1.5 times it): on 2 cores, 10 secondaries starting 10,000 pods at once can keep the primary's API server from answering the leader's Lease read for longer than the default 10 s, and a leader that cannot renew exits (in a cluster its pod would restart)")
 	flag.IntVar(&o.mcsEndpoints, "mcs-endpoints", 1000, "endpoints of the Multi-Cluster Services run, split over every cluster of the set (0: no run)")
 	flag.BoolVar(&o.tracing, "tracing", false, "start the bed with Jaeger and tracing API servers, and after the other runs measure the elected run twice more with one manager each: untraced, then tracing (sampling 1.0)")
+	flag.Float64Var(&o.steadyRate, "steady-rate", 0, "the steady-load run: pods created one by one at this rate a second, directly then elected, their startup latency percentiles (0: no run)")
+	flag.DurationVar(&o.steadyDuration, "steady-duration", 5*time.Minute, "how long the steady-load run creates pods, directly and again elected")
 	flag.Parse()
 	if o.clusters < 1 || o.pods < o.clusters {
 		fmt.Fprintln(os.Stderr, "bench: --clusters must be at least 1 and at most --pods")
@@ -192,6 +195,9 @@ type options struct {
 	// tracing measures the manager's tracing cost; tracingEndpoint is a manager's --tracing-endpoint.
 	tracing         bool
 	tracingEndpoint string
+	// steadyRate (pods a second, 0: no run) and steadyDuration are the steady-load run's.
+	steadyRate     float64
+	steadyDuration time.Duration
 }
 
 func run(ctx context.Context, o options) (err error) {
@@ -215,7 +221,7 @@ func run(ctx context.Context, o options) (err error) {
 	}
 	bed, err := testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(dir, "bed"), Log: os.Stdout,
 		Secondaries: clusters, NodesPerSecondary: nodes, NoMetricsServer: lean, Tracing: o.tracing,
-		Node: testbed.NodeSize{CPU: "1000", Memory: "4Ti", Pods: strconv.Itoa(n + 50)}})
+		Node: testbed.NodeSize{CPU: "1000", Memory: "4Ti", Pods: strconv.Itoa(max(n, steadyPods(o)) + 50)}})
 	if err != nil {
 		return err
 	}
@@ -270,6 +276,9 @@ func run(ctx context.Context, o options) (err error) {
 		return mgr.diedWith(err)
 	}
 	rep.derive(mgr, standby)
+	if err := rep.measureSteady(ctx, bed, mgr, o); err != nil {
+		return err
+	}
 	if err := rep.measureServices(ctx, bed, mgr, o); err != nil {
 		return err
 	}
@@ -486,31 +495,7 @@ func (w *delegateWatch) legs(proxies *podClock) (toDelegate, back float64) {
 	if proxies == nil {
 		return 0, 0
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	proxies.mu.Lock()
-	defer proxies.mu.Unlock()
-	// Both clocks key by "<cluster>/<pod name>"; a delegate has its proxy's name.
-	name := func(key string) string { return key[strings.IndexByte(key, '/')+1:] }
-	byName := func(in map[string]time.Time) map[string]time.Time {
-		out := make(map[string]time.Time, len(in))
-		for key, at := range in {
-			out[name(key)] = at
-		}
-		return out
-	}
-	added, running := byName(proxies.added), byName(proxies.running)
-	var there, home []float64
-	for key, d := range w.createdAt {
-		if a, ok := added[name(key)]; ok {
-			there = append(there, float64(d.Sub(a).Milliseconds()))
-		}
-	}
-	for key, d := range w.runningAt {
-		if r, ok := running[name(key)]; ok {
-			home = append(home, float64(r.Sub(d).Milliseconds()))
-		}
-	}
+	there, home := w.legSamples(proxies)
 	sort.Float64s(there)
 	sort.Float64s(home)
 	return percentile(there, 0.5), percentile(home, 0.5)
@@ -581,19 +566,9 @@ func measure(ctx context.Context, mode string, targets []target, ns string, elec
 	}
 	clock := &podClock{n: n, added: map[string]time.Time{}, running: map[string]time.Time{}, marked: map[string]time.Time{}, done: make(chan struct{})}
 	mu, added, running, done := &clock.mu, clock.added, clock.running, clock.done
-	recorder := clock.recorder
 	ictx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	stores := make([]cache.Store, len(targets))
-	for i, t := range targets {
-		factory := informers.NewSharedInformerFactoryWithOptions(t.cs, 0, informers.WithNamespace(ns))
-		inf := factory.Core().V1().Pods().Informer()
-		stores[i] = inf.GetStore()
-		record := recorder(i)
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: record, UpdateFunc: func(_, o any) { record(o) }})
-		factory.Start(ictx.Done())
-		cache.WaitForCacheSync(ictx.Done(), inf.HasSynced)
-	}
+	stores := watchPods(ictx, targets, ns, clock)
 
 	annotations := map[string]string{}
 	if elect {
@@ -604,9 +579,7 @@ func measure(ctx context.Context, mode string, targets []target, ns string, elec
 		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "bench"}, Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: sel},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: annotations},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "nginx",
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-						corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("16Mi")}}}}}},
+				Spec: benchPodSpec()},
 		}}
 	}
 	start := time.Now()
@@ -659,7 +632,9 @@ func measure(ctx context.Context, mode string, targets []target, ns string, elec
 // podClock records, per pod of a run (by cluster index and name), when it was added, first seen
 // Running and first seen deleting; done closes when all n are Running.
 type podClock struct {
-	n                      int
+	n int
+	// ready: a pod counts as Running once also Ready.
+	ready                  bool
 	mu                     sync.Mutex
 	added, running, marked map[string]time.Time
 	done                   chan struct{}
@@ -683,7 +658,7 @@ func (c *podClock) recorder(cluster int) func(obj any) {
 		if _, ok := c.marked[key]; !ok && p.DeletionTimestamp != nil {
 			c.marked[key] = now
 		}
-		if _, ok := c.running[key]; !ok && p.Status.Phase == corev1.PodRunning {
+		if _, ok := c.running[key]; !ok && p.Status.Phase == corev1.PodRunning && (!c.ready || runningAndReady(p)) {
 			c.running[key] = now
 			if len(c.running) == c.n {
 				c.once.Do(func() { close(c.done) })
@@ -826,6 +801,7 @@ func print(r Report) {
 		fmt.Println("elected:", p)
 	}
 	printTracing(r.Tracing)
+	printSteady(r.Steady)
 	if m := r.MCS; m != nil {
 		fmt.Printf("multi-cluster services: %d endpoints exported from %d clusters in every import %.2f s after written (target <= %.0f s); one endpoint change in every other import p50 %.0f ms, p90 %.0f ms over %d (target p50 <= %.0f ms)\n",
 			m.Endpoints, m.Clusters, m.AllImportedSeconds, m.TargetAllImportedSeconds, m.ChangeP50Millis, m.ChangeP90Millis, m.Changes, m.TargetChangeP50Millis)
