@@ -276,10 +276,7 @@ func run(ctx context.Context, o options) (err error) {
 		return mgr.diedWith(err)
 	}
 	rep.derive(mgr, standby)
-	if err := rep.measureSteady(ctx, bed, mgr, o); err != nil {
-		return err
-	}
-	if err := rep.measureServices(ctx, bed, mgr, o); err != nil {
+	if err := rep.measureLoads(ctx, bed, mgr, o); err != nil {
 		return err
 	}
 	if err := rep.measureTracing(ctx, bed, []*benchManager{standby, mgr}, bin, dir, o); err != nil {
@@ -302,6 +299,15 @@ func prepareBed(ctx context.Context, bed *testbed.Bed, o options) error {
 	}
 	_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.SystemNamespace}}, metav1.CreateOptions{})
 	return err
+}
+
+// measureLoads runs the steady-load and the Multi-Cluster Services measures, unless the options
+// leave them out.
+func (rep *Report) measureLoads(ctx context.Context, bed *testbed.Bed, mgr *benchManager, o options) error {
+	if err := rep.measureSteady(ctx, bed, mgr, o); err != nil {
+		return err
+	}
+	return rep.measureServices(ctx, bed, mgr, o)
 }
 
 // measureServices runs the Multi-Cluster Services measurement, unless the options leave it out.
