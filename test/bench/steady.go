@@ -302,17 +302,29 @@ func summarise(mode string, clock *podClock, creates []steadyCreate) SteadyRun {
 	return res
 }
 
-// deleteSteady deletes the run's pods in each target and waits until the informers hold none.
+// deleteSteady deletes the run's pods in each target and waits until the informers hold none. A
+// DELETE of the whole collection can fail on a loaded API server (thousands of pods, one request):
+// it is then issued again every 15 s until one succeeds.
 func deleteSteady(ctx context.Context, targets []target, ns string, stores []cache.Store) (time.Duration, error) {
 	start := time.Now()
-	for _, t := range targets {
-		if err := t.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-			return 0, fmt.Errorf("deleting the pods: %w", err)
+	var failed bool
+	var last time.Time
+	deleteAll := func() {
+		failed, last = false, time.Now()
+		for _, t := range targets {
+			if err := t.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+				fmt.Printf("bench: deleting the pods of %s failed, again in 15 s: %v\n", ns, err)
+				failed = true
+			}
 		}
 	}
+	deleteAll()
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Minute, true, func(context.Context) (bool, error) {
 		for _, s := range stores {
 			if len(s.ListKeys()) > 0 {
+				if failed && time.Since(last) > 15*time.Second {
+					deleteAll()
+				}
 				return false, nil
 			}
 		}
