@@ -63,33 +63,33 @@ var _ admission.Handler = (*Handler)(nil)
 func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
 	pod := &corev1.Pod{}
 	if err := h.Decoder.Decode(req, pod); err != nil {
-		countDecision(OutcomeError, "")
+		decided(ctx, pod, OutcomeError, "")
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
 	out, err := h.mutate(ctx, pod)
-	traceAdmission(ctx, pod, out, err)
 	var rej *Rejection
 	switch {
 	case errors.As(err, &rej):
 		log.FromContext(ctx).Info("Elected pod refused", "namespace", req.Namespace, "name", pod.GetName()+pod.GetGenerateName(), "reason", rej.Message)
-		countDecision(OutcomeDenied, "")
+		decided(ctx, pod, OutcomeDenied, "")
 		return admission.Denied(rej.Message)
 	case err != nil:
-		countDecision(OutcomeError, "")
+		decided(ctx, pod, OutcomeError, "")
 		return admission.Errored(http.StatusInternalServerError, err)
 	case out == pod:
-		countDecision(OutcomeSkipped, "")
+		decided(ctx, pod, OutcomeSkipped, "")
 		return admission.Allowed("not elected")
 	}
 	raw, err := json.Marshal(out)
 	if err != nil {
-		countDecision(OutcomeError, "")
+		decided(ctx, pod, OutcomeError, "")
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	countDecision(admittedOutcome(out))
+	outcome, cluster := admittedOutcome(out)
+	decided(ctx, pod, outcome, cluster)
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
@@ -243,26 +243,17 @@ func ClusterViews(snaps []clusters.Snapshot) []ClusterView {
 	return out
 }
 
-// traceAdmission names, on the admission's span, the pod and what was decided: elected (and to
-// which virtual node, when the webhook binds it), not elected, refused or failed.
-func traceAdmission(ctx context.Context, pod, out *corev1.Pod, err error) {
+// decided records one answer of Handle: counted in flotilla_webhook_decisions_total and, when
+// the admission is traced, named on its span with the pod.
+func decided(ctx context.Context, pod *corev1.Pod, outcome, cluster string) {
+	countDecision(outcome, cluster)
 	span := trace.SpanFromContext(ctx)
 	if !span.IsRecording() {
 		return
 	}
-	span.SetAttributes(tracing.KeyNamespace.String(pod.Namespace), tracing.KeyPod.String(cmp.Or(pod.Name, pod.GenerateName)))
-	var rej *Rejection
-	switch {
-	case errors.As(err, &rej):
-		span.SetAttributes(tracing.KeyOutcome.String("refused"))
-	case err != nil:
-		span.SetAttributes(tracing.KeyOutcome.String("error"))
-	case out == pod:
-		span.SetAttributes(tracing.KeyOutcome.String("not elected"))
-	default:
-		span.SetAttributes(tracing.KeyOutcome.String("elected"))
-		if cluster, ok := flotillav1.ClusterOfNode(out.Spec.NodeName); ok {
-			span.SetAttributes(tracing.KeyCluster.String(cluster))
-		}
+	span.SetAttributes(tracing.KeyNamespace.String(pod.Namespace), tracing.KeyPod.String(cmp.Or(pod.Name, pod.GenerateName)),
+		tracing.KeyOutcome.String(outcome))
+	if cluster != "" {
+		span.SetAttributes(tracing.KeyCluster.String(cluster))
 	}
 }

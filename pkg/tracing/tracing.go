@@ -130,6 +130,14 @@ func (p *Provider) Tracer() trace.Tracer {
 	return p.tracerProvider().Tracer(instrumentation)
 }
 
+// OrNoop is t, or a tracer whose spans do nothing when t is nil (a reconciler built without one).
+func OrNoop(t trace.Tracer) trace.Tracer {
+	if t == nil {
+		return noop.NewTracerProvider().Tracer(instrumentation)
+	}
+	return t
+}
+
 // WrapConfig makes cfg's clients pass a span's context on to the API server (a traceparent
 // header) inside a client span of their own. Only a request whose context carries a span is
 // traced: informers' lists and watches, which run for the process' life, are not.

@@ -2,14 +2,10 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"slices"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
@@ -109,20 +105,5 @@ func printTracing(t *TracingResult) {
 // waitReady waits, up to a minute, for the manager's readiness (its webhook serving, its caches
 // and clusters synced).
 func waitReady(ctx context.Context, m *benchManager) error {
-	client := &http.Client{Timeout: time.Second}
-	return wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		if m.Exited() {
-			return false, errors.New("the manager exited")
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.readyURL, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	return testbed.WaitHTTPOK(ctx, m.readyURL, time.Minute, func() bool { return !m.Exited() })
 }

@@ -6,15 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"text/template"
 	"time"
-
-	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // With Options.Tracing the bed has a tracing backend: one Jaeger v2 (built by `make tools` from
@@ -169,24 +166,9 @@ func (b *Bed) startJaeger(ctx context.Context) error {
 	}
 	b.Jaeger = &Jaeger{OTLPEndpoint: cfg.OTLP, QueryURL: "http://" + cfg.Query}
 	health := "http://" + cfg.Health + "/status"
-	client := &http.Client{Timeout: time.Second}
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		if !processAlive(pid) {
-			return false, fmt.Errorf("jaeger exited (log: %s)", filepath.Join(dir, jaegerName+".log"))
-		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, health, nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		_ = resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
+	err = WaitHTTPOK(ctx, health, 30*time.Second, func() bool { return processAlive(pid) })
 	if err != nil {
-		return fmt.Errorf("waiting for Jaeger at %s: %w", health, err)
+		return fmt.Errorf("waiting for Jaeger at %s (log: %s): %w", health, filepath.Join(dir, jaegerName+".log"), err)
 	}
 	fmt.Fprintf(b.log, "testbed: Jaeger %s: OTLP at %s, query at %s\n", version, b.Jaeger.OTLPEndpoint, b.Jaeger.QueryURL)
 	return nil

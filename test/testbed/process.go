@@ -1,14 +1,18 @@
 package testbed
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // Process is a program a test started, stopped by its PID.
@@ -163,3 +167,24 @@ func ephemeralPorts() (low, high int) {
 
 // ProcessAlive says whether a PID names a live (not zombie) process.
 func ProcessAlive(pid int) bool { return processAlive(pid) }
+
+// WaitHTTPOK polls url until it answers 200 OK, for up to timeout; it gives up at once when
+// alive says the process that should answer has exited.
+func WaitHTTPOK(ctx context.Context, url string, timeout time.Duration, alive func() bool) error {
+	client := &http.Client{Timeout: time.Second}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if !alive() {
+			return false, fmt.Errorf("the process serving %s exited", url)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+}

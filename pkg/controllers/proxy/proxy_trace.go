@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -24,24 +23,21 @@ const (
 // trace starts a span of proxy's work: the first of a reconcile continues the trace its
 // admission began (the flotilla.dev/traceparent annotation), the others are its children.
 func (r *Reconciler) trace(ctx context.Context, name string, proxy *corev1.Pod, cluster string) (context.Context, trace.Span) {
-	tracer := r.Tracer
-	if tracer == nil {
-		tracer = noop.NewTracerProvider().Tracer("")
-	}
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		ctx = tracing.Extract(ctx, proxy.Annotations[flotillav1.AnnotationTraceparent])
 	}
-	return tracer.Start(ctx, name, trace.WithAttributes(
+	return tracing.OrNoop(r.Tracer).Start(ctx, name, trace.WithAttributes(
 		tracing.KeyNamespace.String(proxy.Namespace), tracing.KeyPod.String(proxy.Name), tracing.KeyCluster.String(cluster)))
 }
 
 // outcome tells, on the reconcile's span, where the proxy stands after the pass.
 func outcome(span trace.Span, proxy *corev1.Pod) {
-	span.SetAttributes(tracing.KeyOutcome.String(string(proxy.Status.Phase)))
+	phase := string(proxy.Status.Phase)
+	if !proxy.DeletionTimestamp.IsZero() {
+		phase = "Deleting"
+	}
+	span.SetAttributes(tracing.KeyOutcome.String(phase))
 	if proxy.Status.Reason != "" {
 		span.SetAttributes(tracing.KeyWaiting.String(proxy.Status.Reason))
-	}
-	if !proxy.DeletionTimestamp.IsZero() {
-		span.SetAttributes(tracing.KeyOutcome.String("Deleting"))
 	}
 }

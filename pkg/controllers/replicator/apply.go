@@ -73,7 +73,7 @@ func roleOf(primary bool) string {
 // applyPlace ensures the namespace and applies every desired object in one cluster.
 func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, live client.Reader) (pr placeResult) {
 	rep := in.Replicator
-	ctx, span := r.tracer().Start(ctx, "replicator apply", trace.WithAttributes(tracing.KeyCluster.String(cluster),
+	ctx, span := tracing.OrNoop(r.Tracer).Start(ctx, "replicator apply", trace.WithAttributes(tracing.KeyCluster.String(cluster),
 		tracing.KeyNamespace.String(rep.Namespace), tracing.KeyName.String(rep.Name)))
 	defer func() { endApplySpan(span, pr) }()
 	pr = placeResult{sync: flotillav1.ClusterSync{Name: cluster, Role: roleOf(primary), ObservedGeneration: rep.Generation}}

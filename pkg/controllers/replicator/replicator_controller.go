@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
-	"go.opentelemetry.io/otel/trace/noop"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -99,7 +98,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	if err := r.Client.Get(ctx, req.NamespacedName, rep); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	ctx, span := r.tracer().Start(ctx, "replicator reconcile", trace.WithAttributes(
+	ctx, span := tracing.OrNoop(r.Tracer).Start(ctx, "replicator reconcile", trace.WithAttributes(
 		tracing.KeyNamespace.String(rep.Namespace), tracing.KeyName.String(rep.Name)))
 	defer func() {
 		span.SetAttributes(tracing.KeyOutcome.String(string(rep.Status.Synced)))
@@ -183,12 +182,4 @@ func (r *Reconciler) event(rep *flotillav1.Replicator, kind, reason, action, for
 	if r.Recorder != nil {
 		r.Recorder.Eventf(rep, nil, kind, reason, action, format, args...)
 	}
-}
-
-// tracer starts the spans of a Replicator's pass (a no-op one without a Tracer).
-func (r *Reconciler) tracer() trace.Tracer {
-	if r.Tracer == nil {
-		return noop.NewTracerProvider().Tracer("")
-	}
-	return r.Tracer
 }
