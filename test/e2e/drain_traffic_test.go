@@ -126,6 +126,11 @@ var _ = Describe("cluster drain under traffic", Ordered, Label("real-nodes"), fu
 		AddReportEntry("requests lost: drain to the other cluster", fmt.Sprintf("%d of %d (drain took %s)", drainFailed, drainOK+drainFailed, took.Round(100*time.Millisecond)))
 		Expect(baseOK + baseFailed).To(Equal(1800))
 		Expect(drainOK + drainFailed).To(Equal(1800))
-		Expect(drainFailed).To(BeNumerically("<=", baseFailed), "a drain loses no request a rolling update in one cluster would not")
+		// Both lose requests only to the race every pod's end has (the client's kube-proxy still
+		// sends to an endpoint whose container stops): a handful in 1800, which varies by a couple
+		// from run to run. A move that left a gap (old pods gone before new ones are ready) would
+		// lose hundreds: 20 requests a second for as long as the gap lasts.
+		const raceNoise = 2
+		Expect(drainFailed).To(BeNumerically("<=", baseFailed+raceNoise), "a drain loses no request a rolling update in one cluster would not")
 	}, SpecTimeout(12*time.Minute))
 })

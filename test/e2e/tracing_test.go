@@ -173,30 +173,32 @@ var _ = Describe("Tracing", Ordered, func() {
 
 		primaryPort, secondaryPort := portOf(bed.Primary.RESTConfig.Host), portOf(sec.RESTConfig.Host)
 		var spans []jaegerSpan
-		// The manager and the API servers export in batches: the trace fills within seconds.
+		var create, admission, reconcile, delegate, status jaegerSpan
+		// The manager and each API server export in their own batches: the trace fills within
+		// seconds, its spans arriving in no fixed order, so every span it must hold is awaited.
 		Eventually(func(g Gomega) {
 			traces, err := jaegerGet(ctx, "/api/traces/"+traceID, nil)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(traces).To(HaveLen(1))
 			spans = traces[0].flat()
-			_, ok := findSpan(spans, "flotilla-manager", "status write", "flotilla.outcome", "Running")
+			var ok bool
+			create, ok = findSpan(spans, "apiserver", "POST /api/v1/namespaces/{:namespace}/pods", "server.port", primaryPort, "url.path", "/api/v1/namespaces/"+ns+"/pods")
+			g.Expect(ok).To(BeTrue(), "the primary's API server admitting the pod")
+			admission, ok = findSpan(spans, "flotilla-manager", "admission pods", "k8s.pod.name", "web", "flotilla.outcome", "elected", "flotilla.cluster", cluster)
+			g.Expect(ok).To(BeTrue(), "the webhook's admission")
+			reconcile, ok = findSpan(spans, "flotilla-manager", "proxy reconcile", "k8s.pod.name", "web", "k8s.namespace.name", ns, "flotilla.cluster", cluster)
+			g.Expect(ok).To(BeTrue(), "a proxy reconcile")
+			delegate, ok = findSpan(spans, "flotilla-manager", "delegate create", "flotilla.cluster", cluster)
+			g.Expect(ok).To(BeTrue(), "the delegate's creation")
+			_, ok = findSpan(spans, "flotilla-manager", "dependencies copy", "flotilla.cluster", cluster)
+			g.Expect(ok).To(BeTrue(), "the copy of the Secret")
+			status, ok = findSpan(spans, "flotilla-manager", "status write", "flotilla.outcome", "Running")
 			g.Expect(ok).To(BeTrue(), "the status write that says Running")
 		}).WithContext(ctx).WithTimeout(45 * time.Second).WithPolling(time.Second).Should(Succeed())
 
 		for _, s := range spans {
 			Expect(s.TraceID).To(Equal(traceID))
 		}
-		create, ok := findSpan(spans, "apiserver", "POST /api/v1/namespaces/{:namespace}/pods", "server.port", primaryPort, "url.path", "/api/v1/namespaces/"+ns+"/pods")
-		Expect(ok).To(BeTrue(), "the primary's API server admitting the pod")
-		admission, ok := findSpan(spans, "flotilla-manager", "admission pods", "k8s.pod.name", "web", "flotilla.outcome", "elected", "flotilla.cluster", cluster)
-		Expect(ok).To(BeTrue(), "the webhook's admission")
-		reconcile, ok := findSpan(spans, "flotilla-manager", "proxy reconcile", "k8s.pod.name", "web", "k8s.namespace.name", ns, "flotilla.cluster", cluster)
-		Expect(ok).To(BeTrue(), "a proxy reconcile")
-		delegate, ok := findSpan(spans, "flotilla-manager", "delegate create", "flotilla.cluster", cluster)
-		Expect(ok).To(BeTrue(), "the delegate's creation")
-		_, ok = findSpan(spans, "flotilla-manager", "dependencies copy", "flotilla.cluster", cluster)
-		Expect(ok).To(BeTrue(), "the copy of the Secret")
-		status, _ := findSpan(spans, "flotilla-manager", "status write", "flotilla.outcome", "Running")
 		// In order: the pod's creation, its admission inside it, then the reconciles, the
 		// delegate's creation and the status write after it.
 		Expect(admission.Start).To(BeNumerically(">=", create.Start))
