@@ -32,6 +32,9 @@ type sink struct {
 	kind    sinkKind
 	watch   string // the Watch's name (sinkObjects, sinkWatchStarts)
 	deliver func(client.Object)
+	// news, when set, says whether an object added (old nil) or changed is worth delivering
+	// (sinkObjects); deletions are always delivered.
+	news    func(old, obj client.Object) bool
 	stopped atomic.Bool
 }
 
@@ -41,6 +44,13 @@ type sink struct {
 // receives events, and its start makes every secondary's informer of w start.
 func (r *Registry) Source(w Watch, h handler.EventHandler) source.Source {
 	return &remoteSource{registry: r, kind: sinkObjects, watch: &w, handler: h, name: w.Name}
+}
+
+// FilteredSource is Source, with only the additions (old nil) and changes news says are worth a
+// look: a controller that decides nothing from most of an object's updates is not woken by them.
+// Deletions always reach h.
+func (r *Registry) FilteredSource(w Watch, h handler.EventHandler, news func(old, obj client.Object) bool) source.Source {
+	return &remoteSource{registry: r, kind: sinkObjects, watch: &w, handler: h, name: w.Name + " (filtered)", news: news}
 }
 
 // StartSource is a source of "this secondary's informer of w (re)started and synced": an object
@@ -66,13 +76,14 @@ type remoteSource struct {
 	watch    *Watch
 	handler  handler.EventHandler
 	name     string
+	news     func(old, obj client.Object) bool
 }
 
 var _ source.Source = (*remoteSource)(nil)
 
 // Start declares the source's Watch and registers its sink until ctx ends.
 func (s *remoteSource) Start(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	sk := &sink{kind: s.kind}
+	sk := &sink{kind: s.kind, news: s.news}
 	sk.deliver = func(o client.Object) {
 		if !sk.stopped.Load() {
 			s.handler.Generic(ctx, event.GenericEvent{Object: o}, q)

@@ -194,7 +194,25 @@ func (rw *remoteWatch) attach(s *sink) {
 			s.deliver(o)
 		}
 	}
+	worth := func(old, obj any) bool {
+		if s.news == nil {
+			return true
+		}
+		o, _ := old.(client.Object)
+		n, ok := obj.(client.Object)
+		return !ok || s.news(o, n)
+	}
 	_, _ = x.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: deliver, UpdateFunc: func(_, o any) { deliver(o) }, DeleteFunc: deliver,
+		AddFunc: func(o any) {
+			if worth(nil, o) {
+				deliver(o)
+			}
+		},
+		UpdateFunc: func(old, o any) {
+			if worth(old, o) {
+				deliver(o)
+			}
+		},
+		DeleteFunc: deliver,
 	})
 }

@@ -159,6 +159,27 @@ func (s *starts) proxyRunning(proxy *corev1.Pod, cluster string, now time.Time) 
 	}
 }
 
+// createdAt is when this process created the delegate of this incarnation of the proxy (zero: it
+// did not, or the start is over).
+func (s *starts) createdAt(proxy *corev1.Pod) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.m[types.NamespacedName{Namespace: proxy.Namespace, Name: proxy.Name}]
+	if t == nil || t.uid != proxy.UID || t.observed {
+		return time.Time{}
+	}
+	return t.created
+}
+
+// starting says whether this process created the delegate of the proxy (key, uid) and has seen
+// neither the delegate Running nor written the proxy Running since.
+func (s *starts) starting(key types.NamespacedName, uid types.UID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.m[key]
+	return t != nil && t.uid == uid && !t.created.IsZero() && t.running.IsZero() && !t.observed
+}
+
 // forget drops what is kept of a proxy that is gone.
 func (s *starts) forget(key types.NamespacedName) {
 	s.mu.Lock()

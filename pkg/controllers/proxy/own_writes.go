@@ -62,6 +62,17 @@ func (w *ownWrites) echo(proxy metav1.Object) bool {
 	return true
 }
 
+// letGo says whether this reconciler let this proxy go (removed its finalizer and deleted it):
+// the watch events that follow (the finalizer's removal, the deletion) bring nothing to do.
+func (w *ownWrites) letGo(proxy metav1.Object) bool {
+	v, ok := w.m.Load(types.NamespacedName{Namespace: proxy.GetNamespace(), Name: proxy.GetName()})
+	if !ok {
+		return false
+	}
+	own, _ := v.(ownWrite)
+	return own.deleted && own.uid == proxy.GetUID()
+}
+
 // forget drops what is remembered of a proxy (gone from the cache).
 func (w *ownWrites) forget(key types.NamespacedName) { w.m.Delete(key) }
 

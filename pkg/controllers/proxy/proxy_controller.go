@@ -3,6 +3,7 @@ package proxy
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 
 	"errors"
 	"fmt"
@@ -16,12 +17,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -44,13 +45,16 @@ const (
 	// pendingRetryFloor and pendingRetryCeiling bound pendingBackoff.
 	pendingRetryFloor   = 250 * time.Millisecond
 	pendingRetryCeiling = 30 * time.Second
+	// deleteRecheckCeiling bounds deleteRecheck: a secondary that lost the delegate's deletion
+	// event without a relist is looked at again within it.
+	deleteRecheckCeiling = 30 * time.Second
 )
 
 // Secondaries is what the proxy reconciler needs of the cluster registry.
 type Secondaries interface {
 	Secondary(name string) (clusters.Secondary, bool)
 	PrimaryID() string
-	Source(w clusters.Watch, h handler.EventHandler) source.Source
+	FilteredSource(w clusters.Watch, h handler.EventHandler, news func(old, obj client.Object) bool) source.Source
 	StartSource(w clusters.Watch, h handler.EventHandler) source.Source
 }
 
@@ -96,6 +100,11 @@ type Reconciler struct {
 
 	// starts follows each proxy's start until its status says Running (metrics.go).
 	starts starts
+
+	// quietStarts brings back the proxies whose delegate is still Pending when its quiet start
+	// window ends (afterQuietStart), until stopped is closed.
+	quietStarts chan event.GenericEvent
+	stopped     <-chan struct{}
 }
 
 // Reconcile is one pass over one proxy. What it decides for the proxy's status (Pending with a
@@ -104,8 +113,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	proxy := &corev1.Pod{}
 	if err := r.Client.Get(ctx, req.NamespacedName, proxy); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.own.forget(req.NamespacedName)
-			r.starts.forget(req.NamespacedName)
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -200,6 +208,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 		return ctrl.Result{}, err
 	}
 	r.mirrorStatus(proxy, delegate)
+	if r.inQuietStart(proxy, delegate) {
+		return ctrl.Result{}, nil // its Events are looked at when the window ends (afterQuietStart)
+	}
 	return ctrl.Result{RequeueAfter: r.forwardEvents(ctx, sec, proxy, delegate)}, nil
 }
 
@@ -340,10 +351,16 @@ func (r *Reconciler) create(ctx context.Context, proxy *corev1.Pod, sec clusters
 	switch {
 	case err == nil:
 		r.starts.delegateCreated(proxy, sec.Name, r.now())
+		r.afterQuietStart(proxy)
 		r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDelegateCreated, "Create", "Delegate created in cluster %s", sec.Name)
-		// No status write here: the first status mirrored from the delegate (its informer sees it
-		// within milliseconds) carries the Delegated condition; one write per proxy saved. A
+		// No status write here: the status that comes back when the delegate runs (or when its
+		// quiet start ends) carries the Delegated condition; one write per proxy. Only a reason
+		// an earlier pass wrote (what it waited for) is cleared now: it is no longer true. A
 		// reconcile that runs before the cache shows the delegate gets AlreadyExists and waits.
+		if proxy.Status.Reason != "" || proxy.Status.Message != "" {
+			proxy.Status.Reason, proxy.Status.Message = "", ""
+			proxy.Status.Conditions = withCondition(proxy.Status.Conditions, r.delegatedCondition(proxy, r.now()))
+		}
 		return ctrl.Result{}, nil
 	case apierrors.IsAlreadyExists(err):
 		return r.alreadyThere(ctx, proxy, sec, delegate)
@@ -525,7 +542,15 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod, sec
 			return ctrl.Result{}, err
 		}
 	}
-	return ctrl.Result{RequeueAfter: transientRetry}, nil // the delegate watch brings us back sooner
+	// The delegate watch's deletion brings the proxy back; the grace period's end too (forceAgain).
+	return ctrl.Result{RequeueAfter: deleteRecheck(proxy, now)}, nil
+}
+
+// deleteRecheck is when a proxy whose delegate is terminating is looked at again if no event of
+// the delegate brings it back first: when its grace period ends (forceAgain may shorten the
+// delegate's), but at least transientRetry and at most deleteRecheckCeiling later.
+func deleteRecheck(proxy *corev1.Pod, now time.Time) time.Duration {
+	return min(max(time.Duration(remainingGrace(proxy, now))*time.Second, transientRetry), deleteRecheckCeiling)
 }
 
 // reconcileUnbound handles a proxy no virtual node holds yet (waiting Pending for room, gated
@@ -628,6 +653,12 @@ func scheduled(pod *corev1.Pod) bool {
 	return false
 }
 
+// forget drops what is kept of a proxy that is gone from the cache.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.own.forget(key)
+	r.starts.forget(key)
+}
+
 // letGo removes the finalizer and deletes the proxy at once, as a kubelet does.
 func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) (err error) {
 	cluster, _ := flotillav1.ClusterOfNode(proxy.Spec.NodeName)
@@ -635,21 +666,34 @@ func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) (err error) {
 	defer func() { tracing.End(span, err) }()
 	r.events.forget(proxy.UID)
 	r.starts.forget(client.ObjectKeyFromObject(proxy))
-	if controllerutil.ContainsFinalizer(proxy, flotillav1.FinalizerDelegate) {
-		base := proxy.DeepCopy()
-		controllerutil.RemoveFinalizer(proxy, flotillav1.FinalizerDelegate)
-		if err := r.Client.Patch(ctx, proxy, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return client.IgnoreNotFound(err)
+	// Recorded before the calls: their watch events may come before they return.
+	r.own.deleted(proxy)
+	if i := slices.Index(proxy.Finalizers, flotillav1.FinalizerDelegate); i >= 0 {
+		if err := client.IgnoreNotFound(r.Client.Patch(ctx, proxy, removeFinalizer(i))); err != nil {
+			r.own.forget(client.ObjectKeyFromObject(proxy))
+			return err
 		}
 	}
 	zero := int64(0)
-	err = r.Client.Delete(ctx, proxy, &client.DeleteOptions{GracePeriodSeconds: &zero,
-		Preconditions: &metav1.Preconditions{UID: &proxy.UID}})
-	if err := client.IgnoreNotFound(err); err != nil {
-		return err
+	err = client.IgnoreNotFound(r.Client.Delete(ctx, proxy, &client.DeleteOptions{GracePeriodSeconds: &zero,
+		Preconditions: &metav1.Preconditions{UID: &proxy.UID}}))
+	if err != nil {
+		r.own.forget(client.ObjectKeyFromObject(proxy))
 	}
-	r.own.deleted(proxy)
-	return nil
+	return err
+}
+
+// removeFinalizer is a JSON patch that removes Flotilla's finalizer at index i of a proxy's list,
+// and only it: the test fails the patch (Invalid) if the list changed there meanwhile, and no
+// other change made meanwhile conflicts with it, as one under an optimistic lock on the whole
+// object would (a conflict costs a reconcile and a live read of the secondary).
+func removeFinalizer(i int) client.Patch {
+	path := fmt.Sprintf("/metadata/finalizers/%d", i)
+	raw, _ := json.Marshal([]map[string]string{
+		{"op": "test", "path": path, "value": flotillav1.FinalizerDelegate},
+		{"op": "remove", "path": path},
+	})
+	return client.RawPatch(types.JSONPatchType, raw)
 }
 
 // remainingGrace is what is left of the proxy's own grace period: a proxy evicted while its

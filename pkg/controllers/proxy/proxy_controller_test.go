@@ -116,14 +116,15 @@ func TestStillPendingSkipsOnlyProgressWithinPending(t *testing.T) {
 		current, want corev1.PodStatus
 		skip          bool
 	}{
-		"scheduled in the secondary: no write":      {status(corev1.PodPending, delegated), status(corev1.PodPending, delegated, scheduled), true},
-		"first write carries Delegated":             {status(corev1.PodPending), status(corev1.PodPending, delegated), false},
-		"unschedulable there: written":              {status(corev1.PodPending, delegated), status(corev1.PodPending, delegated, unschedulable), false},
-		"unschedulable already shown: no new write": {status(corev1.PodPending, delegated, unschedulable), status(corev1.PodPending, delegated, unschedulable), true},
-		"running: written":                          {status(corev1.PodPending, delegated), status(corev1.PodRunning, delegated, scheduled), false},
-		"containers starting: no write":             {status(corev1.PodPending, delegated), starting, true},
-		"an image that does not pull: written":      {status(corev1.PodPending, delegated), pulling, false},
-		"the same image error again: no new write":  {pulling, pulling, true},
+		"scheduled in the secondary: no write":          {status(corev1.PodPending, delegated), status(corev1.PodPending, delegated, scheduled), true},
+		"first write carries Delegated":                 {status(corev1.PodPending), status(corev1.PodPending, delegated), false},
+		"unschedulable there: written":                  {status(corev1.PodPending, delegated), status(corev1.PodPending, delegated, unschedulable), false},
+		"unschedulable already shown: no new write":     {status(corev1.PodPending, delegated, unschedulable), status(corev1.PodPending, delegated, unschedulable), true},
+		"running: written":                              {status(corev1.PodPending, delegated), status(corev1.PodRunning, delegated, scheduled), false},
+		"containers starting: no write":                 {status(corev1.PodPending, delegated), starting, true},
+		"an image that does not pull: written":          {status(corev1.PodPending, delegated), pulling, false},
+		"the same image error again: no new write":      {pulling, pulling, true},
+		"the image error over, still starting: written": {pulling, starting, false},
 	}
 	for name, tc := range tests {
 		if got := stillPending(tc.current, tc.want); got != tc.skip {

@@ -25,11 +25,12 @@ func (r *Reconciler) mirrorStatus(proxy, delegate *corev1.Pod) {
 		r.starts.delegateRunning(proxy, clusterOf(proxy), r.now())
 	}
 	want := translate.ProxyStatus(proxy, delegate, r.FlatNetwork)
-	want.Conditions = withCondition(want.Conditions, r.delegatedCondition(proxy))
+	created := r.starts.createdAt(proxy)
+	want.Conditions = withCondition(want.Conditions, r.delegatedCondition(proxy, created))
 	ip := delegate.Status.PodIP
 	// A delegate's IP known while it is still Pending waits for its next phase: one write, not
 	// two (nothing answers at that IP before its containers run).
-	pending := stillPending(proxy.Status, want)
+	pending := stillPending(proxy.Status, want) || quietStart(proxy.Status, want, created, r.now())
 	newIP := ip != "" && proxy.Annotations[flotillav1.AnnotationDelegateIP] != ip && !pending
 	if !newIP && (translate.StatusEqual(proxy.Status, want) || pending) {
 		return
@@ -73,43 +74,48 @@ func clusterOf(proxy *corev1.Pod) string {
 }
 
 // stillPending says whether a new status of a pending delegate is not worth a write: the proxy
-// already says Pending and Delegated, no condition turned False with a new reason (such as the
-// secondary's Unschedulable) and no container waits for a new reason (such as ErrImagePull),
-// beyond what every pod says while it simply starts (startingReasons). Such progress inside
-// Pending (PodScheduled, ContainerCreating) shows with the next phase.
+// already says Pending and Delegated and shows the same troubles (troubles) as the new status.
+// Such progress inside Pending (PodScheduled, ContainerCreating) shows with the next phase.
 func stillPending(current, want corev1.PodStatus) bool {
-	if current.Phase != corev1.PodPending || want.Phase != corev1.PodPending || !hasCondition(current.Conditions, flotillav1.PodConditionDelegated) {
-		return false
-	}
-	for _, c := range want.Conditions {
-		if c.Status != corev1.ConditionFalse || startingReasons[c.Reason] {
-			continue
+	return current.Phase == corev1.PodPending && want.Phase == corev1.PodPending &&
+		hasCondition(current.Conditions, flotillav1.PodConditionDelegated) && slices.Equal(troubles(current), troubles(want))
+}
+
+// quietStart says whether the first status write of a proxy may wait for its delegate's next
+// phase: this process created the delegate less than quietStartWindow ago (created), the proxy
+// says nothing of its own yet (no reason: a Pending reason an earlier pass wrote must be
+// cleared), and the delegate simply starts (no troubles). The Delegated condition and the
+// delegate's IP then come with Running, in one write; a delegate still Pending when the window
+// ends gets them then (afterQuietStart).
+func quietStart(current, want corev1.PodStatus, created, now time.Time) bool {
+	return !created.IsZero() && now.Sub(created) < quietStartWindow &&
+		current.Phase == corev1.PodPending && current.Reason == "" && current.Message == "" &&
+		want.Phase == corev1.PodPending && len(troubles(want)) == 0
+}
+
+// troubles is what a status tells beyond what every pod says while it simply starts
+// (startingReasons), in order: each condition False for another reason (the secondary's
+// Unschedulable) with its message, and each container waiting for another reason (ErrImagePull,
+// CrashLoopBackOff).
+func troubles(status corev1.PodStatus) []string {
+	var out []string
+	for _, c := range status.Conditions {
+		if c.Status == corev1.ConditionFalse && !startingReasons[c.Reason] {
+			out = append(out, "condition "+string(c.Type)+" "+c.Reason+": "+c.Message)
 		}
-		if prev, ok := conditionOf(current.Conditions, c.Type); !ok || prev.Status != c.Status || prev.Reason != c.Reason || prev.Message != c.Message {
-			return false
+	}
+	for _, st := range slices.Concat(status.InitContainerStatuses, status.ContainerStatuses) {
+		if w := st.State.Waiting; w != nil && !startingReasons[w.Reason] {
+			out = append(out, "container "+st.Name+" "+w.Reason)
 		}
 	}
-	for _, st := range slices.Concat(want.InitContainerStatuses, want.ContainerStatuses) {
-		if w := st.State.Waiting; w != nil && !startingReasons[w.Reason] && waitingReason(current, st.Name) != w.Reason {
-			return false
-		}
-	}
-	return true
+	slices.Sort(out)
+	return out
 }
 
 // startingReasons are what a pod's conditions and containers say while it simply starts.
 var startingReasons = map[string]bool{
 	"ContainersNotReady": true, "ContainersNotInitialized": true, "PodInitializing": true, "ContainerCreating": true,
-}
-
-// waitingReason is why a container of a status waits ("" when it does not, or is not there).
-func waitingReason(status corev1.PodStatus, container string) string {
-	for _, st := range slices.Concat(status.InitContainerStatuses, status.ContainerStatuses) {
-		if st.Name == container && st.State.Waiting != nil {
-			return st.State.Waiting.Reason
-		}
-	}
-	return ""
 }
 
 func hasCondition(list []corev1.PodCondition, t corev1.PodConditionType) bool {
@@ -135,15 +141,23 @@ func wasDelegated(proxy *corev1.Pod) bool {
 	return false
 }
 
-func (r *Reconciler) delegatedCondition(proxy *corev1.Pod) corev1.PodCondition {
+// delegatedCondition is the proxy's Delegated condition: the one it has, else True since the
+// delegate's creation by this process (created), or since now when another process created it.
+func (r *Reconciler) delegatedCondition(proxy *corev1.Pod, created time.Time) corev1.PodCondition {
 	for _, c := range proxy.Status.Conditions {
 		if c.Type == flotillav1.PodConditionDelegated {
 			return c
 		}
 	}
-	return corev1.PodCondition{Type: flotillav1.PodConditionDelegated, Status: corev1.ConditionTrue, Reason: flotillav1.ReasonDelegateCreated, LastTransitionTime: metav1.NewTime(r.now())}
+	if created.IsZero() {
+		created = r.now()
+	}
+	return corev1.PodCondition{Type: flotillav1.PodConditionDelegated, Status: corev1.ConditionTrue, Reason: flotillav1.ReasonDelegateCreated, LastTransitionTime: metav1.NewTime(created)}
 }
 
+// withCondition sets a proxy's own condition in a list: in its place, or first when new, where
+// translate.ProxyStatus keeps a proxy's own conditions (before the delegate's), so that the order
+// written is the order computed again (a different order is a different status, and a write).
 func withCondition(list []corev1.PodCondition, c corev1.PodCondition) []corev1.PodCondition {
 	for i := range list {
 		if list[i].Type == c.Type {
@@ -151,7 +165,7 @@ func withCondition(list []corev1.PodCondition, c corev1.PodCondition) []corev1.P
 			return list
 		}
 	}
-	return append(list, c)
+	return slices.Insert(list, 0, c)
 }
 
 // pending keeps a proxy Pending with a reason and tries again later: the reasons are transient,

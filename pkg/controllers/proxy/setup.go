@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/delegates"
@@ -20,6 +21,10 @@ import (
 
 // nodeNameField indexes proxies by the virtual node they are bound to.
 const nodeNameField = "spec.nodeName"
+
+// quietStartsBuffer is the room of the channel afterQuietStart sends on: the controller drains it
+// into its work queue, so a burst of slow starts waits there, not in timers' goroutines.
+const quietStartsBuffer = 1024
 
 // SetupWithManager watches proxies in the primary and delegates in every secondary. When a
 // secondary's delegate informer (re)starts, every proxy bound to it is checked against the live
@@ -35,14 +40,24 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	}); err != nil {
 		return fmt.Errorf("indexing proxies by node: %w", err)
 	}
+	r.quietStarts, r.stopped = make(chan event.GenericEvent, quietStartsBuffer), ctx.Done()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
-		// The watch event of a status write this reconciler made brings nothing to decide on.
-		For(&corev1.Pod{}, builder.WithPredicates(isProxy, predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-			return !r.own.echo(e.ObjectNew)
-		}})).
-		// A delegate has its proxy's namespace and name.
-		WatchesRawSource(r.Secondaries.Source(delegates.Watch, &handler.EnqueueRequestForObject{})).
+		// The watch event of a status write this reconciler made, and those of a proxy it let go,
+		// bring nothing to decide on.
+		For(&corev1.Pod{}, builder.WithPredicates(isProxy, predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool { return !r.own.echo(e.ObjectNew) && !r.own.letGo(e.ObjectNew) },
+			DeleteFunc: func(e event.DeleteEvent) bool {
+				if !r.own.letGo(e.Object) {
+					return true // the reconcile forgets what is kept of it
+				}
+				r.forget(client.ObjectKeyFromObject(e.Object))
+				return false
+			},
+		})).
+		// A delegate has its proxy's namespace and name; only what it tells the proxy is news.
+		WatchesRawSource(r.Secondaries.FilteredSource(delegates.Watch, &handler.EnqueueRequestForObject{}, r.delegateNews)).
+		WatchesRawSource(source.Channel(r.quietStarts, &handler.EnqueueRequestForObject{})).
 		WatchesRawSource(r.Secondaries.StartSource(delegates.Watch, handler.EnqueueRequestsFromMapFunc(r.proxiesOf))).
 		// A Pod Security level changed in the primary reaches the secondaries' namespaces at once.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.proxiesIn), builder.WithPredicates(podSecurityChanged))

@@ -190,6 +190,112 @@ var _ = Describe("the proxy reconciler", func() {
 		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "web")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 	}, SpecTimeout(time.Minute))
 
+	It("costs an elected pod that starts one status write and one Event in the primary, no read of it, and one finalizer removal and one delete when it goes", func(ctx SpecContext) {
+		pod := electedPod("lean", nil, "10m")
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+		path := "/api/v1/namespaces/" + ns + "/pods/lean"
+		var d *corev1.Pod
+		Eventually(func(g Gomega) {
+			var err error
+			d, err = delegate(ctx, "lean")
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+
+		// What a secondary's scheduler and kubelet write while the delegate simply starts: bound
+		// to a node, scheduled, an IP, its container being created.
+		Expect(secondary.Client.SubResource("binding").Create(ctx, d, &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: "lean"},
+			Target: corev1.ObjectReference{Kind: "Node", Name: "east-1"}})).To(Succeed())
+		Expect(secondary.Client.Get(ctx, client.ObjectKeyFromObject(d), d)).To(Succeed())
+		d.Status = corev1.PodStatus{Phase: corev1.PodPending, PodIP: "10.9.0.8", Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
+			{Type: corev1.PodReady, Status: corev1.ConditionFalse, Reason: "ContainersNotReady"}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Image: "busybox", State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}}
+		Expect(secondary.Client.Status().Update(ctx, d)).To(Succeed())
+		Consistently(func() int { return primaryCalls.get("PATCH " + path + "/status") }).WithContext(ctx).
+			WithTimeout(2*time.Second).Should(BeZero(), "progress within Pending waits for the next phase")
+
+		d.Status.Phase = corev1.PodRunning
+		d.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		d.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", Image: "busybox", Ready: true, State: corev1.ContainerState{
+			Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+		Expect(secondary.Client.Status().Update(ctx, d)).To(Succeed())
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+			g.Expect(p.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationDelegateIP, "10.9.0.8"))
+			g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", flotillav1.PodConditionDelegated), HaveField("Status", corev1.ConditionTrue))))
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		Consistently(func() int { return primaryCalls.get("PATCH " + path + "/status") }).WithContext(ctx).
+			WithTimeout(2*time.Second).Should(Equal(1), "one status write: Running, Delegated and the IP together")
+		Expect(primaryCalls.get("GET "+path)).To(BeZero(), "the proxy is read from the cache only")
+		var evs corev1.EventList
+		Expect(primary.Client.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+		var reasons []string
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == "lean" {
+				reasons = append(reasons, e.Reason)
+			}
+		}
+		Expect(reasons).To(ConsistOf(flotillav1.ReasonDelegateCreated), "one Event when nothing goes wrong")
+
+		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
+		// The delegate is bound to a node: it goes when that node's kubelet says its containers
+		// stopped (a delete at grace 0), which the spec does in its place.
+		Eventually(func(g Gomega) {
+			var live corev1.Pod
+			g.Expect(secondary.Client.Get(ctx, client.ObjectKeyFromObject(d), &live)).To(Succeed())
+			g.Expect(live.DeletionTimestamp).NotTo(BeNil(), "the delegate deleted")
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		Expect(secondary.Client.Delete(ctx, d, client.GracePeriodSeconds(0))).To(Succeed())
+		Eventually(notFound(ctx, secondary.Client, &corev1.Pod{}, "lean")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "lean")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(primaryCalls.get("PATCH "+path)).To(Equal(1), "one finalizer removal")
+			g.Expect(primaryCalls.get("DELETE "+path)).To(Equal(1), "one delete at grace 0, as a kubelet's")
+			g.Expect(primaryCalls.get("GET " + path)).To(BeZero())
+		}).WithContext(ctx).WithTimeout(2 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
+	It("writes Delegated on a proxy whose delegate is still Pending when its quiet start ends, and shows its Events", func(ctx SpecContext) {
+		pod := electedPod("slow", nil, "10m")
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+		var d *corev1.Pod
+		Eventually(func(g Gomega) {
+			var err error
+			d, err = delegate(ctx, "slow")
+			g.Expect(err).NotTo(HaveOccurred())
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		created := time.Now()
+		// A volume that does not mount: the pod stays ContainerCreating, its kubelet says why in
+		// an Event only.
+		Expect(secondary.Client.Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "slow.mount"},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: "slow", UID: d.UID},
+			Type:           corev1.EventTypeWarning, Reason: "FailedMount", Message: "MountVolume.SetUp failed for volume \"data\"",
+			Source: corev1.EventSource{Component: "kubelet"}, Count: 1, FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now()})).To(Succeed())
+		d.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Image: "busybox", State: corev1.ContainerState{
+				Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}}
+		Expect(secondary.Client.Status().Update(ctx, d)).To(Succeed())
+		var written time.Duration
+		Eventually(func(g Gomega) {
+			var p corev1.Pod
+			g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+			g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", flotillav1.PodConditionDelegated), HaveField("Status", corev1.ConditionTrue))))
+			written = time.Since(created)
+		}).WithContext(ctx).WithTimeout(25 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
+		AddReportEntry("Delegated written on a Pending proxy after", written.Round(100*time.Millisecond).String())
+		Eventually(func(g Gomega) {
+			var evs corev1.EventList
+			g.Expect(primary.Client.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
+			g.Expect(evs.Items).To(ContainElement(And(HaveField("InvolvedObject.Name", "slow"), HaveField("Reason", "FailedMount"),
+				HaveField("Message", ContainSubstring("In cluster "+secondary.Name)))))
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "slow")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
 	It("keeps a proxy Pending with WaitingForDependencies while its ConfigMap is missing, then creates the delegate", func(ctx SpecContext) {
 		pod := electedPod("waits", nil, "10m")
 		pod.Spec.Containers[0].EnvFrom = []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{
