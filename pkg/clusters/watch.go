@@ -31,6 +31,11 @@ type Watch struct {
 	// Track, when set, is given the informer before it lists and returns what the watch keeps
 	// beside it (an event handler's memory, say), read back with Secondary.Cached.
 	Track func(cache.SharedIndexInformer) any
+	// OnDelete, when set, is told of each deletion (the object, or the tombstone of one gone in a
+	// relist) with what Track returned, by each source of the watch just before its handler gets
+	// it: what it records is there when a controller handles the deletion (an informer's handlers
+	// each run on their own goroutine, so one of Track's own could come after).
+	OnDelete func(tracked, obj any)
 }
 
 // dropManagedFields is a watch's default transform: managedFields are never read back.
@@ -63,6 +68,7 @@ type remoteWatch struct {
 type watched struct {
 	informer cache.SharedIndexInformer
 	tracked  any
+	onDelete func(tracked, obj any)
 }
 
 // startRemoteWatch prepares a secondary's informers; ensure starts one per Watch, cancel stops them.
@@ -86,7 +92,7 @@ func (rw *remoteWatch) ensure(w Watch) (*watched, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &watched{informer: inf}
+	x := &watched{informer: inf, onDelete: w.OnDelete}
 	if w.Track != nil {
 		x.tracked = w.Track(inf)
 	}
@@ -213,6 +219,11 @@ func (rw *remoteWatch) attach(s *sink) {
 				deliver(o)
 			}
 		},
-		DeleteFunc: deliver,
+		DeleteFunc: func(o any) {
+			if x.onDelete != nil {
+				x.onDelete(x.tracked, o)
+			}
+			deliver(o)
+		},
 	})
 }

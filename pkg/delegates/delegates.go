@@ -19,10 +19,13 @@ var Watch = clusters.Watch{
 	Object:    &corev1.Pod{},
 	Selector:  func(primaryID string) string { return flotillav1.LabelPrimary + "=" + primaryID },
 	Transform: slim,
-	Track: func(inf cache.SharedIndexInformer) any {
-		d := &deletedDelegates{}
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: d.onDelete})
-		return d
+	Track:     func(cache.SharedIndexInformer) any { return &deletedDelegates{} },
+	// Recorded as the proxy controller's source gets the deletion, not by a handler of its own
+	// that could run after the controller looked.
+	OnDelete: func(tracked, obj any) {
+		if d, ok := tracked.(*deletedDelegates); ok {
+			d.onDelete(obj)
+		}
 	},
 }
 

@@ -37,7 +37,7 @@ func (d *deletedDelegates) clock() time.Time {
 	return time.Now()
 }
 
-// onDelete is the delegate informer's DeleteFunc.
+// onDelete records a deletion the delegate informer delivers (Watch.OnDelete).
 func (d *deletedDelegates) onDelete(obj any) {
 	pod, ok := obj.(*corev1.Pod) // a cache.DeletedFinalStateUnknown is not a watch's proof
 	if !ok {

@@ -20,6 +20,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/flotilla-dev/flotilla/internal/apicalls"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterdetector"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
@@ -73,12 +74,11 @@ func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, tp *tracin
 	return registry, nil
 }
 
-// wrapTransport is the secondaries' transport wrapper: the tracing one when tracing is on.
+// wrapTransport is the secondaries' transport wrapper: requests counted (flotilla_api_requests_total),
+// and traced when tracing is on.
 func wrapTransport(tp *tracing.Provider) func(http.RoundTripper) http.RoundTripper {
-	if tp == nil {
-		return nil
-	}
-	return tp.WrapTransport
+	count := apicalls.Wrap(apicalls.Secondary)
+	return func(rt http.RoundTripper) http.RoundTripper { return tp.WrapTransport(count(rt)) }
 }
 
 // addClusterControllers sets up the registration, ClusterDetector and Replicator reconcilers.

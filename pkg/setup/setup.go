@@ -22,6 +22,7 @@ import (
 
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/flotilla-dev/flotilla/internal/apicalls"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
@@ -89,6 +90,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err != nil {
 		return nil, err
 	}
+	cfg.Wrap(apicalls.Wrap(apicalls.Primary))
 	tp.WrapConfig(cfg)
 	mgr, err := ctrl.NewManager(cfg, mgrOpts)
 	if err != nil {

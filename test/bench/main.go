@@ -70,6 +70,9 @@ type APICalls struct {
 	Secondaries float64 `json:"secondariesPerPod"`
 	// ByMethod splits them by HTTP method: "primary GET", "secondaries PATCH"...
 	ByMethod map[string]float64 `json:"byMethod"`
+	// ByResource splits them by API server, verb and resource, from the manager's own
+	// flotilla_api_requests_total: "primary patch pods/status", "secondary create pods"...
+	ByResource map[string]float64 `json:"byResource"`
 	// The proxy controller in the phase: reconciles per pod, their mean time, and the mean
 	// time a proxy waited in its work queue (controller-runtime's metrics).
 	ProxyReconciles      float64 `json:"proxyReconcilesPerPod"`
@@ -130,6 +133,8 @@ type Report struct {
 	// The leader's API calls per elected pod, while they were created and while they were deleted.
 	CreateCalls APICalls `json:"apiCallsCreate"`
 	DeleteCalls APICalls `json:"apiCallsDelete"`
+	// WorkTargets are the work per elected pod against its targets (workTargets).
+	WorkTargets []Target `json:"workTargets"`
 	// A second replica, standing by (not leader) through the elected run: its resident memory
 	// when it was ready and at the end, and its peak, against the delegate events it lived through.
 	StandbyStartMiB      float64  `json:"standbyStartMiB"`
@@ -276,6 +281,7 @@ func run(ctx context.Context, o options) (err error) {
 		return mgr.diedWith(err)
 	}
 	rep.derive(mgr, standby)
+	rep.WorkTargets = append(rep.WorkTargets, costTargets(rep)...)
 	if err := rep.measureLoads(ctx, bed, mgr, o); err != nil {
 		return err
 	}
@@ -396,6 +402,7 @@ func measureElected(ctx context.Context, bed *testbed.Bed, mgr *benchManager, re
 		return err
 	}
 	rep.CreateCalls, rep.DeleteCalls = calls.phase(0), calls.phase(1)
+	rep.WorkTargets = workTargets(rep.CreateCalls, rep.DeleteCalls)
 	rep.Phases = append(phases, delegates.phases(n)...)
 	rep.DelegateEvents = delegates.events()
 	rep.DelegateP50Millis = delegates.p50()
@@ -806,6 +813,7 @@ func print(r Report) {
 	for _, p := range r.Phases {
 		fmt.Println("elected:", p)
 	}
+	printTargets(r.WorkTargets)
 	printTracing(r.Tracing)
 	printSteady(r.Steady)
 	if m := r.MCS; m != nil {
@@ -1049,8 +1057,14 @@ func (m *callMeter) phase(i int) APICalls {
 		return APICalls{}
 	}
 	perPod := func(f float64) float64 { return round(f / float64(m.pods)) }
-	out := APICalls{ByMethod: map[string]float64{}}
+	out := APICalls{ByMethod: map[string]float64{}, ByResource: map[string]float64{}}
 	for key, after := range m.marks[i+1] {
+		if what, ok := strings.CutPrefix(key, apiCallPrefix); ok {
+			if v := perPod(after - m.marks[i][key]); v > 0 {
+				out.ByResource[what] = v
+			}
+			continue
+		}
 		host, method, ok := strings.Cut(key, " ")
 		if !ok {
 			continue // a histogram's key
@@ -1103,6 +1117,8 @@ func (m *callMeter) phase(i int) APICalls {
 
 // Keys of the proxy controller's histograms in a mark (not "host method" keys: no space).
 const (
+	// apiCallPrefix starts the keys of flotilla_api_requests_total: "api:primary patch pods/status".
+	apiCallPrefix       = "api:"
 	proxyReconcileCount = "proxy_reconcile_count"
 	proxyReconcileSum   = "proxy_reconcile_sum"
 	proxyQueueCount     = "proxy_queue_count"
@@ -1142,6 +1158,13 @@ func requestsByHost(url string) (map[string]float64, error) {
 			}
 		}
 		out[host+" "+method] += m.GetCounter().GetValue()
+	}
+	for _, m := range families["flotilla_api_requests_total"].GetMetric() {
+		l := labelsOf(m)
+		if l["verb"] == "watch" || l["verb"] == "list" && l["resource"] != "events" {
+			continue // informers' (an Event list is a look at a delegate's Events)
+		}
+		out[apiCallPrefix+l["api_server"]+" "+l["verb"]+" "+l["resource"]] += m.GetCounter().GetValue()
 	}
 	histogram := func(family, label, value, count, sum string) {
 		for _, m := range families[family].GetMetric() {

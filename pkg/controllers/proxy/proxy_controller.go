@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -101,10 +102,11 @@ type Reconciler struct {
 	// starts follows each proxy's start until its status says Running (metrics.go).
 	starts starts
 
-	// quietStarts brings back the proxies whose delegate is still Pending when its quiet start
-	// window ends (afterQuietStart), until stopped is closed.
-	quietStarts chan event.GenericEvent
-	stopped     <-chan struct{}
+	// running is the controller while it runs (keepRunning): afterQuietStart brings proxies back
+	// to its queue.
+	running atomic.Pointer[running]
+	// cache reads proxies for the delegate watch's filter (delegateNews).
+	cache client.Reader
 }
 
 // Reconcile is one pass over one proxy. What it decides for the proxy's status (Pending with a

@@ -1,15 +1,16 @@
 package proxy
 
 import (
+	"context"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -24,7 +25,8 @@ const quietStartWindow = 15 * time.Second
 // shows or what is done for it, so that it is worth a reconcile. Not worth one: the addition of a
 // delegate this process has just created, simply starting (its creation already decided all
 // there is; afterQuietStart looks again if it does not run), a change within Pending that shows
-// no new trouble (quietChange), and a change within its termination (stillTerminating).
+// no new trouble (quietChange), its termination's start when its proxy is terminating (the
+// proxy's deletion made it), and a change within its termination (stillTerminating).
 // Deletions are always delivered.
 func (r *Reconciler) delegateNews(old, obj client.Object) bool {
 	pod, ok := obj.(*corev1.Pod)
@@ -37,7 +39,24 @@ func (r *Reconciler) delegateNews(old, obj client.Object) bool {
 		return !r.starts.starting(key, proxyUID) || !simplyStarting(pod)
 	}
 	before, ok := old.(*corev1.Pod)
-	return !ok || !quietChange(before, pod) && !stillTerminating(before, pod)
+	if !ok {
+		return true
+	}
+	if before.DeletionTimestamp.IsZero() && !pod.DeletionTimestamp.IsZero() && r.proxyTerminating(pod) {
+		return false // the proxy's deletion deleted it: its deletion is what comes next
+	}
+	return !quietChange(before, pod) && !stillTerminating(before, pod)
+}
+
+// proxyTerminating says whether the cache shows the delegate's proxy terminating.
+func (r *Reconciler) proxyTerminating(delegate *corev1.Pod) bool {
+	run := r.running.Load()
+	if r.cache == nil || run == nil {
+		return false
+	}
+	var proxy corev1.Pod
+	err := r.cache.Get(run.ctx, client.ObjectKeyFromObject(delegate), &proxy)
+	return err == nil && string(proxy.UID) == delegate.Annotations[flotillav1.AnnotationProxyUID] && !proxy.DeletionTimestamp.IsZero()
 }
 
 // stillTerminating says whether a change of a delegate is one within its termination (its
@@ -102,18 +121,23 @@ func phaseOf(pod *corev1.Pod) corev1.PodPhase {
 // and its delegate's Events are looked at. The delegate's quiet changes bring no reconcile
 // (delegateNews), so without this a delegate that never leaves Pending would show nothing.
 func (r *Reconciler) afterQuietStart(proxy *corev1.Pod) {
-	if r.quietStarts == nil {
-		return
-	}
 	key, uid := client.ObjectKeyFromObject(proxy), proxy.UID
 	time.AfterFunc(quietStartWindow, func() {
-		if !r.starts.starting(key, uid) {
-			return
-		}
-		ev := event.GenericEvent{Object: &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, UID: uid}}}
-		select {
-		case r.quietStarts <- ev:
-		case <-r.stopped:
+		if run := r.running.Load(); run != nil && r.starts.starting(key, uid) {
+			run.queue.Add(reconcile.Request{NamespacedName: key})
 		}
 	})
+}
+
+// running is the controller while it runs: its context and work queue.
+type running struct {
+	ctx   context.Context
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+}
+
+// keepRunning is a source that only keeps the running controller's context and work queue (for
+// afterQuietStart and delegateNews); a controller started anew is kept anew.
+func (r *Reconciler) keepRunning(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	r.running.Store(&running{ctx: ctx, queue: q})
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -129,6 +130,19 @@ func TestDelegateNewsSkipsOnlyTheEchoOfItsOwnCreation(t *testing.T) {
 	}
 	if r.delegateNews(terminating(corev1.PodRunning), terminating(corev1.PodSucceeded)) {
 		t.Error("a change within a delegate's termination is no news: its deletion is")
+	}
+	gone := metav1.NewTime(time.Unix(1000, 0))
+	terminatingProxy := proxy.DeepCopy()
+	terminatingProxy.DeletionTimestamp, terminatingProxy.Finalizers = &gone, []string{flotillav1.FinalizerDelegate}
+	r.cache = fake.NewClientBuilder().WithObjects(terminatingProxy).Build()
+	_ = r.keepRunning(t.Context(), nil)
+	if r.delegateNews(delegate("p1", corev1.PodRunning), terminating(corev1.PodRunning)) {
+		t.Error("a delegate's deletion starting is no news when its proxy is terminating: the proxy's deletion made it")
+	}
+	other := terminating(corev1.PodRunning)
+	other.Annotations[flotillav1.AnnotationProxyUID] = "p0"
+	if !r.delegateNews(delegate("p0", corev1.PodRunning), other) {
+		t.Error("the deletion of another proxy's delegate of that name is news")
 	}
 	r.starts.delegateRunning(proxy, "east", time.Now())
 	if r.starts.starting(types.NamespacedName{Namespace: "ns", Name: "web"}, "p1") {

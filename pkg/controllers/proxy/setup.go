@@ -22,10 +22,6 @@ import (
 // nodeNameField indexes proxies by the virtual node they are bound to.
 const nodeNameField = "spec.nodeName"
 
-// quietStartsBuffer is the room of the channel afterQuietStart sends on: the controller drains it
-// into its work queue, so a burst of slow starts waits there, not in timers' goroutines.
-const quietStartsBuffer = 1024
-
 // SetupWithManager watches proxies in the primary and delegates in every secondary. When a
 // secondary's delegate informer (re)starts, every proxy bound to it is checked against the live
 // list: delegates removed while nothing watched (the secondary unregistered or unreachable) show
@@ -40,7 +36,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	}); err != nil {
 		return fmt.Errorf("indexing proxies by node: %w", err)
 	}
-	r.quietStarts, r.stopped = make(chan event.GenericEvent, quietStartsBuffer), ctx.Done()
+	r.cache = mgr.GetCache()
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("proxy").
 		// The watch event of a status write this reconciler made, and those of a proxy it let go,
@@ -57,7 +53,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 		})).
 		// A delegate has its proxy's namespace and name; only what it tells the proxy is news.
 		WatchesRawSource(r.Secondaries.FilteredSource(delegates.Watch, &handler.EnqueueRequestForObject{}, r.delegateNews)).
-		WatchesRawSource(source.Channel(r.quietStarts, &handler.EnqueueRequestForObject{})).
+		WatchesRawSource(source.Func(r.keepRunning)).
 		WatchesRawSource(r.Secondaries.StartSource(delegates.Watch, handler.EnqueueRequestsFromMapFunc(r.proxiesOf))).
 		// A Pod Security level changed in the primary reaches the secondaries' namespaces at once.
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.proxiesIn), builder.WithPredicates(podSecurityChanged))
