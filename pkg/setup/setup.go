@@ -3,6 +3,7 @@ package setup
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -126,7 +127,7 @@ func managerOptions(opts Options, log logr.Logger) (ctrl.Options, error) {
 		Logger: log,
 		Cache:  cacheOpts,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: opts.Webhook.BindHost, Port: opts.Webhook.Port,
-			CertDir: opts.Webhook.CertDir}),
+			CertDir: opts.Webhook.CertDir, TLSOpts: []func(*tls.Config){http1Only}}),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        opts.Manager.HealthProbeBindAddress,
 		PprofBindAddress:              opts.Manager.PprofBindAddress,
@@ -162,3 +163,9 @@ func addHealthChecks(mgr ctrl.Manager) error {
 	}
 	return nil
 }
+
+// http1Only makes the webhook server speak HTTP/1.1 only: the API server calls a webhook behind a
+// Service over HTTP/1.1 anyway (one connection per concurrent call, so calls spread over
+// replicas), and HTTP/2's stream resets are a denial of service of their own (CVE-2023-44487).
+// The out-of-cluster URL mode (the bench, make dev-up) then takes the path the chart's does.
+func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }

@@ -494,6 +494,10 @@ func startDelegateWatch(ctx context.Context, bed *testbed.Bed, ns string) *deleg
 	return w
 }
 
+// quietStartMillis is the proxy reconciler's quiet start window: a delegate Running later costs
+// its proxy a second status write and a look at its Events.
+const quietStartMillis = 15000.0
+
 // p50 is the delegates' p50 from created to Running in their secondary (ms).
 func (w *delegateWatch) p50() float64 {
 	w.mu.Lock()
@@ -531,8 +535,16 @@ func (w *delegateWatch) phases(n int) []string {
 		sort.Slice(w.gone, func(i, j int) bool { return w.gone[i].Before(w.gone[j]) })
 		gone = fmt.Sprintf("%.1fs", w.gone[n-1].Sub(w.deleteStart).Seconds())
 	}
+	slow := 0
+	for _, l := range w.latencies {
+		if l > quietStartMillis {
+			slow++
+		}
+	}
 	return []string{"deleting: delegates all gone from their secondaries after " + gone, "delegates: all created after " + at(w.created), "delegates: all Running in their secondaries after " + at(w.running),
-		fmt.Sprintf("delegates: p50 created to Running in their secondary %.0f ms (the same path as a direct pod's)", percentile(w.latencies, 0.5))}
+		fmt.Sprintf("delegates: p50 created to Running in their secondary %.0f ms (the same path as a direct pod's)", percentile(w.latencies, 0.5)),
+		fmt.Sprintf("delegates: %d of %d Running more than %.0f s after their creation (a slow start: its proxy is written Pending and Delegated, its Events looked at)",
+			slow, len(w.latencies), quietStartMillis/1000)}
 }
 
 func build(ctx context.Context, bin string) error {

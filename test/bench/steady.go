@@ -39,6 +39,9 @@ type SteadyResult struct {
 	DelegateStartup Percentiles `json:"delegateStartupMillis"`
 	ToDelegate      Percentiles `json:"ownToDelegateMillis"`
 	StatusBack      Percentiles `json:"ownStatusBackMillis"`
+	// Calls are the leader's requests and reconciles per elected pod over the elected part, and
+	// the webhook's call as the primary's API server and the handler time it.
+	Calls APICalls `json:"apiCallsElected"`
 	// ManagerAvgCores is the leader's CPU time over the elected part (creation and deletion) over
 	// its wall time.
 	ManagerAvgCores float64 `json:"managerAverageCores"`
@@ -110,9 +113,16 @@ func (rep *Report) measureSteady(ctx context.Context, bed *testbed.Bed, mgr *ben
 	defer cancel()
 	delegates := startDelegateWatch(wctx, bed, "bench-steady-elected")
 	cpu, wall := procCPUSeconds(mgr.PID()), time.Now()
+	calls := &callMeter{url: mgr.metricsURL, primaryHost: hostOf(bed.Primary.RESTConfig.Host), primary: bed.Primary.Clientset, pods: n}
+	calls.mark()
 	if s.Elected, err = steadyRun(ctx, "elected", []target{{cs: bed.Primary.Clientset}}, "bench-steady-elected", true, o.steadyRate, n); err != nil {
 		return mgr.diedWith(err)
 	}
+	calls.mark()
+	if calls.err != nil {
+		return calls.err
+	}
+	s.Calls = calls.phase(0)
 	s.ManagerAvgCores = round((procCPUSeconds(mgr.PID()) - cpu) / time.Since(wall).Seconds())
 	s.derive(delegates)
 	rep.Steady = s
@@ -421,6 +431,10 @@ func printSteady(s *SteadyResult) {
 	fmt.Printf("added (elected - direct): p50 %.0f, p90 %.0f, p99 %.0f ms\n", s.Added.P50, s.Added.P90, s.Added.P99)
 	fmt.Printf("elected legs: delegates' own startup p50 %.0f / p99 %.0f ms; proxy created to delegate created p50 %.0f / p99 %.0f ms; delegate Running to proxy Running p50 %.0f / p99 %.0f ms; leader %.2f cores\n",
 		s.DelegateStartup.P50, s.DelegateStartup.P99, s.ToDelegate.P50, s.ToDelegate.P99, s.StatusBack.P50, s.StatusBack.P99, s.ManagerAvgCores)
+	c := s.Calls
+	fmt.Printf("elected, per pod: %.2f status writes, %.2f Events into the primary, %.2f other requests to the secondaries than the delegate's create and delete, %.1f proxy reconciles; a webhook call %.0f ms as the API server times it, %.0f ms in the handler\n",
+		c.ByResource["primary patch pods/status"], c.ByResource["primary create events"],
+		others(c.ByResource, "secondary ", "secondary create pods", "secondary delete pods"), c.ProxyReconciles, c.WebhookMillis, c.WebhookHandlerMillis)
 	fmt.Printf("bed sustained the rate directly: %s (created %.2f/s of %g/s asked, at least 95%%; direct p99 %.0f ms, within %.0f)\n",
 		met(s.Sustained), s.Direct.CreatedPerSecond, s.Rate, s.Direct.Startup.P99, s.TargetDirectP99Millis)
 	fmt.Printf("target added p50 <= %.0f ms: %s (%.0f)\n", s.TargetAddedP50Millis, met(s.Added.P50 <= s.TargetAddedP50Millis), s.Added.P50)

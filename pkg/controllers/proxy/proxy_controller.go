@@ -544,8 +544,10 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, proxy *corev1.Pod, sec
 			return ctrl.Result{}, err
 		}
 	}
-	// The delegate watch's deletion brings the proxy back; the grace period's end too (forceAgain).
-	return ctrl.Result{RequeueAfter: deleteRecheck(proxy, now)}, nil
+	// The delegate watch's deletion brings the proxy back; the grace period's end too (forceAgain),
+	// unless it is let go by then.
+	r.recheckAfter(proxy, deleteRecheck(proxy, now))
+	return ctrl.Result{}, nil
 }
 
 // deleteRecheck is when a proxy whose delegate is terminating is looked at again if no event of

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -126,6 +127,26 @@ func (r *Reconciler) afterQuietStart(proxy *corev1.Pod) {
 		if run := r.running.Load(); run != nil && r.starts.starting(key, uid) {
 			run.queue.Add(reconcile.Request{NamespacedName: key})
 		}
+	})
+}
+
+// recheckAfter brings a terminating proxy back after d, unless the cache shows it gone by then or
+// this reconciler let it go (a requeue of the controller's own would come anyway: a reconcile
+// for nothing).
+func (r *Reconciler) recheckAfter(proxy *corev1.Pod, d time.Duration) {
+	key, uid := client.ObjectKeyFromObject(proxy), proxy.UID
+	time.AfterFunc(d, func() {
+		run := r.running.Load()
+		if run == nil {
+			return
+		}
+		if r.cache != nil {
+			var now corev1.Pod
+			if err := r.cache.Get(run.ctx, key, &now); apierrors.IsNotFound(err) || err == nil && (now.UID != uid || r.own.letGo(&now)) {
+				return
+			}
+		}
+		run.queue.Add(reconcile.Request{NamespacedName: key})
 	})
 }
 
