@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/flotilla-dev/flotilla/internal/eventwriter"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
@@ -78,7 +80,18 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 		SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return fmt.Errorf("setting up the volume controller: %w", err)
 	}
-	if err := (&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: mgr.GetEventRecorder(eventSource),
+	// A delegate's creation is said once per proxy: written without the recorder's 6-minute cache.
+	eventsClient, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating the Events client: %w", err)
+	}
+	hostname, _ := os.Hostname()
+	proxyEvents := eventwriter.New(mgr.GetEventRecorder(eventSource), eventsClient.EventsV1(), mgr.GetScheme(), eventSource,
+		eventSource+"-"+hostname, log.WithName("events"), flotillav1.ReasonDelegateCreated)
+	if err := mgr.Add(proxyEvents); err != nil {
+		return fmt.Errorf("adding the Event writer: %w", err)
+	}
+	if err := (&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: proxyEvents,
 		FlatNetwork: opts.Election.PodNetwork == PodNetworkFlat, SealKey: sealKey, Refit: podHandler.Refit,
 		Reflector:    &copies.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),

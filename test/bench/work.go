@@ -40,11 +40,13 @@ func workTargets(create, remove APICalls) []Target {
 	}
 }
 
-// others sums the requests of one API server other than the ones named.
+// others sums the requests of one API server other than the ones named, and other than the
+// health probes and discovery (paths outside the resource API, "(readyz)"): those come with time,
+// not with pods.
 func others(by map[string]float64, prefix string, except ...string) float64 {
 	var n float64
 	for k, v := range by {
-		if strings.HasPrefix(k, prefix) && !slices.Contains(except, k) {
+		if strings.HasPrefix(k, prefix) && !slices.Contains(except, k) && !strings.Contains(k, " (") {
 			n += v
 		}
 	}
