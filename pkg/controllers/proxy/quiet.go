@@ -27,7 +27,8 @@ const quietStartWindow = 15 * time.Second
 // delegate this process has just created, simply starting (its creation already decided all
 // there is; afterQuietStart looks again if it does not run), a change within Pending that shows
 // no new trouble (quietChange), its termination's start when its proxy is terminating (the
-// proxy's deletion made it), and a change within its termination (stillTerminating).
+// proxy's deletion made it), a change within its termination (stillTerminating), and a change of
+// nothing it reads (nothingRead).
 // Deletions are always delivered.
 func (r *Reconciler) delegateNews(old, obj client.Object) bool {
 	pod, ok := obj.(*corev1.Pod)
@@ -46,7 +47,17 @@ func (r *Reconciler) delegateNews(old, obj client.Object) bool {
 	if before.DeletionTimestamp.IsZero() && !pod.DeletionTimestamp.IsZero() && r.proxyTerminating(pod) {
 		return false // the proxy's deletion deleted it: its deletion is what comes next
 	}
-	return !quietChange(before, pod) && !stillTerminating(before, pod)
+	return !quietChange(before, pod) && !stillTerminating(before, pod) && !nothingRead(before, pod)
+}
+
+// nothingRead says whether a change of a delegate leaves everything the proxy reconciler reads
+// of it as it was: its status, whether it terminates, its proxy, its containers' images and
+// resources, its ephemeral containers (a change of labels, or of what its cache drops).
+func nothingRead(old, obj *corev1.Pod) bool {
+	return old.UID == obj.UID && old.DeletionTimestamp.IsZero() == obj.DeletionTimestamp.IsZero() &&
+		old.Annotations[flotillav1.AnnotationProxyUID] == obj.Annotations[flotillav1.AnnotationProxyUID] &&
+		sameContainers(old.Spec.InitContainers, obj.Spec.InitContainers) && sameContainers(old.Spec.Containers, obj.Spec.Containers) &&
+		len(old.Spec.EphemeralContainers) == len(obj.Spec.EphemeralContainers) && equality.Semantic.DeepEqual(old.Status, obj.Status)
 }
 
 // proxyTerminating says whether the cache shows the delegate's proxy terminating.

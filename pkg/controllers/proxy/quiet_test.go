@@ -120,6 +120,16 @@ func TestDelegateNewsSkipsOnlyTheEchoOfItsOwnCreation(t *testing.T) {
 	if !r.delegateNews(delegate("p1", corev1.PodPending), delegate("p1", corev1.PodRunning)) {
 		t.Error("a delegate Running is news")
 	}
+	relabelled := delegate("p1", corev1.PodRunning)
+	relabelled.Labels = map[string]string{"tier": "web"}
+	if r.delegateNews(delegate("p1", corev1.PodRunning), relabelled) {
+		t.Error("a change of a Running delegate that leaves what is read of it is no news")
+	}
+	ready := delegate("p1", corev1.PodRunning)
+	ready.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if !r.delegateNews(delegate("p1", corev1.PodRunning), ready) {
+		t.Error("a Running delegate turning Ready is news")
+	}
 	terminating := func(phase corev1.PodPhase) *corev1.Pod {
 		d := delegate("p1", phase)
 		d.DeletionTimestamp = &metav1.Time{Time: time.Unix(1000, 0)}
