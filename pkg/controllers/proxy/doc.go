@@ -15,6 +15,6 @@
 // restartPolicy: Never pod Failed on any transient error, stops retrying after 20 attempts, and
 // its NotifyPods path writes whole pods back (reverting label and finalizer edits). Delegates are
 // read from a label-selected informer per secondary that the cluster registry runs for
-// delegates.Watch, watched through the registry's Source; each of their events enqueues the
-// proxy of the same namespace and name.
+// delegates.Watch, watched through the registry's FilteredSource; each event worth a look
+// (delegateNews) enqueues the proxy of the same namespace and name.
 package proxy
