@@ -303,6 +303,10 @@ func evictProxy(ctx context.Context, primary client.Client, pod *corev1.Pod) (st
 		return "", nil // evicted, gone, or another incarnation now
 	case apierrors.IsTooManyRequests(err):
 		return blockedBy(ctx, primary, pod, err), nil
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// Forbidden, but not for want of rights: the pod goes with its namespace, and is waited
+		// for as any other.
+		return fmt.Sprintf("its namespace %s being deleted (the pod goes with it)", pod.Namespace), nil
 	case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err), ctx.Err() != nil:
 		return "", fmt.Errorf("evicting %s/%s: %w", pod.Namespace, pod.Name, err)
 	default:

@@ -14,6 +14,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -81,6 +82,37 @@ func leftOn(t *testing.T, primary client.Client) []string {
 		names = append(names, p.Name)
 	}
 	return names
+}
+
+// A pod whose namespace is being deleted cannot be evicted (Forbidden, NamespaceTerminating): it
+// goes with its namespace, and the drain waits for it as for any other instead of failing.
+func TestDrainWaitsForAPodGoingWithItsNamespace(t *testing.T) {
+	refusals := 0
+	primary := drainFixture(interceptor.Funcs{SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj, ev client.Object, opts ...client.SubResourceCreateOption) error {
+		if obj.GetName() == "web-b" {
+			if refusals++; refusals > 1 {
+				_ = c.Delete(ctx, obj) // the namespace controller's deletion, meanwhile
+			}
+			err := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-b",
+				errors.New("unable to create new content in namespace demo because it is being terminated"))
+			err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{Type: corev1.NamespaceTerminatingCause,
+				Message: "namespace demo is being terminated", Field: "metadata.namespace"})
+			return err
+		}
+		return c.SubResource(sub).Create(ctx, obj, ev, opts...)
+	}}, objects(drainPod("web-a", byReplicaSet), drainPod("web-b", byReplicaSet))...)
+	out, err := runDrain(t, primary, drainOptions{})
+	if err != nil {
+		t.Fatalf("drain: %v\n%s", err, out)
+	}
+	for _, want := range []string{"its namespace demo being deleted (the pod goes with it)", "Drained eu"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output does not say %q:\n%s", want, out)
+		}
+	}
+	if l := leftOn(t, primary); len(l) != 0 {
+		t.Errorf("left on the node: %v", l)
+	}
 }
 
 // budgetRefusal is the API server's 429 for an eviction a PodDisruptionBudget forbids.
