@@ -42,23 +42,10 @@ func (c counted) RoundTrip(req *http.Request) (*http.Response, error) {
 // set. A path outside the resource API (/healthz, discovery) is its own resource, without its
 // version.
 func Classify(method, path, watch string) (verb, resource string) {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	switch {
-	case len(parts) >= 3 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 4 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return strings.ToLower(method), "(" + parts[0] + ")"
+	resource, named, ok := Resource(path)
+	if !ok {
+		return strings.ToLower(method), "(" + strings.SplitN(strings.Trim(path, "/"), "/", 2)[0] + ")"
 	}
-	if len(parts) > 2 && parts[0] == "namespaces" {
-		parts = parts[2:] // the namespace's objects, not the namespace
-	}
-	resource = parts[0]
-	if len(parts) > 2 {
-		resource += "/" + parts[2]
-	}
-	named := len(parts) > 1
 	switch method {
 	case http.MethodGet:
 		switch {
@@ -81,4 +68,27 @@ func Classify(method, path, watch string) (verb, resource string) {
 		return "deletecollection", resource
 	}
 	return strings.ToLower(method), resource
+}
+
+// Resource is the resource a path of the resource API names, with its subresource
+// ("pods/status"), and whether it names one object; ok is false for a path outside that API
+// (/healthz, /version, discovery).
+func Resource(path string) (resource string, named, ok bool) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch {
+	case len(parts) >= 3 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 4 && parts[0] == "apis":
+		parts = parts[3:]
+	default:
+		return "", false, false
+	}
+	if len(parts) > 2 && parts[0] == "namespaces" {
+		parts = parts[2:] // the namespace's objects, not the namespace
+	}
+	resource = parts[0]
+	if len(parts) > 2 {
+		resource += "/" + parts[2]
+	}
+	return resource, len(parts) > 1, true
 }

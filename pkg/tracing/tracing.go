@@ -21,6 +21,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
+
+	"github.com/flotilla-dev/flotilla/internal/apicalls"
 )
 
 // ServiceName is the service the manager's spans are reported under.
@@ -176,27 +178,10 @@ func (p *Provider) Handler(h http.Handler, name string) http.Handler {
 // ("PATCH pods/status", "POST pods", "GET namespaces"), so a span's name does not grow with
 // the objects a cluster holds.
 func RequestName(method, path string) string {
-	parts := strings.Split(strings.Trim(path, "/"), "/")
-	// /api/v1/... or /apis/group/version/...
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		parts = parts[3:]
-	default:
-		return method + " " + path
+	if resource, _, ok := apicalls.Resource(path); ok {
+		return method + " " + resource
 	}
-	if len(parts) >= 2 && parts[0] == "namespaces" && len(parts) > 2 {
-		parts = parts[2:] // the namespace's objects, not the namespace
-	}
-	resource := ""
-	if len(parts) > 0 {
-		resource = parts[0]
-	}
-	if len(parts) > 2 {
-		resource += "/" + parts[2]
-	}
-	return method + " " + resource
+	return method + " " + path
 }
 
 // Inject is the traceparent of the span in ctx; empty when ctx carries none.
