@@ -285,20 +285,31 @@ func removeCgroupTree(name string) error {
 func removeNetns(ctx context.Context, netns, hostVeth string) error {
 	// The veth pair first (both ends go at once): a namespace is freed asynchronously once
 	// deleted, and its end of the pair with it, so the host's end would linger for a moment.
+	// What is gone when the command fails counts as removed: a namespace deleted before (by a
+	// teardown that crashed half way) takes its pair with it a moment later, between the look
+	// and the command.
 	var errs []error
 	if hostVeth != "" {
-		if _, err := os.Lstat(filepath.Join("/sys/class/net", hostVeth)); err == nil {
-			if out, err := exec.CommandContext(ctx, "ip", "link", "del", hostVeth).CombinedOutput(); err != nil {
+		link := filepath.Join("/sys/class/net", hostVeth)
+		if exists(link) {
+			if out, err := exec.CommandContext(ctx, "ip", "link", "del", hostVeth).CombinedOutput(); err != nil && exists(link) {
 				errs = append(errs, fmt.Errorf("ip link del %s: %w: %s", hostVeth, err, out))
 			}
 		}
 	}
-	if _, err := os.Lstat(filepath.Join("/run/netns", netns)); err == nil {
-		if out, err := exec.CommandContext(ctx, "ip", "netns", "del", netns).CombinedOutput(); err != nil {
+	handle := filepath.Join("/run/netns", netns)
+	if exists(handle) {
+		if out, err := exec.CommandContext(ctx, "ip", "netns", "del", netns).CombinedOutput(); err != nil && exists(handle) {
 			errs = append(errs, fmt.Errorf("ip netns del %s: %w: %s", netns, err, out))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// exists says whether path names something (a link is not followed).
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }
 
 // deleteNode deletes the Node (its Lease goes with it). Best effort: a secondary stopped
