@@ -7,6 +7,8 @@
 # kwok's nodes) and replicates plumber's sample.
 set -euo pipefail
 dir=$1
+# Absolute, so that what it prints works from any directory (DEV_DIR may be relative or not).
+case $dir in /*) ;; *) dir="$PWD/$dir" ;; esac
 kubectl=${KUBECTL:-kubectl}
 export KUBECONFIG="$dir/kubeconfig"
 flotillactl() { bin/flotillactl --primary-context primary "$@"; }
@@ -175,7 +177,7 @@ done
 cat <<TXT
 
 The bed and the manager keep running.
-  kubeconfig:   export KUBECONFIG=$PWD/$dir/kubeconfig   (contexts primary, secondary1, secondary2)
+  kubeconfig:   export KUBECONFIG=$dir/kubeconfig   (contexts primary, secondary1, secondary2)
   manager logs: kubectl --context primary -n flotilla-system logs deploy/flotilla-manager (in cluster), else $dir/logs/manager.log
   try:          bin/flotillactl --primary-context primary cluster remove secondary2
   stop it all:  make dev-down
