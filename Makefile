@@ -177,7 +177,7 @@ fuzz: ## Fuzz the webhook's admission and the delegate translation briefly (FUZZ
 
 .PHONY: chart
 chart: ## Helm chart: helm lint --strict of both roles, and its rendering specs (every value, the schema's refusals, the alerts fire on their cases)
-	$(call tools-for,helm ginkgo promrules)
+	$(call tools-for,kube helm ginkgo promrules)
 	$(TOOLS_DIR)/helm lint --strict $(CHART) -n flotilla-system
 	$(TOOLS_DIR)/helm lint --strict $(CHART) -n flotilla-system --set role=secondary
 	$(GINKGO) $(GINKGO_FLAGS) --label-filter=render ./test/integration/chart

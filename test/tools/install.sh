@@ -10,7 +10,7 @@
 #                  kwok, kwokctl and kwok's stages, metrics-server, local-path-provisioner, CoreDNS,
 #                  helm; as root, the real node's Debian packages
 #   tracing        Jaeger, the bed's tracing backend (make e2e, make dev-up TRACING=1, make bench BENCH_TRACING=1)
-#   kube           kube-apiserver, kubectl, etcd (make integration: envtest)
+#   kube           kube-apiserver, kubectl, etcd (make chart, make integration: envtest)
 #   helm           helm (make chart)
 #   ginkgo         ginkgo (make chart, make integration)
 #   lint           golangci-lint (make lint)
