@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/flotilla-dev/flotilla/test/testbed"
@@ -20,6 +23,18 @@ type TracingResult struct {
 	// Cost is the median over the pairs of the traced run's time over the untraced one's.
 	Cost       float64 `json:"cost"`
 	TargetCost float64 `json:"targetCost"`
+	// UntracedCPU and TracedCPU are where each run's CPU went, pair by pair: what tracing adds
+	// is the manager's spans and Jaeger taking them in, on the same cores as the API servers.
+	UntracedCPU []RunCPU `json:"untracedCPU"`
+	TracedCPU   []RunCPU `json:"tracedCPU"`
+}
+
+// RunCPU is the CPU time of one run (its pods' creation and deletion) spent by the manager and
+// by Jaeger, and the machine's idle time over it (every core's).
+type RunCPU struct {
+	ManagerSeconds float64 `json:"managerSeconds"`
+	JaegerSeconds  float64 `json:"jaegerSeconds"`
+	IdleSeconds    float64 `json:"idleSeconds"`
 }
 
 // tracingPairs are the untraced and traced runs measured.
@@ -40,14 +55,14 @@ func (rep *Report) measureTracing(ctx context.Context, bed *testbed.Bed, stop []
 	var ratios []float64
 	for pair := range tracingPairs {
 		for _, traced := range []bool{false, true} {
-			res, err := rep.electedWith(ctx, bed, bin, filepath.Join(dir, fmt.Sprintf("tracing-%d-%t", pair, traced)), pair, traced, o)
+			res, cpu, err := rep.electedWith(ctx, bed, bin, filepath.Join(dir, fmt.Sprintf("tracing-%d-%t", pair, traced)), pair, traced, o)
 			if err != nil {
 				return err
 			}
 			if traced {
-				t.Traced = append(t.Traced, res)
+				t.Traced, t.TracedCPU = append(t.Traced, res), append(t.TracedCPU, cpu)
 			} else {
-				t.Untraced = append(t.Untraced, res)
+				t.Untraced, t.UntracedCPU = append(t.Untraced, res), append(t.UntracedCPU, cpu)
 			}
 		}
 		if u := t.Untraced[pair].TotalSeconds; u > 0 {
@@ -62,8 +77,8 @@ func (rep *Report) measureTracing(ctx context.Context, bed *testbed.Bed, stop []
 	return nil
 }
 
-// electedWith is one elected run with a fresh manager, tracing or not.
-func (rep *Report) electedWith(ctx context.Context, bed *testbed.Bed, bin, dir string, pair int, traced bool, o options) (Result, error) {
+// electedWith is one elected run with a fresh manager, tracing or not, and where its CPU went.
+func (rep *Report) electedWith(ctx context.Context, bed *testbed.Bed, bin, dir string, pair int, traced bool, o options) (Result, RunCPU, error) {
 	mode := "elected, the manager untraced"
 	if traced {
 		o.tracingEndpoint = bed.Jaeger.OTLPEndpoint
@@ -71,23 +86,26 @@ func (rep *Report) electedWith(ctx context.Context, bed *testbed.Bed, bin, dir s
 	}
 	mgr, _, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir, "", o)
 	if err != nil {
-		return Result{}, err
+		return Result{}, RunCPU{}, err
 	}
 	defer func() { _ = mgr.Stop(20 * time.Second) }()
 	// Leader (no other replica runs) once ready, with its virtual nodes Ready.
 	if err := waitReady(ctx, mgr); err != nil {
-		return Result{}, mgr.diedWith(err)
+		return Result{}, RunCPU{}, mgr.diedWith(err)
 	}
 	if err := waitNodesReady(ctx, bed); err != nil {
-		return Result{}, mgr.diedWith(err)
+		return Result{}, RunCPU{}, mgr.diedWith(err)
 	}
 	fmt.Printf("bench: %d pods %s (pair %d of %d)...\n", rep.Pods, mode, pair+1, tracingPairs)
 	var phases []string
+	manager, jaeger, idle := procCPUSeconds(mgr.PID()), procCPUSeconds(bed.Jaeger.PID), machineIdleSeconds()
 	res, err := measure(ctx, mode, []target{{bed.Primary.Clientset, rep.Pods}}, fmt.Sprintf("bench-elected-%d-traced-%t", pair, traced), true, &phases, func() {})
 	if err != nil {
-		return Result{}, mgr.diedWith(err)
+		return Result{}, RunCPU{}, mgr.diedWith(err)
 	}
-	return res, nil
+	cpu := RunCPU{ManagerSeconds: round(procCPUSeconds(mgr.PID()) - manager), JaegerSeconds: round(procCPUSeconds(bed.Jaeger.PID) - jaeger),
+		IdleSeconds: round(machineIdleSeconds() - idle)}
+	return res, cpu, nil
 }
 
 func printTracing(t *TracingResult) {
@@ -99,6 +117,11 @@ func printTracing(t *TracingResult) {
 		fmt.Printf("  pair %d: %.1f s traced, %.1f s untraced (%.2f); p50 %.0f ms against %.0f ms; deletion %.1f s against %.1f s\n", i+1,
 			t.Traced[i].TotalSeconds, t.Untraced[i].TotalSeconds, t.Traced[i].TotalSeconds/max(t.Untraced[i].TotalSeconds, 0.001),
 			t.Traced[i].P50Millis, t.Untraced[i].P50Millis, t.Traced[i].DeleteSeconds, t.Untraced[i].DeleteSeconds)
+		if i < len(t.TracedCPU) && i < len(t.UntracedCPU) {
+			tc, uc := t.TracedCPU[i], t.UntracedCPU[i]
+			fmt.Printf("          CPU: manager %.1f s against %.1f s, Jaeger %.1f s against %.1f s; the machine idle %.1f s against %.1f s\n",
+				tc.ManagerSeconds, uc.ManagerSeconds, tc.JaegerSeconds, uc.JaegerSeconds, tc.IdleSeconds, uc.IdleSeconds)
+		}
 	}
 }
 
@@ -106,4 +129,21 @@ func printTracing(t *TracingResult) {
 // and clusters synced).
 func waitReady(ctx context.Context, m *benchManager) error {
 	return testbed.WaitHTTPOK(ctx, m.readyURL, time.Minute, func() bool { return !m.Exited() })
+}
+
+// machineIdleSeconds is the time every core of the machine spent idle (or waiting on I/O) so
+// far, from /proc/stat's cpu line, in clock ticks (USER_HZ, 100 on Linux).
+func machineIdleSeconds() float64 {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	f := strings.Fields(line)
+	if len(f) < 6 || f[0] != "cpu" {
+		return 0
+	}
+	idle, _ := strconv.ParseFloat(f[4], 64)
+	iowait, _ := strconv.ParseFloat(f[5], 64)
+	return (idle + iowait) / 100
 }

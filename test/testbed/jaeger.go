@@ -34,6 +34,8 @@ type Jaeger struct {
 	OTLPEndpoint string
 	// QueryURL is Jaeger's query API (and UI): QueryURL+"/api/traces/<id>".
 	QueryURL string
+	// PID is Jaeger's process (the bench reads its CPU time).
+	PID int
 }
 
 // jaegerConfig is what Jaeger's configuration is rendered from.
@@ -164,7 +166,7 @@ func (b *Bed) startJaeger(ctx context.Context) error {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		return fmt.Errorf("recording Jaeger: %w", err)
 	}
-	b.Jaeger = &Jaeger{OTLPEndpoint: cfg.OTLP, QueryURL: "http://" + cfg.Query}
+	b.Jaeger = &Jaeger{OTLPEndpoint: cfg.OTLP, QueryURL: "http://" + cfg.Query, PID: pid}
 	health := "http://" + cfg.Health + "/status"
 	err = WaitHTTPOK(ctx, health, 30*time.Second, func() bool { return processAlive(pid) })
 	if err != nil {
