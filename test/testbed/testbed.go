@@ -412,6 +412,9 @@ func (b *Bed) startCluster(ctx context.Context, c *Cluster, opts Options) error 
 	if err := waitReady(ctx, c); err != nil {
 		return err
 	}
+	if err := b.restartExitedControllers(ctx, c); err != nil {
+		return err
+	}
 	nodes := opts.PrimaryNodes
 	if c.Role == RoleSecondary {
 		if err := setUpSecondary(ctx, c, b.tools, b.WorkDir, opts.PodStartJitter); err != nil {
@@ -698,6 +701,48 @@ func (b *Bed) forgetNodeLeases(ctx context.Context, c *Cluster) error {
 		err := c.Clientset.CoordinationV1().Leases("kube-node-lease").Delete(ctx, n, metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the Lease of node %s in %s: %w", n, c.Name, err)
+		}
+	}
+	return nil
+}
+
+// startedControllers are the components kwokctl starts beside the API server and etcd, which
+// the bed checks are still running once the API server is ready.
+var startedControllers = []string{ControllerManager, "kube-scheduler", "kwok-controller"}
+
+// restartExitedControllers starts a new cluster again, once, when one of its controllers exited as
+// it started: kube-controller-manager waits 10 s for the API server's /healthz and then exits for
+// good, which a loaded machine makes happen, and the cluster would then run without its node
+// lifecycle, garbage collector or CSR signer. Nothing of the bed's runs in it yet, so kwokctl's
+// stop and start are all it takes.
+func (b *Bed) restartExitedControllers(ctx context.Context, c *Cluster) error {
+	var exited []string
+	for _, name := range startedControllers {
+		if pid := readPIDFile(filepath.Join(b.tools.clusterDir(c.Name), "pids", name+".pid")); pid == 0 || !processAlive(pid) {
+			exited = append(exited, name)
+		}
+	}
+	if len(exited) == 0 {
+		return nil
+	}
+	fmt.Fprintf(b.log, "testbed: cluster %s: %s exited as it started (its log is in %s); starting the cluster again\n",
+		c.Name, strings.Join(exited, ", "), filepath.Join(b.tools.clusterDir(c.Name), "logs"))
+	pids := readPIDs(b.tools.clusterDir(c.Name))
+	if err := b.tools.run(ctx, "stop", "cluster", "--name", c.Name); err != nil {
+		return err
+	}
+	if left := killAndWait(pids, 10*time.Second); len(left) > 0 {
+		return fmt.Errorf("cluster %s: processes %v still running", c.Name, left)
+	}
+	if err := b.tools.run(ctx, "start", "cluster", "--name", c.Name); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, c); err != nil {
+		return err
+	}
+	for _, name := range startedControllers {
+		if pid := readPIDFile(filepath.Join(b.tools.clusterDir(c.Name), "pids", name+".pid")); pid == 0 || !processAlive(pid) {
+			return fmt.Errorf("cluster %s: %s exited again as it started (its log is in %s)", c.Name, name, filepath.Join(b.tools.clusterDir(c.Name), "logs"))
 		}
 	}
 	return nil
