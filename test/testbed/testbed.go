@@ -675,6 +675,12 @@ func (b *Bed) StopCluster(ctx context.Context, c *Cluster) error {
 	if err := b.forgetNodeLeases(ctx, c); err != nil {
 		return err
 	}
+	return b.stopProcesses(ctx, c, pids)
+}
+
+// stopProcesses stops the cluster with kwokctl and waits until every process it recorded before
+// (pids) is gone, killing what is left.
+func (b *Bed) stopProcesses(ctx context.Context, c *Cluster, pids []int) error {
 	if err := b.tools.run(ctx, "stop", "cluster", "--name", c.Name); err != nil {
 		return err
 	}
@@ -716,23 +722,14 @@ var startedControllers = []string{ControllerManager, "kube-scheduler", "kwok-con
 // lifecycle, garbage collector or CSR signer. Nothing of the bed's runs in it yet, so kwokctl's
 // stop and start are all it takes.
 func (b *Bed) restartExitedControllers(ctx context.Context, c *Cluster) error {
-	var exited []string
-	for _, name := range startedControllers {
-		if pid := readPIDFile(filepath.Join(b.tools.clusterDir(c.Name), "pids", name+".pid")); pid == 0 || !processAlive(pid) {
-			exited = append(exited, name)
-		}
-	}
+	exited := b.exitedControllers(c)
 	if len(exited) == 0 {
 		return nil
 	}
-	fmt.Fprintf(b.log, "testbed: cluster %s: %s exited as it started (its log is in %s); starting the cluster again\n",
-		c.Name, strings.Join(exited, ", "), filepath.Join(b.tools.clusterDir(c.Name), "logs"))
-	pids := readPIDs(b.tools.clusterDir(c.Name))
-	if err := b.tools.run(ctx, "stop", "cluster", "--name", c.Name); err != nil {
+	logs := filepath.Join(b.tools.clusterDir(c.Name), "logs")
+	fmt.Fprintf(b.log, "testbed: cluster %s: %s exited as it started (its log is in %s); starting the cluster again\n", c.Name, strings.Join(exited, ", "), logs)
+	if err := b.stopProcesses(ctx, c, readPIDs(b.tools.clusterDir(c.Name))); err != nil {
 		return err
-	}
-	if left := killAndWait(pids, 10*time.Second); len(left) > 0 {
-		return fmt.Errorf("cluster %s: processes %v still running", c.Name, left)
 	}
 	if err := b.tools.run(ctx, "start", "cluster", "--name", c.Name); err != nil {
 		return err
@@ -740,12 +737,21 @@ func (b *Bed) restartExitedControllers(ctx context.Context, c *Cluster) error {
 	if err := waitReady(ctx, c); err != nil {
 		return err
 	}
-	for _, name := range startedControllers {
-		if pid := readPIDFile(filepath.Join(b.tools.clusterDir(c.Name), "pids", name+".pid")); pid == 0 || !processAlive(pid) {
-			return fmt.Errorf("cluster %s: %s exited again as it started (its log is in %s)", c.Name, name, filepath.Join(b.tools.clusterDir(c.Name), "logs"))
-		}
+	if exited := b.exitedControllers(c); len(exited) > 0 {
+		return fmt.Errorf("cluster %s: %s exited again as it started (its log is in %s)", c.Name, strings.Join(exited, ", "), logs)
 	}
 	return nil
+}
+
+// exitedControllers are the cluster's startedControllers whose process does not run.
+func (b *Bed) exitedControllers(c *Cluster) []string {
+	var exited []string
+	for _, name := range startedControllers {
+		if pid, err := b.ComponentPID(c, name); err != nil || !processAlive(pid) {
+			exited = append(exited, name)
+		}
+	}
+	return exited
 }
 
 // StartCluster starts a stopped cluster and waits until its API server is ready and its
