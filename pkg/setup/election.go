@@ -95,7 +95,7 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 		FlatNetwork: opts.Election.PodNetwork == PodNetworkFlat, SealKey: sealKey, Refit: podHandler.Refit,
 		Reflector:    &copies.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),
-		PerCluster:   opts.Election.proxyWorkersPerCluster(), Clock: opts.Clock, Tracer: tp.Tracer(),
+		PerCluster:   opts.Election.proxyWorkersPerCluster(), QuietStart: opts.Election.QuietStart, Clock: opts.Clock, Tracer: tp.Tracer(),
 	}).SetupWithManager(ctx, mgr, proxyOptions(opts.Election)); err != nil {
 		return fmt.Errorf("setting up the proxy controller: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/proxy"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
@@ -151,6 +152,9 @@ type ElectionOptions struct {
 	// ProxyWorkersPerCluster bounds, of ProxyWorkers, those working on one secondary at once;
 	// 0: half of ProxyWorkers (--proxy-workers-per-cluster).
 	ProxyWorkersPerCluster int
+	// QuietStart is how long a delegate the manager created may simply start before its proxy's
+	// status is written; zero: none (--quiet-start).
+	QuietStart time.Duration
 	// SweepInterval is how often delegates whose proxy is gone are swept (--sweep-interval).
 	SweepInterval time.Duration
 	// NamespaceCleanupInterval is how often the namespaces Flotilla created in secondaries are
@@ -217,6 +221,7 @@ func DefaultOptions() Options {
 			ProxyPlacement:           ProxyPlacementWebhook,
 			PodNetwork:               PodNetworkIsolated,
 			ProxyWorkers:             96,
+			QuietStart:               proxy.DefaultQuietStart,
 			SweepInterval:            30 * time.Second,
 			NamespaceCleanupInterval: 5 * time.Minute,
 			DependencyGrace:          time.Minute,
@@ -253,6 +258,9 @@ func (o Options) Validate() error {
 		if d.value <= 0 {
 			errs = append(errs, fmt.Errorf("%s %s: want more than 0", d.flag, d.value))
 		}
+	}
+	if o.Election.QuietStart < 0 {
+		errs = append(errs, fmt.Errorf("--quiet-start %s: want 0 (none) or more", o.Election.QuietStart))
 	}
 	if n := o.VirtualNodes; n.KubeletPort > 0 && (n.KubeletPortCount < 1 || int64(n.KubeletPort)+int64(n.KubeletPortCount)-1 > 65535) {
 		errs = append(errs, fmt.Errorf("--kubelet-port %d --kubelet-port-count %d: want at least one port, the last at most 65535", n.KubeletPort, n.KubeletPortCount))

@@ -23,6 +23,7 @@ func TestValidateNamesTheFlagOfEachRefusedSetting(t *testing.T) {
 		"no sweep interval":              {func(o *Options) { o.Election.SweepInterval = 0 }, "--sweep-interval 0s"},
 		"no namespace cleanup interval":  {func(o *Options) { o.Election.NamespaceCleanupInterval = 0 }, "--namespace-cleanup-interval 0s"},
 		"a negative replication timeout": {func(o *Options) { o.Replicator.Timeout = -time.Second }, "--replication-timeout -1s"},
+		"a negative quiet start":         {func(o *Options) { o.Election.QuietStart = -time.Second }, "--quiet-start -1s: want 0 (none) or more"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

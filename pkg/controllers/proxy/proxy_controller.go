@@ -81,6 +81,10 @@ type Reconciler struct {
 	Dependencies []source.Source
 	// Tracer starts the spans of a proxy's work (nil: none).
 	Tracer trace.Tracer
+	// QuietStart is how long a delegate this process created may simply start before its proxy's
+	// status is written (the manager gives DefaultQuietStart unless --quiet-start says otherwise);
+	// zero: none, a delegate's Pending is written as soon as it is seen, Running in a second write.
+	QuietStart time.Duration
 	// PerCluster bounds the reconciles working on one secondary at once (default 16; the manager
 	// gives half its workers): a secondary that answers slowly, or not at all until its probes say so, cannot take
 	// the workers the others need.

@@ -30,7 +30,7 @@ func (r *Reconciler) mirrorStatus(proxy, delegate *corev1.Pod) {
 	ip := delegate.Status.PodIP
 	// A delegate's IP known while it is still Pending waits for its next phase: one write, not
 	// two (nothing answers at that IP before its containers run).
-	pending := stillPending(proxy.Status, want) || quietStart(proxy.Status, want, created, r.now())
+	pending := stillPending(proxy.Status, want) || quietStart(proxy.Status, want, created, r.now(), r.QuietStart)
 	newIP := ip != "" && proxy.Annotations[flotillav1.AnnotationDelegateIP] != ip && !pending
 	if !newIP && (translate.StatusEqual(proxy.Status, want) || pending) {
 		return
@@ -82,13 +82,13 @@ func stillPending(current, want corev1.PodStatus) bool {
 }
 
 // quietStart says whether the first status write of a proxy may wait for its delegate's next
-// phase: this process created the delegate less than quietStartWindow ago (created), the proxy
+// phase: this process created the delegate less than window ago (created), the proxy
 // says nothing of its own yet (no reason: a Pending reason an earlier pass wrote must be
 // cleared), and the delegate simply starts (no troubles). The Delegated condition and the
 // delegate's IP then come with Running, in one write; a delegate still Pending when the window
 // ends gets them then (afterQuietStart).
-func quietStart(current, want corev1.PodStatus, created, now time.Time) bool {
-	return !created.IsZero() && now.Sub(created) < quietStartWindow &&
+func quietStart(current, want corev1.PodStatus, created, now time.Time, window time.Duration) bool {
+	return !created.IsZero() && now.Sub(created) < window &&
 		current.Phase == corev1.PodPending && current.Reason == "" && current.Message == "" &&
 		want.Phase == corev1.PodPending && len(troubles(want)) == 0
 }

@@ -16,16 +16,18 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
-// quietStartWindow is how long a delegate this process created may simply start before its
-// proxy is written: a delegate Running within it costs its proxy one status write (Delegated and
-// Running together) and no read of its Events. One still Pending then gets the Delegated
-// condition written, and its Events looked at (a slow image pull, a volume that does not mount).
-const quietStartWindow = 15 * time.Second
+// DefaultQuietStart is the manager's quiet start (--quiet-start): how long a delegate this
+// process created may simply start before its proxy is written. A delegate Running within it
+// costs its proxy one status write (Delegated and Running together) and no read of its Events.
+// One still Pending then gets the Delegated condition written, and its Events looked at (a slow
+// image pull, a volume that does not mount). 15 s covers a start from a cached image with room.
+const DefaultQuietStart = 15 * time.Second
 
 // delegateNews says whether a delegate's addition (old nil) or change may change what its proxy
 // shows or what is done for it, so that it is worth a reconcile. Not worth one: the addition of a
-// delegate this process has just created, simply starting (its creation already decided all
-// there is; afterQuietStart looks again if it does not run), a change within Pending that shows
+// delegate this process has just created, simply starting, during a quiet start (its creation
+// already decided all there is; afterQuietStart looks again if it does not run; without a quiet
+// start that addition is what writes the proxy's Pending and Delegated), a change within Pending that shows
 // no new trouble (quietChange), its termination's start when its proxy is terminating (the
 // proxy's deletion made it), a change within its termination (stillTerminating), and a change of
 // nothing it reads (nothingRead).
@@ -38,7 +40,7 @@ func (r *Reconciler) delegateNews(old, obj client.Object) bool {
 	if old == nil {
 		key := types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}
 		proxyUID := types.UID(pod.Annotations[flotillav1.AnnotationProxyUID])
-		return !r.starts.starting(key, proxyUID) || !simplyStarting(pod)
+		return r.QuietStart <= 0 || !r.starts.starting(key, proxyUID) || !simplyStarting(pod)
 	}
 	before, ok := old.(*corev1.Pod)
 	if !ok {
@@ -78,11 +80,11 @@ func stillTerminating(old, obj *corev1.Pod) bool {
 	return old.UID == obj.UID && !old.DeletionTimestamp.IsZero() && !obj.DeletionTimestamp.IsZero()
 }
 
-// inQuietStart says whether a proxy's delegate, created by this process less than
-// quietStartWindow ago, simply starts.
+// inQuietStart says whether a proxy's delegate, created by this process less than QuietStart
+// ago, simply starts.
 func (r *Reconciler) inQuietStart(proxy, delegate *corev1.Pod) bool {
 	created := r.starts.createdAt(proxy)
-	return !created.IsZero() && r.now().Sub(created) < quietStartWindow && simplyStarting(delegate)
+	return !created.IsZero() && r.now().Sub(created) < r.QuietStart && simplyStarting(delegate)
 }
 
 // simplyStarting says whether a delegate is Pending, not terminating, and shows no trouble.
@@ -128,13 +130,17 @@ func phaseOf(pod *corev1.Pod) corev1.PodPhase {
 	return pod.Status.Phase
 }
 
-// afterQuietStart brings a proxy back when its quiet start window ends, if this process has not
-// seen its delegate Running by then: its Pending status is written with the Delegated condition,
-// and its delegate's Events are looked at. The delegate's quiet changes bring no reconcile
+// afterQuietStart brings a proxy back when its quiet start ends, if this process has not seen
+// its delegate Running by then: its Pending status is written with the Delegated condition, and
+// its delegate's Events are looked at. The delegate's quiet changes bring no reconcile
 // (delegateNews), so without this a delegate that never leaves Pending would show nothing.
+// Without a quiet start the delegate's addition brings the proxy back (delegateNews).
 func (r *Reconciler) afterQuietStart(proxy *corev1.Pod) {
+	if r.QuietStart <= 0 {
+		return
+	}
 	key, uid := client.ObjectKeyFromObject(proxy), proxy.UID
-	time.AfterFunc(quietStartWindow, func() {
+	time.AfterFunc(r.QuietStart, func() {
 		if run := r.running.Load(); run != nil && r.starts.starting(key, uid) {
 			run.queue.Add(reconcile.Request{NamespacedName: key})
 		}

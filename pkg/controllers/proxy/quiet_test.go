@@ -32,7 +32,7 @@ func TestQuietStartFoldsTheFirstWriteOnlyWhileTheDelegateSimplyStarts(t *testing
 		fold          bool
 	}{
 		"created here a moment ago, simply starting: folded":     {fresh, starting, now.Add(-time.Second), true},
-		"created here, the window over: written":                 {fresh, starting, now.Add(-quietStartWindow), false},
+		"created here, the window over: written":                 {fresh, starting, now.Add(-DefaultQuietStart), false},
 		"created by another process (failover): written":         {fresh, starting, time.Time{}, false},
 		"the proxy says what it waited for: cleared at once":     {waitedBefore, starting, now.Add(-time.Second), false},
 		"unschedulable in the secondary: written at once":        {fresh, unschedulable, now.Add(-time.Second), false},
@@ -40,8 +40,16 @@ func TestQuietStartFoldsTheFirstWriteOnlyWhileTheDelegateSimplyStarts(t *testing
 		"running: written (the one write, with Delegated in it)": {fresh, running, now.Add(-time.Second), false},
 	}
 	for name, tc := range tests {
-		if got := quietStart(tc.current, tc.want, tc.created, now); got != tc.fold {
+		if got := quietStart(tc.current, tc.want, tc.created, now, DefaultQuietStart); got != tc.fold {
 			t.Errorf("%s: %v, want %v", name, got, tc.fold)
+		}
+		// --quiet-start=0: nothing waits, whatever the delegate shows.
+		if quietStart(tc.current, tc.want, tc.created, now, 0) {
+			t.Errorf("%s, without a quiet start: folded", name)
+		}
+		// A shorter window (--quiet-start=500ms) is over a second after the creation.
+		if tc.created.Equal(now.Add(-time.Second)) && quietStart(tc.current, tc.want, tc.created, now, 500*time.Millisecond) {
+			t.Errorf("%s, a quiet start of 500ms: folded after 1s", name)
 		}
 	}
 }
@@ -98,7 +106,7 @@ func TestQuietChangeWakesTheProxyOnlyForWhatItShowsOrDoes(t *testing.T) {
 }
 
 func TestDelegateNewsSkipsOnlyTheEchoOfItsOwnCreation(t *testing.T) {
-	r := &Reconciler{}
+	r := &Reconciler{QuietStart: DefaultQuietStart}
 	proxy := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "p1"}}
 	delegate := func(proxyUID string, phase corev1.PodPhase) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "d1",
@@ -111,6 +119,11 @@ func TestDelegateNewsSkipsOnlyTheEchoOfItsOwnCreation(t *testing.T) {
 	if r.delegateNews(nil, delegate("p1", corev1.PodPending)) {
 		t.Error("the addition of the delegate this process has just created, Pending, is no news")
 	}
+	r.QuietStart = 0
+	if !r.delegateNews(nil, delegate("p1", corev1.PodPending)) {
+		t.Error("without a quiet start (--quiet-start=0), the addition of the delegate just created is news: it writes Pending")
+	}
+	r.QuietStart = DefaultQuietStart
 	if !r.delegateNews(nil, delegate("p1", corev1.PodRunning)) {
 		t.Error("a delegate added Running is news")
 	}

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/proxy"
 	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
 )
 
@@ -286,6 +287,10 @@ var _ = Describe("the proxy reconciler", func() {
 			written = time.Since(created)
 		}).WithContext(ctx).WithTimeout(25 * time.Second).WithPolling(200 * time.Millisecond).Should(Succeed())
 		AddReportEntry("Delegated written on a Pending proxy after", written.Round(100*time.Millisecond).String())
+		// Not before the manager's quiet start ends (written is counted from a moment after the
+		// delegate's creation, so up to a poll or two short of it), and at it, not at the default.
+		Expect(written).To(BeNumerically(">", quietStart-2*time.Second), "written before the quiet start ended")
+		Expect(written).To(BeNumerically("<", proxy.DefaultQuietStart-time.Second), "written at the default quiet start, not the manager's")
 		Eventually(func(g Gomega) {
 			var evs corev1.EventList
 			g.Expect(primary.Client.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
