@@ -27,10 +27,10 @@ const DefaultQuietStart = 15 * time.Second
 // shows or what is done for it, so that it is worth a reconcile. Not worth one: the addition of a
 // delegate this process has just created, simply starting, during a quiet start (its creation
 // already decided all there is; afterQuietStart looks again if it does not run; without a quiet
-// start that addition is what writes the proxy's Pending and Delegated), a change within Pending that shows
-// no new trouble (quietChange), its termination's start when its proxy is terminating (the
-// proxy's deletion made it), a change within its termination (stillTerminating), and a change of
-// nothing it reads (nothingRead).
+// start that addition is what writes the proxy's Pending and Delegated), a change within Pending
+// that shows no new trouble (quietChange), its termination's start when its proxy is terminating
+// (the proxy's deletion made it), a change within its termination (stillTerminating), and a
+// change of nothing it reads (nothingRead).
 // Deletions are always delivered.
 func (r *Reconciler) delegateNews(old, obj client.Object) bool {
 	pod, ok := obj.(*corev1.Pod)
