@@ -728,19 +728,29 @@ func (b *Bed) restartExitedControllers(ctx context.Context, c *Cluster) error {
 	}
 	logs := filepath.Join(b.tools.clusterDir(c.Name), "logs")
 	fmt.Fprintf(b.log, "testbed: cluster %s: %s exited as it started (its log is in %s); starting the cluster again\n", c.Name, strings.Join(exited, ", "), logs)
-	if err := b.stopProcesses(ctx, c, readPIDs(b.tools.clusterDir(c.Name))); err != nil {
-		return err
-	}
-	if err := b.tools.run(ctx, "start", "cluster", "--name", c.Name); err != nil {
-		return err
-	}
-	if err := waitReady(ctx, c); err != nil {
+	if err := b.restart(ctx, c); err != nil {
 		return err
 	}
 	if exited := b.exitedControllers(c); len(exited) > 0 {
 		return fmt.Errorf("cluster %s: %s exited again as it started (its log is in %s)", c.Name, strings.Join(exited, ", "), logs)
 	}
 	return nil
+}
+
+// restart stops a cluster's processes and starts them again on the same ports, holding the bed's
+// creating lock until its API server is ready: a cluster being created meanwhile would take the
+// stopped one's ports as free, and the two would answer each other's clients (a CI run's
+// secondary1 met its own kwokctl create failing on x509 errors against secondary2's CA).
+func (b *Bed) restart(ctx context.Context, c *Cluster) error {
+	b.creating.Lock()
+	defer b.creating.Unlock()
+	if err := b.stopProcesses(ctx, c, readPIDs(b.tools.clusterDir(c.Name))); err != nil {
+		return err
+	}
+	if err := b.tools.run(ctx, "start", "cluster", "--name", c.Name); err != nil {
+		return err
+	}
+	return waitReady(ctx, c)
 }
 
 // exitedControllers are the cluster's startedControllers whose process does not run.
