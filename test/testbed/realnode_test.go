@@ -407,6 +407,8 @@ func TestRealNode(t *testing.T) {
 		}
 	}
 
+	restartExitedController(ctx, t, bed, bed.Primary)
+
 	imgStart := time.Now()
 	tar := buildProbeImage(t, "realnode.local/rnprobe:1")
 	buildTime := time.Since(imgStart)
@@ -484,4 +486,39 @@ func TestRealNode(t *testing.T) {
 	if d := before.diff(snapshotForTest(t)); len(d) > 0 {
 		t.Fatalf("the host differs after teardown:\n%s", strings.Join(d, "\n"))
 	}
+}
+
+// restartExitedController kills a cluster's kube-controller-manager, as one that gave up on a slow
+// API server exits, and checks the bed starts that controller alone again: the API server keeps
+// its process, the controller keeps running past its own wait, and the cluster works.
+func restartExitedController(ctx context.Context, t *testing.T, bed *Bed, c *Cluster) {
+	t.Helper()
+	apiServer, err := bed.ComponentPID(c, APIServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kcm, err := bed.ComponentPID(c, ControllerManager)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := killAndWait([]int{kcm}, 10*time.Second); len(left) > 0 {
+		t.Fatalf("kube-controller-manager (pid %d) still running", kcm)
+	}
+	start := time.Now()
+	if err := bed.restartExitedControllers(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	again, err := bed.ComponentPID(c, ControllerManager)
+	if err != nil || again == kcm || !processAlive(again) {
+		t.Fatalf("kube-controller-manager not started again: pid %d, then %d (%v)", kcm, again, err)
+	}
+	if pid, err := bed.ComponentPID(c, APIServer); err != nil || pid != apiServer {
+		t.Fatalf("the API server was started again too: pid %d, then %d (%v)", apiServer, pid, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := WaitWorking(wctx, c); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("an exited kube-controller-manager started again (pid %d, then %d) and the cluster works, in %s", kcm, again, time.Since(start).Round(100*time.Millisecond))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -716,41 +717,86 @@ func (b *Bed) forgetNodeLeases(ctx context.Context, c *Cluster) error {
 // the bed checks are still running once the API server is ready.
 var startedControllers = []string{ControllerManager, "kube-scheduler", "kwok-controller"}
 
-// restartExitedControllers starts a new cluster again, once, when one of its controllers exited as
-// it started: kube-controller-manager waits 10 s for the API server's /healthz and then exits for
-// good, which a loaded machine makes happen, and the cluster would then run without its node
-// lifecycle, garbage collector or CSR signer. Nothing of the bed's runs in it yet, so kwokctl's
-// stop and start are all it takes.
+// Starting a controller again: kube-controller-manager waits 10 s for the API server's /healthz
+// and then exits for good, which a loaded machine makes happen (the API server of a cluster
+// created beside two others, a build and three containerd image imports took longer), and the
+// cluster would then run without its node lifecycle, garbage collector or CSR signer.
+const (
+	// controllerStartAttempts is how many times an exited controller is started again.
+	controllerStartAttempts = 3
+	// controllerSettle is how long a controller started again must keep running to count as
+	// started: longer than kube-controller-manager's own wait for the API server.
+	controllerSettle = 15 * time.Second
+)
+
+// restartExitedControllers starts again, once the cluster's API server is ready, whichever of a
+// new cluster's controllers exited as they started, and waits until they keep running. Nothing of
+// the bed's runs in the cluster yet, and the API server they wait for already answers, so their
+// start is all it takes.
 func (b *Bed) restartExitedControllers(ctx context.Context, c *Cluster) error {
 	exited := b.exitedControllers(c)
-	if len(exited) == 0 {
-		return nil
-	}
-	logs := filepath.Join(b.tools.clusterDir(c.Name), "logs")
-	fmt.Fprintf(b.log, "testbed: cluster %s: %s exited as it started (its log is in %s); starting the cluster again\n", c.Name, strings.Join(exited, ", "), logs)
-	if err := b.restart(ctx, c); err != nil {
-		return err
-	}
-	if exited := b.exitedControllers(c); len(exited) > 0 {
-		return fmt.Errorf("cluster %s: %s exited again as it started (its log is in %s)", c.Name, strings.Join(exited, ", "), logs)
+	for attempt := 1; len(exited) > 0; attempt++ {
+		fmt.Fprintf(b.log, "testbed: cluster %s: %s exited as it started; %s\n", c.Name, strings.Join(exited, ", "), b.controllerLogTails(c, exited))
+		if attempt > controllerStartAttempts {
+			return fmt.Errorf("cluster %s: %s exited as it started, %d times", c.Name, strings.Join(exited, ", "), attempt)
+		}
+		fmt.Fprintf(b.log, "testbed: cluster %s: starting %s again (%d of %d)\n", c.Name, strings.Join(exited, ", "), attempt, controllerStartAttempts)
+		if err := b.startExited(ctx, c, exited); err != nil {
+			return err
+		}
+		var err error
+		if exited, err = b.exitedWithin(ctx, c, controllerSettle); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// restart stops a cluster's processes and starts them again on the same ports, holding the bed's
-// creating lock until its API server is ready: a cluster being created meanwhile would take the
-// stopped one's ports as free, and the two would answer each other's clients (a CI run's
-// secondary1 met its own kwokctl create failing on x509 errors against secondary2's CA).
-func (b *Bed) restart(ctx context.Context, c *Cluster) error {
+// startExited starts the named components of the cluster, which exited: kwokctl start leaves
+// those whose PID file names a process alone, and counts a zombie as one (an exited component
+// stays one until init reaps it: kwokctl started it and exited), so their PID files go first.
+// It holds the bed's creating lock: a cluster being created meanwhile picks free ports, and
+// would take an exited controller's.
+func (b *Bed) startExited(ctx context.Context, c *Cluster, names []string) error {
 	b.creating.Lock()
 	defer b.creating.Unlock()
-	if err := b.stopProcesses(ctx, c, readPIDs(b.tools.clusterDir(c.Name))); err != nil {
-		return err
+	for _, name := range names {
+		if err := os.Remove(filepath.Join(b.tools.clusterDir(c.Name), "pids", name+".pid")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("cluster %s: removing the PID file of %s: %w", c.Name, name, err)
+		}
 	}
-	if err := b.tools.run(ctx, "start", "cluster", "--name", c.Name); err != nil {
-		return err
+	return b.tools.run(ctx, "start", "cluster", "--name", c.Name)
+}
+
+// exitedWithin watches the cluster's controllers for d and returns those that exited, as soon as
+// one has.
+func (b *Bed) exitedWithin(ctx context.Context, c *Cluster, d time.Duration) ([]string, error) {
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if exited := b.exitedControllers(c); len(exited) > 0 {
+			return exited, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("cluster %s: waiting for its controllers to keep running: %w", c.Name, ctx.Err())
+		case <-deadline.C:
+			return nil, nil
+		case <-tick.C:
+		}
 	}
-	return waitReady(ctx, c)
+}
+
+// controllerLogTails says why controllers exited, from the last lines of their logs: the cluster's
+// directory, and so its logs, goes with a bed that fails to start.
+func (b *Bed) controllerLogTails(c *Cluster, names []string) string {
+	var out strings.Builder
+	for _, name := range names {
+		fmt.Fprintf(&out, "the last lines of %s's log:\n%s\n", name, tail(filepath.Join(b.tools.clusterDir(c.Name), "logs", name+".log"), 5))
+	}
+	return strings.TrimSuffix(out.String(), "\n")
 }
 
 // exitedControllers are the cluster's startedControllers whose process does not run.
