@@ -136,7 +136,7 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		}
 	})
 
-	It("runs 2 replicas of the built image, Ready at the first readiness probe, one leader, the webhook through its Service, virtual nodes at the leader pod's IP", func(ctx SpecContext) {
+	It("runs 2 replicas of the built image, Ready within 30 s with no probe failed once Ready, one leader, the webhook through its Service, virtual nodes at the leader pod's IP", func(ctx SpecContext) {
 		pods := managerPods(ctx)
 		Expect(pods).To(HaveLen(2))
 		for _, p := range pods {
@@ -146,7 +146,13 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, func
 		}
 		evs, err := bed.Primary.Clientset.CoreV1().Events(flotillav1.SystemNamespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=Unhealthy"})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(probeFailuresAfterListening(evs.Items)).To(BeEmpty(), "a probe of the manager failed once the manager listened")
+		for _, p := range pods {
+			started, ready := startedAndReady(p)
+			Expect(ready).NotTo(BeZero(), "pod %s is not Ready", p.Name)
+			AddReportEntry("manager pod Ready after its container started", fmt.Sprintf("%s: %s", p.Name, ready.Sub(started)))
+			Expect(ready.Sub(started)).To(BeNumerically("<=", managerReadyWithin), "pod %s Ready %s after its container started", p.Name, ready.Sub(started))
+			Expect(unexpectedProbeFailures(evs.Items, p.Name, ready)).To(BeEmpty(), "a probe of the manager failed other than while it started")
+		}
 
 		var cfg admissionregistrationv1.MutatingWebhookConfiguration
 		Eventually(func(g Gomega) {
@@ -501,18 +507,44 @@ func certSummary(bundle []byte) []string {
 	}
 }
 
-// probeFailuresAfterListening returns the manager's failed-probe Events but those of a startup
-// probe refused because the process was not listening yet. That is what a startup probe is for:
-// the kubelet probes from the container's start, and on a loaded node the binary can take seconds
-// to reach its health server (a CI run's took 3 s, probed twice). A refused readiness or liveness
-// probe, a timeout or a non-200 answer from any probe is a real failure.
-func probeFailuresAfterListening(events []corev1.Event) []corev1.Event {
+// managerReadyWithin bounds a manager pod's start, from its container's start to Ready: the
+// process listens within a few seconds and is ready once it has read the registration Secret
+// and probed each cluster once.
+const managerReadyWithin = 30 * time.Second
+
+// startedAndReady returns when a pod's first container started and when the pod last became
+// Ready (zero while it is not).
+func startedAndReady(p corev1.Pod) (started, ready time.Time) {
+	if len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
+		started = p.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			ready = c.LastTransitionTime.Time
+		}
+	}
+	return started, ready
+}
+
+// unexpectedProbeFailures returns a pod's failed-probe Events but those its start explains. The
+// kubelet probes from the container's start, and records an Event for every failure: a startup
+// probe refused because the process is not listening yet (a CI run's binary took 3 s to its
+// health server on a loaded node), and a readiness probe answered 500 before the pod's first
+// Ready (the manager says not ready until it has read the registration Secret) are what those
+// probes are for. A liveness failure, a timeout, any other answer, or a readiness failure after
+// Ready is a real one.
+func unexpectedProbeFailures(events []corev1.Event, pod string, ready time.Time) []corev1.Event {
 	var failed []corev1.Event
 	for _, ev := range events {
-		if strings.HasPrefix(ev.Message, "Startup probe failed:") && strings.HasSuffix(ev.Message, "connect: connection refused") {
+		if ev.InvolvedObject.Name != pod {
 			continue
 		}
-		failed = append(failed, ev)
+		starting := strings.HasPrefix(ev.Message, "Startup probe failed:") && strings.HasSuffix(ev.Message, "connect: connection refused")
+		notReadyYet := strings.HasPrefix(ev.Message, "Readiness probe failed: HTTP probe failed with statuscode: 500") &&
+			!ev.LastTimestamp.After(ready)
+		if !starting && !notReadyYet {
+			failed = append(failed, ev)
+		}
 	}
 	return failed
 }
