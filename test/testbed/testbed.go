@@ -15,6 +15,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -771,22 +772,15 @@ func (b *Bed) startExited(ctx context.Context, c *Cluster, names []string) error
 // exitedWithin watches the cluster's controllers for d and returns those that exited, as soon as
 // one has.
 func (b *Bed) exitedWithin(ctx context.Context, c *Cluster, d time.Duration) ([]string, error) {
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		if exited := b.exitedControllers(c); len(exited) > 0 {
-			return exited, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("cluster %s: waiting for its controllers to keep running: %w", c.Name, ctx.Err())
-		case <-deadline.C:
-			return nil, nil
-		case <-tick.C:
-		}
+	var exited []string
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, d, true, func(context.Context) (bool, error) {
+		exited = b.exitedControllers(c)
+		return len(exited) > 0, nil
+	})
+	if len(exited) == 0 && ctx.Err() != nil {
+		return nil, fmt.Errorf("cluster %s: waiting for its controllers to keep running: %w", c.Name, err)
 	}
+	return exited, nil
 }
 
 // controllerLogTails says why controllers exited, from the last lines of their logs: the cluster's
