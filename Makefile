@@ -200,13 +200,24 @@ real-nodes: ## The bed's real nodes as root: the primary's, then the secondaries
 	echo "real-nodes: the cluster DNS of every cluster with a real node"; \
 	FLOTILLA_REAL_NODE=1 go test -count=1 -v -timeout 10m -run '^TestClusterDNS$$' ./test/testbed
 
+# Ginkgo's JSON report of the last e2e run: hack/specreport reads where its time went.
+E2E_REPORT ?= bin/e2e-report.json
+
 .PHONY: e2e
-e2e: ## End-to-end suites on a fresh local test bed (one bed per run)
+e2e: ## End-to-end suites on a fresh local test bed (one bed per run); then the time in suite set-up and the 20 slowest specs, from Ginkgo's JSON report (E2E_REPORT=bin/e2e-report.json)
 	$(call tools-for,bed tracing ginkgo cert-manager promrules)
-	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s ./test/e2e
+	@mkdir -p $(dir $(E2E_REPORT)) && rm -f $(E2E_REPORT)
+	@status=0; $(GINKGO) -v $(GINKGO_FLAGS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
+		--json-report=$(abspath $(E2E_REPORT)) ./test/e2e || status=$$?; \
+	if [[ -s $(E2E_REPORT) ]]; then echo; go run ./hack/specreport -top 20 $(E2E_REPORT) || true; fi; \
+	exit $$status
+
+# The steps of make test, in order; hack/test-steps.sh times each and prints the table at the end.
+TEST_STEPS := verify verify-generated lint unit fuzz chart integration real-nodes e2e
 
 .PHONY: test
-test: verify verify-generated lint unit fuzz chart integration real-nodes e2e ## Every test: verify, generated files, lint, unit, fuzz, chart, integration, the real nodes, e2e
+test: ## Every test: verify, generated files, lint, unit, fuzz, chart, integration, the real nodes, e2e; then each step's time
+	@MAKE="$(MAKE)" hack/test-steps.sh $(TEST_STEPS)
 
 BENCH_PODS ?= 200
 BENCH_CLUSTERS ?= 2

@@ -79,7 +79,33 @@ kube_ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   kube_ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kube_minor -X $pkg.gitTreeState=clean"
 done
-build_kube() { (cd "$here/kube" && go build -trimpath -ldflags "$kube_ldflags" -o "$bin/$1" "./$1"); }
+# build_kube NAME...: the named Kubernetes binaries (test/tools/kube) that are not cached yet, in one
+# go build invocation: they come from one module version and share most of their packages, which one
+# invocation compiles once and links side by side (separate invocations each wait on their own
+# compile of those packages, and link one at a time).
+build_kube() {
+  local name missing=() pkgs=() start=$SECONDS
+  for name in "$@"; do
+    if [[ -x "$bin/$name" ]]; then
+      echo "tools: $name $KUBE_VERSION: cached ($bin/$name)"
+    else
+      missing+=("$name")
+      pkgs+=("./$name")
+    fi
+  done
+  [[ ${#missing[@]} -gt 0 ]] || return 0
+  step="Kubernetes $KUBE_VERSION: ${missing[*]}"
+  echo "tools: Kubernetes $KUBE_VERSION: building ${missing[*]} in one go build..."
+  local out
+  out=$(mktemp -d)
+  (cd "$here/kube" && go build -trimpath -ldflags "$kube_ldflags" -o "$out/" "${pkgs[@]}")
+  for name in "${missing[@]}"; do
+    [[ -x "$out/$name" ]] || { echo "tools: $name missing after its build" >&2; return 1; }
+    mv "$out/$name" "$bin/$name"
+  done
+  rmdir "$out"
+  echo "tools: Kubernetes $KUBE_VERSION: ${missing[*]} done in $((SECONDS - start))s"
+}
 build_etcd() { (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" .); }
 go_install() { # binary, package@version
   local tmp
@@ -98,19 +124,16 @@ build_cert_manager() {
   (cd "$here/certmanager" && go build -trimpath -ldflags "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION" -o "$bin/$1" "${2:-.}")
 }
 
+# The Kubernetes binaries a set needs: kube-apiserver and kubectl for envtest, all six for a bed.
+kube_bins=()
 if wanted bed kube; then
-  run_step "kube-apiserver $KUBE_VERSION" kube-apiserver build_kube kube-apiserver
+  kube_bins+=(kube-apiserver kubectl)
 fi
 if wanted bed; then
-  run_step "kube-controller-manager $KUBE_VERSION" kube-controller-manager build_kube kube-controller-manager
-  run_step "kube-scheduler $KUBE_VERSION" kube-scheduler build_kube kube-scheduler
+  kube_bins+=(kube-controller-manager kube-scheduler kubelet kube-proxy)
 fi
-if wanted bed kube; then
-  run_step "kubectl $KUBE_VERSION" kubectl build_kube kubectl
-fi
-if wanted bed; then
-  run_step "kubelet $KUBE_VERSION" kubelet build_kube kubelet
-  run_step "kube-proxy $KUBE_VERSION" kube-proxy build_kube kube-proxy
+if [[ ${#kube_bins[@]} -gt 0 ]]; then
+  build_kube "${kube_bins[@]}"
 fi
 if wanted bed kube; then
   run_step "etcd $ETCD_VERSION" etcd build_etcd

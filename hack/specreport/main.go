@@ -1,0 +1,114 @@
+// Command specreport reads the JSON report a Ginkgo suite wrote (ginkgo --json-report) and prints
+// where its time went: the suite's whole run, the time in suite set-up and tear-down
+// (BeforeSuite, SynchronizedBeforeSuite, AfterSuite and the cleanups they registered), the time
+// spent in specs, and the slowest specs with their full text, labels and state. `make e2e` runs it
+// after every run, passed or failed, so that a slow spec is seen the day it becomes slow.
+//
+// Usage:
+//
+//	go run ./hack/specreport [-top 20] REPORT.json
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/onsi/ginkgo/v2/types"
+)
+
+func main() {
+	top := flag.Int("top", 20, "how many of the slowest specs to print")
+	flag.Usage = func() {
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: specreport [-top N] REPORT.json\n\n"+
+			"Prints a Ginkgo JSON report's run time, its suite set-up and tear-down time, and its N slowest specs.\n\n")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() != 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	raw, err := os.ReadFile(flag.Arg(0))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "specreport: %v\n", err)
+		os.Exit(1)
+	}
+	var reports []types.Report
+	if err := json.Unmarshal(raw, &reports); err != nil {
+		fmt.Fprintf(os.Stderr, "specreport: %s is not a Ginkgo JSON report: %v\n", flag.Arg(0), err)
+		os.Exit(1)
+	}
+	for _, r := range reports {
+		write(os.Stdout, summarize(r, *top))
+	}
+}
+
+// summary is what one suite's report says about where its time went.
+type summary struct {
+	suite    string
+	runTime  time.Duration
+	setUp    time.Duration // BeforeSuite and SynchronizedBeforeSuite
+	tearDown time.Duration // AfterSuite, SynchronizedAfterSuite and the suite's cleanups
+	inSpecs  time.Duration
+	counts   map[types.SpecState]int
+	slowest  []types.SpecReport
+}
+
+// suiteSetUp and suiteTearDown are the node types whose time is the suite's own, not a spec's.
+var (
+	suiteSetUp    = types.NodeTypeBeforeSuite | types.NodeTypeSynchronizedBeforeSuite
+	suiteTearDown = types.NodeTypeAfterSuite | types.NodeTypeSynchronizedAfterSuite | types.NodeTypeCleanupAfterSuite
+)
+
+func summarize(r types.Report, top int) summary {
+	s := summary{suite: r.SuiteDescription, runTime: r.RunTime, counts: map[types.SpecState]int{}}
+	var specs []types.SpecReport
+	for _, sr := range r.SpecReports {
+		switch {
+		case sr.LeafNodeType.Is(suiteSetUp):
+			s.setUp += sr.RunTime
+		case sr.LeafNodeType.Is(suiteTearDown):
+			s.tearDown += sr.RunTime
+		case sr.LeafNodeType.Is(types.NodeTypeIt):
+			s.counts[sr.State]++
+			s.inSpecs += sr.RunTime
+			specs = append(specs, sr)
+		}
+	}
+	slices.SortStableFunc(specs, func(a, b types.SpecReport) int { return int(b.RunTime - a.RunTime) })
+	s.slowest = specs[:min(top, len(specs))]
+	return s
+}
+
+func write(w io.Writer, s summary) {
+	fmt.Fprintf(w, "%s: %s in all; suite set-up %s, tear-down %s, specs %s\n", s.suite,
+		round(s.runTime), round(s.setUp), round(s.tearDown), round(s.inSpecs))
+	var states []string
+	for _, st := range []types.SpecState{types.SpecStatePassed, types.SpecStateFailed, types.SpecStateSkipped,
+		types.SpecStatePending, types.SpecStatePanicked, types.SpecStateInterrupted, types.SpecStateAborted, types.SpecStateTimedout} {
+		if n := s.counts[st]; n > 0 {
+			states = append(states, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	fmt.Fprintf(w, "specs: %s\n", strings.Join(states, ", "))
+	fmt.Fprintf(w, "the %d slowest specs:\n", len(s.slowest))
+	for _, sr := range s.slowest {
+		labels := ""
+		if l := sr.Labels(); len(l) > 0 {
+			labels = " [" + strings.Join(l, ", ") + "]"
+		}
+		state := ""
+		if sr.State != types.SpecStatePassed {
+			state = " (" + sr.State.String() + ")"
+		}
+		fmt.Fprintf(w, "  %7s  %s%s%s\n", round(sr.RunTime), sr.FullText(), labels, state)
+	}
+}
+
+func round(d time.Duration) time.Duration { return d.Round(100 * time.Millisecond) }
