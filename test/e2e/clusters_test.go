@@ -418,29 +418,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, func() {
 		Expect(testbed.WaitWorking(ctx, s2)).To(Succeed())
 	}, SpecTimeout(10*time.Minute))
 
-	It("marks a stopped secondary (connection refused) Unknown and not Ready, and Ready again when it is back", func(ctx SpecContext) {
-		Expect(bed.StopCluster(ctx, s2)).To(Succeed())
-		start := time.Now()
-		Eventually(func(g Gomega) { expectUnknownAndNotReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-		AddReportEntry("stopped secondary to Ready=False", time.Since(start).Round(100*time.Millisecond).String())
-		cd, err := detector(ctx, s2.Name)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(cd.Status.Message).NotTo(ContainSubstring("eyJ"), "no credential in messages")
-		Eventually(func(g Gomega) {
-			evs, err := bed.Primary.Clientset.EventsV1().Events(flotillav1.SystemNamespace).List(ctx, metav1.ListOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(evs.Items).To(ContainElement(And(
-				HaveField("Regarding.Name", s2.Name), HaveField("Type", corev1.EventTypeWarning),
-				HaveField("Reason", flotillav1.ReasonProbeFailed))))
-		}).WithContext(ctx).WithTimeout(15 * time.Second).Should(Succeed())
-		expectRunningAndReady(Default, ctx, s1.Name)
-
-		Expect(bed.StartCluster(ctx, s2)).To(Succeed())
-		start = time.Now()
-		Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-		AddReportEntry("restarted secondary to Ready", time.Since(start).Round(100*time.Millisecond).String())
-		Expect(manager.Exited()).To(BeFalse())
-	}, SpecTimeout(8*time.Minute))
+	// A stopped secondary (connection refused): the suite's one outage of a secondary (outage_test.go).
 
 	It("lets the nodes go Unknown while the manager is stopped (past the node grace period, then longer than the pods' 10 s failover), evicts no elected pod, and is Ready within 30 s of its restart", func(ctx SpecContext) {
 		// Elected replicas with a short failover: a dead manager must not move them.

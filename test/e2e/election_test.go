@@ -402,57 +402,7 @@ var _ = Describe("pod election", Ordered, func() {
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
 	}, SpecTimeout(3*time.Minute))
 
-	It("fails over: a stopped secondary's replicas run in the other within 120 s, and its stale delegates go when it is back", func(ctx SpecContext) {
-		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
-		four := int32(4)
-		sel := map[string]string{"app": "failover"}
-		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "failover"},
-			Spec: appsv1.DeploymentSpec{Replicas: &four, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "10"}},
-				// A grace period of its own: the evicted proxies are released once it is over.
-				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](5), Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		runningOn := func(g Gomega, node string) int { return runningProxies(ctx, g, ns, "app=failover", node) }
-		// Spread as the scheduler spreads over nodes: 2 and 2, whatever the coin says (placement by
-		// free capacity alone put all 4 in one cluster one run in eight).
-		Eventually(func(g Gomega) {
-			g.Expect(runningOn(g, "")).To(Equal(4))
-			g.Expect(runningOn(g, flotillav1.VirtualNodeName(s1.Name))).To(Equal(2))
-			g.Expect(delegatesIn(ctx, s2, ns)).To(HaveLen(2), "replicas in %s", s2.Name)
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-
-		startAgain := stopForSpec(ctx, s2)
-		start := time.Now()
-		Eventually(func(g Gomega) {
-			g.Expect(runningOn(g, flotillav1.VirtualNodeName(s1.Name))).To(Equal(4))
-		}).WithContext(ctx).WithTimeout(120 * time.Second).WithPolling(time.Second).Should(Succeed())
-		AddReportEntry("failover to the other secondary", time.Since(start).Round(time.Second).String())
-		n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s2.Name), metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnreachable)))
-		// At-least-once: once their grace period is over, the evicted proxies are released (not
-		// left Terminating for as long as the secondary is away).
-		Eventually(func(g Gomega) {
-			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=failover",
-				FieldSelector: "spec.nodeName=" + flotillav1.VirtualNodeName(s2.Name)})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods.Items).To(BeEmpty())
-		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
-		AddReportEntry("evicted proxies released", time.Since(start).Round(time.Second).String())
-
-		startAgain(ctx)
-		start = time.Now()
-		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
-		AddReportEntry("stale delegates gone after return", time.Since(start).Round(time.Second).String())
-		Eventually(func(g Gomega) {
-			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s2.Name), metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", flotillav1.TaintUnreachable)))
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-
-		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "failover", metav1.DeleteOptions{})).To(Succeed())
-		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
-	}, SpecTimeout(8*time.Minute))
+	// Failover of a stopped secondary's replicas: the suite's one outage of a secondary (outage_test.go).
 
 	It("keeps an elected Deployment's pods Pending (Unschedulable, a NoClusterFits Event naming each cluster) while every secondary's nodes are cordoned, and runs them within 60 s of the uncordon", func(ctx SpecContext) {
 		cordon := func(ctx context.Context, on bool) {

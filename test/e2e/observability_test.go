@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"crypto/tls"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -21,47 +20,33 @@ import (
 	"github.com/flotilla-dev/flotilla/test/promrules"
 )
 
-// The chart's alerts judged on what the real manager serves: each scrape is replayed, as constant
-// series, past the alert's `for:` through Prometheus's rule manager (test/tools/promrules).
-var _ = Describe("the chart's alerts on the manager's real metrics", func() {
-	It("fires FlotillaClusterUnreachable for a stopped secondary, and did not while it answered", func(ctx SpecContext) {
-		joinBothSecondaries(ctx)
-		s2 := bed.Secondaries[1]
+// The chart's alerts are judged on what the real manager serves: each scrape is replayed, as
+// constant series, past the alert's `for:` through Prometheus's rule manager (test/tools/promrules).
+// FlotillaClusterUnreachable is asserted in the suite's one outage of a secondary (outage_test.go).
 
-		// The PrometheusRule as the chart renders it.
-		out, err := helm(ctx, bed.Primary, "template", "flotilla", "charts/flotilla", "-n", "flotilla-system", "--show-only", "templates/metrics.yaml",
-			"--api-versions", "monitoring.coreos.com/v1", "--set", "metrics.prometheusRule.enabled=true")
-		Expect(err).NotTo(HaveOccurred(), out)
-		dir := GinkgoT().TempDir()
-		rules := filepath.Join(dir, "rendered.yaml")
-		Expect(os.WriteFile(rules, []byte(out), 0o600)).To(Succeed())
+// renderAlertRules writes the chart's PrometheusRule, as the chart renders it, to a file of dir.
+func renderAlertRules(ctx SpecContext, dir string) string {
+	out, err := helm(ctx, bed.Primary, "template", "flotilla", "charts/flotilla", "-n", "flotilla-system", "--show-only", "templates/metrics.yaml",
+		"--api-versions", "monitoring.coreos.com/v1", "--set", "metrics.prometheusRule.enabled=true")
+	Expect(err).NotTo(HaveOccurred(), out)
+	rules := filepath.Join(dir, "rendered.yaml")
+	Expect(os.WriteFile(rules, []byte(out), 0o600)).To(Succeed())
+	return rules
+}
 
-		scrapeTo := metricsScraper(ctx, dir)
-		unreachable := func(file string, after time.Duration) []promrules.Alert {
-			alerts, err := promrules.EvalScrape(ctx, rules, file, after)
-			Expect(err).NotTo(HaveOccurred())
-			var out []promrules.Alert
-			for _, a := range alerts {
-				if a.Name == "FlotillaClusterUnreachable" && a.Labels["cluster"] == s2.Name {
-					out = append(out, a)
-				}
-			}
-			return out
+// unreachableAlerts evaluates the rules over a scrape held constant for after, and returns the
+// FlotillaClusterUnreachable alerts of cluster.
+func unreachableAlerts(ctx SpecContext, rules, scrape, cluster string, after time.Duration) []promrules.Alert {
+	alerts, err := promrules.EvalScrape(ctx, rules, scrape, after)
+	Expect(err).NotTo(HaveOccurred())
+	var out []promrules.Alert
+	for _, a := range alerts {
+		if a.Name == "FlotillaClusterUnreachable" && a.Labels["cluster"] == cluster {
+			out = append(out, a)
 		}
-
-		healthy := scrapeTo("healthy.txt", fmt.Sprintf(`flotilla_cluster_ready{cluster=%q,role="secondary"} 1`, s2.Name))
-		Expect(unreachable(healthy, 6*time.Minute)).To(BeEmpty(), "%s answers", s2.Name)
-
-		startAgain := stopForSpec(ctx, s2)
-		stopped := scrapeTo("stopped.txt", fmt.Sprintf(`flotilla_cluster_ready{cluster=%q,role="secondary"} 0`, s2.Name))
-		Expect(unreachable(stopped, 4*time.Minute)).To(ConsistOf(HaveField("State", "pending")), "not for 5 minutes yet")
-		Expect(unreachable(stopped, 6*time.Minute)).To(ConsistOf(And(HaveField("State", "firing"),
-			HaveField("Labels", HaveKeyWithValue("severity", "critical")))))
-
-		startAgain(ctx)
-		Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-	}, SpecTimeout(90*time.Second))
-})
+	}
+	return out
+}
 
 // metricsScraper returns what scrapes the manager's /metrics as a scraper would (a ServiceAccount
 // bound to the chart's ClusterRole flotilla-metrics-reader, its token as bearer) until a line of it

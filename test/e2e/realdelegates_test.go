@@ -559,29 +559,46 @@ func deleteNamespaceEverywhere(ctx SpecContext, ns string) {
 	}).WithContext(ctx).WithTimeout(150 * time.Second).WithPolling(time.Second).Should(Succeed())
 }
 
-// appImage is the bed's application image tarball, built once per suite.
+// appImage is the bed's application image tarball, built once per suite, and the real nodes it
+// was imported into: a node keeps its images for the whole run (no spec removes one), so each
+// node imports it once, whichever group asks first.
 var appImage struct {
-	once sync.Once
-	tar  string
-	err  error
+	once     sync.Once
+	tar      string
+	err      error
+	imported map[string]bool
 }
 
 // importAppImage imports the application image into every secondary's real node, and the
-// primary's too when asked (importing again is harmless: containerd keeps one copy).
+// primary's too when asked.
 func importAppImage(ctx SpecContext, primaryToo bool) {
-	appImage.once.Do(func() { appImage.tar, appImage.err = testbed.BuildTestAppImage(ctx, filepath.Join(workDir, "images")) })
+	appImage.once.Do(func() {
+		appImage.tar, appImage.err = testbed.BuildTestAppImage(ctx, filepath.Join(workDir, "images"))
+		appImage.imported = map[string]bool{}
+	})
 	Expect(appImage.err).NotTo(HaveOccurred())
+	importInto := func(name string, node interface {
+		ImportImage(context.Context, string) error
+	}) {
+		if appImage.imported[name] {
+			return
+		}
+		Expect(node.ImportImage(ctx, appImage.tar)).To(Succeed())
+		appImage.imported[name] = true
+	}
 	if primaryToo {
-		Expect(bed.RealNode.ImportImage(ctx, appImage.tar)).To(Succeed())
+		importInto(bed.RealNode.Name, bed.RealNode)
 	}
 	for _, c := range bed.Secondaries {
-		Expect(c.RealNode.ImportImage(ctx, appImage.tar)).To(Succeed())
+		importInto(c.RealNode.Name, c.RealNode)
 	}
 }
 
 // restartManager stops the suite's manager and starts it again with args, then waits until it
 // is ready.
 func restartManager(ctx SpecContext, args ...string) {
+	start := time.Now()
+	defer func() { GinkgoWriter.Printf("manager restarted with %v in %s\n", args, time.Since(start).Round(100*time.Millisecond)) }()
 	Expect(manager.Stop(20 * time.Second)).To(Succeed())
 	var err error
 	manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"), args...)

@@ -673,11 +673,16 @@ func (b *Bed) signal(c *Cluster, component string, sig syscall.Signal) error {
 // StopCluster stops every process of a cluster, keeping its state: its clients get connection
 // refused. StartCluster starts it again and waits until it is ready.
 func (b *Bed) StopCluster(ctx context.Context, c *Cluster) error {
+	start := time.Now()
 	pids := readPIDs(b.tools.clusterDir(c.Name))
 	if err := b.forgetNodeLeases(ctx, c); err != nil {
 		return err
 	}
-	return b.stopProcesses(ctx, c, pids)
+	if err := b.stopProcesses(ctx, c, pids); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.log, "testbed: cluster %s stopped in %s\n", c.Name, time.Since(start).Round(100*time.Millisecond))
+	return nil
 }
 
 // stopProcesses stops the cluster with kwokctl and waits until every process it recorded before
@@ -804,34 +809,54 @@ func (b *Bed) exitedControllers(c *Cluster) []string {
 	return exited
 }
 
-// StartCluster starts a stopped cluster and waits until its API server is ready and its
-// controllers work (WaitWorking).
+// StartCluster starts a stopped cluster and waits until its API server is ready, its controllers
+// work (WaitWorking) and the bed's own components of it (cluster DNS, metrics-server, volume
+// provisioner: kwokctl starts only its own) serve again. Those four waits are independent and run
+// side by side: each only needs the API server.
 func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
+	start := time.Now()
 	if err := b.tools.run(ctx, "start", "cluster", "--name", c.Name); err != nil {
 		return err
 	}
 	if err := waitReady(ctx, c); err != nil {
 		return err
 	}
+	ready := time.Since(start)
 	wctx, cancel := context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
-	if err := WaitWorking(wctx, c); err != nil {
-		return err
-	}
-	// kwokctl starts only its own components again.
+	steps := map[string]func(context.Context) error{"working": func(ctx context.Context) error { return WaitWorking(ctx, c) }}
 	if c.DNSServiceIP != "" {
-		if err := b.startClusterDNS(wctx, c); err != nil {
-			return err
-		}
+		steps["DNS"] = func(ctx context.Context) error { return b.startClusterDNS(ctx, c) }
 	}
 	if !b.noMetrics {
-		if err := b.startMetricsServer(wctx, c); err != nil {
-			return err
-		}
+		steps["metrics.k8s.io"] = func(ctx context.Context) error { return b.startMetricsServer(ctx, c) }
 	}
 	if c.Role == RoleSecondary && !b.noVolumes {
-		return b.startLocalPath(wctx, c)
+		steps["volumes"] = func(ctx context.Context) error { return b.startLocalPath(ctx, c) }
 	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		took = []string{fmt.Sprintf("API server ready %s", ready.Round(100*time.Millisecond))}
+	)
+	for name, step := range steps {
+		wg.Go(func() {
+			err := step(wctx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			took = append(took, fmt.Sprintf("%s %s", name, time.Since(start).Round(100*time.Millisecond)))
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("starting cluster %s again: %w", c.Name, err)
+	}
+	fmt.Fprintf(b.log, "testbed: cluster %s started again in %s: %s\n", c.Name, time.Since(start).Round(100*time.Millisecond), strings.Join(took, ", "))
 	return nil
 }
 
