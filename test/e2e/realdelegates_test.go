@@ -598,7 +598,9 @@ func importAppImage(ctx SpecContext, primaryToo bool) {
 // is ready.
 func restartManager(ctx SpecContext, args ...string) {
 	start := time.Now()
-	defer func() { GinkgoWriter.Printf("manager restarted with %v in %s\n", args, time.Since(start).Round(100*time.Millisecond)) }()
+	defer func() {
+		GinkgoWriter.Printf("manager restarted with %v in %s\n", args, time.Since(start).Round(100*time.Millisecond))
+	}()
 	Expect(manager.Stop(20 * time.Second)).To(Succeed())
 	var err error
 	manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"), args...)
