@@ -100,7 +100,7 @@ func (w *identityWatch) result() (violations []string, polls int) {
 	return append([]string(nil), w.violations...), w.polls
 }
 
-var _ = Describe("a manager that crashes", func() {
+var _ = Describe("a manager that crashes", Serial, Label("disruptive"), func() {
 	It("is SIGKILLed three times during a 200-pod rollout and once during a failover: then exactly one delegate per proxy, none lost, no proxy stuck, and a StatefulSet never runs one identity twice", func(ctx SpecContext) {
 		joinBothSecondaries(ctx)
 		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]

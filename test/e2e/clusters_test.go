@@ -47,7 +47,7 @@ func expectUnknownAndNotReady(g Gomega, ctx SpecContext, name string) {
 	g.Expect(nodeReady(ctx, flotillav1.VirtualNodeName(name))).To(Equal(corev1.ConditionFalse))
 }
 
-var _ = Describe("secondaries as virtual nodes", Ordered, func() {
+var _ = Describe("secondaries as virtual nodes", Ordered, Serial, Label("disruptive"), func() {
 	var s1, s2 *testbed.Cluster
 	BeforeAll(func() { s1, s2 = bed.Secondaries[0], bed.Secondaries[1] })
 

@@ -114,7 +114,7 @@ func readyProxiesOn(ctx context.Context, g Gomega, ns, selector, cluster string)
 // node while they are created (a cluster choice, flotilla.dev/clusters, would also keep their
 // replacements there). Fake (kwok) nodes run the delegates: the specs count pods, they carry no
 // traffic.
-var _ = Describe("cluster drain", Ordered, func() {
+var _ = Describe("cluster drain", Ordered, Serial, Label("disruptive"), func() {
 	const ns = "drain"
 
 	BeforeAll(func(ctx SpecContext) { movingNamespace(ctx, ns) }, NodeTimeout(2*time.Minute))

@@ -22,7 +22,7 @@ import (
 // real node calls the primary's Service of an elected Deployment in a loop while the Deployment
 // is rolled in its one cluster (the baseline: what a single cluster's rolling update loses), then
 // while `cluster drain` moves it to the other cluster. The drain loses no more than the baseline.
-var _ = Describe("cluster drain under traffic", Ordered, Label("real-nodes"), func() {
+var _ = Describe("cluster drain under traffic", Ordered, Serial, Label("disruptive", "real-nodes"), func() {
 	const ns = "drain-traffic"
 
 	BeforeAll(func(ctx SpecContext) {

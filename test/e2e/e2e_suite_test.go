@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -48,7 +49,62 @@ func TestE2E(t *testing.T) {
 	RunSpecs(t, "Flotilla e2e")
 }
 
-var _ = BeforeSuite(func(ctx SpecContext) {
+// The suite's set-up: the first parallel process starts the bed and the manager and hands the
+// others what they need to use them (suiteHandle); every process then runs its share of the
+// specs that may run in parallel, and the first runs the Serial ones after all of them. With one
+// process it is the same set-up. Cleanups registered by the first process run once every
+// process is done.
+var _ = SynchronizedBeforeSuite(func(ctx SpecContext) []byte {
+	startSuite(ctx)
+	raw, err := json.Marshal(suiteHandle{Bed: bed.Handle(), WorkDir: workDir, ManagerBin: managerBin, CLIBin: cliBin,
+		ManagerKubeconfig: managerKubeconfig, ManagerPID: manager.PID(), ManagerLog: manager.LogPath,
+		ManagerProbeURL: manager.probeURL, ManagerMetricsURL: manager.metricsURL,
+		RealNodeErr: errString(realNodeErr), SecondaryRealNodesErr: errString(secondaryRealNodesErr), SecondaryPodNetwork: secondaryPodNetwork})
+	Expect(err).NotTo(HaveOccurred())
+	return raw
+}, func(ctx SpecContext, raw []byte) {
+	if GinkgoParallelProcess() == 1 {
+		return
+	}
+	var h suiteHandle
+	Expect(json.Unmarshal(raw, &h)).To(Succeed())
+	var err error
+	bed, err = testbed.Attach(h.Bed, GinkgoWriter)
+	Expect(err).NotTo(HaveOccurred())
+	workDir, managerBin, cliBin, managerKubeconfig = h.WorkDir, h.ManagerBin, h.CLIBin, h.ManagerKubeconfig
+	manager = &managerProcess{Process: testbed.AttachProcess("flotilla-manager", h.ManagerLog, h.ManagerPID),
+		probeURL: h.ManagerProbeURL, metricsURL: h.ManagerMetricsURL}
+	realNodeErr, secondaryRealNodesErr, secondaryPodNetwork = errFrom(h.RealNodeErr), errFrom(h.SecondaryRealNodesErr), h.SecondaryPodNetwork
+	// The first process imported the application image into every real node.
+	markAppImageImported()
+}, NodeTimeout(10*time.Minute))
+
+// suiteHandle is what the first parallel process hands the others.
+type suiteHandle struct {
+	Bed                                            testbed.Handle
+	WorkDir, ManagerBin, CLIBin, ManagerKubeconfig string
+	ManagerPID                                     int
+	ManagerLog, ManagerProbeURL, ManagerMetricsURL string
+	RealNodeErr, SecondaryRealNodesErr             string
+	SecondaryPodNetwork                            testbed.PodNetwork
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func errFrom(s string) error {
+	if s == "" {
+		return nil
+	}
+	return errors.New(s)
+}
+
+// startSuite starts the bed and the manager: the first parallel process's set-up.
+func startSuite(ctx SpecContext) {
 	var err error
 	workDir, err = os.MkdirTemp("", "flotilla-e2e-")
 	Expect(err).NotTo(HaveOccurred())
@@ -116,6 +172,9 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 		for _, pid := range pids {
 			Expect(testbed.ProcessAlive(pid)).To(BeFalse(), "pid %d still running after the suite", pid)
 		}
+		if _, err := os.Stat(filepath.Join(workDir, suiteFailedMark)); err == nil {
+			suiteFailed = true
+		}
 		if !suiteFailed && os.Getenv("FLOTILLA_E2E_KEEP") == "" {
 			Expect(os.RemoveAll(workDir)).To(Succeed())
 		}
@@ -148,7 +207,11 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	// The spec that restarts the manager replaces it: stop whichever runs at the end.
 	DeferCleanup(func() { Expect(manager.Stop(20 * time.Second)).To(Succeed()) })
-}, NodeTimeout(10*time.Minute))
+	// The application image in every real node once, before any process's specs run.
+	if secondaryRealNodesErr == nil {
+		importAppImage(ctx, bed.RealNode != nil)
+	}
+}
 
 // tracingArgs send the manager's spans to the bed's Jaeger (every manager the suite starts).
 func tracingArgs() []string {
@@ -162,12 +225,19 @@ func tracingArgs() []string {
 // ServiceAccount and RBAC, with the rights of Replicators and of Multi-Cluster Services.
 var outOfClusterValues = []string{"--set", "manager.enabled=false", "--set", "replicator.enabled=true", "--set", "multiclusterServices.enabled=true"}
 
-// suiteFailed keeps the work dir (logs, kubeconfigs) of a run with a failure.
+// suiteFailed keeps the work dir (logs, kubeconfigs) of a run with a failure; a failure in any
+// parallel process leaves suiteFailedMark in the work dir.
 var suiteFailed bool
+
+const suiteFailedMark = "failed"
 
 var _ = ReportAfterEach(func(r SpecReport) {
 	if r.Failed() {
 		suiteFailed = true
+		// For the first process's cleanup, whichever process failed.
+		if workDir != "" {
+			_ = os.WriteFile(filepath.Join(workDir, suiteFailedMark), nil, 0o600)
+		}
 		logs := filepath.Join(workDir, "cluster-logs", fmt.Sprintf("spec-%d", r.LeafNodeLocation.LineNumber))
 		if bed != nil {
 			if err := bed.SaveLogs(logs); err != nil {

@@ -45,7 +45,7 @@ func delegatesIn(ctx SpecContext, c *testbed.Cluster, ns string) []corev1.Pod {
 	return pods.Items
 }
 
-var _ = Describe("pod election", Ordered, func() {
+var _ = Describe("pod election", Ordered, Serial, Label("disruptive"), func() {
 	const ns = "election"
 	BeforeAll(func(ctx SpecContext) {
 		joinBothSecondaries(ctx)

@@ -29,7 +29,7 @@ import (
 // Every bed cluster serves metrics.k8s.io from a metrics-server on the host (testbed/metrics.go):
 // the secondaries' measure kwok's pods (usage from the pods' kwok.x-k8s.io/usage-* annotations),
 // the primary's scrapes the virtual nodes, whose kubelet API serves what the secondaries measure.
-var _ = Describe("resource metrics of elected pods", Ordered, func() {
+var _ = Describe("resource metrics of elected pods", Ordered, Serial, Label("disruptive"), func() {
 	const ns = "metrics"
 
 	BeforeAll(func(ctx SpecContext) {

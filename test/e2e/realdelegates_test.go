@@ -427,7 +427,7 @@ func runInCluster(g Gomega, ctx SpecContext, c *testbed.Cluster, namespace, name
 // A flat pod network (routes between every cluster's pod range, as Submariner or Cilium
 // ClusterMesh give) with the manager's --pod-network=flat: a proxy carries its delegate's IP, and
 // the primary's own pods and Services reach delegates in the secondaries.
-var _ = Describe("real delegates on a flat pod network", Ordered, Label("real-nodes"), func() {
+var _ = Describe("real delegates on a flat pod network", Ordered, Serial, Label("disruptive", "real-nodes"), func() {
 	const ns = "flat-delegates"
 
 	BeforeAll(func(ctx SpecContext) { flatRealNodes(ctx, ns) })
@@ -567,6 +567,23 @@ var appImage struct {
 	tar      string
 	err      error
 	imported map[string]bool
+}
+
+// markAppImageImported records, in a parallel process other than the first, that the first
+// imported the application image into every real node before the specs began (the suite's set-up).
+func markAppImageImported() {
+	appImage.once.Do(func() {
+		appImage.imported = map[string]bool{}
+		if secondaryRealNodesErr != nil {
+			return
+		}
+		if bed.RealNode != nil {
+			appImage.imported[bed.RealNode.Name] = true
+		}
+		for _, c := range bed.Secondaries {
+			appImage.imported[c.RealNode.Name] = true
+		}
+	})
 }
 
 // importAppImage imports the application image into every secondary's real node, and the

@@ -20,7 +20,7 @@ import (
 // After a failover the pods stay where it put them; `flotillactl rebalance`, or the manager with
 // --rebalance-on-return, brings them back, one pod of a controller at a time through the Eviction
 // API, within the workload's PodDisruptionBudget.
-var _ = Describe("rebalance", Ordered, func() {
+var _ = Describe("rebalance", Ordered, Serial, Label("disruptive"), func() {
 	const ns = "rebalance"
 
 	BeforeAll(func(ctx SpecContext) {

@@ -23,7 +23,7 @@ import (
 
 // Services across clusters, on real containers and the flat pod network: the Multi-Cluster
 // Services API with Flotilla as the ClusterSet's controller (the primary and its secondaries).
-var _ = Describe("Services across clusters", Ordered, Label("real-nodes"), func() {
+var _ = Describe("Services across clusters", Ordered, Serial, Label("disruptive", "real-nodes", "dns"), func() {
 	const ns = "mcs"
 
 	BeforeAll(func(ctx SpecContext) {

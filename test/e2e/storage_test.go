@@ -24,7 +24,7 @@ import (
 // pod runs (provisioned there by the bed's local-path-provisioner, on the secondary's real node),
 // the primary's claim is bound to a volume that stands for it, and the data decides where the
 // pod's successors go.
-var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
+var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "real-nodes"), func() {
 	const ns = "stateful"
 
 	BeforeAll(func(ctx SpecContext) {

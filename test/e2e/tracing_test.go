@@ -129,7 +129,7 @@ func findSpan(spans []jaegerSpan, service, name string, tags ...string) (jaegerS
 	return jaegerSpan{}, false
 }
 
-var _ = Describe("Tracing", Ordered, func() {
+var _ = Describe("Tracing", Ordered, Label("tracing"), func() {
 	BeforeAll(func(ctx SpecContext) {
 		if bed.Jaeger == nil {
 			Skip("the bed runs without Jaeger (make tools builds it; see the suite's output)")

@@ -25,6 +25,20 @@ type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
+	// pid is an attached process's (AttachProcess), which another process started.
+	pid int
+}
+
+// AttachProcess is a process another test process started (Ginkgo's first parallel process starts
+// the e2e suite's manager): this one sees its PID and whether it runs, and leaves stopping it to
+// its starter.
+func AttachProcess(name, logPath string, pid int) *Process {
+	return &Process{Name: name, LogPath: logPath, pid: pid}
+}
+
+// errAttached: an attached process is stopped by the process that started it.
+func (p *Process) errAttached() error {
+	return fmt.Errorf("%s (pid %d) was started by another process, which stops it", p.Name, p.pid)
 }
 
 // StartProcess starts bin with args, its output appended to logPath.
@@ -70,10 +84,18 @@ func StartDaemon(name, bin string, args []string, logPath string) (int, error) {
 }
 
 // PID is the process' ID.
-func (p *Process) PID() int { return p.cmd.Process.Pid }
+func (p *Process) PID() int {
+	if p.cmd == nil {
+		return p.pid
+	}
+	return p.cmd.Process.Pid
+}
 
 // Exited says whether the process has ended.
 func (p *Process) Exited() bool {
+	if p.cmd == nil {
+		return !processAlive(p.pid)
+	}
 	select {
 	case <-p.done:
 		return true
@@ -85,6 +107,9 @@ func (p *Process) Exited() bool {
 // Stop sends SIGTERM, waits up to grace for the process to end, then SIGKILLs it. It returns an
 // error only when the process could not be ended.
 func (p *Process) Stop(grace time.Duration) error {
+	if p.cmd == nil {
+		return p.errAttached()
+	}
 	if p.Exited() {
 		return nil
 	}
@@ -105,6 +130,9 @@ func (p *Process) Stop(grace time.Duration) error {
 
 // Kill ends the process with SIGKILL at once (a crash: no shutdown code runs) and waits for it.
 func (p *Process) Kill() error {
+	if p.cmd == nil {
+		return p.errAttached()
+	}
 	if p.Exited() {
 		return nil
 	}

@@ -480,8 +480,22 @@ func (c *Cluster) loadKubeconfig(from, to string) error {
 	if err := clientcmd.WriteToFile(*out, to); err != nil {
 		return fmt.Errorf("writing kubeconfig %s: %w", to, err)
 	}
-	c.KubeconfigPath = to
-	rc, err := clientcmd.NewDefaultClientConfig(*out, &clientcmd.ConfigOverrides{}).ClientConfig()
+	return c.useKubeconfig(out, to)
+}
+
+// loadKubeconfigFile takes the cluster's own kubeconfig, as loadKubeconfig wrote it.
+func (c *Cluster) loadKubeconfigFile(path string) error {
+	cfg, err := clientcmd.LoadFromFile(path)
+	if err != nil {
+		return fmt.Errorf("reading kubeconfig %s: %w", path, err)
+	}
+	return c.useKubeconfig(cfg, path)
+}
+
+// useKubeconfig builds the cluster's clients from its kubeconfig (at path).
+func (c *Cluster) useKubeconfig(cfg *clientcmdapi.Config, path string) error {
+	c.KubeconfigPath = path
+	rc, err := clientcmd.NewDefaultClientConfig(*cfg, &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return fmt.Errorf("building REST config for %s: %w", c.Name, err)
 	}
