@@ -49,15 +49,19 @@ func main() {
 	}
 }
 
-// summary is what one suite's report says about where its time went.
+// summary is what one suite's report says about where its time went. With parallel processes
+// each runs the suite's set-up nodes side by side (the first process's part of a
+// SynchronizedBeforeSuite while the others wait for it): set-up and tear-down are the longest
+// process's, and the time in specs is summed over the processes.
 type summary struct {
-	suite    string
-	runTime  time.Duration
-	setUp    time.Duration // BeforeSuite and SynchronizedBeforeSuite
-	tearDown time.Duration // AfterSuite, SynchronizedAfterSuite and the suite's cleanups
-	inSpecs  time.Duration
-	counts   map[types.SpecState]int
-	slowest  []types.SpecReport
+	suite     string
+	runTime   time.Duration
+	setUp     time.Duration // BeforeSuite and SynchronizedBeforeSuite
+	tearDown  time.Duration // AfterSuite, SynchronizedAfterSuite and the suite's cleanups
+	inSpecs   time.Duration
+	processes int
+	counts    map[types.SpecState]int
+	slowest   []types.SpecReport
 }
 
 // suiteSetUp and suiteTearDown are the node types whose time is the suite's own, not a spec's.
@@ -69,26 +73,36 @@ var (
 func summarize(r types.Report, top int) summary {
 	s := summary{suite: r.SuiteDescription, runTime: r.RunTime, counts: map[types.SpecState]int{}}
 	var specs []types.SpecReport
+	setUp, tearDown := map[int]time.Duration{}, map[int]time.Duration{}
+	processes := map[int]bool{}
 	for _, sr := range r.SpecReports {
+		processes[max(sr.ParallelProcess, 1)] = true
 		switch {
 		case sr.LeafNodeType.Is(suiteSetUp):
-			s.setUp += sr.RunTime
+			setUp[sr.ParallelProcess] += sr.RunTime
 		case sr.LeafNodeType.Is(suiteTearDown):
-			s.tearDown += sr.RunTime
+			tearDown[sr.ParallelProcess] += sr.RunTime
 		case sr.LeafNodeType.Is(types.NodeTypeIt):
 			s.counts[sr.State]++
 			s.inSpecs += sr.RunTime
 			specs = append(specs, sr)
 		}
 	}
+	for _, d := range setUp {
+		s.setUp = max(s.setUp, d)
+	}
+	for _, d := range tearDown {
+		s.tearDown = max(s.tearDown, d)
+	}
+	s.processes = len(processes)
 	slices.SortStableFunc(specs, func(a, b types.SpecReport) int { return int(b.RunTime - a.RunTime) })
 	s.slowest = specs[:min(top, len(specs))]
 	return s
 }
 
 func write(w io.Writer, s summary) {
-	fmt.Fprintf(w, "%s: %s in all; suite set-up %s, tear-down %s, specs %s\n", s.suite,
-		round(s.runTime), round(s.setUp), round(s.tearDown), round(s.inSpecs))
+	fmt.Fprintf(w, "%s: %s in all; suite set-up %s, tear-down %s, specs %s (summed over %d processes)\n", s.suite,
+		round(s.runTime), round(s.setUp), round(s.tearDown), round(s.inSpecs), s.processes)
 	var states []string
 	for _, st := range []types.SpecState{types.SpecStatePassed, types.SpecStateFailed, types.SpecStateSkipped,
 		types.SpecStatePending, types.SpecStatePanicked, types.SpecStateInterrupted, types.SpecStateAborted, types.SpecStateTimedout} {

@@ -105,6 +105,9 @@ func errFrom(s string) error {
 
 // startSuite starts the bed and the manager: the first parallel process's set-up.
 func startSuite(ctx SpecContext) {
+	// Where the set-up's time goes, step by step, in the suite's output.
+	began := time.Now()
+	lap := func(step string) { GinkgoWriter.Printf("set-up: %s at %s\n", step, time.Since(began).Round(100*time.Millisecond)) }
 	var err error
 	workDir, err = os.MkdirTemp("", "flotilla-e2e-")
 	Expect(err).NotTo(HaveOccurred())
@@ -157,6 +160,7 @@ func startSuite(ctx SpecContext) {
 		SecondaryRealNodes: secondaryRealNodes, SecondaryPodNetwork: secondaryPodNetwork, AuditWrites: true,
 		PodStartJitter: time.Second, Tracing: true})
 	Expect(err).NotTo(HaveOccurred())
+	lap("the bed is up")
 	// Registered first, so it runs last: after the manager is stopped, stop the bed and prove that
 	// nothing the suite started is still running.
 	DeferCleanup(func(ctx SpecContext) {
@@ -181,12 +185,14 @@ func startSuite(ctx SpecContext) {
 	}, NodeTimeout(3*time.Minute))
 
 	Expect(<-built).To(Succeed())
+	lap("the manager and flotillactl are built")
 
 	if bed.RealNode != nil {
 		image := filepath.Join(workDir, "flotilla-manager.tar")
 		Expect(ociimage.WriteTarball(ociimage.Spec{Ref: managerImageRepo + ":" + managerImageTag, Entrypoint: "/flotilla-manager",
 			User: "65532:65532", Binaries: map[string]string{"linux/" + runtime.GOARCH: managerBin}}, "linux/"+runtime.GOARCH, image)).To(Succeed())
 		Expect(bed.RealNode.ImportImage(ctx, image)).To(Succeed())
+		lap("the manager's image is in the primary's real node")
 	}
 
 	// The chart installs CRDs, ServiceAccount and RBAC; the manager runs here, out of cluster, as
@@ -201,6 +207,7 @@ func startSuite(ctx SpecContext) {
 			"--create-namespace", "--set", "role=secondary", "--take-ownership")
 		Expect(err).NotTo(HaveOccurred(), "helm install (%s): %s", s.Name, out)
 	}
+	lap("the chart is installed in every cluster")
 	managerKubeconfig = filepath.Join(workDir, "manager.kubeconfig")
 	Expect(serviceAccountKubeconfig(ctx, bed.Primary, "flotilla-system", "flotilla", managerKubeconfig)).To(Succeed())
 	manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"))
@@ -208,8 +215,10 @@ func startSuite(ctx SpecContext) {
 	// The spec that restarts the manager replaces it: stop whichever runs at the end.
 	DeferCleanup(func() { Expect(manager.Stop(20 * time.Second)).To(Succeed()) })
 	// The application image in every real node once, before any process's specs run.
+	lap("the manager runs")
 	if secondaryRealNodesErr == nil {
 		importAppImage(ctx, bed.RealNode != nil)
+		lap("the application image is in every real node")
 	}
 }
 

@@ -45,7 +45,7 @@ func delegatesIn(ctx SpecContext, c *testbed.Cluster, ns string) []corev1.Pod {
 	return pods.Items
 }
 
-var _ = Describe("pod election", Ordered, Serial, Label("disruptive"), func() {
+var _ = Describe("pod election", Ordered, func() {
 	const ns = "election"
 	BeforeAll(func(ctx SpecContext) {
 		joinBothSecondaries(ctx)
@@ -173,190 +173,6 @@ var _ = Describe("pod election", Ordered, Serial, Label("disruptive"), func() {
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
 	}, SpecTimeout(3*time.Minute))
 
-	It("never fails a Job pod on a transient error: the secondary's new namespace has no default ServiceAccount yet", func(ctx SpecContext) {
-		s2 := bed.Secondaries[1]
-		other := fmt.Sprintf("transient-%d", time.Now().Unix())
-		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: other, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		// Without its controller-manager, the secondary creates no default ServiceAccount.
-		Expect(bed.FreezeComponent(s2, testbed.ControllerManager)).To(Succeed())
-		frozen := true
-		DeferCleanup(func() {
-			if frozen {
-				Expect(bed.ThawComponent(s2, testbed.ControllerManager)).To(Succeed())
-			}
-		})
-		never := corev1.RestartPolicyNever
-		_, err = bed.Primary.Clientset.BatchV1().Jobs(other).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "patient"},
-			Spec: batchv1.JobSpec{BackoffLimit: ptrTo(int32(0)), Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}},
-				Spec:       corev1.PodSpec{RestartPolicy: never, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		proxy := func(g Gomega) corev1.Pod {
-			pods, err := bed.Primary.Clientset.CoreV1().Pods(other).List(ctx, metav1.ListOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods.Items).To(HaveLen(1), "one pod, never replaced")
-			return pods.Items[0]
-		}
-		Eventually(func(g Gomega) {
-			p := proxy(g)
-			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
-			g.Expect(p.Status.Reason).To(Equal("WaitingForDependencies"))
-			g.Expect(p.Status.Message).To(ContainSubstring("default ServiceAccount"))
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-		Consistently(func(g Gomega) {
-			g.Expect(proxy(g).Status.Phase).To(Equal(corev1.PodPending))
-			job, err := bed.Primary.Clientset.BatchV1().Jobs(other).Get(ctx, "patient", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(job.Status.Failed).To(BeZero())
-		}).WithContext(ctx).WithTimeout(8 * time.Second).WithPolling(time.Second).Should(Succeed())
-
-		Expect(bed.ThawComponent(s2, testbed.ControllerManager)).To(Succeed())
-		frozen = false
-		Eventually(func(g Gomega) {
-			job, err := bed.Primary.Clientset.BatchV1().Jobs(other).Get(ctx, "patient", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(job.Status.Succeeded).To(BeNumerically("==", 1))
-			g.Expect(job.Status.Failed).To(BeZero())
-		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
-		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, other, metav1.DeleteOptions{})).To(Succeed())
-		Expect(testbed.WaitWorking(ctx, s2)).To(Succeed(), "later specs need the thawed controller-manager working")
-	}, SpecTimeout(3*time.Minute))
-
-	It("keeps what runs in a secondary whose context leaves the registration, adopts it when it is back, and never leaves a proxy Running without a delegate", func(ctx SpecContext) {
-		s2 := bed.Secondaries[1]
-		const space = "unregistered"
-		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-			Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		prepareNamespace(ctx, s2, space)
-		two := int32(2)
-		sel := map[string]string{"app": "kept"}
-		_, err = bed.Primary.Clientset.AppsV1().Deployments(space).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kept"},
-			Spec: appsv1.DeploymentSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		// Every Running proxy has a live delegate of its UID: both sides listed.
-		whole := func(g Gomega) {
-			proxies, err := bed.Primary.Clientset.CoreV1().Pods(space).List(ctx, metav1.ListOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			delegates := map[string]bool{}
-			for _, d := range delegatesIn(ctx, s2, space) {
-				if d.DeletionTimestamp == nil {
-					delegates[d.Annotations[flotillav1.AnnotationProxyUID]] = true
-				}
-			}
-			running := 0
-			for _, p := range proxies.Items {
-				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
-					running++
-					g.Expect(delegates).To(HaveKey(string(p.UID)), "proxy %s is Running without a delegate", p.Name)
-				}
-			}
-			g.Expect(running).To(Equal(2))
-		}
-		Eventually(whole).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-
-		// The secondary's context leaves the registration by hand (an older kubeconfig restored, a
-		// GitOps revert): nothing there is deleted, its node is cordoned and NotReady with the reason.
-		secrets := bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace)
-		secret, err := secrets.Get(ctx, flotillav1.KubeconfigSecretName, metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		registered := secret.Data[flotillav1.KubeconfigSecretKey]
-		cfg, err := clientcmd.Load(registered)
-		Expect(err).NotTo(HaveOccurred())
-		var contextName string
-		for name := range cfg.Contexts {
-			if strings.Contains(name, s2.Name) {
-				contextName = name
-			}
-		}
-		Expect(contextName).NotTo(BeEmpty())
-		delete(cfg.Contexts, contextName)
-		without, err := clientcmd.Write(*cfg)
-		Expect(err).NotTo(HaveOccurred())
-		setRegistration := func(raw []byte) {
-			Eventually(func() error {
-				secret, err := secrets.Get(ctx, flotillav1.KubeconfigSecretName, metav1.GetOptions{})
-				if err != nil {
-					return err
-				}
-				secret.Data[flotillav1.KubeconfigSecretKey] = raw
-				_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{})
-				return err
-			}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
-		}
-		delegateUIDs := func() []string {
-			var out []string
-			for _, d := range delegatesIn(ctx, s2, space) {
-				out = append(out, string(d.UID))
-			}
-			sort.Strings(out)
-			return out
-		}
-		before := delegateUIDs()
-		Expect(before).To(HaveLen(2))
-		setRegistration(without)
-		node := flotillav1.VirtualNodeName(s2.Name)
-		Eventually(func(g Gomega) {
-			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred(), "the virtual node stays")
-			g.Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnregistered)), "cordoned")
-			var ready corev1.NodeCondition
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady {
-					ready = c
-				}
-			}
-			g.Expect(ready.Status).To(Equal(corev1.ConditionFalse))
-			g.Expect(ready.Message).To(ContainSubstring(flotillav1.ReasonNotRegistered))
-		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
-		Consistently(func(g Gomega) {
-			g.Expect(delegateUIDs()).To(Equal(before), "the delegates keep running")
-			g.Expect(clientOf(s2).Get(ctx, client.ObjectKey{Name: primaryID(ctx)}, &flotillav1.FlotillaPrimary{})).To(Succeed(), "the FlotillaPrimary stays")
-		}).WithContext(ctx).WithTimeout(8 * time.Second).Should(Succeed())
-		// Back: Ready, uncordoned, the same delegates adopted.
-		setRegistration(registered)
-		Eventually(func(g Gomega) {
-			expectRunningAndReady(g, ctx, s2.Name)
-			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", flotillav1.TaintUnregistered)))
-			whole(g)
-		}).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
-		Expect(delegateUIDs()).To(Equal(before), "the same delegates, adopted")
-
-		// Out again, and its delegates deleted meanwhile (nothing watched them): found when it is back.
-		setRegistration(without)
-		Eventually(func(g Gomega) {
-			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnregistered)))
-		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
-		zero := int64(0)
-		for _, d := range delegatesIn(ctx, s2, space) {
-			Expect(client.IgnoreNotFound(s2.Clientset.CoreV1().Pods(space).Delete(ctx, d.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))).To(Succeed())
-		}
-		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, space) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeEmpty())
-		// doctor lists both sides with the user's own contexts and names the loss.
-		out, err := flotillactl(ctx, "doctor")
-		Expect(err).To(HaveOccurred(), "doctor exits non-zero on a proxy without a delegate:\n%s", out)
-		Expect(out).To(MatchRegexp(`ERROR\s+proxy %s/kept-\S+ is Running on %s but %s holds no delegate of it`, space, node, s2.Name))
-
-		setRegistration(registered)
-		start := time.Now()
-		Eventually(whole).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
-		AddReportEntry("context back to every proxy with a delegate", time.Since(start).Round(100*time.Millisecond).String())
-		Eventually(func(g Gomega) {
-			out, _ := flotillactl(ctx, "doctor")
-			g.Expect(out).NotTo(ContainSubstring("proxy "+space+"/"), "doctor:\n%s", out)
-			g.Expect(out).NotTo(ContainSubstring("delegates in "+s2.Name+" not checked"), "doctor:\n%s", out)
-		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
-		Expect(bed.Primary.Clientset.AppsV1().Deployments(space).Delete(ctx, "kept", metav1.DeleteOptions{})).To(Succeed())
-	}, SpecTimeout(3*time.Minute))
-
 	It("handles a delegate deleted in its secondary: a ReplicaSet's proxy comes back Running, a bare pod's ends Failed DelegateLost", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]
 		one := int32(1)
@@ -403,71 +219,6 @@ var _ = Describe("pod election", Ordered, Serial, Label("disruptive"), func() {
 	}, SpecTimeout(3*time.Minute))
 
 	// Failover of a stopped secondary's replicas: the suite's one outage of a secondary (outage_test.go).
-
-	It("keeps an elected Deployment's pods Pending (Unschedulable, a NoClusterFits Event naming each cluster) while every secondary's nodes are cordoned, and runs them within 60 s of the uncordon", func(ctx SpecContext) {
-		cordon := func(ctx context.Context, on bool) {
-			for _, c := range bed.Secondaries {
-				nodes, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-				Expect(err).NotTo(HaveOccurred())
-				for _, n := range nodes.Items {
-					_, err := c.Clientset.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType,
-						[]byte(fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)), metav1.PatchOptions{})
-					Expect(err).NotTo(HaveOccurred())
-				}
-			}
-		}
-		cordon(ctx, true)
-		DeferCleanup(func(ctx SpecContext) { cordon(ctx, false) })
-		// The cordon reaches the virtual nodes: no eligible node, nothing to offer.
-		Eventually(func(g Gomega) {
-			for _, c := range bed.Secondaries {
-				n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(c.Name), metav1.GetOptions{})
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(n.Status.Allocatable.Pods().IsZero()).To(BeTrue(), "%s offers %s pods", n.Name, n.Status.Allocatable.Pods())
-			}
-		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-
-		three := int32(3)
-		sel := map[string]string{"app": "cordoned"}
-		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cordoned"},
-			Spec: appsv1.DeploymentSpec{Replicas: &three, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Eventually(func(g Gomega) {
-			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=cordoned"})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods.Items).To(HaveLen(3), "the ReplicaSet's pods exist: none was refused")
-			for _, p := range pods.Items {
-				g.Expect(p.Spec.NodeName).To(BeEmpty())
-				g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
-				g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.PodScheduled),
-					HaveField("Status", corev1.ConditionFalse), HaveField("Reason", corev1.PodReasonUnschedulable))), "pod %s", p.Name)
-				evs, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
-					FieldSelector: "reason=" + flotillav1.ReasonNoClusterFits + ",involvedObject.name=" + p.Name})
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(evs.Items).NotTo(BeEmpty(), "no %s Event on %s", flotillav1.ReasonNoClusterFits, p.Name)
-				for _, c := range bed.Secondaries {
-					g.Expect(evs.Items[0].Message).To(ContainSubstring(c.Name + ": no eligible node"))
-				}
-			}
-		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-		evs, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
-		Expect(err).NotTo(HaveOccurred())
-		for _, e := range evs.Items {
-			Expect(e.InvolvedObject.Name).NotTo(HavePrefix("cordoned-"), "a pod of the ReplicaSet was refused: %s", e.Message)
-		}
-
-		cordon(ctx, false)
-		start := time.Now()
-		Eventually(func(g Gomega) int { return runningProxies(ctx, g, ns, "app=cordoned", "") }).
-			WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(3))
-		AddReportEntry("Running after the uncordon", time.Since(start).Round(100*time.Millisecond).String())
-		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "cordoned", metav1.DeleteOptions{})).To(Succeed())
-		for _, c := range bed.Secondaries {
-			Eventually(func() []corev1.Pod { return delegatesIn(ctx, c, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
-		}
-	}, SpecTimeout(4*time.Minute))
 
 	It("shows the secondary's FailedScheduling Event of a delegate that fits no node there on its proxy (kubectl describe), naming the cluster", func(ctx SpecContext) {
 		// 40 CPUs: more than any one node of a secondary (32), less than a virtual node offers
@@ -1035,6 +786,316 @@ var _ = Describe("pod election", Ordered, Serial, Label("disruptive"), func() {
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "deployer", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(2*time.Minute))
 
+	It("keeps a tolerate-all DaemonSet off virtual nodes: nothing runs in a secondary and its rolling update completes", func(ctx SpecContext) {
+		const name = "agent"
+		sel := map[string]string{"app": name}
+		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{
+				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+				// Not on the bed's real node, where busybox cannot be pulled: the fake nodes stand for the primary's own.
+				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+						Key: testbed.RealNodeKey, Operator: corev1.NodeSelectorOpDoesNotExist}}}}}}},
+				Containers: []corev1.Container{{Name: "agent", Image: "busybox", Env: []corev1.EnvVar{{Name: "V", Value: "1"}}}}}}}}
+		_, err := bed.Primary.Clientset.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			Expect(client.IgnoreNotFound(bed.Primary.Clientset.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{}))).To(Succeed())
+		})
+		rolledOut := func(g Gomega) {
+			cur, err := bed.Primary.Clientset.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			st := cur.Status
+			// kubectl rollout status's own test.
+			g.Expect(st.ObservedGeneration).To(BeNumerically(">=", cur.Generation))
+			g.Expect(st.DesiredNumberScheduled).To(BeNumerically("==", len(bed.Primary.Nodes)), "only the primary's real nodes are covered")
+			g.Expect(st.UpdatedNumberScheduled).To(Equal(st.DesiredNumberScheduled))
+			g.Expect(st.NumberAvailable).To(Equal(st.DesiredNumberScheduled))
+		}
+		Eventually(rolledOut).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		_, err = bed.Primary.Clientset.AppsV1().DaemonSets(ns).Patch(ctx, name, types.StrategicMergePatchType,
+			[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"agent","env":[{"name":"V","value":"2"}]}]}}}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		start := time.Now()
+		Eventually(rolledOut).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		AddReportEntry("tolerate-all DaemonSet rolled out", time.Since(start).Round(100*time.Millisecond).String())
+
+		pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+		Expect(err).NotTo(HaveOccurred())
+		for _, p := range pods.Items {
+			Expect(p.Spec.NodeName).NotTo(HavePrefix(flotillav1.VirtualNodePrefix), "pod %s", p.Name)
+		}
+		out, err := flotillactl(ctx, "doctor")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).NotTo(ContainSubstring("daemonset "+ns+"/"+name), "doctor sees the DaemonSet excluded")
+		for _, c := range bed.Secondaries {
+			there, err := c.Clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(there.Items).To(BeEmpty(), "nothing of the DaemonSet runs in %s", c.Name)
+		}
+	}, SpecTimeout(3*time.Minute))
+})
+
+// The election specs that disturb a secondary for every other spec: its controller-manager frozen,
+// its context out of the registration, every node of every secondary cordoned, its API server
+// frozen. They run alone, after the specs that run in parallel.
+var _ = Describe("pod election while a secondary is disturbed", Ordered, Serial, Label("disruptive"), func() {
+	const ns = "election-disturbed"
+	BeforeAll(func(ctx SpecContext) {
+		joinBothSecondaries(ctx)
+		enabledNamespace(ctx, ns)
+	}, NodeTimeout(2*time.Minute))
+
+	It("never fails a Job pod on a transient error: the secondary's new namespace has no default ServiceAccount yet", func(ctx SpecContext) {
+		s2 := bed.Secondaries[1]
+		other := fmt.Sprintf("transient-%d", time.Now().Unix())
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: other, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// Without its controller-manager, the secondary creates no default ServiceAccount.
+		Expect(bed.FreezeComponent(s2, testbed.ControllerManager)).To(Succeed())
+		frozen := true
+		DeferCleanup(func() {
+			if frozen {
+				Expect(bed.ThawComponent(s2, testbed.ControllerManager)).To(Succeed())
+			}
+		})
+		never := corev1.RestartPolicyNever
+		_, err = bed.Primary.Clientset.BatchV1().Jobs(other).Create(ctx, &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "patient"},
+			Spec: batchv1.JobSpec{BackoffLimit: ptrTo(int32(0)), Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}},
+				Spec:       corev1.PodSpec{RestartPolicy: never, Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		proxy := func(g Gomega) corev1.Pod {
+			pods, err := bed.Primary.Clientset.CoreV1().Pods(other).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(HaveLen(1), "one pod, never replaced")
+			return pods.Items[0]
+		}
+		Eventually(func(g Gomega) {
+			p := proxy(g)
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+			g.Expect(p.Status.Reason).To(Equal("WaitingForDependencies"))
+			g.Expect(p.Status.Message).To(ContainSubstring("default ServiceAccount"))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(proxy(g).Status.Phase).To(Equal(corev1.PodPending))
+			job, err := bed.Primary.Clientset.BatchV1().Jobs(other).Get(ctx, "patient", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(job.Status.Failed).To(BeZero())
+		}).WithContext(ctx).WithTimeout(8 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		Expect(bed.ThawComponent(s2, testbed.ControllerManager)).To(Succeed())
+		frozen = false
+		Eventually(func(g Gomega) {
+			job, err := bed.Primary.Clientset.BatchV1().Jobs(other).Get(ctx, "patient", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(job.Status.Succeeded).To(BeNumerically("==", 1))
+			g.Expect(job.Status.Failed).To(BeZero())
+		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, other, metav1.DeleteOptions{})).To(Succeed())
+		Expect(testbed.WaitWorking(ctx, s2)).To(Succeed(), "later specs need the thawed controller-manager working")
+	}, SpecTimeout(3*time.Minute))
+
+	It("keeps what runs in a secondary whose context leaves the registration, adopts it when it is back, and never leaves a proxy Running without a delegate", func(ctx SpecContext) {
+		s2 := bed.Secondaries[1]
+		const space = "unregistered"
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+			Name: space, Labels: map[string]string{flotillav1.LabelEnabled: "true"}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		prepareNamespace(ctx, s2, space)
+		two := int32(2)
+		sel := map[string]string{"app": "kept"}
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(space).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "kept"},
+			Spec: appsv1.DeploymentSpec{Replicas: &two, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// Every Running proxy has a live delegate of its UID: both sides listed.
+		whole := func(g Gomega) {
+			proxies, err := bed.Primary.Clientset.CoreV1().Pods(space).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			delegates := map[string]bool{}
+			for _, d := range delegatesIn(ctx, s2, space) {
+				if d.DeletionTimestamp == nil {
+					delegates[d.Annotations[flotillav1.AnnotationProxyUID]] = true
+				}
+			}
+			running := 0
+			for _, p := range proxies.Items {
+				if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+					running++
+					g.Expect(delegates).To(HaveKey(string(p.UID)), "proxy %s is Running without a delegate", p.Name)
+				}
+			}
+			g.Expect(running).To(Equal(2))
+		}
+		Eventually(whole).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+
+		// The secondary's context leaves the registration by hand (an older kubeconfig restored, a
+		// GitOps revert): nothing there is deleted, its node is cordoned and NotReady with the reason.
+		secrets := bed.Primary.Clientset.CoreV1().Secrets(flotillav1.SystemNamespace)
+		secret, err := secrets.Get(ctx, flotillav1.KubeconfigSecretName, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		registered := secret.Data[flotillav1.KubeconfigSecretKey]
+		cfg, err := clientcmd.Load(registered)
+		Expect(err).NotTo(HaveOccurred())
+		var contextName string
+		for name := range cfg.Contexts {
+			if strings.Contains(name, s2.Name) {
+				contextName = name
+			}
+		}
+		Expect(contextName).NotTo(BeEmpty())
+		delete(cfg.Contexts, contextName)
+		without, err := clientcmd.Write(*cfg)
+		Expect(err).NotTo(HaveOccurred())
+		setRegistration := func(raw []byte) {
+			Eventually(func() error {
+				secret, err := secrets.Get(ctx, flotillav1.KubeconfigSecretName, metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				secret.Data[flotillav1.KubeconfigSecretKey] = raw
+				_, err = secrets.Update(ctx, secret, metav1.UpdateOptions{})
+				return err
+			}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		}
+		delegateUIDs := func() []string {
+			var out []string
+			for _, d := range delegatesIn(ctx, s2, space) {
+				out = append(out, string(d.UID))
+			}
+			sort.Strings(out)
+			return out
+		}
+		before := delegateUIDs()
+		Expect(before).To(HaveLen(2))
+		setRegistration(without)
+		node := flotillav1.VirtualNodeName(s2.Name)
+		Eventually(func(g Gomega) {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred(), "the virtual node stays")
+			g.Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnregistered)), "cordoned")
+			var ready corev1.NodeCondition
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady {
+					ready = c
+				}
+			}
+			g.Expect(ready.Status).To(Equal(corev1.ConditionFalse))
+			g.Expect(ready.Message).To(ContainSubstring(flotillav1.ReasonNotRegistered))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			g.Expect(delegateUIDs()).To(Equal(before), "the delegates keep running")
+			g.Expect(clientOf(s2).Get(ctx, client.ObjectKey{Name: primaryID(ctx)}, &flotillav1.FlotillaPrimary{})).To(Succeed(), "the FlotillaPrimary stays")
+		}).WithContext(ctx).WithTimeout(8 * time.Second).Should(Succeed())
+		// Back: Ready, uncordoned, the same delegates adopted.
+		setRegistration(registered)
+		Eventually(func(g Gomega) {
+			expectRunningAndReady(g, ctx, s2.Name)
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", flotillav1.TaintUnregistered)))
+			whole(g)
+		}).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
+		Expect(delegateUIDs()).To(Equal(before), "the same delegates, adopted")
+
+		// Out again, and its delegates deleted meanwhile (nothing watched them): found when it is back.
+		setRegistration(without)
+		Eventually(func(g Gomega) {
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnregistered)))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		zero := int64(0)
+		for _, d := range delegatesIn(ctx, s2, space) {
+			Expect(client.IgnoreNotFound(s2.Clientset.CoreV1().Pods(space).Delete(ctx, d.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))).To(Succeed())
+		}
+		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, space) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(BeEmpty())
+		// doctor lists both sides with the user's own contexts and names the loss.
+		out, err := flotillactl(ctx, "doctor")
+		Expect(err).To(HaveOccurred(), "doctor exits non-zero on a proxy without a delegate:\n%s", out)
+		Expect(out).To(MatchRegexp(`ERROR\s+proxy %s/kept-\S+ is Running on %s but %s holds no delegate of it`, space, node, s2.Name))
+
+		setRegistration(registered)
+		start := time.Now()
+		Eventually(whole).WithContext(ctx).WithTimeout(45 * time.Second).Should(Succeed())
+		AddReportEntry("context back to every proxy with a delegate", time.Since(start).Round(100*time.Millisecond).String())
+		Eventually(func(g Gomega) {
+			out, _ := flotillactl(ctx, "doctor")
+			g.Expect(out).NotTo(ContainSubstring("proxy "+space+"/"), "doctor:\n%s", out)
+			g.Expect(out).NotTo(ContainSubstring("delegates in "+s2.Name+" not checked"), "doctor:\n%s", out)
+		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(bed.Primary.Clientset.AppsV1().Deployments(space).Delete(ctx, "kept", metav1.DeleteOptions{})).To(Succeed())
+	}, SpecTimeout(3*time.Minute))
+
+	It("keeps an elected Deployment's pods Pending (Unschedulable, a NoClusterFits Event naming each cluster) while every secondary's nodes are cordoned, and runs them within 60 s of the uncordon", func(ctx SpecContext) {
+		cordon := func(ctx context.Context, on bool) {
+			for _, c := range bed.Secondaries {
+				nodes, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				for _, n := range nodes.Items {
+					_, err := c.Clientset.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType,
+						[]byte(fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)), metav1.PatchOptions{})
+					Expect(err).NotTo(HaveOccurred())
+				}
+			}
+		}
+		cordon(ctx, true)
+		DeferCleanup(func(ctx SpecContext) { cordon(ctx, false) })
+		// The cordon reaches the virtual nodes: no eligible node, nothing to offer.
+		Eventually(func(g Gomega) {
+			for _, c := range bed.Secondaries {
+				n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(c.Name), metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(n.Status.Allocatable.Pods().IsZero()).To(BeTrue(), "%s offers %s pods", n.Name, n.Status.Allocatable.Pods())
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		three := int32(3)
+		sel := map[string]string{"app": "cordoned"}
+		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "cordoned"},
+			Spec: appsv1.DeploymentSpec{Replicas: &three, Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=cordoned"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pods.Items).To(HaveLen(3), "the ReplicaSet's pods exist: none was refused")
+			for _, p := range pods.Items {
+				g.Expect(p.Spec.NodeName).To(BeEmpty())
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+				g.Expect(p.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.PodScheduled),
+					HaveField("Status", corev1.ConditionFalse), HaveField("Reason", corev1.PodReasonUnschedulable))), "pod %s", p.Name)
+				evs, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+					FieldSelector: "reason=" + flotillav1.ReasonNoClusterFits + ",involvedObject.name=" + p.Name})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(evs.Items).NotTo(BeEmpty(), "no %s Event on %s", flotillav1.ReasonNoClusterFits, p.Name)
+				for _, c := range bed.Secondaries {
+					g.Expect(evs.Items[0].Message).To(ContainSubstring(c.Name + ": no eligible node"))
+				}
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		evs, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
+		Expect(err).NotTo(HaveOccurred())
+		for _, e := range evs.Items {
+			Expect(e.InvolvedObject.Name).NotTo(HavePrefix("cordoned-"), "a pod of the ReplicaSet was refused: %s", e.Message)
+		}
+
+		cordon(ctx, false)
+		start := time.Now()
+		Eventually(func(g Gomega) int { return runningProxies(ctx, g, ns, "app=cordoned", "") }).
+			WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(3))
+		AddReportEntry("Running after the uncordon", time.Since(start).Round(100*time.Millisecond).String())
+		Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "cordoned", metav1.DeleteOptions{})).To(Succeed())
+		for _, c := range bed.Secondaries {
+			Eventually(func() []corev1.Pod { return delegatesIn(ctx, c, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
+		}
+	}, SpecTimeout(4*time.Minute))
+
 	It("never lets a secondary that stops answering slow the others: with 120 proxies terminating on it, a new pod elsewhere gets its delegate within 2 s", func(ctx SpecContext) {
 		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
 		const space = "blackhole"
@@ -1091,56 +1152,6 @@ var _ = Describe("pod election", Ordered, Serial, Label("disruptive"), func() {
 		}).WithContext(ctx).WithTimeout(2*time.Minute).Should(BeZero(), "the terminating proxies go once their secondary answers")
 		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(6*time.Minute))
-
-	It("keeps a tolerate-all DaemonSet off virtual nodes: nothing runs in a secondary and its rolling update completes", func(ctx SpecContext) {
-		const name = "agent"
-		sel := map[string]string{"app": name}
-		ds := &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: sel},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: corev1.PodSpec{
-				Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-				// Not on the bed's real node, where busybox cannot be pulled: the fake nodes stand for the primary's own.
-				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
-						Key: testbed.RealNodeKey, Operator: corev1.NodeSelectorOpDoesNotExist}}}}}}},
-				Containers: []corev1.Container{{Name: "agent", Image: "busybox", Env: []corev1.EnvVar{{Name: "V", Value: "1"}}}}}}}}
-		_, err := bed.Primary.Clientset.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) {
-			Expect(client.IgnoreNotFound(bed.Primary.Clientset.AppsV1().DaemonSets(ns).Delete(ctx, name, metav1.DeleteOptions{}))).To(Succeed())
-		})
-		rolledOut := func(g Gomega) {
-			cur, err := bed.Primary.Clientset.AppsV1().DaemonSets(ns).Get(ctx, name, metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			st := cur.Status
-			// kubectl rollout status's own test.
-			g.Expect(st.ObservedGeneration).To(BeNumerically(">=", cur.Generation))
-			g.Expect(st.DesiredNumberScheduled).To(BeNumerically("==", len(bed.Primary.Nodes)), "only the primary's real nodes are covered")
-			g.Expect(st.UpdatedNumberScheduled).To(Equal(st.DesiredNumberScheduled))
-			g.Expect(st.NumberAvailable).To(Equal(st.DesiredNumberScheduled))
-		}
-		Eventually(rolledOut).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-		_, err = bed.Primary.Clientset.AppsV1().DaemonSets(ns).Patch(ctx, name, types.StrategicMergePatchType,
-			[]byte(`{"spec":{"template":{"spec":{"containers":[{"name":"agent","env":[{"name":"V","value":"2"}]}]}}}}`), metav1.PatchOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		start := time.Now()
-		Eventually(rolledOut).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-		AddReportEntry("tolerate-all DaemonSet rolled out", time.Since(start).Round(100*time.Millisecond).String())
-
-		pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-		Expect(err).NotTo(HaveOccurred())
-		for _, p := range pods.Items {
-			Expect(p.Spec.NodeName).NotTo(HavePrefix(flotillav1.VirtualNodePrefix), "pod %s", p.Name)
-		}
-		out, err := flotillactl(ctx, "doctor")
-		Expect(err).NotTo(HaveOccurred(), out)
-		Expect(out).NotTo(ContainSubstring("daemonset "+ns+"/"+name), "doctor sees the DaemonSet excluded")
-		for _, c := range bed.Secondaries {
-			there, err := c.Clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "app=" + name})
-			Expect(err).NotTo(HaveOccurred())
-			Expect(there.Items).To(BeEmpty(), "nothing of the DaemonSet runs in %s", c.Name)
-		}
-	}, SpecTimeout(3*time.Minute))
 })
 
 func ptrTo[T any](v T) *T { return &v }
