@@ -107,7 +107,9 @@ func errFrom(s string) error {
 func startSuite(ctx SpecContext) {
 	// Where the set-up's time goes, step by step, in the suite's output.
 	began := time.Now()
-	lap := func(step string) { GinkgoWriter.Printf("set-up: %s at %s\n", step, time.Since(began).Round(100*time.Millisecond)) }
+	lap := func(step string) {
+		GinkgoWriter.Printf("set-up: %s at %s\n", step, time.Since(began).Round(100*time.Millisecond))
+	}
 	var err error
 	workDir, err = os.MkdirTemp("", "flotilla-e2e-")
 	Expect(err).NotTo(HaveOccurred())
