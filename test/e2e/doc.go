@@ -1,4 +1,10 @@
 // Package e2e holds Flotilla's end-to-end suites (ginkgo). One suite run shares one test bed of
 // real local clusters (package testbed): a primary with the manager running against it, and two
 // secondaries. Run it with `make test` (or `make e2e`), which builds the bed's tools first.
+//
+// The suite runs in parallel Ginkgo processes (make e2e E2E_PROCS=2): the first starts the bed and
+// the manager (SynchronizedBeforeSuite) and hands the others a handle to them. Groups that stop,
+// freeze, cordon, drain or restart anything shared are Serial and labelled disruptive; they run on
+// the first process after the others. One outage of a secondary serves every feature that reacts
+// to it alike (outage_test.go). docs/testbed.md lists the tiers, the labels and how to run a part.
 package e2e

@@ -20,6 +20,10 @@
 // dir left behind by an earlier run. Every run uses its own KWOK_WORKDIR, so a test run never
 // touches the clusters of a running demo.
 //
+// Another process uses a running bed through Bed.Handle and Attach (handle.go): the e2e suite's
+// parallel Ginkgo processes share the one bed its first process starts. Only the process that
+// started a bed stops or restarts its clusters and runs commands on its real nodes.
+//
 // Secondaries run with kwok's Stage CRD enabled and kwok's default stages loaded, except that the
 // pod-complete stage finishes every pod whose restartPolicy is Never or OnFailure, not only Job
 // pods: a delegate pod in a secondary is never owned by a Job there.
