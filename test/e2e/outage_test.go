@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -76,12 +75,7 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 		Expect(clientOf(bed.Primary).Create(ctx, rep)).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
 			Expect(client.IgnoreNotFound(clientOf(bed.Primary).Delete(ctx, rep))).To(Succeed())
-			Eventually(func(g Gomega) {
-				for _, c := range bed.Clusters() {
-					_, err := c.Clientset.CoreV1().Namespaces().Get(ctx, replicatorNS, metav1.GetOptions{})
-					g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace %s still in %s: %v", replicatorNS, c.Name, err)
-				}
-			}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
+			deleteNamespaceEverywhere(ctx, replicatorNS)
 		}, NodeTimeout(3*time.Minute))
 
 		// The alert: not while the secondary answers.
