@@ -204,12 +204,12 @@ real-nodes: ## The bed's real nodes as root: the primary's, then the secondaries
 E2E_REPORT ?= bin/e2e-report.json
 # Ginkgo processes sharing the one bed: the specs not marked Serial spread over them, the Serial
 # ones (whatever stops, freezes, cordons or restarts something shared) run after them on the first.
-E2E_PROCS ?= 2
+E2E_PROCS ?= 3
 # More Ginkgo flags, e.g. E2E_FLAGS='--label-filter=!disruptive' or E2E_FLAGS='--focus="fails over"'.
 E2E_FLAGS ?=
 
 .PHONY: e2e
-e2e: ## End-to-end suites on one local test bed (E2E_PROCS=2 Ginkgo processes; E2E_FLAGS='--label-filter=...' or '--focus=...' for a part); then the time in suite set-up and the 20 slowest specs, from Ginkgo's JSON report (E2E_REPORT=bin/e2e-report.json)
+e2e: ## End-to-end suites on one local test bed (E2E_PROCS=3 Ginkgo processes; E2E_FLAGS='--label-filter=...' or '--focus=...' for a part); then the time in suite set-up and the 20 slowest specs, from Ginkgo's JSON report (E2E_REPORT=bin/e2e-report.json)
 	$(call tools-for,bed tracing ginkgo cert-manager promrules)
 	@mkdir -p $(dir $(E2E_REPORT)) && rm -f $(E2E_REPORT)
 	@status=0; $(GINKGO) -v $(GINKGO_FLAGS) --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \

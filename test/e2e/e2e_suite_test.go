@@ -41,6 +41,18 @@ var (
 	secondaryPodNetwork = testbed.PodNetworkFlat
 )
 
+// managerPodNetwork is the --pod-network of every manager the suite starts: flat where every
+// cluster has a real node and the secondaries' pods reach each other and the primary's (the bed's
+// default), so the specs about a flat network share the suite's manager and run beside the others
+// instead of restarting it; isolated otherwise. The isolated network's proxy status is proved in
+// the integration tier (test/integration/election).
+func managerPodNetwork() testbed.PodNetwork {
+	if secondaryPodNetwork == testbed.PodNetworkFlat && realNodeErr == nil && secondaryRealNodesErr == nil {
+		return testbed.PodNetworkFlat
+	}
+	return testbed.PodNetworkIsolated
+}
+
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
 	SetDefaultEventuallyTimeout(60 * time.Second)

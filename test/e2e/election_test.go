@@ -71,7 +71,11 @@ var _ = Describe("pod election", Ordered, func() {
 				g.Expect(p.Labels).To(HaveKeyWithValue(flotillav1.LabelProxy, "true"))
 				g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "proxy %s: %s %s", p.Name, p.Status.Reason, p.Status.Message)
 				g.Expect(p.Annotations[flotillav1.AnnotationDelegateIP]).NotTo(BeEmpty(), "proxy %s", p.Name)
-				g.Expect(p.Status.PodIP).To(BeEmpty(), "isolated networking: no pod IP on the proxy")
+				if managerPodNetwork() == testbed.PodNetworkFlat {
+					g.Expect(p.Status.PodIP).To(Equal(p.Annotations[flotillav1.AnnotationDelegateIP]), "flat networking: the delegate's IP on the proxy")
+				} else {
+					g.Expect(p.Status.PodIP).To(BeEmpty(), "isolated networking: no pod IP on the proxy")
+				}
 			}
 			total := 0
 			for _, c := range bed.Secondaries {

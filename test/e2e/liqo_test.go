@@ -48,7 +48,7 @@ import (
 //     proxy's name, as Liqo's must.
 //   - Resource enforcement (Tenants, ResourceSlices), RuntimeClass liqo, and `liqoctl move
 //     volume` are Liqo's own machinery; cordoned clusters are covered by the election specs.
-var _ = Describe("Liqo's e2e scenarios, adapted, on real containers", Ordered, Serial, Label("disruptive", "real-nodes"), func() {
+var _ = Describe("Liqo's e2e scenarios, adapted, on real containers", Ordered, Label("real-nodes"), func() {
 	const ns = "liqo-e2e"
 	const timeout, interval = time.Minute, 3 * time.Second
 	flat := false
@@ -56,12 +56,9 @@ var _ = Describe("Liqo's e2e scenarios, adapted, on real containers", Ordered, S
 	BeforeAll(func(ctx SpecContext) {
 		requireSecondaryRealNodes()
 		joinBothSecondaries(ctx)
-		flat = secondaryPodNetwork == testbed.PodNetworkFlat && bed.RealNode != nil
+		// The suite's manager runs with --pod-network=flat on a flat bed.
+		flat = managerPodNetwork() == testbed.PodNetworkFlat
 		importAppImage(ctx, bed.RealNode != nil)
-		if flat {
-			restartManager(ctx, "--pod-network=flat")
-			DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
-		}
 		enabledNamespace(ctx, ns)
 	})
 

@@ -106,6 +106,7 @@ func startManagerOnce(bin, kubeconfig, logPath string, extraArgs ...string) (*ma
 		"--replicator-resync-interval", "30s", "--replicator-retry-interval", "3s",
 		"--kubelet-port", fmt.Sprint(kubeletPort), "--kubelet-port-count", fmt.Sprint(kubeletPortCount),
 		"--node-address", hostIP.String(),
+		"--pod-network", string(managerPodNetwork()),
 	}, append(tracingArgs(), extraArgs...)...), logPath)
 	if err != nil {
 		return nil, err

@@ -29,7 +29,7 @@ import (
 // Every bed cluster serves metrics.k8s.io from a metrics-server on the host (testbed/metrics.go):
 // the secondaries' measure kwok's pods (usage from the pods' kwok.x-k8s.io/usage-* annotations),
 // the primary's scrapes the virtual nodes, whose kubelet API serves what the secondaries measure.
-var _ = Describe("resource metrics of elected pods", Ordered, Serial, Label("disruptive"), func() {
+var _ = Describe("resource metrics of elected pods", Ordered, func() {
 	const ns = "metrics"
 
 	BeforeAll(func(ctx SpecContext) {
@@ -120,8 +120,12 @@ var _ = Describe("resource metrics of elected pods", Ordered, Serial, Label("dis
 		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		AddReportEntry("HPA scaled the elected Deployment to 3 after", time.Since(hpaCreated).Round(time.Second).String())
 	}, SpecTimeout(6*time.Minute))
+})
 
+// Taking a secondary's metrics API away disturbs every spec reading usage there: alone.
+var _ = Describe("resource metrics of elected pods", Serial, Label("disruptive"), func() {
 	It("reports scrape_error 1 and no pods for a virtual node whose secondary has no metrics API", func(ctx SpecContext) {
+		joinBothSecondaries(ctx)
 		s2 := bed.Secondaries[1]
 		node := flotillav1.VirtualNodeName(s2.Name)
 		gvr := schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}

@@ -427,7 +427,7 @@ func runInCluster(g Gomega, ctx SpecContext, c *testbed.Cluster, namespace, name
 // A flat pod network (routes between every cluster's pod range, as Submariner or Cilium
 // ClusterMesh give) with the manager's --pod-network=flat: a proxy carries its delegate's IP, and
 // the primary's own pods and Services reach delegates in the secondaries.
-var _ = Describe("real delegates on a flat pod network", Ordered, Serial, Label("disruptive", "real-nodes"), func() {
+var _ = Describe("real delegates on a flat pod network", Ordered, Label("real-nodes"), func() {
 	const ns = "flat-delegates"
 
 	BeforeAll(func(ctx SpecContext) { flatRealNodes(ctx, ns) })
@@ -529,7 +529,7 @@ var _ = Describe("real delegates on a flat pod network", Ordered, Serial, Label(
 
 // flatRealNodes prepares a group on real nodes and the flat pod network (skipped, saying why,
 // where the bed has neither): both secondaries joined, the application image on every real node,
-// the manager told the pod network is flat (and back afterwards), the namespace enabled.
+// the namespace enabled. The suite's manager already runs with --pod-network=flat on such a bed.
 func flatRealNodes(ctx SpecContext, ns string) {
 	if bed.RealNode == nil {
 		Skip(fmt.Sprintf("the primary has no real node: %v", realNodeErr))
@@ -538,11 +538,9 @@ func flatRealNodes(ctx SpecContext, ns string) {
 	if secondaryPodNetwork != testbed.PodNetworkFlat {
 		Skip(fmt.Sprintf("the bed's pod network is %s (FLOTILLA_E2E_SECONDARY_POD_NETWORK)", secondaryPodNetwork))
 	}
+	Expect(managerPodNetwork()).To(Equal(testbed.PodNetworkFlat), "the suite's manager on a flat bed")
 	joinBothSecondaries(ctx)
 	importAppImage(ctx, true)
-	// The manager again, saying the pod network is flat; as it was after these specs.
-	restartManager(ctx, "--pod-network=flat")
-	DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
 	enabledNamespace(ctx, ns)
 }
 
@@ -611,8 +609,8 @@ func importAppImage(ctx SpecContext, primaryToo bool) {
 	}
 }
 
-// restartManager stops the suite's manager and starts it again with args, then waits until it
-// is ready.
+// restartManager stops the suite's manager and starts it again with args (besides the suite's own,
+// startManagerOnce's), then waits until it is ready.
 func restartManager(ctx SpecContext, args ...string) {
 	start := time.Now()
 	defer func() {
