@@ -2,9 +2,11 @@
 // real local clusters (package testbed): a primary with the manager running against it, and two
 // secondaries. Run it with `make test` (or `make e2e`), which builds the bed's tools first.
 //
-// The suite runs in parallel Ginkgo processes (make e2e E2E_PROCS=2): the first starts the bed and
+// The suite runs in parallel Ginkgo processes (make e2e E2E_PROCS=3): the first starts the bed and
 // the manager (SynchronizedBeforeSuite) and hands the others a handle to them. Groups that stop,
 // freeze, cordon, drain or restart anything shared are Serial and labelled disruptive; they run on
 // the first process after the others. One outage of a secondary serves every feature that reacts
-// to it alike (outage_test.go). docs/testbed.md lists the tiers, the labels and how to run a part.
+// to it alike (outage_test.go). The manager runs with the bed's pod network (flat on the default
+// bed), so the flat network's specs need no restart. Fixtures shared by a feature's groups live in
+// *_fixture_test.go files. docs/testbed.md lists the tiers, the labels and how to run a part.
 package e2e
