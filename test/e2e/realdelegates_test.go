@@ -545,10 +545,9 @@ func flatRealNodes(ctx SpecContext, ns string) {
 }
 
 // deleteNamespaceEverywhere deletes a namespace of the primary and waits until it is gone there
-// and in every secondary (Flotilla removes the ones it made): the next specs count the writes in
-// the secondaries.
+// and in every secondary (Flotilla removes the ones it made): real containers take their grace
+// period to stop, and the next specs count the writes in the secondaries.
 func deleteNamespaceEverywhere(ctx SpecContext, ns string) {
-	stopPodsIn(ctx, ns)
 	_ = bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
 	Eventually(func(g Gomega) {
 		for _, c := range bed.Clusters() {
@@ -623,45 +622,6 @@ func restartManager(ctx SpecContext, args ...string) {
 	Expect(err).NotTo(HaveOccurred())
 	Eventually(func() (int, error) { return httpStatus(http.DefaultClient, manager.probeURL+"/readyz") }).
 		WithContext(ctx).WithTimeout(60 * time.Second).Should(Equal(http.StatusOK))
-}
-
-// stopPodsIn deletes a namespace's workloads in every cluster (not a Replicator's, which it would
-// apply again, nor Flotilla's copies in the secondaries) and the primary's pods there (the proxies:
-// Flotilla deletes their delegates), and waits a while for the pods that run to stop.
-// A namespace controller that meets a terminating pod looks again only after that pod's grace
-// period (30 s by default), though the test application exits within 2 s of SIGTERM: a namespace
-// emptied first is deleted at once. Best effort: the namespace's deletion is what is waited for.
-func stopPodsIn(ctx SpecContext, ns string) {
-	background := metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}
-	users := metav1.ListOptions{LabelSelector: "!" + flotillav1.LabelReplicator + ",!" + flotillav1.LabelPrimary}
-	for _, c := range bed.Clusters() {
-		apps, batch := c.Clientset.AppsV1(), c.Clientset.BatchV1()
-		_ = apps.Deployments(ns).DeleteCollection(ctx, background, users)
-		_ = apps.StatefulSets(ns).DeleteCollection(ctx, background, users)
-		_ = apps.DaemonSets(ns).DeleteCollection(ctx, background, users)
-		_ = apps.ReplicaSets(ns).DeleteCollection(ctx, background, users)
-		_ = batch.Jobs(ns).DeleteCollection(ctx, background, users)
-	}
-	_ = bed.Primary.Clientset.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-	start := time.Now()
-	for time.Since(start) < 45*time.Second && ctx.Err() == nil {
-		running := 0
-		for _, c := range bed.Clusters() {
-			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				continue
-			}
-			for _, p := range pods.Items {
-				if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-					running++
-				}
-			}
-		}
-		if running == 0 {
-			return
-		}
-		time.Sleep(time.Second)
-	}
 }
 
 // requireSecondaryRealNodes skips the group, with the reason, where a secondary has no real node.
