@@ -85,7 +85,10 @@ func summarize(r types.Report, top int) summary {
 		case sr.LeafNodeType.Is(types.NodeTypeIt):
 			s.counts[sr.State]++
 			s.inSpecs += sr.RunTime
-			specs = append(specs, sr)
+			// A spec that did not run (a focused run skips the rest) is not among the slowest.
+			if !sr.State.Is(types.SpecStateSkipped | types.SpecStatePending) {
+				specs = append(specs, sr)
+			}
 		}
 	}
 	for _, d := range setUp {

@@ -31,6 +31,10 @@ func TestSummarize(t *testing.T) {
 	if len(s.slowest) != 2 || s.slowest[0].LeafNodeText != "slow" || s.slowest[1].LeafNodeText != "middle" {
 		t.Fatalf("slowest: %v, want slow then middle", s.slowest)
 	}
+	// A focused run skips most specs: they are counted, never listed among the slowest.
+	if all := summarize(r, 10).slowest; len(all) != 3 {
+		t.Fatalf("slowest of all: %d specs, want the 3 that ran", len(all))
+	}
 	var out bytes.Buffer
 	write(&out, s)
 	for _, want := range []string{"suite set-up 30s, tear-down 5s, specs 51s (summed over 2 processes)", "2 passed, 1 failed, 1 skipped",
