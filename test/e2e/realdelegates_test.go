@@ -538,7 +538,6 @@ func flatRealNodes(ctx SpecContext, ns string) {
 	if secondaryPodNetwork != testbed.PodNetworkFlat {
 		Skip(fmt.Sprintf("the bed's pod network is %s (FLOTILLA_E2E_SECONDARY_POD_NETWORK)", secondaryPodNetwork))
 	}
-	Expect(managerPodNetwork()).To(Equal(testbed.PodNetworkFlat), "the suite's manager on a flat bed")
 	joinBothSecondaries(ctx)
 	importAppImage(ctx, true)
 	enabledNamespace(ctx, ns)

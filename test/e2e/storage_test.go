@@ -29,12 +29,7 @@ var _ = Describe("stateful workloads", Ordered, Label("real-nodes"), func() {
 	const ns = "stateful-volumes"
 	f := storageFixture{ns: ns}
 
-	BeforeAll(func(ctx SpecContext) {
-		requireSecondaryRealNodes()
-		joinBothSecondaries(ctx)
-		importAppImage(ctx, false)
-		enabledNamespace(ctx, ns)
-	})
+	BeforeAll(func(ctx SpecContext) { f.setUp(ctx) })
 
 	It("runs an elected StatefulSet of 3 on claims of class flotilla: each Bound in the primary at its secondary's size and where its pod runs, and a pod's successor reads what it wrote", func(ctx SpecContext) {
 		labels := map[string]string{"app": "web"}
@@ -254,12 +249,7 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 	const ns = "stateful"
 	f := storageFixture{ns: ns}
 
-	BeforeAll(func(ctx SpecContext) {
-		requireSecondaryRealNodes()
-		joinBothSecondaries(ctx)
-		importAppImage(ctx, false)
-		enabledNamespace(ctx, ns)
-	})
+	BeforeAll(func(ctx SpecContext) { f.setUp(ctx) })
 
 	It("keeps a pod with the cluster holding its data while that cluster is stopped (never re-created elsewhere, no claim deleted), and runs it there on the same volume when it is back", func(ctx SpecContext) {
 		labels := map[string]string{"app": "db"}
@@ -546,6 +536,14 @@ func flotillaClaim(mode corev1.PersistentVolumeAccessMode) corev1.PersistentVolu
 
 // storageFixture is what the stateful workloads' specs read in their namespace.
 type storageFixture struct{ ns string }
+
+// setUp prepares the namespace on the secondaries' real nodes, for a group's BeforeAll.
+func (f storageFixture) setUp(ctx SpecContext) {
+	requireSecondaryRealNodes()
+	joinBothSecondaries(ctx)
+	importAppImage(ctx, false)
+	enabledNamespace(ctx, f.ns)
+}
 
 // clusterOfProxy is the cluster where an elected pod's proxy runs, which must be Ready.
 func (f storageFixture) clusterOfProxy(g Gomega, ctx SpecContext, name string) string {
