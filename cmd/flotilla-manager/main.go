@@ -115,6 +115,7 @@ func addElectionFlags(fs *pflag.FlagSet, o *setup.ElectionOptions) {
 	fs.DurationVar(&o.NamespaceCleanupInterval, "namespace-cleanup-interval", o.NamespaceCleanupInterval, "how often the namespaces Flotilla created in secondaries are looked at: one whose primary namespace is gone, or empty for --dependency-grace, is deleted (a primary namespace's deletion starts a pass at once)")
 	fs.BoolVar(&o.RebalanceOnReturn, "rebalance-on-return", o.RebalanceOnReturn, "move elected pods back to a secondary that returned from a failover, once it has been Ready for --rebalance-after: one pod of a controller at a time, evicted through the Eviction API (PodDisruptionBudgets hold), until each controller's split is what placement would choose now")
 	fs.DurationVar(&o.RebalanceAfter, "rebalance-after", o.RebalanceAfter, "how long a secondary back from a failover stays Ready before --rebalance-on-return moves pods back to it")
+	fs.DurationVar(&o.RebalanceInterval, "rebalance-interval", o.RebalanceInterval, "how often --rebalance-on-return runs a round; each evicts at most one pod per controller (10 in all), so a controller's pods move back one per round")
 	fs.DurationVar(&o.SweepInterval, "sweep-interval", o.SweepInterval, "how often delegates whose proxy is gone are swept (only in secondaries Running for that long)")
 }
 

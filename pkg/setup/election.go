@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -101,7 +100,7 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 	}
 	if opts.Election.RebalanceOnReturn {
 		if err := mgr.Add(&rebalance.Rebalancer{Client: mgr.GetClient(), Plan: planner(podHandler), After: opts.Election.RebalanceAfter,
-			Interval: rebalanceInterval, PerRound: rebalancePerRound, Recorder: mgr.GetEventRecorder(eventSource),
+			Interval: opts.Election.RebalanceInterval, PerRound: rebalancePerRound, Recorder: mgr.GetEventRecorder(eventSource),
 			Log: log.WithName("rebalance"), Clock: opts.Clock}); err != nil {
 			return fmt.Errorf("adding the rebalancer: %w", err)
 		}
@@ -199,12 +198,9 @@ func replicaName(c clock.PassiveClock) string {
 // eventSource is the reporting controller of Flotilla's Events.
 const eventSource = "flotilla"
 
-// The rebalancer's pace: a round every 10 s, each evicting at most one pod per controller and 10 in
-// all.
-const (
-	rebalanceInterval = 10 * time.Second
-	rebalancePerRound = 10
-)
+// rebalancePerRound bounds the evictions of one rebalancer round (--rebalance-interval paces the
+// rounds), besides its one pod per controller.
+const rebalancePerRound = 10
 
 // planner is the webhook's Rebalance over this replica's view of the clusters.
 func planner(h *webhook.Handler) rebalance.Planner {

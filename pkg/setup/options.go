@@ -167,6 +167,9 @@ type ElectionOptions struct {
 	// (--rebalance-on-return), once it has been Ready for RebalanceAfter (--rebalance-after).
 	RebalanceOnReturn bool
 	RebalanceAfter    time.Duration
+	// RebalanceInterval paces the rebalancer's rounds (--rebalance-interval): each evicts at most
+	// one pod per controller, so a controller's pods move back one per round.
+	RebalanceInterval time.Duration
 }
 
 // ReplicatorOptions configure the Replicator controller.
@@ -226,6 +229,7 @@ func DefaultOptions() Options {
 			NamespaceCleanupInterval: 5 * time.Minute,
 			DependencyGrace:          time.Minute,
 			RebalanceAfter:           2 * time.Minute,
+			RebalanceInterval:        10 * time.Second,
 		},
 		Replicator: ReplicatorOptions{
 			Timeout: 10 * time.Second,
@@ -253,6 +257,7 @@ func (o Options) Validate() error {
 	}{
 		{"--sweep-interval", o.Election.SweepInterval},
 		{"--namespace-cleanup-interval", o.Election.NamespaceCleanupInterval},
+		{"--rebalance-interval", o.Election.RebalanceInterval},
 		{"--replication-timeout", o.Replicator.Timeout},
 	} {
 		if d.value <= 0 {

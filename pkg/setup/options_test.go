@@ -22,6 +22,7 @@ func TestValidateNamesTheFlagOfEachRefusedSetting(t *testing.T) {
 		"an unknown placement":           {func(o *Options) { o.Election.ProxyPlacement = "random" }, `--proxy-placement must be webhook or scheduler, not "random"`},
 		"no sweep interval":              {func(o *Options) { o.Election.SweepInterval = 0 }, "--sweep-interval 0s"},
 		"no namespace cleanup interval":  {func(o *Options) { o.Election.NamespaceCleanupInterval = 0 }, "--namespace-cleanup-interval 0s"},
+		"no rebalance interval":          {func(o *Options) { o.Election.RebalanceInterval = 0 }, "--rebalance-interval 0s"},
 		"a negative replication timeout": {func(o *Options) { o.Replicator.Timeout = -time.Second }, "--replication-timeout -1s"},
 		"a negative quiet start":         {func(o *Options) { o.Election.QuietStart = -time.Second }, "--quiet-start -1s: want 0 (none) or more"},
 	}
