@@ -204,12 +204,12 @@ real-nodes: ## The bed's real nodes as root: the primary's, then the secondaries
 E2E_REPORT ?= bin/e2e-report.json
 # Ginkgo processes sharing the one bed: the specs not marked Serial spread over them, the Serial
 # ones (whatever stops, freezes, cordons or restarts something shared) run after them on the first.
-E2E_PROCS ?= 3
+E2E_PROCS ?= 4
 # More Ginkgo flags, e.g. E2E_FLAGS='--label-filter=!disruptive' or E2E_FLAGS='--focus="fails over"'.
 E2E_FLAGS ?=
 
 .PHONY: e2e
-e2e: ## End-to-end suites on one local test bed (E2E_PROCS=3 Ginkgo processes; E2E_FLAGS='--label-filter=...' or '--focus=...' for a part); then the time in suite set-up and the 20 slowest specs, from Ginkgo's JSON report (E2E_REPORT=bin/e2e-report.json)
+e2e: ## End-to-end suites on one local test bed (E2E_PROCS=4 Ginkgo processes; E2E_FLAGS='--label-filter=...' or '--focus=...' for a part); then the time in suite set-up and the 20 slowest specs, from Ginkgo's JSON report (E2E_REPORT=bin/e2e-report.json)
 	$(call tools-for,bed tracing ginkgo cert-manager promrules)
 	@mkdir -p $(dir $(E2E_REPORT)) && rm -f $(E2E_REPORT)
 	@status=0; $(GINKGO) -v $(GINKGO_FLAGS) --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
@@ -218,10 +218,12 @@ e2e: ## End-to-end suites on one local test bed (E2E_PROCS=3 Ginkgo processes; E
 	exit $$status
 
 # The steps of make test, in order; hack/test-steps.sh times each and prints the table at the end.
-TEST_STEPS := verify verify-generated lint unit fuzz chart integration real-nodes e2e
+# A,B+C runs the chain A then B beside C: the steps that only compute beside real-nodes, which
+# mostly waits on the host's daemons (neither touches what the other uses).
+TEST_STEPS := verify verify-generated lint unit,fuzz,chart,integration+real-nodes e2e
 
 .PHONY: test
-test: ## Every test: verify, generated files, lint, unit, fuzz, chart, integration, the real nodes, e2e; then each step's time
+test: ## Every test: verify, generated files, lint, then unit, fuzz, chart and integration beside the real nodes, then e2e; then each step's time
 	@MAKE="$(MAKE)" hack/test-steps.sh $(TEST_STEPS)
 
 BENCH_PODS ?= 200

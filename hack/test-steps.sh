@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# Runs make's test steps one after another, as `make test` lists them, and prints how long each
-# took at the end, whether the run passed or stopped at a failed step: the figures README and
-# docs/testbed.md give come from this table.
-# Usage: hack/test-steps.sh STEP... (make test passes its steps; MAKE names the make to call)
+# Runs make's test steps as `make test` lists them and prints how long each took at the end,
+# whether the run passed or stopped at a failed step: the figures README and docs/testbed.md give
+# come from this table.
+#
+# A step is a make target. A word of the form A,B+C runs the chains A then B, and C, side by
+# side: make test does so with the steps that only compute (unit, fuzz, chart, integration) and
+# the one that mostly waits on the host's daemons (real-nodes), which touch nothing of each other.
+# Their output lines carry the step's name; the run goes on once every chain is done, and stops
+# there if a step of any chain failed.
+# Usage: hack/test-steps.sh STEP|CHAINS... (make test passes its steps; MAKE names the make to call)
 set -uo pipefail
 
 make_cmd=${MAKE:-make}
 declare -a names=() times=() results=()
 start=$SECONDS
+status_dir=$(mktemp -d)
+trap 'rm -rf "$status_dir"' EXIT
 
 table() {
   local i
@@ -19,17 +27,66 @@ table() {
   printf '  %-18s %6ss\n' "in all" "$((SECONDS - start))"
 }
 
-for step in "$@"; do
-  t0=$SECONDS
+# run_step STEP: runs one make target and records its time and result; returns its status.
+run_step() {
+  local step=$1 t0=$SECONDS rc
   "$make_cmd" --no-print-directory "$step"
   rc=$?
-  names+=("$step")
-  times+=("$((SECONDS - t0))")
-  if [[ $rc -ne 0 ]]; then
-    results+=("failed (exit $rc)")
-    table
-    exit "$rc"
+  printf '%s %s %s\n' "$step" "$((SECONDS - t0))" "$rc" >>"$status_dir/steps"
+  return "$rc"
+}
+
+# run_chain STEPS: runs comma-separated steps one after another, stopping at the first that fails,
+# each output line prefixed with its step's name.
+run_chain() {
+  local step
+  local -a steps
+  IFS=, read -r -a steps <<<"$1"
+  for step in "${steps[@]}"; do
+    run_step "$step" > >(sed -u "s/^/[$step] /") 2>&1 || return 1
+  done
+}
+
+# record: moves what the steps wrote into the table's arrays, in the order they finished; a
+# chain's step after a failure never ran and is not listed.
+record() {
+  local step secs rc failed=0
+  [[ -s "$status_dir/steps" ]] || return 0
+  while read -r step secs rc; do
+    names+=("$step")
+    times+=("$secs")
+    if [[ $rc -ne 0 ]]; then
+      results+=("failed (exit $rc)")
+      failed=$rc
+    else
+      results+=("passed")
+    fi
+  done <"$status_dir/steps"
+  : >"$status_dir/steps"
+  return "$failed"
+}
+
+for word in "$@"; do
+  if [[ $word != *[+,]* ]]; then
+    run_step "$word"
+    record || { rc=$?; table; exit "$rc"; }
+    continue
   fi
-  results+=("passed")
+  IFS=+ read -r -a chains <<<"$word"
+  t0=$SECONDS
+  pids=()
+  for chain in "${chains[@]}"; do
+    run_chain "$chain" &
+    pids+=($!)
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid"
+  done
+  record
+  rc=$?
+  names+=("  side by side")
+  times+=("$((SECONDS - t0))")
+  results+=("wall time of ${word}")
+  [[ $rc -eq 0 ]] || { table; exit "$rc"; }
 done
 table

@@ -2,7 +2,7 @@
 // real local clusters (package testbed): a primary with the manager running against it, and two
 // secondaries. Run it with `make test` (or `make e2e`), which builds the bed's tools first.
 //
-// The suite runs in parallel Ginkgo processes (make e2e E2E_PROCS=3): the first starts the bed and
+// The suite runs in parallel Ginkgo processes (make e2e E2E_PROCS=4): the first starts the bed and
 // the manager (SynchronizedBeforeSuite) and hands the others a handle to them. Groups that stop,
 // freeze, cordon, drain or restart anything shared are Serial and labelled disruptive; they run on
 // the first process after the others. One outage of a secondary serves every feature that reacts

@@ -99,7 +99,7 @@ func startManagerOnce(bin, kubeconfig, logPath string, extraArgs ...string) (*ma
 		// suite runs with renewals happening, and a spec proves them.
 		"--token-renewal-fraction", "0.02",
 		"--failover-after", "5s",
-		"--sweep-interval", "5s", "--dependency-grace", "2s", "--namespace-cleanup-interval", "10s",
+		"--sweep-interval", "5s", "--dependency-grace", "2s", "--namespace-cleanup-interval", "3s",
 		// A SIGKILLed leader's Lease is taken over after 10 s, not 15 s.
 		"--leader-elect-lease-duration", "10s", "--leader-elect-renew-deadline", "8s", "--leader-elect-retry-period", "1s",
 		// A resync every 30 s: the idle-writes spec watches whole resyncs.

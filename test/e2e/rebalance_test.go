@@ -98,7 +98,7 @@ var _ = Describe("rebalance", Ordered, Serial, Label("disruptive"), func() {
 			Expect(err).NotTo(HaveOccurred(), "helm upgrade: %s", out)
 		}
 		chartRebalance(ctx, "true")
-		restartManager(ctx, "--rebalance-on-return", "--rebalance-after=5s")
+		restartManager(ctx, "--rebalance-on-return", "--rebalance-after=5s", "--rebalance-interval=2s")
 		DeferCleanup(func(ctx SpecContext) {
 			restartManager(ctx)
 			chartRebalance(ctx, "false")

@@ -324,11 +324,15 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 		container := appContainer("cache", nil)
 		container.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 		one := int32(1)
+		// A grace period of its own (5 s, not 30): at most once, the evicted proxy is released
+		// once it is over, and only then does its successor start elsewhere.
+		spec := onRealNode(container)
+		spec.TerminationGracePeriodSeconds = ptr.To[int64](5)
 		_, err := bed.Primary.Clientset.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache"},
 			Spec: appsv1.StatefulSetSpec{Replicas: &one, ServiceName: "cache", Selector: &metav1.LabelSelector{MatchLabels: labels},
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels,
 					Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "10",
-						flotillav1.AnnotationOnVolumeClusterLoss: flotillav1.OnVolumeClusterLossRecreate}}, Spec: onRealNode(container)},
+						flotillav1.AnnotationOnVolumeClusterLoss: flotillav1.OnVolumeClusterLossRecreate}}, Spec: spec},
 				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
 					Spec: flotillaClaim(corev1.ReadWriteOnce)}},
 			}}, metav1.CreateOptions{})

@@ -191,12 +191,14 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 // heartbeatArgs make kwok renew the primary's fake nodes' Leases every grace/4. kwokctl multiplies
 // its heartbeat settings by --heartbeat-factor, 5 unless given: kwok renewed them every 200 s / 4 =
 // 50 s, longer than the primary's grace period, so its fake node went NotReady and back again and
-// again. The node monitor period stays the 25 s that factor gave it, the one
-// every spec was written against.
+// again. The node monitor period is a quarter of the grace period too (kube-controller-manager's
+// default is 5 s against 40 s): the factor made it 25 s, so a node whose heartbeat stopped went
+// Unknown up to 25 s after its grace period instead of within 5 s.
 func heartbeatArgs(grace time.Duration) (args, extra []string) {
 	lease := max(4, int(grace/time.Second))
+	period := max(time.Second, grace/4)
 	return []string{"--heartbeat-factor=1", "--node-lease-duration-seconds=" + strconv.Itoa(lease)},
-		[]string{"kube-controller-manager=node-monitor-period=25s"}
+		[]string{"kube-controller-manager=node-monitor-period=" + period.String()}
 }
 
 // orderExtraArgs puts the first "component=key=value" of each component before all the others.

@@ -533,9 +533,24 @@ func (n *SecondaryRealNode) join(ctx context.Context, c *Cluster, caFile string)
 		writeFile(filepath.Join(n.Dir, "kube-proxy", "config.yaml"), proxyCfg)); err != nil {
 		return err
 	}
+	if err := n.startKubelet(ctx, c); err != nil {
+		return err
+	}
+	ready := time.Since(start)
+	if err := n.startKubeProxy(ctx, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(n.log, "testbed: real node %s Ready in %s (kube-proxy after %s), netns %s, node IP %s, pods %s\n",
+		n.Name, ready.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond), n.Netns, n.NodeIP, n.PodCIDR)
+	return nil
+}
+
+// startKubelet starts the kubelet of the configuration join wrote, in the node's namespaces, and
+// waits until the node is Ready.
+func (n *SecondaryRealNode) startKubelet(ctx context.Context, c *Cluster) error {
 	holder := strconv.Itoa(n.state.Procs["containerd"].PID)
-	err = n.startProc(ctx, "kubelet", "nsenter", "-t", holder, "-n", "-m", filepath.Join(n.toolsDir, "kubelet"),
-		"--config", filepath.Join(n.Dir, "kubelet", "config.yaml"), "--kubeconfig", kubeconfig,
+	err := n.startProc(ctx, "kubelet", "nsenter", "-t", holder, "-n", "-m", filepath.Join(n.toolsDir, "kubelet"),
+		"--config", filepath.Join(n.Dir, "kubelet", "config.yaml"), "--kubeconfig", filepath.Join(n.Dir, "kubeconfig"),
 		"--root-dir", filepath.Join(n.Dir, "kubelet", "root"), "--cert-dir", filepath.Join(n.Dir, "kubelet", "pki"),
 		"--hostname-override", n.Name, "--node-ip", n.NodeIP, "--node-labels", RealNodeKey+"=true", "--v=2")
 	if err != nil {
@@ -554,12 +569,18 @@ func (n *SecondaryRealNode) join(ctx context.Context, c *Cluster, caFile string)
 	if err != nil {
 		return n.withLog(err, "kubelet")
 	}
-	ready := time.Since(start)
+	return nil
+}
+
+// startKubeProxy starts kube-proxy in the node's namespaces and waits until it has written the
+// rules of the `kubernetes` Service and of the cluster DNS.
+func (n *SecondaryRealNode) startKubeProxy(ctx context.Context, c *Cluster) error {
+	holder := strconv.Itoa(n.state.Procs["containerd"].PID)
 	if err := n.startProc(ctx, "kube-proxy", "nsenter", "-t", holder, "-n", "-m", filepath.Join(n.toolsDir, "kube-proxy"),
 		"--config", filepath.Join(n.Dir, "kube-proxy", "config.yaml"), "--v=2"); err != nil {
 		return err
 	}
-	err = waitFor(ctx, time.Minute, "kube-proxy's rules for the kubernetes and DNS Services", func(ctx context.Context) error {
+	err := waitFor(ctx, time.Minute, "kube-proxy's rules for the kubernetes and DNS Services", func(ctx context.Context) error {
 		out, err := exec.CommandContext(ctx, "nsenter", "--net="+filepath.Join("/run/netns", n.Netns),
 			"iptables", "-w", "-t", "nat", "-S", "KUBE-SERVICES").CombinedOutput()
 		return missingServiceRules(string(out), err, c)
@@ -567,9 +588,25 @@ func (n *SecondaryRealNode) join(ctx context.Context, c *Cluster, caFile string)
 	if err != nil {
 		return n.withLog(err, "kube-proxy")
 	}
-	fmt.Fprintf(n.log, "testbed: real node %s Ready in %s (kube-proxy after %s), netns %s, node IP %s, pods %s\n",
-		n.Name, ready.Round(100*time.Millisecond), time.Since(start).Round(100*time.Millisecond), n.Netns, n.NodeIP, n.PodCIDR)
 	return nil
+}
+
+// stopAgents stops the node's kubelet and kube-proxy, leaving containerd and the containers
+// running: the node of a stopped cluster, as a node whose kubelet restarts. Started again with
+// the cluster (startAgents), they list and watch from scratch at once, where agents that lived
+// through the outage would wait out client-go's reflector back-off (up to a minute) before they
+// saw a deletion.
+func (n *SecondaryRealNode) stopAgents() error {
+	rs := &realNodeState{RunDir: n.runDir, Procs: n.state.Procs}
+	return errors.Join(rs.stopProc("kubelet", 10*time.Second), rs.stopProc("kube-proxy", 5*time.Second))
+}
+
+// startAgents starts the kubelet and kube-proxy stopAgents stopped, and waits as join does.
+func (n *SecondaryRealNode) startAgents(ctx context.Context, c *Cluster) error {
+	if err := n.startKubelet(ctx, c); err != nil {
+		return err
+	}
+	return n.startKubeProxy(ctx, c)
 }
 
 // writeKubeconfig writes the secondary's kubeconfig as seen from the node's network namespace:

@@ -101,8 +101,11 @@ func TestHeartbeatIsAQuarterOfTheGracePeriod(t *testing.T) {
 	if !slices.Equal(args, []string{"--heartbeat-factor=1", "--node-lease-duration-seconds=20"}) {
 		t.Fatalf("args = %v", args)
 	}
-	if !slices.Equal(extra, []string{"kube-controller-manager=node-monitor-period=25s"}) {
+	if !slices.Equal(extra, []string{"kube-controller-manager=node-monitor-period=5s"}) {
 		t.Fatalf("extra = %v", extra)
+	}
+	if _, extra := heartbeatArgs(2 * time.Second); !slices.Equal(extra, []string{"kube-controller-manager=node-monitor-period=1s"}) {
+		t.Fatalf("extra for a 2 s grace period = %v", extra)
 	}
 }
 

@@ -685,12 +685,19 @@ func (b *Bed) signal(c *Cluster, component string, sig syscall.Signal) error {
 }
 
 // StopCluster stops every process of a cluster, keeping its state: its clients get connection
-// refused. StartCluster starts it again and waits until it is ready.
+// refused. A real node of it stops with it (its kubelet and kube-proxy; containerd and the
+// containers keep running, as through a kubelet restart). StartCluster starts it again and waits
+// until it is ready.
 func (b *Bed) StopCluster(ctx context.Context, c *Cluster) error {
 	start := time.Now()
 	pids := readPIDs(b.tools.clusterDir(c.Name))
 	if err := b.forgetNodeLeases(ctx, c); err != nil {
 		return err
+	}
+	if n := c.RealNode; n != nil && n.state != nil {
+		if err := n.stopAgents(); err != nil {
+			return fmt.Errorf("cluster %s: stopping its real node's kubelet and kube-proxy: %w", c.Name, err)
+		}
 	}
 	if err := b.stopProcesses(ctx, c, pids); err != nil {
 		return err
@@ -824,9 +831,9 @@ func (b *Bed) exitedControllers(c *Cluster) []string {
 }
 
 // StartCluster starts a stopped cluster and waits until its API server is ready, its controllers
-// work (WaitWorking) and the bed's own components of it (cluster DNS, metrics-server, volume
-// provisioner: kwokctl starts only its own) serve again. Those four waits are independent and run
-// side by side: each only needs the API server.
+// work (WaitWorking), the bed's own components of it (cluster DNS, metrics-server, volume
+// provisioner: kwokctl starts only its own) serve again and its real node is Ready with its
+// Service rules. Those waits are independent and run side by side: each only needs the API server.
 func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 	start := time.Now()
 	if err := b.tools.run(ctx, "start", "cluster", "--name", c.Name); err != nil {
@@ -847,6 +854,9 @@ func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 	}
 	if c.Role == RoleSecondary && !b.noVolumes {
 		steps["volumes"] = func(ctx context.Context) error { return b.startLocalPath(ctx, c) }
+	}
+	if n := c.RealNode; n != nil && n.state != nil {
+		steps["real node"] = func(ctx context.Context) error { return n.startAgents(ctx, c) }
 	}
 	var (
 		wg   sync.WaitGroup

@@ -52,6 +52,15 @@ wanted() {
 }
 
 mkdir -p "$bin"
+# One build at a time per cache folder: make test runs steps side by side, and two of them may ask
+# for the same tool; the second waits, then finds it cached.
+if command -v flock >/dev/null; then
+  exec 9>"$bin/.lock"
+  if ! flock -n 9; then
+    echo "tools: waiting for another build of $bin"
+    flock 9
+  fi
+fi
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
 
