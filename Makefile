@@ -207,15 +207,37 @@ E2E_REPORT ?= bin/e2e-report.json
 E2E_PROCS ?= 4
 # More Ginkgo flags, e.g. E2E_FLAGS='--label-filter=!disruptive' or E2E_FLAGS='--focus="fails over"'.
 E2E_FLAGS ?=
+# The whole suite (no E2E_FLAGS) runs on two beds side by side: the disruptive specs that need no
+# real node on a bed of their own without real nodes (one process, its report and log below), the
+# rest on the bed with them. E2E_SPLIT=0 runs everything on the one bed.
+E2E_SPLIT ?= $(if $(strip $(E2E_FLAGS)),0,1)
+E2E_SIDE_FILTER := disruptive && !real-nodes
+E2E_SIDE_REPORT ?= bin/e2e-report-no-real-nodes.json
+E2E_SIDE_LOG ?= bin/e2e-no-real-nodes.log
 
 .PHONY: e2e
-e2e: ## End-to-end suites on one local test bed (E2E_PROCS=4 Ginkgo processes; E2E_FLAGS='--label-filter=...' or '--focus=...' for a part); then the time in suite set-up and the 20 slowest specs, from Ginkgo's JSON report (E2E_REPORT=bin/e2e-report.json)
+e2e: ## End-to-end suites: the disruptive specs that need no real node on a bed of their own, beside the rest on a bed with real nodes (E2E_PROCS=4 Ginkgo processes; E2E_SPLIT=0: one bed; E2E_FLAGS='--label-filter=...' or '--focus=...' for a part, on one bed); then each bed's set-up time and 20 slowest specs, from Ginkgo's JSON reports (E2E_REPORT=bin/e2e-report.json)
 	$(call tools-for,bed tracing ginkgo cert-manager promrules)
-	@mkdir -p $(dir $(E2E_REPORT)) && rm -f $(E2E_REPORT)
-	@status=0; $(GINKGO) -v $(GINKGO_FLAGS) --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
-		--json-report=$(abspath $(E2E_REPORT)) $(E2E_FLAGS) ./test/e2e || status=$$?; \
-	if [[ -s $(E2E_REPORT) ]]; then echo; go run ./hack/specreport -top 20 $(E2E_REPORT) || true; fi; \
-	exit $$status
+	@mkdir -p $(dir $(E2E_REPORT)) && rm -f $(E2E_REPORT) $(E2E_SIDE_REPORT) $(E2E_SIDE_LOG)
+	$(GINKGO) build ./test/e2e
+	@status=0; side=0; side_pid=; filter=(); \
+	if [[ "$(E2E_SPLIT)" == 1 ]]; then \
+		echo "e2e: the specs labelled '$(E2E_SIDE_FILTER)' run on a bed without real nodes, beside the rest; their output follows the rest's (and is in $(E2E_SIDE_LOG))"; \
+		FLOTILLA_E2E_REAL_NODES=0 $(GINKGO) -v $(GINKGO_FLAGS) --procs=1 --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
+			--label-filter='$(E2E_SIDE_FILTER)' --json-report=$(abspath $(E2E_SIDE_REPORT)) ./test/e2e/e2e.test >$(E2E_SIDE_LOG) 2>&1 & side_pid=$$!; \
+		filter=(--label-filter='!($(E2E_SIDE_FILTER))'); \
+	fi; \
+	$(GINKGO) -v $(GINKGO_FLAGS) --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
+		--json-report=$(abspath $(E2E_REPORT)) "$${filter[@]}" $(E2E_FLAGS) ./test/e2e/e2e.test || status=$$?; \
+	if [[ -n "$$side_pid" ]]; then \
+		wait $$side_pid || side=$$?; \
+		echo; echo "e2e: the bed without real nodes ('$(E2E_SIDE_FILTER)'), exit $$side:"; cat $(E2E_SIDE_LOG); \
+	fi; \
+	for r in $(E2E_REPORT) $(E2E_SIDE_REPORT); do \
+		if [[ -s $$r ]]; then echo; echo "$$r:"; go run ./hack/specreport -top 20 $$r || true; fi; \
+	done; \
+	if [[ $$status -ne 0 ]]; then exit $$status; fi; \
+	exit $$side
 
 # The steps of make test, in order; hack/test-steps.sh times each and prints the table at the end.
 # A,B+C runs the chain A then B beside C: the steps that only compute beside real-nodes, which

@@ -143,13 +143,22 @@ func startSuite(ctx SpecContext) {
 		built <- err
 	}()
 
+	// FLOTILLA_E2E_REAL_NODES=0: a bed without any real node, which changes nothing of the host
+	// and so may run beside one that has them (make e2e runs the disruptive specs that need no
+	// real node on such a bed, beside the rest).
+	noRealNodes := os.Getenv("FLOTILLA_E2E_REAL_NODES") == "0"
 	// One bed with real nodes per host: another one (another run's) is waited for before this
 	// host is judged, else its real nodes would make ours look unavailable.
-	releaseBedLock, err := testbed.HoldBedLock(ctx, GinkgoWriter, testbed.BedLockWait)
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(releaseBedLock)
+	if !noRealNodes {
+		releaseBedLock, err := testbed.HoldBedLock(ctx, GinkgoWriter, testbed.BedLockWait)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(releaseBedLock)
+	}
 	// The real node (containerd, kubelet) runs the chart's manager as a pod where this host allows.
-	realNodeErr = testbed.RealNodeAvailable()
+	realNodeErr = errors.New("left out: FLOTILLA_E2E_REAL_NODES=0")
+	if !noRealNodes {
+		realNodeErr = testbed.RealNodeAvailable()
+	}
 	if realNodeErr != nil {
 		GinkgoWriter.Printf("no real node in the bed: %v\n", realNodeErr)
 	}
@@ -159,7 +168,10 @@ func startSuite(ctx SpecContext) {
 	// manager's --pod-network=flat is proved; FLOTILLA_E2E_SECONDARY_POD_NETWORK=isolated keeps
 	// each secondary's pods to itself (make real-nodes proves both networks of the bed).
 	secondaryRealNodesErr = errors.New("left out: FLOTILLA_E2E_SECONDARY_REAL_NODES=0")
-	if os.Getenv("FLOTILLA_E2E_SECONDARY_REAL_NODES") != "0" {
+	switch {
+	case noRealNodes:
+		secondaryRealNodesErr = errors.New("left out: FLOTILLA_E2E_REAL_NODES=0")
+	case os.Getenv("FLOTILLA_E2E_SECONDARY_REAL_NODES") != "0":
 		secondaryRealNodesErr = testbed.SecondaryRealNodesAvailable()
 	}
 	if v := os.Getenv("FLOTILLA_E2E_SECONDARY_POD_NETWORK"); v != "" {

@@ -97,7 +97,7 @@ func failedCreates(ctx context.Context, ns string) (int, string) {
 	return n, last
 }
 
-var _ = Describe("the manager in cluster, installed by the chart", Ordered, Serial, Label("disruptive"), func() {
+var _ = Describe("the manager in cluster, installed by the chart", Ordered, Serial, Label("disruptive", "real-nodes"), func() {
 	const ns = "in-cluster"
 	BeforeAll(func(ctx SpecContext) {
 		if bed.RealNode == nil {

@@ -174,11 +174,18 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 			extra = append(extra, secondaryRealNodeExtraArgs()...)
 		}
 	}
-	for _, e := range orderExtraArgs(extra) {
-		args = append(args, "--extra-args", e)
-	}
 	if err := os.MkdirAll(k.workDir, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", k.workDir, err)
+	}
+	if !slices.Contains(args, "--config") {
+		ports, err := k.writePortsConfig(c.Name)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--config", ports)
+	}
+	for _, e := range orderExtraArgs(extra) {
+		args = append(args, "--extra-args", e)
 	}
 	start := time.Now()
 	if err := k.run(ctx, args...); err != nil {
@@ -187,6 +194,42 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 	fmt.Fprintf(log, "testbed: cluster %s created in %s\n", c.Name, time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
+
+// writePortsConfig writes a kwokctl configuration that gives the cluster's components ports the
+// bed picked free, below kwokPortScanFloor, and returns its path. kwokctl itself takes the first
+// free ports counting down from 32767, skipping only those of the clusters in its own work dir:
+// two beds on one host (make e2e runs two) took the same ones, and a cluster created while
+// another bed's was stopped could take that one's for good. A cluster with a real node's kwokctl
+// configuration (kwokctl reads only the first) keeps kwokctl's choice: one such bed runs at a time.
+func (k kwokctl) writePortsConfig(cluster string) (string, error) {
+	var ports [6]int
+	for i := range ports {
+		p, err := freePortBelow(kwokPortScanFloor)
+		if err != nil {
+			return "", fmt.Errorf("picking the ports of cluster %s: %w", cluster, err)
+		}
+		ports[i] = p
+	}
+	path := filepath.Join(k.workDir, cluster+"-ports.yaml")
+	raw := fmt.Appendf(nil, `apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  etcdPeerPort: %d
+  etcdPort: %d
+  kubeApiserverPort: %d
+  kwokControllerPort: %d
+  kubeControllerManagerPort: %d
+  kubeSchedulerPort: %d
+`, ports[0], ports[1], ports[2], ports[3], ports[4], ports[5])
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	return path, nil
+}
+
+// kwokPortScanFloor bounds the ports the bed picks for kwokctl's components: kwokctl's own scan
+// counts down from 32767 and never reaches it (a bed has a few dozen ports).
+const kwokPortScanFloor = 32000
 
 // heartbeatArgs make kwok renew the primary's fake nodes' Leases every grace/4. kwokctl multiplies
 // its heartbeat settings by --heartbeat-factor, 5 unless given: kwok renewed them every 200 s / 4 =

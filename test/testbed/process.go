@@ -148,6 +148,11 @@ func (p *Process) Kill() error {
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
 	low, _ := ephemeralPorts()
+	return freePortBelow(low)
+}
+
+// freePortBelow is FreePort's pick below a ceiling.
+func freePortBelow(low int) (int, error) {
 	handedOutMu.Lock()
 	defer handedOutMu.Unlock()
 	for range 200 {
