@@ -20,6 +20,10 @@
 // dir left behind by an earlier run. Every run uses its own KWOK_WORKDIR, so a test run never
 // touches the clusters of a running demo.
 //
+// The bed itself (its options, start-up, kubeconfigs, stop) is testbed.go; a running cluster's
+// life (freeze, thaw, stop and start again, with its real node's agents) is lifecycle.go; the
+// controllers kwokctl starts, started again when they exit as they start, are controllers.go.
+//
 // Another process uses a running bed through Bed.Handle and Attach (handle.go): the e2e suite's
 // parallel Ginkgo processes share the one bed its first process starts. Only the process that
 // started a bed stops or restarts its clusters and runs commands on its real nodes.
