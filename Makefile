@@ -217,20 +217,22 @@ E2E_SPLIT ?= $(if $(strip $(E2E_FLAGS)),0,1)
 E2E_SIDE_FILTER := disruptive && !real-nodes && !bed-with-real-nodes
 E2E_SIDE_REPORT ?= bin/e2e-report-no-real-nodes.json
 E2E_SIDE_LOG ?= bin/e2e-no-real-nodes.log
+# Written once the bed with real nodes is up: the other bed's set-up starts then, not beside it.
+E2E_BED_UP := bin/e2e-bed-up
 
 .PHONY: e2e
 e2e: ## End-to-end suites: the disruptive specs that need no real node on a bed of their own, beside the rest on a bed with real nodes (E2E_PROCS=4 Ginkgo processes; E2E_SPLIT=0: one bed; E2E_FLAGS='--label-filter=...' or '--focus=...' for a part, on one bed); then each bed's set-up time and 20 slowest specs, from Ginkgo's JSON reports (E2E_REPORT=bin/e2e-report.json)
 	$(call tools-for,bed tracing ginkgo cert-manager promrules)
-	@mkdir -p $(dir $(E2E_REPORT)) && rm -f $(E2E_REPORT) $(E2E_SIDE_REPORT) $(E2E_SIDE_LOG)
+	@mkdir -p $(dir $(E2E_REPORT)) && rm -f $(E2E_REPORT) $(E2E_SIDE_REPORT) $(E2E_SIDE_LOG) $(E2E_BED_UP)
 	$(GINKGO) build ./test/e2e
-	@status=0; side=0; side_pid=; filter=(); \
+	@status=0; side=0; side_pid=; filter=(); up=; \
 	if [[ "$(E2E_SPLIT)" == 1 ]]; then \
-		echo "e2e: the specs labelled '$(E2E_SIDE_FILTER)' run on a bed without real nodes, beside the rest; their output follows the rest's (and is in $(E2E_SIDE_LOG))"; \
-		FLOTILLA_E2E_REAL_NODES=0 $(GINKGO) -v $(GINKGO_FLAGS) --procs=1 --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
+		echo "e2e: the specs labelled '$(E2E_SIDE_FILTER)' run on a bed without real nodes, set up once the other is up, beside the rest; their output follows the rest's (and is in $(E2E_SIDE_LOG))"; \
+		FLOTILLA_E2E_REAL_NODES=0 FLOTILLA_E2E_START_AFTER=$(abspath $(E2E_BED_UP)) $(GINKGO) -v $(GINKGO_FLAGS) --procs=1 --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
 			--label-filter='$(E2E_SIDE_FILTER)' --json-report=$(abspath $(E2E_SIDE_REPORT)) ./test/e2e/e2e.test >$(E2E_SIDE_LOG) 2>&1 & side_pid=$$!; \
-		filter=(--label-filter='!($(E2E_SIDE_FILTER))'); \
+		filter=(--label-filter='!($(E2E_SIDE_FILTER))'); up=$(abspath $(E2E_BED_UP)); \
 	fi; \
-	$(GINKGO) -v $(GINKGO_FLAGS) --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
+	FLOTILLA_E2E_UP_MARK=$$up $(GINKGO) -v $(GINKGO_FLAGS) --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
 		--json-report=$(abspath $(E2E_REPORT)) "$${filter[@]}" $(E2E_FLAGS) ./test/e2e/e2e.test || status=$$?; \
 	if [[ -n "$$side_pid" ]]; then \
 		wait $$side_pid || side=$$?; \

@@ -349,9 +349,11 @@ var _ = Describe("secondaries as virtual nodes", Ordered, Serial, Label("disrupt
 		DeferCleanup(func(ctx SpecContext) {
 			// Gone before the next spec: a manager started meanwhile would relist them all, and
 			// its readiness waits for that secondary only until its deadline.
+			// Fewer than n when the spec ran long: the secondary's pod garbage collector deletes
+			// pods bound to a node that does not exist once they are 40 s old.
 			deleted, err := bed.DeleteStoredPods(ctx, s2, space)
 			Expect(err).NotTo(HaveOccurred())
-			Expect(deleted).To(BeNumerically(">=", n))
+			Expect(deleted).To(BeNumerically(">", 0))
 			Eventually(func(g Gomega) {
 				pods, err := s2.Clientset.CoreV1().Pods(space).List(ctx, metav1.ListOptions{Limit: 1})
 				g.Expect(err).NotTo(HaveOccurred())

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -28,7 +30,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -39,6 +43,40 @@ import (
 )
 
 // delegatesIn lists this primary's delegates in a namespace of a secondary.
+// watchCopies records every ConfigMap and Secret written in ns of c from now on, by kind/name.
+// A copy lives only while a delegate uses it (and --dependency-grace after), so a spec that
+// looks for it once its pod has ended races its removal.
+func watchCopies(ctx SpecContext, c *testbed.Cluster, ns string) func() map[string]runtime.Object {
+	var mu sync.Mutex
+	seen := map[string]runtime.Object{}
+	for kind, start := range map[string]func() (watch.Interface, error){
+		"ConfigMap": func() (watch.Interface, error) {
+			return c.Clientset.CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{})
+		},
+		"Secret": func() (watch.Interface, error) {
+			return c.Clientset.CoreV1().Secrets(ns).Watch(ctx, metav1.ListOptions{})
+		},
+	} {
+		w, err := start()
+		Expect(err).NotTo(HaveOccurred(), "watching the %ss of %s in %s", kind, ns, c.Name)
+		DeferCleanup(w.Stop)
+		go func() {
+			for ev := range w.ResultChan() {
+				if obj, ok := ev.Object.(metav1.Object); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+					mu.Lock()
+					seen[kind+"/"+obj.GetName()] = ev.Object
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	return func() map[string]runtime.Object {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(seen)
+	}
+}
+
 func delegatesIn(ctx SpecContext, c *testbed.Cluster, ns string) []corev1.Pod {
 	pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: flotillav1.LabelPrimary})
 	Expect(err).NotTo(HaveOccurred())
@@ -131,6 +169,7 @@ var _ = Describe("pod election", Ordered, func() {
 		_, err = bed.Primary.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "job-secret"},
 			StringData: map[string]string{"PASSWORD": secretValue}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
+		copiesIn2, copiesIn1 := watchCopies(ctx, s2, ns), watchCopies(ctx, s1, ns)
 		never := corev1.RestartPolicyNever
 		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "report"}, Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{
 			ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}},
@@ -164,14 +203,20 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(string(spec)).NotTo(ContainSubstring("batch\""), "ConfigMap values are not inlined either")
 		Expect(delegatesIn(ctx, s1, ns)).To(BeEmpty())
 
-		_, err = s2.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "job-config", metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred(), "the ConfigMap is copied to the chosen secondary")
-		sec, err := s2.Clientset.CoreV1().Secrets(ns).Get(ctx, "job-secret", metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred(), "the Secret is copied to the chosen secondary")
+		seen := copiesIn2()
+		Expect(seen).To(HaveKey("ConfigMap/job-config"), "the ConfigMap is copied to the chosen secondary")
+		Expect(seen).To(HaveKey("Secret/job-secret"), "the Secret is copied to the chosen secondary")
+		sec := seen["Secret/job-secret"].(*corev1.Secret)
 		Expect(string(sec.Data["PASSWORD"])).To(Equal(secretValue))
 		Expect(sec.Labels).To(HaveKeyWithValue(flotillav1.LabelPrimary, primaryID(ctx)))
-		_, err = s1.Clientset.CoreV1().Secrets(ns).Get(ctx, "job-secret", metav1.GetOptions{})
-		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "nothing is copied where the pod does not run")
+		Expect(copiesIn1()).NotTo(Or(HaveKey("ConfigMap/job-config"), HaveKey("Secret/job-secret")), "nothing is copied where the pod does not run")
+		// Its pod has ended: the copies go once --dependency-grace has passed.
+		Eventually(func(g Gomega) {
+			_, err := s2.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "job-config", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the ConfigMap's copy: %v", err)
+			_, err = s2.Clientset.CoreV1().Secrets(ns).Get(ctx, "job-secret", metav1.GetOptions{})
+			g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Secret's copy: %v", err)
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
 		Expect(bed.Primary.Clientset.BatchV1().Jobs(ns).Delete(ctx, "report", metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationForeground)})).To(Succeed())
 		Eventually(func() []corev1.Pod { return delegatesIn(ctx, s2, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
