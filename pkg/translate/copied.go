@@ -35,7 +35,8 @@ func addName(names map[string]bool, name string) map[string]bool {
 // to one means the cluster the pod runs in (the CA of its own API server), so it stays.
 var publishedByEveryCluster = map[string]bool{"kube-root-ca.crt": true}
 
-// KeepCopied makes a delegate's spec name only ConfigMaps and Secrets in copied: an optional
+// KeepCopied makes a delegate's spec (its containers of every sort, `kubectl debug`'s ephemeral
+// ones included) name only ConfigMaps and Secrets in copied: an optional
 // reference to any other is removed, as Kubernetes would resolve a missing optional one (an
 // optional ConfigMap or Secret volume becomes an empty directory, an optional projected source,
 // env var or envFrom entry goes). Without it, the secondary's own object of that name would be
@@ -64,6 +65,10 @@ func KeepCopied(spec *corev1.PodSpec, copied Copied) []string {
 		for i := range list {
 			list[i].Env, list[i].EnvFrom = keepEnv(list[i].Env, list[i].EnvFrom, keep)
 		}
+	}
+	for i := range spec.EphemeralContainers {
+		c := &spec.EphemeralContainers[i].EphemeralContainerCommon
+		c.Env, c.EnvFrom = keepEnv(c.Env, c.EnvFrom, keep)
 	}
 	for _, s := range spec.ImagePullSecrets {
 		no := false

@@ -90,6 +90,39 @@ func TestKeepCopied(t *testing.T) {
 	})
 }
 
+// kubectl debug's containers resolve what they name where the delegate runs: never the
+// secondary's own Secret of that name.
+func TestKeepCopiedEphemeralContainers(t *testing.T) {
+	yes := true
+	debug := func() *corev1.PodSpec {
+		return &corev1.PodSpec{EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Name: "debugger",
+			Env: []corev1.EnvVar{
+				{Name: "TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "theirs"}, Key: "token"}}},
+				{Name: "MAYBE", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "other"}, Key: "k", Optional: &yes}}},
+			},
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "conf"}, Optional: &yes}}},
+		}}}}
+	}
+	s := debug()
+	if missing := KeepCopied(s, Copied{}); !reflect.DeepEqual(missing, []string{"Secret theirs"}) {
+		t.Fatalf("missing %v, want the required Secret", missing)
+	}
+	c := s.EphemeralContainers[0]
+	if len(c.Env) != 1 || c.Env[0].Name != "TOKEN" || c.EnvFrom != nil {
+		t.Errorf("the optional references not copied stay: env %+v, envFrom %+v", c.Env, c.EnvFrom)
+	}
+	s = debug()
+	if missing := KeepCopied(s, Copied{Secrets: map[string]bool{"theirs": true, "other": true}, ConfigMaps: map[string]bool{"conf": true}}); len(missing) != 0 {
+		t.Fatalf("missing %v", missing)
+	}
+	if !reflect.DeepEqual(s, debug()) {
+		t.Errorf("what was copied changed: %+v", s.EphemeralContainers)
+	}
+}
+
 func TestNotOffloadable(t *testing.T) {
 	ok := &corev1.PodSpec{Volumes: []corev1.Volume{{Name: "s", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "copied"}}},
 		{Name: "c", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "inline"}}}}}

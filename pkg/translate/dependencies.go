@@ -45,28 +45,36 @@ func Dependencies(pod *corev1.Pod) (configMaps, secrets []Ref) {
 			add(secs, name, optional)
 		}
 	})
-	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range list {
-			for _, e := range c.EnvFrom {
-				if e.ConfigMapRef != nil {
-					add(cms, e.ConfigMapRef.Name, e.ConfigMapRef.Optional)
-				}
-				if e.SecretRef != nil {
-					add(secs, e.SecretRef.Name, e.SecretRef.Optional)
-				}
+	envDependencies := func(env []corev1.EnvVar, from []corev1.EnvFromSource) {
+		for _, e := range from {
+			if e.ConfigMapRef != nil {
+				add(cms, e.ConfigMapRef.Name, e.ConfigMapRef.Optional)
 			}
-			for _, e := range c.Env {
-				if e.ValueFrom == nil {
-					continue
-				}
-				if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
-					add(cms, r.Name, r.Optional)
-				}
-				if r := e.ValueFrom.SecretKeyRef; r != nil {
-					add(secs, r.Name, r.Optional)
-				}
+			if e.SecretRef != nil {
+				add(secs, e.SecretRef.Name, e.SecretRef.Optional)
 			}
 		}
+		for _, e := range env {
+			if e.ValueFrom == nil {
+				continue
+			}
+			if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
+				add(cms, r.Name, r.Optional)
+			}
+			if r := e.ValueFrom.SecretKeyRef; r != nil {
+				add(secs, r.Name, r.Optional)
+			}
+		}
+	}
+	for _, list := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range list {
+			envDependencies(c.Env, c.EnvFrom)
+		}
+	}
+	// `kubectl debug`'s containers resolve their references where the delegate runs, as the
+	// pod's own do: what they name is copied, and kept while the pod lives.
+	for _, c := range pod.Spec.EphemeralContainers {
+		envDependencies(c.Env, c.EnvFrom)
 	}
 	f := false
 	for _, s := range pod.Spec.ImagePullSecrets {

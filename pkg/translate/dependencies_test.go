@@ -30,10 +30,15 @@ func TestDependenciesFindsEveryReference(t *testing.T) {
 				{Name: "C", Value: "literal"},
 			},
 		}},
+		EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{
+			Env: []corev1.EnvVar{{Name: "D", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "sec-debug"}, Key: "k"}}}},
+			EnvFrom: []corev1.EnvFromSource{{ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "cm-debug"}}}},
+		}}},
 	}}
 	cms, secs := Dependencies(pod)
-	wantCM := []Ref{{"cm-env", false}, {"cm-envfrom", false}, {"cm-vol", false}}
-	wantSec := []Ref{{"registry", false}, {"sec-env", true}, {"sec-proj", false}, {"sec-vol", false}}
+	wantCM := []Ref{{"cm-debug", false}, {"cm-env", false}, {"cm-envfrom", false}, {"cm-vol", false}}
+	wantSec := []Ref{{"registry", false}, {"sec-debug", false}, {"sec-env", true}, {"sec-proj", false}, {"sec-vol", false}}
 	if len(cms) != len(wantCM) || len(secs) != len(wantSec) {
 		t.Fatalf("configmaps %v, secrets %v", cms, secs)
 	}

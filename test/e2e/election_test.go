@@ -559,7 +559,7 @@ var _ = Describe("pod election", Ordered, func() {
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 	}, SpecTimeout(2*time.Minute))
 
-	It("carries kubectl debug on a proxy to its delegate: the ephemeral container is added there", func(ctx SpecContext) {
+	It("carries kubectl debug on a proxy to its delegate: the ephemeral container is added there, what its env names copied from the primary, never the secondary's own Secret", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]
 		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "debugme",
 			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
@@ -580,6 +580,52 @@ var _ = Describe("pod election", Ordered, func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(d.Spec.EphemeralContainers).To(ContainElement(HaveField("Name", "debugger")))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		// What a debug container's env names resolves as for the pod's own containers: copied
+		// from the primary, never the secondary's own Secret of that name.
+		const theirValue, ourValue = "secondary1-own-value", "primary-debug-value"
+		_, err = s1.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "theirs"},
+			StringData: map[string]string{"token": theirValue}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = s1.Clientset.CoreV1().Secrets(ns).Delete(ctx, "theirs", metav1.DeleteOptions{}) })
+		_, err = bed.Primary.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "debug-token"},
+			StringData: map[string]string{"token": ourValue}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		secretEnv := func(name, secret string, optional bool) corev1.EnvVar {
+			return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: "token", Optional: &optional}}}
+		}
+		proxy, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "debugme", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		proxy.Spec.EphemeralContainers = append(proxy.Spec.EphemeralContainers,
+			corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "peek", Image: "busybox",
+				Env: []corev1.EnvVar{secretEnv("THEIRS", "theirs", false)}}},
+			corev1.EphemeralContainer{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "tidy", Image: "busybox",
+				Env: []corev1.EnvVar{secretEnv("MAYBE", "theirs", true), secretEnv("OURS", "debug-token", false)}}})
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).UpdateEphemeralContainers(ctx, "debugme", proxy, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			d, err := s1.Clientset.CoreV1().Pods(ns).Get(ctx, "debugme", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			var tidy *corev1.EphemeralContainer
+			for i, c := range d.Spec.EphemeralContainers {
+				g.Expect(c.Name).NotTo(Equal("peek"), "a required reference to the secondary's own Secret is never added")
+				if c.Name == "tidy" {
+					tidy = &d.Spec.EphemeralContainers[i]
+				}
+			}
+			g.Expect(tidy).NotTo(BeNil())
+			g.Expect(tidy.Env).To(ConsistOf(HaveField("Name", "OURS")), "the optional reference to a Secret not in the primary is dropped")
+			evs, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=debugme,reason=" + flotillav1.ReasonWaitingForDependencies})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(evs.Items).To(ContainElement(HaveField("Message", ContainSubstring("Ephemeral container peek waits for Secret theirs"))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		copied, err := s1.Clientset.CoreV1().Secrets(ns).Get(ctx, "debug-token", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "what the debug container names is copied")
+		Expect(string(copied.Data["token"])).To(Equal(ourValue))
+		theirs, err := s1.Clientset.CoreV1().Secrets(ns).Get(ctx, "theirs", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(theirs.Data["token"])).To(Equal(theirValue), "the secondary's own Secret is left as it was")
 	}, SpecTimeout(2*time.Minute))
 
 	It("serves kubectl logs, exec, attach and port-forward on a proxy from its delegate, and refuses anonymous and unauthorised callers", func(ctx SpecContext) {

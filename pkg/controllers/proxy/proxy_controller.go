@@ -41,6 +41,9 @@ import (
 
 const (
 	transientRetry = 2 * time.Second
+	// dependencyRetry is when ephemeral containers waiting for a dependency are tried again (an
+	// Event each time says what they wait for).
+	dependencyRetry = 10 * time.Second
 	// budgetRetry is when a proxy whose secondary's budget is used up is tried again.
 	budgetRetry = 500 * time.Millisecond
 	// pendingRetryFloor and pendingRetryCeiling bound pendingBackoff.
@@ -207,7 +210,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 	if err := r.updateImages(ctx, sec, proxy, delegate); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.addEphemeralContainers(ctx, sec, proxy, delegate); err != nil {
+	if waiting, err := r.addEphemeralContainers(ctx, sec, proxy, delegate); err != nil || waiting {
+		if err == nil {
+			return ctrl.Result{RequeueAfter: dependencyRetry}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	if err := r.resize(ctx, sec, proxy, delegate); err != nil {
@@ -237,12 +243,59 @@ func (r *Reconciler) updateImages(ctx context.Context, sec clusters.Secondary, p
 
 // addEphemeralContainers carries `kubectl debug` on a proxy to its delegate: the ephemeral
 // containers the delegate lacks, through its ephemeralcontainers subresource. Their statuses come
-// back with the delegate's, so `kubectl debug -it` attaches to the one in the secondary.
-func (r *Reconciler) addEphemeralContainers(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) error {
+// back with the delegate's, so `kubectl debug -it` attaches to the one in the secondary. What
+// their env names resolves as for the pod's own containers: copied from the primary, an optional
+// reference to anything not copied dropped, a required one waited for (a Warning Event says
+// which; true: look again later), never the secondary's own object of that name. One container
+// that waits holds no other back.
+func (r *Reconciler) addEphemeralContainers(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) (bool, error) {
 	added := translate.NewEphemeralContainers(proxy, delegate)
-	return r.changeDelegate(ctx, sec, proxy, delegate, len(added) > 0, "ephemeralcontainers", "Update", "ephemeral container(s) added", func(d *corev1.Pod) {
-		d.Spec.EphemeralContainers = append(d.Spec.EphemeralContainers, added...)
+	if len(added) == 0 || !delegate.DeletionTimestamp.IsZero() {
+		return false, nil
+	}
+	var ready []corev1.EphemeralContainer
+	waiting := false
+	for _, c := range added {
+		why, err := r.ephemeralDependencies(ctx, sec, proxy, &c)
+		if err != nil {
+			return false, err
+		}
+		if why != "" {
+			waiting = true
+			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonWaitingForDependencies, "Update", "Ephemeral container %s waits for %s", c.Name, why)
+			continue
+		}
+		ready = append(ready, c)
+	}
+	return waiting, r.changeDelegate(ctx, sec, proxy, delegate, len(ready) > 0, "ephemeralcontainers", "Update", "ephemeral container(s) added", func(d *corev1.Pod) {
+		d.Spec.EphemeralContainers = append(d.Spec.EphemeralContainers, ready...)
 	})
+}
+
+// ephemeralDependencies copies what one ephemeral container's env names to the secondary and
+// keeps, in c, only the references copied (KeepCopied); it says what a required one waits for.
+func (r *Reconciler) ephemeralDependencies(ctx context.Context, sec clusters.Secondary, proxy *corev1.Pod, c *corev1.EphemeralContainer) (string, error) {
+	var copied translate.Copied
+	if r.Reflector != nil {
+		// Only this container's references, in the proxy's namespace and as its service account.
+		one := &corev1.Pod{ObjectMeta: proxy.ObjectMeta, Spec: corev1.PodSpec{ServiceAccountName: proxy.Spec.ServiceAccountName,
+			EphemeralContainers: []corev1.EphemeralContainer{*c}}}
+		var err error
+		copied, err = r.Reflector.Ensure(ctx, sec.Client, one, translate.Owner(r.Secondaries.PrimaryID(), sec.OwnerUID))
+		var missing *copies.Missing
+		switch {
+		case errors.As(err, &missing):
+			return fmt.Sprintf("%s %s: %s", missing.Kind, missing.Name, cmp.Or(missing.Why, "it does not exist in the primary")), nil
+		case err != nil:
+			return "", fmt.Errorf("copying ephemeral container %s's dependencies to %s: %w", c.Name, sec.Name, err)
+		}
+	}
+	spec := corev1.PodSpec{EphemeralContainers: []corev1.EphemeralContainer{*c}}
+	if uncopied := translate.KeepCopied(&spec, copied); len(uncopied) > 0 {
+		return fmt.Sprintf("%s to be copied to %s", strings.Join(uncopied, ", "), sec.Name), nil
+	}
+	*c = spec.EphemeralContainers[0]
+	return "", nil
 }
 
 // resize carries an in-place resize of the proxy to its delegate, through the delegate's resize
