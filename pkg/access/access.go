@@ -2,6 +2,7 @@ package access
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -76,7 +77,7 @@ func Grants(primaryID string) []Grant {
 		{core([]string{"update", "patch"}, "pods/ephemeralcontainers"), "kubectl debug on a proxy: its ephemeral containers added to the delegate; admitted by the policy only for this primary's delegates"},
 		{core([]string{"update", "patch"}, "pods/resize"), "in-place resize of a proxy (its containers' requests and limits) carried to the delegate; admitted by the policy only for this primary's delegates"},
 		{core([]string{"create"}, "pods/exec", "pods/attach", "pods/portforward"), "kubectl exec, attach and port-forward on a proxy; admitted by the policy only in managed namespaces"},
-		{core([]string{"get", "list", "create", "update", "patch", "delete"}, "namespaces"), "namespaces of delegates and Replicators (created labelled managed-by, Pod Security labels kept in step), a Replicator's namespace deleted with it, those created for delegates listed (label-selected) and deleted once the primary's is gone"},
+		{core([]string{"get", "list", "watch", "create", "update", "patch", "delete"}, "namespaces"), "namespaces of delegates and Replicators (created labelled managed-by, Pod Security labels kept in step), a Replicator's namespace deleted with it, those created for delegates listed (label-selected) and deleted once the primary's is gone; the managed ones watched (label-selected): only there do a secondary's ServiceExports count"},
 	}
 	grants = append(grants, kindGrants()...)
 	listed := "listed before a Replicator deletes a namespace it created (a user's object keeps it) and, for pods, ConfigMaps and Services, by its namespace check"
@@ -113,6 +114,12 @@ func Rules(primaryID string) []rbacv1.PolicyRule {
 // forbiddenNamespaces are never written by Flotilla, labelled or not.
 var forbiddenNamespaces = []string{metav1.NamespaceDefault, metav1.NamespaceSystem, metav1.NamespacePublic, corev1.NamespaceNodeLease, flotillav1.SystemNamespace}
 
+// ForbiddenNamespace says whether Flotilla never writes in a namespace of any cluster, labelled
+// or not: kube-*, default and flotilla-system (the fence's list).
+func ForbiddenNamespace(name string) bool {
+	return strings.HasPrefix(name, "kube-") || slices.Contains(forbiddenNamespaces, name)
+}
+
 // policyExpression lets the identity write a namespaced object only in a namespace labelled
 // managed-by=<primary>, and its FlotillaPrimary; create a Namespace only with that label, and
 // update or delete one only if it already carries it (the old object is checked, so the identity
@@ -147,28 +154,32 @@ func policyExpression(primaryID string) string {
 ) ||
 (
   !request.namespace.startsWith('kube-') && !(request.namespace in [` + strings.Join(forbidden, ", ") + `]) &&
-  ` + mcsExpression(id) + `
+  namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == ` + id + ` &&
+  request.resource.group == 'multicluster.x-k8s.io' && request.resource.resource == 'serviceexports' &&
+  request.subResource == 'status' && request.operation == 'UPDATE'
 )`
 }
 
-// mcsExpression lets the identity write what the Multi-Cluster Services API needs in any
-// namespace the fence does not forbid, managed or not (namespace sameness: the set's namespaces
-// are the users', and an import goes wherever its name is exported): ServiceImports, the
-// EndpointSlices it manages (managed-by flotilla.dev) and the Services named flotilla-mcs-*
-// that give imports their address, changing or deleting only those labelled with its ID; and the
-// status of a ServiceExport (its conditions: the spec cannot change through it).
-func mcsExpression(id string) string {
-	return `(
-    (
-      (request.resource.group == 'multicluster.x-k8s.io' && request.resource.resource == 'serviceimports') ||
-      (request.resource.group == 'discovery.k8s.io' && request.resource.resource == 'endpointslices' &&
-        (request.operation == 'DELETE' ? oldObject : object).metadata.?labels[?'endpointslice.kubernetes.io/managed-by'].orValue('') == ` + celString(mcs.ManagedBy) + `) ||
-      (request.resource.group == '' && request.resource.resource == 'services' && request.name.startsWith(` + celString(mcs.DerivedServicePrefix) + `))
-    ) &&
-    (request.operation == 'CREATE' || oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == ` + id + `)
-  ) ||
-  (request.resource.group == 'multicluster.x-k8s.io' && request.resource.resource == 'serviceexports' &&
-    request.subResource == 'status' && request.operation == 'UPDATE')`
+// mcsShapeExpression keeps what the Multi-Cluster Services API writes to its own shape, wherever
+// the fence lets the identity write (managed namespaces; ServiceImports and the status of a
+// ServiceExport there need nothing more): an EndpointSlice only managed by flotilla.dev, for a
+// flotilla-mcs-* Service, and carrying the name it imports (kube-proxy routes a Service to every
+// EndpointSlice carrying its name, so one for another Service would steer that Service's
+// traffic); a flotilla-mcs-* Service only of type ClusterIP, without selector or external IPs,
+// carrying the name it imports (it gives an import its address, and selects nothing).
+func mcsShapeExpression() string {
+	managedBy, prefix := celString(mcs.ManagedBy), celString(mcs.DerivedServicePrefix)
+	return `request.operation in ['DELETE', 'CONNECT'] || (
+  (request.resource.group != 'discovery.k8s.io' || request.resource.resource != 'endpointslices' || (
+    object.metadata.?labels[?'endpointslice.kubernetes.io/managed-by'].orValue('') == ` + managedBy + ` &&
+    object.metadata.?labels[?'kubernetes.io/service-name'].orValue('').startsWith(` + prefix + `) &&
+    object.metadata.?labels[?'multicluster.kubernetes.io/service-name'].orValue('') != '')) &&
+  (request.resource.group != '' || request.resource.resource != 'services' || request.subResource != '' ||
+    !(request.name != '' ? request.name : object.metadata.?generateName.orValue('')).startsWith(` + prefix + `) || (
+    object.spec.?type.orValue('ClusterIP') == 'ClusterIP' && object.spec.?selector.orValue({}).size() == 0 &&
+    object.spec.?externalIPs.orValue([]).size() == 0 &&
+    object.metadata.?labels[?'multicluster.kubernetes.io/service-name'].orValue('') != ''))
+)`
 }
 
 // delegateExpression keeps the flotilla.dev/* labels and annotations of this primary's delegates
@@ -311,6 +322,11 @@ func Objects(n Names, clusterName string, limits Limits) []client.Object {
 						flotillav1.LabelManagedBy + `=' + ` + id + ` + ', never in kube-*, default or flotilla-system, and may change only objects labelled ` +
 						flotillav1.LabelPrimary + `=' + ` + id + ` + ': ' + ` +
 						`request.resource.resource + ' ' + (request.namespace != '' ? request.namespace + '/' : '') + request.name + ' refused'`,
+					Reason: ptrTo(metav1.StatusReasonForbidden),
+				}, admissionregistrationv1.Validation{
+					Expression: mcsShapeExpression(),
+					MessageExpression: `'Flotilla (primary ' + ` + id + ` + ') writes EndpointSlices only for its ` + mcs.DerivedServicePrefix +
+						`* Services, and those only of type ClusterIP without selector: ' + request.resource.resource + ' ' + request.namespace + '/' + request.name + ' refused'`,
 					Reason: ptrTo(metav1.StatusReasonForbidden),
 				}, admissionregistrationv1.Validation{
 					Expression:        podSecurityExpression,

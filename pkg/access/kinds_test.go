@@ -65,7 +65,7 @@ func TestRulesGrantExactly(t *testing.T) {
 	for _, l := range [][]string{
 		verbs("get list watch", "/nodes"), verbs(informed, "/pods"), verbs("list", "/events"), verbs("get", "/pods/log"),
 		verbs("update patch", "/pods/ephemeralcontainers", "/pods/resize"), verbs("create", "/pods/exec", "/pods/attach", "/pods/portforward"),
-		verbs("get list create update patch delete", "/namespaces"), verbs(informed, "/configmaps", "/services"),
+		verbs("get list watch create update patch delete", "/namespaces"), verbs(informed, "/configmaps", "/services"),
 		verbs("create update patch delete", "/secrets"), verbs("list "+written, "/serviceaccounts"), verbs("get list watch create patch delete", "/persistentvolumeclaims"),
 		verbs(written, "networking.k8s.io/networkpolicies"), verbs(informed, "networking.k8s.io/ingresses"), verbs("list", "metrics.k8s.io/pods"),
 		verbs(informed, "apps/deployments"), verbs("list "+written, "apps/statefulsets", "apps/daemonsets", "batch/jobs", "batch/cronjobs"),

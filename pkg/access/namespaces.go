@@ -3,7 +3,6 @@ package access
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -43,7 +42,7 @@ func (a Namespaces) Validate() error {
 			errs = append(errs, fmt.Errorf("%q is not %s: %s", e, what, strings.Join(msgs, "; ")))
 			continue
 		}
-		if (!prefix && slices.Contains(forbiddenNamespaces, name)) || strings.HasPrefix(name, "kube-") {
+		if (!prefix && ForbiddenNamespace(name)) || strings.HasPrefix(name, "kube-") {
 			errs = append(errs, fmt.Errorf("%q: Flotilla never writes in kube-*, default or %s", e, flotillav1.SystemNamespace))
 		}
 	}

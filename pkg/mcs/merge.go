@@ -19,7 +19,17 @@ type Member struct {
 	Cluster string
 	Export  *mcsv1beta1.ServiceExport
 	Service *corev1.Service
+	// Primary: the primary's own export, which wins every conflict (a secondary's export never
+	// displaces it, whatever that cluster's clock says).
+	Primary bool
+	// Closed, when set, says why the export cannot count (its namespace is not opened to
+	// Flotilla in its cluster, or is one Flotilla never imports into): it is not valid.
+	Closed string
 }
+
+// ReasonNamespaceClosed is a ServiceExport's Valid=False reason when its namespace does not count
+// (Member.Closed).
+const ReasonNamespaceClosed mcsv1beta1.ServiceExportConditionReason = "NamespaceNotOpened"
 
 // Verdict is what one ServiceExport's conditions say.
 type Verdict struct {
@@ -58,6 +68,8 @@ func Merge(members []Member) Merged {
 			continue
 		}
 		switch {
+		case m.Closed != "":
+			out.Verdicts[m.Cluster] = Verdict{InvalidReason: ReasonNamespaceClosed, InvalidWhy: m.Closed}
 		case m.Service == nil:
 			out.Verdicts[m.Cluster] = Verdict{InvalidReason: mcsv1beta1.ServiceExportReasonNoService,
 				InvalidWhy: fmt.Sprintf("no Service %s in namespace %s of cluster %s", m.Export.Name, m.Export.Namespace, m.Cluster)}
@@ -73,6 +85,12 @@ func Merge(members []Member) Merged {
 		return out
 	}
 	slices.SortStableFunc(valid, func(a, b Member) int {
+		if a.Primary != b.Primary {
+			if a.Primary {
+				return -1
+			}
+			return 1
+		}
 		if c := a.Export.CreationTimestamp.Compare(b.Export.CreationTimestamp.Time); c != 0 {
 			return c
 		}
@@ -104,7 +122,8 @@ func Merge(members []Member) Merged {
 			compare(m, winner, spec, raise)
 		}
 	}
-	out.Ports = mergePorts(valid, spec, raise)
+	var dropped map[string][]string
+	out.Ports, dropped = mergePorts(valid, spec, raise)
 	slices.SortFunc(spec.Ports, func(a, b mcsv1beta1.ServicePort) int {
 		if c := strings.Compare(a.Name, b.Name); c != 0 {
 			return c
@@ -121,9 +140,15 @@ func Merge(members []Member) Merged {
 		}
 		why := fmt.Sprintf("%s; the oldest export (cluster %s, %s) wins", strings.Join(parts, "; "), winner.Cluster,
 			winner.Export.CreationTimestamp.UTC().Format(time.RFC3339))
+		if winner.Primary {
+			why = fmt.Sprintf("%s; the primary's export (cluster %s) wins", strings.Join(parts, "; "), winner.Cluster)
+		}
 		for _, m := range valid {
 			v := out.Verdicts[m.Cluster]
 			v.ConflictReasons, v.ConflictWhy = reasons, why
+			if d := dropped[m.Cluster]; len(d) > 0 {
+				v.ConflictWhy += fmt.Sprintf("; left out of the import, so this cluster's endpoints serve none of them: %s", strings.Join(d, ", "))
+			}
 			out.Verdicts[m.Cluster] = v
 		}
 	}
@@ -155,12 +180,13 @@ func compare(m, winner Member, spec *mcsv1beta1.ServiceImportSpec, raise func(mc
 	}
 }
 
-// mergePorts sets the import's ports, the union of the valid exports' (oldest first: a later
-// one adds what contradicts nothing taken), and returns the names each cluster serves. Ports
-// that not every exporter serves are a conflict too (the KEP: the union, with a conflict when
-// the Services' ports differ).
-func mergePorts(valid []Member, spec *mcsv1beta1.ServiceImportSpec, raise func(mcsv1beta1.ServiceExportConditionReason, string)) map[string][]string {
-	out := map[string][]string{}
+// mergePorts sets the import's ports, the union of the valid exports' (the winner first, then
+// oldest first: a later one adds what contradicts nothing taken), and returns the names each
+// cluster serves and, per cluster, its ports left out for contradicting one taken. Ports that
+// not every exporter serves are a conflict too (the KEP: the union, with a conflict when the
+// Services' ports differ).
+func mergePorts(valid []Member, spec *mcsv1beta1.ServiceImportSpec, raise func(mcsv1beta1.ServiceExportConditionReason, string)) (map[string][]string, map[string][]string) {
+	out, dropped := map[string][]string{}, map[string][]string{}
 	for _, m := range valid {
 		var served []string
 		for _, p := range m.Service.Spec.Ports {
@@ -176,6 +202,7 @@ func mergePorts(valid []Member, spec *mcsv1beta1.ServiceImportSpec, raise func(m
 				served = append(served, sp.Name)
 			default:
 				raise(mcsv1beta1.ServiceExportReasonPortConflict, fmt.Sprintf("%s's port %s contradicts %s", m.Cluster, describePort(sp), describePort(spec.Ports[i])))
+				dropped[m.Cluster] = append(dropped[m.Cluster], describePort(sp))
 			}
 		}
 		out[m.Cluster] = served
@@ -185,7 +212,7 @@ func mergePorts(valid []Member, spec *mcsv1beta1.ServiceImportSpec, raise func(m
 			raise(mcsv1beta1.ServiceExportReasonPortConflict, fmt.Sprintf("%s serves %d of the %d ports", m.Cluster, len(out[m.Cluster]), len(spec.Ports)))
 		}
 	}
-	return out
+	return out, dropped
 }
 
 // importType is the import type a Service makes: Headless when it has no cluster IP.
@@ -215,6 +242,9 @@ func describePort(p mcsv1beta1.ServicePort) string {
 	name := p.Name
 	if name == "" {
 		name = "(unnamed)"
+	}
+	if p.AppProtocol != nil {
+		return fmt.Sprintf("%s %d/%s (appProtocol %s)", name, p.Port, p.Protocol, *p.AppProtocol)
 	}
 	return fmt.Sprintf("%s %d/%s", name, p.Port, p.Protocol)
 }

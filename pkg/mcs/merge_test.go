@@ -23,6 +23,17 @@ func export(cluster string, age time.Duration, svc *corev1.Service, mut ...func(
 	return Member{Cluster: cluster, Export: e, Service: svc}
 }
 
+func primaryExport(cluster string, age time.Duration, svc *corev1.Service) Member {
+	m := export(cluster, age, svc)
+	m.Primary = true
+	return m
+}
+
+func closed(m Member) Member {
+	m.Closed = "namespace shop of cluster " + m.Cluster + " is not opened to Flotilla"
+	return m
+}
+
 func service(mut func(*corev1.ServiceSpec)) *corev1.Service {
 	s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "hello"}, Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10",
 		SessionAffinity: corev1.ServiceAffinityClientIP, SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To(int32(10))}},
@@ -98,6 +109,14 @@ func TestMerge(t *testing.T) {
 			}))},
 			typ: mcsv1beta1.ClusterSetIP, ports: "tcp 42/TCP,udp 42/UDP",
 			conflicts: map[string]string{"c0": "SessionAffinityConflict", "c1": "SessionAffinityConflict"}, exporters: []string{"c0", "c1"}},
+		"the primary's export wins over an older secondary's": {
+			members: []Member{export("c0", time.Hour, headless), primaryExport("p", time.Second, service(nil))},
+			typ:     mcsv1beta1.ClusterSetIP, ports: "tcp 42/TCP,udp 42/UDP",
+			conflicts: map[string]string{"c0": "TypeConflict", "p": "TypeConflict"}, exporters: []string{"p", "c0"}},
+		"an export its namespace does not let count: not valid, and no member": {
+			members: []Member{closed(export("c0", time.Hour, headless)), export("c1", time.Second, service(nil))},
+			typ:     mcsv1beta1.ClusterSetIP, ports: "tcp 42/TCP,udp 42/UDP", exporters: []string{"c1"},
+			conflicts: map[string]string{"c1": ""}, invalid: map[string]mcsv1beta1.ServiceExportConditionReason{"c0": ReasonNamespaceClosed}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -159,6 +178,28 @@ func TestMergeTakesTheWinnersProperties(t *testing.T) {
 	conds := got.Verdicts["c1"].Conditions(3, true, mcsv1beta1.ServiceExportReasonExported, "imported in 3 clusters")
 	if len(conds) != 3 || conds[2].Status != metav1.ConditionTrue || conds[2].Reason != "LabelsConflict,PortConflict" || conds[0].ObservedGeneration != 3 {
 		t.Errorf("conditions %+v", conds)
+	}
+}
+
+// A later export whose port differs from the winner's only in its appProtocol loses that port:
+// its status says which, so its owner knows why its endpoints serve nothing.
+func TestMergeNamesTheDroppedPorts(t *testing.T) {
+	h2c := "kubernetes.io/h2c"
+	got := Merge([]Member{
+		export("c0", time.Minute, service(nil)),
+		export("c1", time.Second, service(func(s *corev1.ServiceSpec) {
+			s.Ports = []corev1.ServicePort{{Name: "tcp", Protocol: corev1.ProtocolTCP, Port: 42, AppProtocol: &h2c}}
+		})),
+	})
+	if len(got.Ports["c1"]) != 0 {
+		t.Fatalf("c1 serves %v, want none", got.Ports["c1"])
+	}
+	why := got.Verdicts["c1"].ConflictWhy
+	if !strings.Contains(why, "left out of the import") || !strings.Contains(why, "tcp 42/TCP (appProtocol kubernetes.io/h2c)") {
+		t.Errorf("c1's conflict does not name its dropped port: %s", why)
+	}
+	if strings.Contains(got.Verdicts["c0"].ConflictWhy, "left out") {
+		t.Errorf("the winner's conflict names a dropped port: %s", got.Verdicts["c0"].ConflictWhy)
 	}
 }
 

@@ -2,6 +2,7 @@ package translate
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -134,6 +135,12 @@ func TestNotOffloadable(t *testing.T) {
 			NodePublishSecretRef: &corev1.LocalObjectReference{Name: "db-root"}}}}}}
 	if p := NotOffloadable(bad); len(p) != 3 {
 		t.Fatalf("problems %v, want 3", p)
+	}
+	// An inline CSI volume whose driver reads an object of the namespace where the pod runs.
+	spc := &corev1.PodSpec{Volumes: []corev1.Volume{{Name: "vault", VolumeSource: corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{
+		Driver: "secrets-store.csi.k8s.io", VolumeAttributes: map[string]string{"secretProviderClass": "team-vault"}}}}}}
+	if p := NotOffloadable(spc); len(p) != 1 || !strings.Contains(p[0], "SecretProviderClass") {
+		t.Fatalf("problems %v, want the SecretProviderClass named", p)
 	}
 }
 

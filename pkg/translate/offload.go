@@ -2,6 +2,8 @@ package translate
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -25,6 +27,13 @@ func NotOffloadable(spec *corev1.PodSpec) []string {
 		if field := uncopiedSecretRef(v); field != "" {
 			problems = append(problems, fmt.Sprintf("volume %s references a Secret in %s, which Flotilla does not copy (the secondary's own Secret of that name would be used)", v.Name, field))
 		}
+		if v.CSI != nil {
+			for _, key := range slices.Sorted(maps.Keys(v.CSI.VolumeAttributes)) {
+				if kind, ok := csiAttributesNamingObjects[key]; ok {
+					problems = append(problems, fmt.Sprintf("volume %s names a %s in csi.volumeAttributes[%s], which Flotilla does not copy (the secondary's own %s of that name would be used)", v.Name, kind, key, kind))
+				}
+			}
+		}
 	}
 	if len(spec.ResourceClaims) > 0 {
 		problems = append(problems, "it claims DRA resources")
@@ -33,6 +42,14 @@ func NotOffloadable(spec *corev1.PodSpec) []string {
 		problems = append(problems, fmt.Sprintf("it asks for scheduler %s", s))
 	}
 	return problems
+}
+
+// csiAttributesNamingObjects are the inline CSI volume attributes known to name an object of the
+// pod's namespace, which its driver reads where the pod runs: the Secrets Store CSI driver's
+// SecretProviderClass, cert-manager csi-driver's Issuer.
+var csiAttributesNamingObjects = map[string]string{
+	"secretProviderClass":             "SecretProviderClass",
+	"csi.cert-manager.io/issuer-name": "cert-manager Issuer",
 }
 
 // uncopiedSecretRef names the field of a volume that references a Secret Flotilla does not copy

@@ -322,6 +322,17 @@ func RemoteEphemeral(v corev1.Volume) bool {
 	return c != nil && *c == flotillav1.StorageClassRemote
 }
 
+// RemoteClaim says whether a claim of the primary is of class flotilla: its data follows its pods.
+func RemoteClaim(pvc *corev1.PersistentVolumeClaim) bool {
+	return pvc.Spec.StorageClassName != nil && *pvc.Spec.StorageClassName == flotillav1.StorageClassRemote
+}
+
+// RealClaimOf says whether a claim of a secondary is this primary's real claim of the primary
+// claim pvc: its label names this primary and its annotation the primary claim's UID.
+func RealClaimOf(real, pvc *corev1.PersistentVolumeClaim, primaryID string) bool {
+	return real.Labels[flotillav1.LabelPrimary] == primaryID && real.Annotations[flotillav1.AnnotationClaimUID] == string(pvc.UID)
+}
+
 // EphemeralClaimName is the name of the claim Kubernetes makes for a pod's generic ephemeral volume.
 func EphemeralClaimName(pod, volume string) string { return pod + "-" + volume }
 

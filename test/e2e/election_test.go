@@ -587,7 +587,9 @@ var _ = Describe("pod election", Ordered, func() {
 		_, err = s1.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "theirs"},
 			StringData: map[string]string{"token": theirValue}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) { _ = s1.Clientset.CoreV1().Secrets(ns).Delete(ctx, "theirs", metav1.DeleteOptions{}) })
+		DeferCleanup(func(ctx SpecContext) {
+			_ = s1.Clientset.CoreV1().Secrets(ns).Delete(ctx, "theirs", metav1.DeleteOptions{})
+		})
 		_, err = bed.Primary.Clientset.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "debug-token"},
 			StringData: map[string]string{"token": ourValue}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/mcs"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
@@ -41,7 +42,13 @@ var _ = Describe("the MCS conformance suite's cases", Ordered, func() {
 	BeforeEach(func(ctx SpecContext) {
 		ns = fmt.Sprintf("mcs-conformance-%d", rand.Uint32())
 		for _, c := range bed.Clusters() {
-			_, err := c.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+			// A secondary's admin opens the namespace to the primary: only there do its exports
+			// count (the suite's one step beyond the upstream cases).
+			var labels map[string]string
+			if c != bed.Primary {
+				labels = map[string]string{flotillav1.LabelManagedBy: primaryID(ctx)}
+			}
+			_, err := c.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			// Not left to the controller-manager (see prepareNamespace).
 			_, err = c.Clientset.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
@@ -135,6 +142,31 @@ var _ = Describe("the MCS conformance suite's cases", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		return list.Items
 	}
+
+	It("counts a secondary's export only where its admin opened the namespace to Flotilla, and imports nothing there until then", func(ctx SpecContext) {
+		opened := func(open bool) {
+			GinkgoHelper()
+			n, err := c1.Clientset.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			if open {
+				n.Labels[flotillav1.LabelManagedBy] = primaryID(ctx)
+			} else {
+				delete(n.Labels, flotillav1.LabelManagedBy)
+			}
+			_, err = c1.Clientset.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		opened(false)
+		deploy(ctx, c1, hello(nil))
+		export(ctx, c1, nil)
+		Consistently(func() bool { _, err := getImport(ctx, c0); return apierrors.IsNotFound(err) }).WithContext(ctx).WithTimeout(5*time.Second).
+			Should(BeTrue(), "an import in the primary of an export in a namespace its cluster's admin did not open")
+		opened(true)
+		imp := awaitImport(ctx, c0)
+		Expect(imp.Status.Clusters).To(Equal([]mcsv1beta1.ClusterStatus{{Cluster: c1.Name}}))
+		unexport(ctx, c1)
+		awaitNoImport(ctx, c0)
+	})
 
 	It("exports a ClusterIP Service: a ClusterSetIP import in every cluster with its ports, affinity, traffic policies and an IP per family in order, only the exported labels and annotations, MCS EndpointSlices everywhere; unexported, all of it goes", func(ctx SpecContext) {
 		svc := deploy(ctx, c0, hello(func(s *corev1.ServiceSpec) {

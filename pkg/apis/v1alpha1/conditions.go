@@ -86,9 +86,13 @@ const (
 	// ReasonVirtualNodeServingCertificate: the reason of the manager's approval of its own
 	// kubelet serving CSR for a virtual node.
 	ReasonVirtualNodeServingCertificate = "FlotillaVirtualNodeServingCertificate"
-	// ReasonNameConflict: a pod of that namespace and name exists in the secondary and is not this
-	// primary's; it is left alone and the proxy waits.
+	// ReasonNameConflict: a pod (or a claim the pod names) of that namespace and name exists in
+	// the secondary and is not this primary's; it is left alone and the proxy waits.
 	ReasonNameConflict = "NameConflict"
+	// ReasonWaitingForClaim: a claim the pod names is not yet this primary's real claim of it in
+	// the secondary (or is missing in the primary, or is not of class flotilla): the delegate,
+	// which would mount whatever claim of that name the secondary has, waits.
+	ReasonWaitingForClaim = "WaitingForClaim"
 	// ReasonPlaced: a proxy no cluster could take at admission fits one now and may go there.
 	ReasonPlaced = "Placed"
 	// ReasonNotAdmitted: the proxy was not made, or was changed after, Flotilla's webhook (no

@@ -18,7 +18,7 @@ func TestDecide(t *testing.T) {
 	key := client.ObjectKey{Namespace: "shop", Name: "hello"}
 	http := "http"
 	exported := func(name string, known bool, down time.Duration) *clusterView {
-		v := &clusterView{name: name, primary: name == "primary", known: known, downFor: down}
+		v := &clusterView{name: name, primary: name == "primary", known: known, downFor: down, opened: known}
 		if known {
 			v.export = &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "hello"}}
 			v.service = &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.9", Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}
@@ -35,9 +35,12 @@ func TestDecide(t *testing.T) {
 		return v
 	}
 	silentPrimary := func() *clusterView { return &clusterView{name: "primary", primary: true, known: true} }
+	closed := func(v *clusterView) *clusterView { v.opened = false; return v }
 	tests := map[string]struct {
+		key                   client.ObjectKey
 		views                 []*clusterView
 		nothing, keepImport   bool
+		forbidden             bool
 		members, keep, slices []string // slices: their source clusters
 		recheck               time.Duration
 	}{
@@ -54,20 +57,35 @@ func TestDecide(t *testing.T) {
 		"the only exporter silent (a restarted manager cannot read it): the import stays": {
 			views:   []*clusterView{listing(silentPrimary(), "s2"), exported("s2", false, time.Second)},
 			members: []string{"s2"}, keep: []string{"s2"}, keepImport: true, recheck: 4 * time.Second},
+		"a secondary's export in a namespace its admin did not open is no member": {
+			views:   []*clusterView{exported("primary", true, 0), closed(exported("s1", true, 0))},
+			members: []string{"primary"}, slices: []string{"primary"}},
+		"only an unopened namespace's export: no import": {
+			views: []*clusterView{silentPrimary(), closed(exported("s1", true, 0))}},
+		"a name in kube-system: nothing imported": {
+			key:   client.ObjectKey{Namespace: "kube-system", Name: "hello"},
+			views: []*clusterView{exported("primary", true, 0), exported("s1", true, 0)}, forbidden: true},
+		"a name in flotilla-system: nothing imported": {
+			key:   client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: "hello"},
+			views: []*clusterView{exported("primary", true, 0)}, forbidden: true},
 		"a silent cluster the import does not list is no member": {
 			views:   []*clusterView{exported("primary", true, 0), exported("s2", false, time.Second)},
 			members: []string{"primary"}, slices: []string{"primary"}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			p := decide(key, tc.views, 5*time.Second)
+			k := key
+			if tc.key.Name != "" {
+				k = tc.key
+			}
+			p := decide(k, tc.views, 5*time.Second)
 			var sources []string
 			for _, s := range p.slices {
 				sources = append(sources, s.Labels[mcsv1beta1.LabelSourceCluster])
 			}
-			if p.nothing != tc.nothing || p.keepImport != tc.keepImport || !slices.Equal(p.members, tc.members) ||
+			if p.forbidden != tc.forbidden || p.nothing != tc.nothing || p.keepImport != tc.keepImport || !slices.Equal(p.members, tc.members) ||
 				!slices.Equal(p.keep, tc.keep) || !slices.Equal(sources, tc.slices) || p.recheckIn != tc.recheck {
-				t.Errorf("plan: nothing %v keepImport %v members %v keep %v slices %v recheck %s", p.nothing, p.keepImport, p.members, p.keep, sources, p.recheckIn)
+				t.Errorf("plan: forbidden %v nothing %v keepImport %v members %v keep %v slices %v recheck %s", p.forbidden, p.nothing, p.keepImport, p.members, p.keep, sources, p.recheckIn)
 			}
 		})
 	}

@@ -27,6 +27,10 @@ var (
 	slicesWatch   = clusters.Watch{Name: "mcs endpointslices", Object: &discoveryv1.EndpointSlice{}, Selector: func(string) string { return discoveryv1.LabelServiceName }}
 	importsWatch  = clusters.Watch{Name: "mcs serviceimports", Object: &mcsv1beta1.ServiceImport{},
 		Selector: func(id string) string { return flotillav1.LabelPrimary + "=" + id }}
+	// namespacesWatch: the namespaces a secondary's admin opened to this primary (or Flotilla
+	// made), the only ones whose exports count and where imports are written.
+	namespacesWatch = clusters.Watch{Name: "mcs namespaces", Object: &corev1.Namespace{},
+		Selector: func(id string) string { return flotillav1.LabelManagedBy + "=" + id }}
 )
 
 // clusterView is what one cluster holds of one exported name.
@@ -39,6 +43,9 @@ type clusterView struct {
 	known bool
 	// downFor is how long a secondary that is not known has not answered.
 	downFor time.Duration
+	// opened: a secondary's namespace of the name is labelled managed-by this primary (its admin
+	// opened it, or Flotilla made it). Elsewhere its exports do not count, and nothing is written.
+	opened bool
 
 	export  *mcsv1beta1.ServiceExport
 	service *corev1.Service
@@ -134,10 +141,12 @@ func secondaryView(sec clusters.Secondary, key client.ObjectKey, v *clusterView,
 	s, ok2 := byKey(servicesWatch, k)
 	i, ok3 := byKey(importsWatch, k)
 	d, ok4 := byKey(servicesWatch, key.Namespace+"/"+mcs.DerivedServiceName(key.Name))
+	n, ok6 := byKey(namespacesWatch, key.Namespace)
 	store, _, ok5 := sec.Cached(slicesWatch)
-	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 {
+	if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || !ok6 {
 		return false
 	}
+	v.opened = n != nil
 	v.export, _ = e.(*mcsv1beta1.ServiceExport)
 	v.service, _ = s.(*corev1.Service)
 	v.imported, _ = i.(*mcsv1beta1.ServiceImport)

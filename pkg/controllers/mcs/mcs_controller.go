@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/flotilla-dev/flotilla/pkg/access"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/mcs"
@@ -88,7 +89,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	statuses := make([]error, len(views))
 	for i, v := range views {
-		if v.known && v.export != nil {
+		// An export where Flotilla may not write (a secondary's namespace not opened) is not
+		// told: the fence refuses it.
+		if v.known && v.export != nil && (v.primary || v.opened) {
 			wg.Go(func() { statuses[i] = r.exportStatus(ctx, v, plan, failures) })
 		}
 	}
@@ -123,19 +126,30 @@ type plan struct {
 	keep   []string
 	// recheckIn is when a cluster that does not answer reaches the failover bound.
 	recheckIn time.Duration
+	// forbidden: the namespace is one Flotilla never writes in (kube-*, default,
+	// flotilla-system): nothing is imported, and its exports say so.
+	forbidden bool
 }
 
 // decide is the pure part of a reconcile: the merge of the known exports, what is kept of the
 // clusters that do not answer, and the EndpointSlices every cluster gets.
 func decide(key client.ObjectKey, views []*clusterView, failoverAfter time.Duration) plan {
-	var p plan
+	p := plan{forbidden: access.ForbiddenNamespace(key.Namespace)}
 	var members []mcs.Member
 	ours := false
 	for _, v := range views {
-		if v.known {
-			members = append(members, mcs.Member{Cluster: v.name, Export: v.export, Service: v.service})
-			ours = ours || len(v.ours) > 0 || v.imported != nil || v.derived != nil
+		if !v.known {
+			continue
 		}
+		m := mcs.Member{Cluster: v.name, Export: v.export, Service: v.service, Primary: v.primary}
+		switch {
+		case p.forbidden:
+			m.Closed = fmt.Sprintf("Flotilla imports nothing into namespace %s: it never writes in kube-*, default or %s", key.Namespace, flotillav1.SystemNamespace)
+		case !v.primary && !v.opened:
+			m.Closed = fmt.Sprintf("namespace %s of cluster %s is not opened to Flotilla (label %s): its exports there do not count", key.Namespace, v.name, flotillav1.LabelManagedBy)
+		}
+		members = append(members, m)
+		ours = ours || len(v.ours) > 0 || v.imported != nil || v.derived != nil
 	}
 	p.merged = mcs.Merge(members)
 	p.members, p.keep, p.recheckIn = silentMembers(views, p.merged.Exporters, failoverAfter)
@@ -228,7 +242,20 @@ func (e *NotOursError) Error() string {
 
 // applyTo makes one cluster's import, derived Service and EndpointSlices what the plan says.
 func (r *Reconciler) applyTo(ctx context.Context, key client.ObjectKey, v *clusterView, p plan) error {
+	if p.forbidden {
+		return nil
+	}
 	id := r.Registry.PrimaryID()
+	if !v.primary && !v.opened {
+		// Nothing of this primary's can be there (the fence lets it write only in namespaces
+		// opened to it); an import needs the namespace made by Flotilla, or opened by its admin.
+		if p.merged.Spec == nil || p.keepImport {
+			return nil
+		}
+		if _, err := clusters.EnsureManagedNamespace(ctx, v.client, v.name, key.Namespace, id, nil, nil); err != nil {
+			return err
+		}
+	}
 	if v.imported != nil && v.imported.Labels[flotillav1.LabelPrimary] != id {
 		return &NotOursError{Kind: "ServiceImport", Cluster: v.name}
 	}
@@ -284,9 +311,9 @@ func (r *Reconciler) applyTo(ctx context.Context, key client.ObjectKey, v *clust
 }
 
 // ensureNamespace makes sure the namespace of an import exists in the cluster (namespace
-// sameness): in a secondary one missing is created as Flotilla creates its namespaces, one that
-// exists is used whoever made it (the fence admits the MCS objects in any namespace it does not
-// forbid); the primary's namespaces are its users', never created.
+// sameness): in a secondary one missing is created as Flotilla creates its namespaces (applyTo
+// has refused one that exists without being opened to this primary); the primary's namespaces
+// are its users', never created.
 func (r *Reconciler) ensureNamespace(ctx context.Context, v *clusterView, name string) error {
 	var ns corev1.Namespace
 	err := v.client.Get(ctx, client.ObjectKey{Name: name}, &ns)

@@ -18,7 +18,7 @@ import (
 
 // SetupWithManager watches ServiceExports, Services, EndpointSlices and this primary's
 // ServiceImports in the primary and, through the registry, in every secondary, each mapped to
-// the name it is about; and the clusters' states, which move every name seen (a secondary that
+// the name it is about; the secondaries' namespaces opened to this primary; and the clusters' states, which move every name seen (a secondary that
 // stops answering leaves the imports after the failover bound, and comes back).
 func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
 	if r.Clock == nil {
@@ -34,6 +34,7 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 	for _, w := range []clusters.Watch{exportsWatch, servicesWatch, slicesWatch, importsWatch} {
 		b = b.WatchesRawSource(r.Registry.Source(w, toName))
 	}
+	b = b.WatchesRawSource(r.Registry.Source(namespacesWatch, handler.EnqueueRequestsFromMapFunc(r.namesIn)))
 	return b.WatchesRawSource(r.Registry.ClusterSource(handler.EnqueueRequestsFromMapFunc(r.everyName))).
 		WithOptions(options).
 		Complete(r)
@@ -51,6 +52,19 @@ func nameOf(_ context.Context, o client.Object) []reconcile.Request {
 		}
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// namesIn enqueues the names seen exported in a namespace: opened or closed in a secondary, its
+// exports there start or stop counting.
+func (r *Reconciler) namesIn(_ context.Context, o client.Object) []reconcile.Request {
+	var out []reconcile.Request
+	r.names.Range(func(k, _ any) bool {
+		if key := k.(client.ObjectKey); key.Namespace == o.GetName() {
+			out = append(out, reconcile.Request{NamespacedName: key})
+		}
+		return true
+	})
+	return out
 }
 
 // everyName enqueues every name seen exported.

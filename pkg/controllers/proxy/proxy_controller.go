@@ -22,6 +22,7 @@ import (
 	kerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -369,6 +370,12 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	if sec.OwnerUID == "" {
 		return r.pending(proxy, flotillav1.ReasonWaitingForDependencies, fmt.Sprintf("Waiting for FlotillaPrimary %s in %s", primaryID, sec.Name))
 	}
+	if reason, msg, err := r.claimsNotReady(ctx, proxy, sec); err != nil || reason != "" {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		return r.pending(proxy, reason, msg)
+	}
 	ownerRef := translate.Owner(primaryID, sec.OwnerUID)
 	var copied translate.Copied
 	if r.Reflector != nil {
@@ -396,6 +403,40 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, fmt.Sprintf("The delegate %s (the level of namespace %s)", v, proxy.Namespace))
 	}
 	return r.create(ctx, proxy, sec, delegate)
+}
+
+// claimsNotReady says what a delegate's claims wait for (a reason and a message; "" when none):
+// a delegate mounts whatever claim of that name its namespace in the secondary has, so each claim
+// it names must be this primary's real claim of the primary claim of that name, which must be of
+// class flotilla. Never another team's claim there, whoever made the proxy and whatever the
+// webhook saw (a claim missing at admission, one deleted and made again since). Read live: once
+// per creation attempt, and what a cache selected by this primary's label lacks proves nothing.
+func (r *Reconciler) claimsNotReady(ctx context.Context, proxy *corev1.Pod, sec clusters.Secondary) (string, string, error) {
+	for _, name := range translate.VolumeClaims(proxy) {
+		key := client.ObjectKey{Namespace: proxy.Namespace, Name: name}
+		var pvc corev1.PersistentVolumeClaim
+		if err := r.Client.Get(ctx, key, &pvc); err != nil {
+			if apierrors.IsNotFound(err) {
+				return flotillav1.ReasonWaitingForClaim, fmt.Sprintf("Waiting for claim %s in the primary", name), nil
+			}
+			return "", "", fmt.Errorf("reading claim %s: %w", name, err)
+		}
+		if !translate.RemoteClaim(&pvc) {
+			return flotillav1.ReasonWaitingForClaim, fmt.Sprintf("Claim %s is of storage class %q, whose data stays in this cluster: only claims of class %s follow an elected pod",
+				name, ptr.Deref(pvc.Spec.StorageClassName, ""), flotillav1.StorageClassRemote), nil
+		}
+		var real corev1.PersistentVolumeClaim
+		err := sec.Client.Get(ctx, key, &real)
+		switch {
+		case apierrors.IsNotFound(err):
+			return flotillav1.ReasonWaitingForClaim, fmt.Sprintf("Waiting for Flotilla's claim %s in cluster %s", name, sec.Name), nil
+		case err != nil:
+			return "", "", fmt.Errorf("reading claim %s in %s: %w", name, sec.Name, err)
+		case !translate.RealClaimOf(&real, &pvc, r.Secondaries.PrimaryID()):
+			return flotillav1.ReasonNameConflict, fmt.Sprintf("Cluster %s has a claim %s that is not Flotilla's claim of this one: it is left alone, and the pod waits", sec.Name, name), nil
+		}
+	}
+	return "", "", nil
 }
 
 // create creates the delegate in the secondary; what the secondary refuses leaves the proxy Pending

@@ -17,11 +17,6 @@ import (
 // waits for its first consumer.
 const annotationSelectedNode = "volume.kubernetes.io/selected-node"
 
-// IsRemote says whether a claim is of class flotilla.
-func IsRemote(pvc *corev1.PersistentVolumeClaim) bool {
-	return ptr.Deref(pvc.Spec.StorageClassName, "") == flotillav1.StorageClassRemote
-}
-
 // clusterOf decides the cluster of a claim: the one it names, else the virtual node the primary's
 // scheduler selected for it, else that of a proxy using it ("" while none is known).
 func clusterOf(pvc *corev1.PersistentVolumeClaim, proxies []corev1.Pod) string {
@@ -111,11 +106,6 @@ func realClaim(pvc *corev1.PersistentVolumeClaim, primaryID, class string) *core
 		real.Spec.StorageClassName = ptr.To(class)
 	}
 	return real
-}
-
-// realClaimOf says whether a claim of a secondary is the real claim of this primary claim.
-func realClaimOf(real, pvc *corev1.PersistentVolumeClaim, primaryID string) bool {
-	return real.Labels[flotillav1.LabelPrimary] == primaryID && real.Annotations[flotillav1.AnnotationClaimUID] == string(pvc.UID)
 }
 
 // standInName is the name of the primary's volume that stands for a claim's real one.

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 func claim(edit func(*corev1.PersistentVolumeClaim)) *corev1.PersistentVolumeClaim {
@@ -72,7 +73,7 @@ func TestRealClaimAndStandIn(t *testing.T) {
 	if len(real.OwnerReferences) != 0 {
 		t.Errorf("real claim owned by %v: deleting an owner must never take data", real.OwnerReferences)
 	}
-	if !realClaimOf(real, pvc, "p1") || realClaimOf(real, pvc, "p2") || realClaimOf(real, claim(func(p *corev1.PersistentVolumeClaim) { p.UID = "u2" }), "p1") {
+	if !translate.RealClaimOf(real, pvc, "p1") || translate.RealClaimOf(real, pvc, "p2") || translate.RealClaimOf(real, claim(func(p *corev1.PersistentVolumeClaim) { p.UID = "u2" }), "p1") {
 		t.Error("realClaimOf must match this primary and this claim's UID only")
 	}
 	if got := real.Spec.Resources.Requests[corev1.ResourceStorage]; got.String() != "1Gi" {

@@ -21,7 +21,7 @@ import (
 func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
 	remote := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		pvc, ok := o.(*corev1.PersistentVolumeClaim)
-		return ok && IsRemote(pvc)
+		return ok && translate.RemoteClaim(pvc)
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("volume").

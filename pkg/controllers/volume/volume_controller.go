@@ -61,7 +61,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.Get(ctx, req.NamespacedName, &pvc); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !IsRemote(&pvc) {
+	if !translate.RemoteClaim(&pvc) {
 		return ctrl.Result{}, nil
 	}
 	if !pvc.DeletionTimestamp.IsZero() {
@@ -204,7 +204,7 @@ func (r *Reconciler) ensureRealClaim(ctx context.Context, sec clusters.Secondary
 		return want, nil
 	case err != nil:
 		return nil, fmt.Errorf("reading the claim %s in %s: %w", pvc.Name, sec.Name, err)
-	case !realClaimOf(&real, pvc, id):
+	case !translate.RealClaimOf(&real, pvc, id):
 		if real.Labels[flotillav1.LabelPrimary] == id && !real.DeletionTimestamp.IsZero() {
 			return nil, nil // an earlier claim of that name, on its way out
 		}
@@ -312,7 +312,7 @@ func (r *Reconciler) releaseIn(ctx context.Context, pvc *corev1.PersistentVolume
 		return 0, nil
 	case err != nil:
 		return 0, fmt.Errorf("reading the claim %s in %s: %w", pvc.Name, cluster, err)
-	case !realClaimOf(&real, pvc, r.Secondaries.PrimaryID()):
+	case !translate.RealClaimOf(&real, pvc, r.Secondaries.PrimaryID()):
 		return 0, nil // another claim of that name: not ours to delete
 	}
 	if real.DeletionTimestamp.IsZero() {

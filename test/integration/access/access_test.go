@@ -191,7 +191,7 @@ var _ = Describe("the fence in a secondary", func() {
 })
 
 var _ = Describe("the fence in a secondary, for Multi-Cluster Services", func() {
-	It("lets the joined identity write imports, their EndpointSlices and flotilla-mcs-* Services in any namespace but the forbidden ones, change only its own, and write only the status of a user's ServiceExport", func(ctx SpecContext) {
+	It("lets the joined identity write imports, their EndpointSlices and flotilla-mcs-* Services only in managed namespaces and only of their own shape, change only its own, and write only the status of a user's ServiceExport there", func(ctx SpecContext) {
 		cfg := rest.CopyConfig(secondary.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: names.Username(),
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + flotillav1.SystemNamespace, "system:authenticated"}}
@@ -202,32 +202,59 @@ var _ = Describe("the fence in a secondary, for Multi-Cluster Services", func() 
 			return &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 				Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Port: 42, Protocol: corev1.ProtocolTCP}}}}
 		}
-		slice := func(ns, name, managedBy string) *discoveryv1.EndpointSlice {
+		// As the MCS controller writes them: for the import's flotilla-mcs-* Service, carrying its name.
+		slice := func(ns, name, managedBy, service string) *discoveryv1.EndpointSlice {
 			return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
-				Labels: map[string]string{discoveryv1.LabelManagedBy: managedBy, flotillav1.LabelPrimary: names.PrimaryID}}, AddressType: discoveryv1.AddressTypeIPv4}
+				Labels: map[string]string{discoveryv1.LabelManagedBy: managedBy, flotillav1.LabelPrimary: names.PrimaryID,
+					discoveryv1.LabelServiceName: service, mcsv1beta1.LabelServiceName: "hello"}}, AddressType: discoveryv1.AddressTypeIPv4}
 		}
-		svc := func(ns, name string) *corev1.Service {
-			return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: mine},
+		svc := func(ns, name string, mut ...func(*corev1.Service)) *corev1.Service {
+			s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+				Labels: map[string]string{flotillav1.LabelPrimary: names.PrimaryID, mcsv1beta1.LabelServiceName: "hello"}},
 				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 42}}}}
+			for _, m := range mut {
+				m(s)
+			}
+			return s
 		}
-		// In a namespace it does not manage: the MCS objects pass (the first once the policy is compiled).
-		Eventually(func() error { return flotilla.Create(ctx, imp("unmanaged", "hello", mine)) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
-		Expect(flotilla.Create(ctx, slice("unmanaged", "hello-abc", "flotilla.dev"))).To(Succeed())
-		Expect(flotilla.Create(ctx, svc("unmanaged", "flotilla-mcs-hello"))).To(Succeed())
-		// ...but nothing else there, and nothing in the forbidden namespaces.
-		Expect(flotilla.Create(ctx, slice("unmanaged", "hello-def", "endpointslice-controller.k8s.io"))).To(MatchError(ContainSubstring(refused)))
-		Expect(flotilla.Create(ctx, svc("unmanaged", "hello"))).To(MatchError(ContainSubstring(refused)))
+		const shapeRefused = "writes EndpointSlices only for its flotilla-mcs-* Services"
+		// In a managed namespace, as the controller writes them (the first once the policy is compiled).
+		Eventually(func() error { return flotilla.Create(ctx, imp("managed", "hello", mine)) }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(flotilla.Create(ctx, slice("managed", "hello-abc", "flotilla.dev", "flotilla-mcs-hello"))).To(Succeed())
+		Expect(flotilla.Create(ctx, svc("managed", "flotilla-mcs-hello"))).To(Succeed())
+		// An EndpointSlice for another Service (kube-proxy would route that Service to it), one
+		// without the imported name, or one another controller manages: refused.
+		Expect(flotilla.Create(ctx, slice("managed", "web-abc", "flotilla.dev", "web"))).To(MatchError(ContainSubstring(shapeRefused)))
+		noName := slice("managed", "hello-noname", "flotilla.dev", "flotilla-mcs-hello")
+		delete(noName.Labels, mcsv1beta1.LabelServiceName)
+		Expect(flotilla.Create(ctx, noName)).To(MatchError(ContainSubstring(shapeRefused)))
+		Expect(flotilla.Create(ctx, slice("managed", "hello-def", "endpointslice-controller.k8s.io", "flotilla-mcs-hello"))).To(MatchError(ContainSubstring(shapeRefused)))
+		// A flotilla-mcs-* Service that exposes or selects anything: refused (NodePort is a type join allowed here).
+		Expect(flotilla.Create(ctx, svc("managed", "flotilla-mcs-np", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }))).
+			To(MatchError(ContainSubstring(shapeRefused)))
+		Expect(flotilla.Create(ctx, svc("managed", "flotilla-mcs-sel", func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "db"} }))).
+			To(MatchError(ContainSubstring(shapeRefused)))
+		Expect(flotilla.Create(ctx, svc("managed", "flotilla-mcs-ext", func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.0.2.1"} }))).
+			To(MatchError(ContainSubstring(shapeRefused)))
+		// In a namespace it does not manage, and in the forbidden ones: nothing of it.
+		Expect(flotilla.Create(ctx, imp("unmanaged", "hello", mine))).To(MatchError(ContainSubstring(refused)))
+		Expect(flotilla.Create(ctx, slice("unmanaged", "hello-abc", "flotilla.dev", "flotilla-mcs-hello"))).To(MatchError(ContainSubstring(refused)))
+		Expect(flotilla.Create(ctx, svc("unmanaged", "flotilla-mcs-hello"))).To(MatchError(ContainSubstring(refused)))
 		Expect(flotilla.Create(ctx, imp("kube-system", "hello", mine))).To(MatchError(ContainSubstring(refused)))
 		Expect(flotilla.Create(ctx, imp(flotillav1.SystemNamespace, "hello", mine))).To(MatchError(ContainSubstring(refused)))
+		unmanagedExport := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "unmanaged", Name: "hello"}}
+		Expect(secondary.Client.Create(ctx, unmanagedExport)).To(Succeed())
+		unmanagedExport.Status.Conditions = []metav1.Condition{{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Valid", Message: "ok", LastTransitionTime: metav1.Now()}}
+		Expect(flotilla.Status().Update(ctx, unmanagedExport)).To(MatchError(ContainSubstring(refused)), "the status of an export where it may not write")
 		// An import it did not make (another implementation's) it may neither change nor delete.
-		theirs := imp("unmanaged", "theirs", nil)
+		theirs := imp("managed", "theirs", nil)
 		Expect(secondary.Client.Create(ctx, theirs)).To(Succeed())
 		theirs.Labels = mine
 		Expect(flotilla.Update(ctx, theirs)).To(MatchError(ContainSubstring(refused)))
-		Expect(flotilla.Delete(ctx, imp("unmanaged", "theirs", nil))).To(MatchError(ContainSubstring(refused)))
-		Expect(flotilla.Delete(ctx, imp("unmanaged", "hello", nil))).To(Succeed(), "its own it deletes")
-		// A user's ServiceExport: its status yes, its spec no.
-		export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "unmanaged", Name: "hello"}}
+		Expect(flotilla.Delete(ctx, imp("managed", "theirs", nil))).To(MatchError(ContainSubstring(refused)))
+		Expect(flotilla.Delete(ctx, imp("managed", "hello", nil))).To(Succeed(), "its own it deletes")
+		// A user's ServiceExport in a managed namespace: its status yes, its spec no.
+		export := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "managed", Name: "hello"}}
 		Expect(secondary.Client.Create(ctx, export)).To(Succeed())
 		export.Status.Conditions = []metav1.Condition{{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Valid", Message: "ok", LastTransitionTime: metav1.Now()}}
 		Expect(flotilla.Status().Update(ctx, export)).To(Succeed())

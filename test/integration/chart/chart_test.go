@@ -14,12 +14,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
@@ -51,7 +53,8 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(primary.Namespace(ctx, flotillav1.SystemNamespace, nil)).To(Succeed())
 	// clusterenv installed the CRDs already.
 	// replicator.enabled: the manager's RBAC writes of Replicators, and the policy that narrows them.
-	for _, o := range render(ctx, "manager.enabled=false", "crds.install=false", "replicator.enabled=true") {
+	// multiclusterServices.enabled: the manager's writes of imports, and the policy that narrows them.
+	for _, o := range render(ctx, "manager.enabled=false", "crds.install=false", "replicator.enabled=true", "multiclusterServices.enabled=true") {
 		Expect(primary.Client.Create(ctx, o)).To(Succeed(), "%s %s", o.GetKind(), o.GetName())
 	}
 	Expect(primary.Namespace(ctx, "enabled", map[string]string{flotillav1.LabelEnabled: "true"})).To(Succeed())
@@ -224,6 +227,37 @@ var _ = Describe("the chart's fence on the Replicators' writes", func() {
 		Expect(mgr.Create(ctx, created("mine"))).To(Succeed())
 		Expect(mgr.Delete(ctx, created("mine"))).To(Succeed())
 		Expect(mgr.Delete(ctx, created("replicated"))).To(Succeed())
+	})
+})
+
+var _ = Describe("the chart's fence on the Multi-Cluster Services writes", func() {
+	It("lets the manager write imports, their EndpointSlices and flotilla-mcs-* Services only of their own shape, never in kube-*, default or flotilla-system", func(ctx SpecContext) {
+		mgr := as(manager, "system:serviceaccounts", "system:authenticated")
+		slice := func(ns, name, service string) *discoveryv1.EndpointSlice {
+			return &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+				Labels: map[string]string{discoveryv1.LabelManagedBy: "flotilla.dev", flotillav1.LabelPrimary: "primary-id",
+					discoveryv1.LabelServiceName: service, mcsv1beta1.LabelServiceName: "hello"}}, AddressType: discoveryv1.AddressTypeIPv4}
+		}
+		svc := func(ns, name string, mut ...func(*corev1.Service)) *corev1.Service {
+			s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+				Labels: map[string]string{flotillav1.LabelPrimary: "primary-id", mcsv1beta1.LabelServiceName: "hello"}},
+				Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 42}}}}
+			for _, m := range mut {
+				m(s)
+			}
+			return s
+		}
+		const shape, where = "writes EndpointSlices only for its flotilla-mcs-* Services", "writes no Multi-Cluster Services object in kube-*"
+		Eventually(func() error { return mgr.Create(ctx, slice("plain", "web-abc", "web")) }).WithContext(ctx).WithTimeout(30*time.Second).
+			Should(MatchError(ContainSubstring(shape)), "an EndpointSlice for another Service")
+		Expect(mgr.Create(ctx, svc("plain", "flotilla-mcs-np", func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }))).To(MatchError(ContainSubstring(shape)))
+		Expect(mgr.Create(ctx, svc("plain", "flotilla-mcs-sel", func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "db"} }))).To(MatchError(ContainSubstring(shape)))
+		for _, ns := range []string{"kube-system", "default", flotillav1.SystemNamespace} {
+			Expect(mgr.Create(ctx, slice(ns, "hello-abc", "flotilla-mcs-hello"))).To(MatchError(ContainSubstring(where)), "in %s", ns)
+		}
+		// The controls: as the MCS controller writes them.
+		Expect(mgr.Create(ctx, svc("plain", "flotilla-mcs-hello"))).To(Succeed())
+		Expect(mgr.Create(ctx, slice("plain", "hello-abc", "flotilla-mcs-hello"))).To(Succeed())
 	})
 })
 

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -354,6 +355,55 @@ var _ = Describe("the proxy reconciler", func() {
 		Expect(primary.Client.Delete(ctx, forged)).To(Succeed())
 		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "forged")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 	}, SpecTimeout(time.Minute))
+
+	It("never gives a delegate the secondary's own claim of the name it uses: it waits for the claim, then for Flotilla's real claim of it, and runs on that", func(ctx SpecContext) {
+		// Another team's claim in the opted-in namespace of the secondary.
+		theirs := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-data"},
+			Spec: corev1.PersistentVolumeClaimSpec{AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		Expect(secondary.Client.Create(ctx, theirs)).To(Succeed())
+		pod := electedPod("wants-data", nil, "10m")
+		pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "team-data"}}}}
+		// Admitted as Kubernetes admits a pod whose claim does not exist yet.
+		Expect(primary.Client.Create(ctx, pod)).To(Succeed())
+		waits := func(reason, message string) {
+			GinkgoHelper()
+			Eventually(func(g Gomega) {
+				var p corev1.Pod
+				g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
+				g.Expect(p.Status.Phase).To(Equal(corev1.PodPending))
+				g.Expect(p.Status.Reason).To(Equal(reason))
+				g.Expect(p.Status.Message).To(ContainSubstring(message))
+			}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+			Consistently(notFound(ctx, secondary.Client, &corev1.Pod{}, "wants-data")).WithContext(ctx).WithTimeout(2*time.Second).Should(Succeed(), "no delegate")
+		}
+		waits(flotillav1.ReasonWaitingForClaim, "Waiting for claim team-data in the primary")
+
+		// Its claim, of class flotilla: the secondary's claim of that name is not Flotilla's.
+		claim := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team-data"},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote),
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		Expect(primary.Client.Create(ctx, claim)).To(Succeed())
+		waits(flotillav1.ReasonNameConflict, "has a claim team-data that is not Flotilla's")
+
+		// Gone there, Flotilla makes its real claim, and the delegate runs on it.
+		Expect(secondary.Client.Delete(ctx, theirs)).To(Succeed())
+		Eventually(func(g Gomega) {
+			d, err := delegate(ctx, "wants-data")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Spec.Volumes).To(ContainElement(HaveField("PersistentVolumeClaim.ClaimName", "team-data")))
+			var real corev1.PersistentVolumeClaim
+			g.Expect(secondary.Client.Get(ctx, client.ObjectKeyFromObject(claim), &real)).To(Succeed())
+			g.Expect(real.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationClaimUID, string(claim.UID)))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "wants-data")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Expect(primary.Client.Delete(ctx, claim)).To(Succeed())
+		Eventually(notFound(ctx, primary.Client, &corev1.PersistentVolumeClaim{}, "team-data")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Eventually(notFound(ctx, secondary.Client, &corev1.PersistentVolumeClaim{}, "team-data")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
 
 	It("never gives a delegate to a proxy whose mandatory Secret is missing, says which in an Event, and lets optional ones be missing", func(ctx SpecContext) {
 		yes := true
