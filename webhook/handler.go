@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
@@ -46,10 +48,16 @@ type Handler struct {
 	// Namespaces reads the pod's namespace (its Pod Security labels): the manager's cache, with
 	// LiveNamespaces (the API server) for a namespace the cache has not seen yet.
 	Namespaces, LiveNamespaces client.Reader
-	// Claims reads the claims an elected pod uses and the volumes they are bound to (the API
-	// server: a StatefulSet's claim is created just before its pod). Nil: none is read, and a pod
-	// with a claim is placed as if it were unbound.
+	// Claims reads the claims an elected pod uses and the volumes they are bound to (the
+	// manager's cache). Nil: none is read, and a pod with a claim is placed as if it were unbound.
 	Claims client.Reader
+	// LiveClaims reads, from the API server, a claim or volume the cache has not seen yet (a
+	// StatefulSet's claim is created just before its pod), each name once per admission and at
+	// the pace of LiveReads, which no other caller shares: a request naming hundreds of claims
+	// costs the API server no more than LiveReads allows, and never the manager's Lease renewals
+	// (nil: the cache alone).
+	LiveClaims client.Reader
+	LiveReads  *rate.Limiter
 	// SealKey signs every proxy the webhook makes (flotilla.dev/seal): the proxy reconciler gives
 	// a delegate only to a proxy whose seal it verifies. Without it no pod is elected.
 	SealKey seal.Key
@@ -69,9 +77,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
-	out, err := h.mutate(ctx, pod)
+	out, err := h.mutate(ctx, pod, ptr.Deref(req.DryRun, false))
 	var rej *Rejection
 	switch {
+	case errors.Is(err, errLiveReads):
+		decided(ctx, pod, OutcomeError, "")
+		return admission.Errored(http.StatusTooManyRequests, err)
 	case errors.As(err, &rej):
 		log.FromContext(ctx).Info("Elected pod refused", "namespace", req.Namespace, "name", pod.GetName()+pod.GetGenerateName(), "reason", rej.Message)
 		decided(ctx, pod, OutcomeDenied, "")
@@ -93,8 +104,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
 }
 
-// mutate reads the pod's namespace and admits the pod (Admit).
-func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+// mutate reads the pod's namespace and admits the pod (Admit); a dry run changes nothing of the
+// webhook's state.
+func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod, dryRun bool) (*corev1.Pod, error) {
 	if !Elected(pod, h.Options) {
 		return pod, nil
 	}
@@ -113,7 +125,7 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, err
 	if err != nil {
 		return nil, err
 	}
-	out, err := h.Spread.Place(ctx, pod, views, func(views []ClusterView) (*corev1.Pod, error) {
+	out, err := h.Spread.Place(ctx, pod, views, dryRun, func(views []ClusterView) (*corev1.Pod, error) {
 		return Admit(pod, labels, views, claims, h.Options)
 	})
 	if err != nil || out == pod {
@@ -145,16 +157,24 @@ func (h *Handler) namespaceLabels(ctx context.Context, name string) (map[string]
 	return ns.Labels, nil
 }
 
-// claimViews reads each claim the pod's volumes use, and the cluster of the volume it is bound to.
+// liveReadWait bounds how long an admission waits for its turn at a live read: the API server
+// gives the webhook 5 s in all.
+const liveReadWait = time.Second
+
+// errLiveReads is an admission that would read more, live, than LiveReads allows now.
+var errLiveReads = errors.New("too many claims not yet in the manager's cache are being read: try again")
+
+// claimViews reads each claim the pod's volumes use (each name once), and the cluster of the
+// volume it is bound to: from the cache, and live (LiveClaims) only what the cache lacks.
 func (h *Handler) claimViews(ctx context.Context, pod *corev1.Pod) (map[string]ClaimView, error) {
-	names := translate.Claims(&pod.Spec)
+	names := slices.Compact(slices.Sorted(slices.Values(translate.Claims(&pod.Spec))))
 	if h.Claims == nil || len(names) == 0 {
 		return nil, nil
 	}
 	out := map[string]ClaimView{}
 	for _, name := range names {
 		var pvc corev1.PersistentVolumeClaim
-		err := h.Claims.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, &pvc)
+		err := h.read(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, &pvc)
 		if apierrors.IsNotFound(err) {
 			out[name] = ClaimView{}
 			continue
@@ -165,7 +185,7 @@ func (h *Handler) claimViews(ctx context.Context, pod *corev1.Pod) (map[string]C
 		v := ClaimView{Found: true, Class: ptr.Deref(pvc.Spec.StorageClassName, "")}
 		if pvc.Spec.VolumeName != "" {
 			var pv corev1.PersistentVolume
-			err := h.Claims.Get(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv)
+			err := h.read(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv)
 			if err != nil && !apierrors.IsNotFound(err) {
 				return nil, fmt.Errorf("reading volume %s of claim %s: %w", pvc.Spec.VolumeName, name, err)
 			}
@@ -178,6 +198,23 @@ func (h *Handler) claimViews(ctx context.Context, pod *corev1.Pod) (map[string]C
 		out[name] = v
 	}
 	return out, nil
+}
+
+// read gets a claim or volume from the cache and, when the cache has not seen it, live, at the
+// pace of LiveReads.
+func (h *Handler) read(ctx context.Context, key client.ObjectKey, obj client.Object) error {
+	err := h.Claims.Get(ctx, key, obj)
+	if !apierrors.IsNotFound(err) || h.LiveClaims == nil {
+		return err
+	}
+	if h.LiveReads != nil {
+		wait, cancel := context.WithTimeout(ctx, liveReadWait)
+		defer cancel()
+		if h.LiveReads.Wait(wait) != nil {
+			return errLiveReads
+		}
+	}
+	return h.LiveClaims.Get(ctx, key, obj)
 }
 
 // withVirtualNodes adds to each view its virtual node's cordon and taints, and how long its

@@ -238,9 +238,10 @@ func (s *Spread) window() time.Duration {
 }
 
 // Place runs decide with the clusters' Siblings filled in for the pod's controller and remembers
-// where decide bound the proxy. A pod without a controller, or a Spread without a cache, is decided
-// with no siblings.
-func (s *Spread) Place(ctx context.Context, pod *corev1.Pod, views []ClusterView, decide func([]ClusterView) (*corev1.Pod, error)) (*corev1.Pod, error) {
+// where decide bound the proxy, unless dryRun: a dry run creates no pod, so it is decided as a
+// real one would be and leaves nothing behind (the webhook declares no side effects). A pod
+// without a controller, or a Spread without a cache, is decided with no siblings.
+func (s *Spread) Place(ctx context.Context, pod *corev1.Pod, views []ClusterView, dryRun bool, decide func([]ClusterView) (*corev1.Pod, error)) (*corev1.Pod, error) {
 	ref := metav1.GetControllerOf(pod)
 	if s == nil || s.Proxies == nil || ref == nil {
 		return decide(views)
@@ -261,6 +262,9 @@ func (s *Spread) Place(ctx context.Context, pod *corev1.Pod, views []ClusterView
 	}
 	if s.Replica != "" {
 		out.Annotations[flotillav1.AnnotationAdmittedBy] = s.Replica
+	}
+	if dryRun {
+		return out, nil
 	}
 	if s.admitted == nil {
 		s.admitted = map[types.UID][]recentAdmission{}

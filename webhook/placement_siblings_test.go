@@ -29,7 +29,7 @@ var equalClusters = []ClusterView{clusterOf("eu", true, "4", nil), clusterOf("us
 func place(t *testing.T, s *Spread, pod *corev1.Pod) string {
 	t.Helper()
 	pickFirst := func([]int64) int { return 0 }
-	out, err := s.Place(t.Context(), pod, equalClusters, func(views []ClusterView) (*corev1.Pod, error) {
+	out, err := s.Place(t.Context(), pod, equalClusters, false, func(views []ClusterView) (*corev1.Pod, error) {
 		return Mutate(pod, views, nil, Options{Choose: pickFirst})
 	})
 	if err != nil {
@@ -133,7 +133,7 @@ func TestSpreadOverTwoReplicasEndsEven(t *testing.T) {
 	count := map[string]int{}
 	for i := range 12 {
 		pod := elected(ownedBy("rs-1"))
-		out, err := replicas[(i/2)%2].Place(t.Context(), pod, equalClusters, func(views []ClusterView) (*corev1.Pod, error) {
+		out, err := replicas[(i/2)%2].Place(t.Context(), pod, equalClusters, false, func(views []ClusterView) (*corev1.Pod, error) {
 			return Mutate(pod, views, nil, Options{Choose: func([]int64) int { return 0 }})
 		})
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
@@ -136,13 +137,20 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, reg
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}); err != nil {
 		return nil, nil, fmt.Errorf("watching virtual nodes: %w", err)
 	}
+	// Claims and their volumes are read from the cache on every replica (the volume controller,
+	// which also reads them, runs on the leader only).
+	for _, o := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}} {
+		if _, err := mgr.GetCache().GetInformer(ctx, o); err != nil {
+			return nil, nil, fmt.Errorf("watching %T: %w", o, err)
+		}
+	}
 	decoder := admission.NewDecoder(mgr.GetScheme())
 	podHandler := &webhook.Handler{
 		Registry: registry, Options: webhook.Options{AcceptAdmiralty: opts.Election.AcceptAdmiralty, Choose: choose},
 		VirtualNodes: mgr.GetClient(),
 		Spread:       &webhook.Spread{Proxies: proxies, Replica: replicaName(opts.Clock)},
 		Decoder:      decoder, Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
-		Claims:  mgr.GetAPIReader(),
+		Claims: mgr.GetClient(), LiveClaims: mgr.GetAPIReader(), LiveReads: rate.NewLimiter(liveClaimReads, 2*liveClaimReads),
 		SealKey: sealKey,
 	}
 	if opts.Clock != nil {
@@ -160,6 +168,10 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, reg
 	}
 	return podHandler, sealKey, nil
 }
+
+// liveClaimReads is how many claims or volumes per second the pod webhook reads from the API
+// server, across every admission, when the cache has not seen them yet.
+const liveClaimReads = 10
 
 // addCertificates writes the webhook's serving certificate and configuration now (the webhook
 // server needs the files when it starts) and adds their renewal.

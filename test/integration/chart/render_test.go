@@ -837,14 +837,20 @@ func init() {
 }
 
 var _ = Describe("the kubelet API's NetworkPolicy", Label("render"), func() {
-	It("selects the manager's pods and keeps every port but the kubelet API's open to every peer", func(ctx SpecContext) {
+	It("selects the manager's pods, admits the kubelet API's and the webhook's ports only from the API server's addresses, and keeps every other port open to every peer", func(ctx SpecContext) {
 		objs := render(ctx, "kubeletAPI.networkPolicy.apiServerCIDRs={10.0.0.0/24}")
 		np := kubeletPolicy(objs)
 		Expect(nested(np, "spec", "podSelector", "matchLabels")).To(BeEquivalentTo(map[string]any{
 			"app.kubernetes.io/name": "flotilla", "app.kubernetes.io/instance": "flotilla"}))
 		open := map[string]bool{}
+		var webhookPeers []any
 		for _, r := range nested(np, "spec", "ingress").([]any) {
 			rule := r.(map[string]any)
+			for _, p := range rule["ports"].([]any) {
+				if fmt.Sprint(p.(map[string]any)["port"]) == "webhook" {
+					webhookPeers, _ = rule["from"].([]any)
+				}
+			}
 			if _, restricted := rule["from"]; restricted {
 				continue
 			}
@@ -853,8 +859,10 @@ var _ = Describe("the kubelet API's NetworkPolicy", Label("render"), func() {
 			}
 		}
 		for _, p := range container(objs).Ports {
-			Expect(open[p.Name]).To(Equal(p.Name != "kubelet"), "port %s", p.Name)
+			Expect(open[p.Name]).To(Equal(p.Name != "kubelet" && p.Name != "webhook"), "port %s", p.Name)
 		}
+		Expect(webhookPeers).To(ConsistOf(map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}),
+			"the webhook's one caller is the API server")
 		first, last := kubeletPortRange(objs)
 		Expect([]string{first, last}).To(Equal([]string{"10250", "10349"}), "every virtual node's port, one per node")
 		first, last = kubeletPortRange(render(ctx, "kubeletAPI.portCount=1"))
