@@ -198,7 +198,9 @@ func delegateExpression(primaryID string) string {
 }
 
 // delegatePolicy is the ValidatingAdmissionPolicy of delegateExpression: matched on everyone
-// but the joined identity (and nodes, which do not change metadata), on pod updates.
+// but the joined identity (and nodes, which do not change metadata), on pod updates; and on pod
+// creations, which may not carry this primary's label: a pod made by anyone else with it (and a
+// proxy's UID) would be taken for that proxy's delegate.
 func delegatePolicy(n Names, meta metav1.ObjectMeta) *admissionregistrationv1.ValidatingAdmissionPolicy {
 	failClosed := admissionregistrationv1.Fail
 	return &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: meta,
@@ -206,7 +208,7 @@ func delegatePolicy(n Names, meta metav1.ObjectMeta) *admissionregistrationv1.Va
 			FailurePolicy: &failClosed,
 			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
 				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Update},
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 					Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods", "pods/status"}},
 				}}}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{
@@ -216,11 +218,16 @@ func delegatePolicy(n Names, meta metav1.ObjectMeta) *admissionregistrationv1.Va
 			Variables: []admissionregistrationv1.Variable{
 				{Name: "newLabels", Expression: "object.metadata.?labels.orValue({})"},
 				{Name: "newAnnotations", Expression: "object.metadata.?annotations.orValue({})"},
-				{Name: "oldLabels", Expression: "oldObject.metadata.?labels.orValue({})"},
-				{Name: "oldAnnotations", Expression: "oldObject.metadata.?annotations.orValue({})"},
+				{Name: "oldLabels", Expression: "request.operation == 'UPDATE' ? oldObject.metadata.?labels.orValue({}) : {}"},
+				{Name: "oldAnnotations", Expression: "request.operation == 'UPDATE' ? oldObject.metadata.?annotations.orValue({}) : {}"},
 			},
 			Validations: []admissionregistrationv1.Validation{{
-				Expression: delegateExpression(n.PrimaryID),
+				Expression: `request.operation != 'CREATE' || variables.newLabels[?'` + flotillav1.LabelPrimary + `'].orValue('') != ` + celString(n.PrimaryID),
+				MessageExpression: `'pod ' + object.metadata.?namespace.orValue('') + '/' + object.metadata.?name.orValue(object.metadata.?generateName.orValue('')) + ' carries ` +
+					flotillav1.LabelPrimary + `=' + ` + celString(n.PrimaryID) + ` + ': only Flotilla makes the delegates of that primary'`,
+				Reason: ptrTo(metav1.StatusReasonForbidden),
+			}, {
+				Expression: `request.operation != 'UPDATE' || ` + delegateExpression(n.PrimaryID),
 				MessageExpression: `'pod ' + object.metadata.namespace + '/' + object.metadata.name + ' is a delegate of Flotilla primary ' + ` +
 					celString(n.PrimaryID) + ` + ': its flotilla.dev/* labels and annotations are changed by Flotilla only'`,
 				Reason: ptrTo(metav1.StatusReasonForbidden),

@@ -109,7 +109,7 @@ var _ = Describe("the fence in a secondary", func() {
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).NotTo(ContainSubstring(refused))
 	})
-	It("keeps a delegate's flotilla.dev/* labels and annotations the joined identity's: nobody else relabels it out of the primary's watch", func(ctx SpecContext) {
+	It("keeps a delegate's flotilla.dev/* labels and annotations the joined identity's: nobody else relabels it out of the primary's watch, or creates a pod as its delegate", func(ctx SpecContext) {
 		delegate := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "managed", Name: "db-0",
 			Labels:      map[string]string{flotillav1.LabelPrimary: names.PrimaryID, "app": "db"},
 			Annotations: map[string]string{flotillav1.AnnotationProxyUID: "proxy-uid"}},
@@ -131,8 +131,17 @@ var _ = Describe("the fence in a secondary", func() {
 		Expect(edit(admin, func(p *corev1.Pod) { p.Labels[flotillav1.LabelPrimary] = "another" })).To(MatchError(ContainSubstring(fenced)))
 		Expect(edit(admin, func(p *corev1.Pod) { p.Annotations[flotillav1.AnnotationProxyUID] = "other" })).To(MatchError(ContainSubstring(fenced)))
 		Expect(edit(admin, func(p *corev1.Pod) { p.Labels["flotilla.dev/extra"] = "x" })).To(MatchError(ContainSubstring(fenced)))
+		// Nobody else creates a pod as this primary's delegate (the primary would adopt it).
+		forged := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "managed", Name: "db-1",
+			Labels:      map[string]string{flotillav1.LabelPrimary: names.PrimaryID},
+			Annotations: map[string]string{flotillav1.AnnotationProxyUID: "another-proxy-uid"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		Expect(admin.Create(ctx, forged)).To(MatchError(ContainSubstring("only Flotilla makes the delegates of that primary")))
 		// The controls: the user's own labels stay the user's; the joined identity changes its own.
 		Expect(edit(admin, func(p *corev1.Pod) { p.Labels["app"] = "db2" })).To(Succeed())
+		Expect(admin.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "managed", Name: "theirs",
+			Labels: map[string]string{flotillav1.LabelPrimary: "another-primary"}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}})).To(Succeed(), "another primary's label is not this one's to guard")
 		cfg := rest.CopyConfig(secondary.Config)
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: names.Username(),
 			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + flotillav1.SystemNamespace, "system:authenticated"}}

@@ -16,10 +16,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
@@ -144,6 +146,33 @@ var _ = Describe("the chart's admission policy in the primary", func() {
 		Expect(edit(as(manager, "system:serviceaccounts", "system:authenticated"), func(p *corev1.Pod) {
 			p.Annotations[flotillav1.AnnotationDelegateIP] = "10.0.0.2"
 		})).To(Succeed(), "the manager writes its own annotations")
+	})
+
+	It("lets only the manager set or change a claim's flotilla.dev/* annotations (which cluster holds its data)", func(ctx SpecContext) {
+		claim := func(annotations map[string]string) *corev1.PersistentVolumeClaim {
+			return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "enabled", Name: "data", Annotations: annotations},
+				Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote),
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+		}
+		const refused = "set by Flotilla only"
+		user := primary.Client
+		Expect(user.Create(ctx, claim(map[string]string{flotillav1.AnnotationVolumeCluster: "theirs"}))).To(MatchError(ContainSubstring(refused)))
+		Expect(user.Create(ctx, claim(nil))).To(Succeed())
+		edit := func(c client.Client, mutate func(*corev1.PersistentVolumeClaim)) error {
+			pvc := &corev1.PersistentVolumeClaim{}
+			Expect(primary.Client.Get(ctx, client.ObjectKey{Namespace: "enabled", Name: "data"}, pvc)).To(Succeed())
+			base := pvc.DeepCopy()
+			mutate(pvc)
+			return c.Patch(ctx, pvc, client.MergeFrom(base))
+		}
+		Expect(edit(as(manager, "system:serviceaccounts", "system:authenticated"), func(p *corev1.PersistentVolumeClaim) {
+			metav1.SetMetaDataAnnotation(&p.ObjectMeta, flotillav1.AnnotationVolumeCluster, "east")
+		})).To(Succeed(), "the manager records the claim's cluster")
+		Expect(edit(user, func(p *corev1.PersistentVolumeClaim) { p.Annotations[flotillav1.AnnotationVolumeCluster] = "west" })).To(MatchError(ContainSubstring(refused)))
+		Expect(edit(user, func(p *corev1.PersistentVolumeClaim) { delete(p.Annotations, flotillav1.AnnotationVolumeCluster) })).To(MatchError(ContainSubstring(refused)))
+		Expect(edit(user, func(p *corev1.PersistentVolumeClaim) { p.Annotations[flotillav1.AnnotationVolumeRetainedIn] = "west" })).To(MatchError(ContainSubstring(refused)))
+		Expect(edit(user, func(p *corev1.PersistentVolumeClaim) { p.Annotations["team"] = "shop" })).To(Succeed(), "other annotations are the user's")
 	})
 })
 
