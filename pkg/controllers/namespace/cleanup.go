@@ -8,10 +8,12 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -163,7 +165,27 @@ func (c *Cleanup) gather(ctx context.Context, sec clusters.Secondary, name strin
 		return o.GetLabels()[flotillav1.LabelPrimary] == id
 	})
 	s.Foreign, s.HoldsOurs = foreign, ours
+	if err != nil {
+		return s, err
+	}
+	s.Imported, err = imported(ctx, sec, name, id)
 	return s, err
+}
+
+// imported says whether the namespace holds this primary's ServiceImports (Multi-Cluster
+// Services, which may make the namespace there for an export the primary's namespace lacks):
+// the MCS controller removes them when the name is no longer exported, and the namespace is
+// left to it until then. A secondary without the ServiceImport API holds none.
+func imported(ctx context.Context, sec clusters.Secondary, name, primaryID string) (bool, error) {
+	var imports mcsv1beta1.ServiceImportList
+	err := sec.Client.List(ctx, &imports, client.InNamespace(name), client.MatchingLabels{flotillav1.LabelPrimary: primaryID}, client.Limit(1))
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("listing the ServiceImports of %s: %w", name, err)
+	}
+	return len(imports.Items) > 0, nil
 }
 
 // inUse says whether a delegate of the namespace is in the secondary's cache or a proxy of the
@@ -202,6 +224,9 @@ type State struct {
 	Foreign string
 	// HoldsOurs says something of Flotilla's is there (a delegate, a copy).
 	HoldsOurs bool
+	// Imported says this primary's ServiceImports are there: the MCS controller's until the name
+	// is no longer exported.
+	Imported bool
 }
 
 // Verdict is what to do with the namespace.
@@ -215,13 +240,15 @@ type Verdict struct {
 
 // Decide is the cleanup's whole rule for one namespace, given when it was first seen empty:
 //   - something not Flotilla's is there: kept, whatever else holds;
+//   - an import of Multi-Cluster Services is there: kept (an export elsewhere needs it, the
+//     primary's namespace of that name or not; deleted, it would be made again at once);
 //   - the primary's namespace is gone: deleted, with whatever of Flotilla's is left;
 //   - in use, or holding anything of Flotilla's (a copy lives out its grace): kept;
 //   - empty: kept while it has been so for less than grace, then deleted. A namespace seen empty
 //     for the first time is never deleted in that pass.
 func Decide(s State, emptySince, now time.Time, grace time.Duration) Verdict {
 	switch {
-	case s.Foreign != "":
+	case s.Foreign != "", s.Imported:
 		return Verdict{}
 	case !s.InPrimary:
 		return Verdict{Delete: true, Why: "Flotilla created it, the primary's is gone, nothing else is in it"}

@@ -46,6 +46,8 @@ func TestDecide(t *testing.T) {
 		{"foreign object, primary's gone: kept", State{Foreign: "ConfigMap team"}, time.Time{}, t0, Verdict{}},
 		{"foreign object, long empty of ours: kept, clock reset", State{InPrimary: true, Foreign: "ConfigMap team"}, t0, t0.Add(time.Hour), Verdict{}},
 		{"primary's gone: deleted with ours", State{HoldsOurs: true}, time.Time{}, t0, Verdict{Delete: true}},
+		{"an import there, primary's gone: kept", State{Imported: true}, time.Time{}, t0, Verdict{}},
+		{"an import there, long empty of all else: kept, clock reset", State{InPrimary: true, Imported: true}, t0, t0.Add(time.Hour), Verdict{}},
 		{"in use: kept, clock reset", State{InPrimary: true, InUse: true}, t0, t0.Add(time.Hour), Verdict{}},
 		{"a copy lives out its grace: kept", State{InPrimary: true, HoldsOurs: true}, t0, t0.Add(time.Hour), Verdict{}},
 		{"first seen empty: the clock starts, never deleted now", State{InPrimary: true}, time.Time{}, t0, Verdict{EmptySince: t0}},
