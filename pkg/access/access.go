@@ -156,7 +156,7 @@ func policyExpression(primaryID string) string {
   !request.namespace.startsWith('kube-') && !(request.namespace in [` + strings.Join(forbidden, ", ") + `]) &&
   namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == ` + id + ` &&
   request.resource.group == 'multicluster.x-k8s.io' && request.resource.resource == 'serviceexports' &&
-  request.subResource == 'status' && request.operation == 'UPDATE'
+  request.?subResource.orValue('') == 'status' && request.operation == 'UPDATE'
 )`
 }
 
@@ -174,7 +174,7 @@ func mcsShapeExpression() string {
     object.metadata.?labels[?'endpointslice.kubernetes.io/managed-by'].orValue('') == ` + managedBy + ` &&
     object.metadata.?labels[?'kubernetes.io/service-name'].orValue('').startsWith(` + prefix + `) &&
     object.metadata.?labels[?'multicluster.kubernetes.io/service-name'].orValue('') != '')) &&
-  (request.resource.group != '' || request.resource.resource != 'services' || request.subResource != '' ||
+  (request.resource.group != '' || request.resource.resource != 'services' || request.?subResource.orValue('') != '' ||
     !(request.name != '' ? request.name : object.metadata.?generateName.orValue('')).startsWith(` + prefix + `) || (
     object.spec.?type.orValue('ClusterIP') == 'ClusterIP' && object.spec.?selector.orValue({}).size() == 0 &&
     object.spec.?externalIPs.orValue([]).size() == 0 &&
