@@ -2,6 +2,7 @@ package election_test
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -388,8 +389,13 @@ var _ = Describe("the proxy reconciler", func() {
 		Expect(primary.Client.Create(ctx, claim)).To(Succeed())
 		waits(flotillav1.ReasonNameConflict, "has a claim team-data that is not Flotilla's")
 
-		// Gone there, Flotilla makes its real claim, and the delegate runs on it.
+		// Gone there (no controller-manager here releases its pvc-protection finalizer: done as it
+		// would), Flotilla makes its real claim, and the delegate runs on it.
 		Expect(secondary.Client.Delete(ctx, theirs)).To(Succeed())
+		Expect(secondary.Client.Get(ctx, client.ObjectKeyFromObject(theirs), theirs)).To(Succeed())
+		theirs.Finalizers = nil
+		Expect(secondary.Client.Update(ctx, theirs)).To(Succeed())
+		Eventually(notFound(ctx, secondary.Client, &corev1.PersistentVolumeClaim{}, "team-data")).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
 		Eventually(func(g Gomega) {
 			d, err := delegate(ctx, "wants-data")
 			g.Expect(err).NotTo(HaveOccurred())
@@ -401,8 +407,23 @@ var _ = Describe("the proxy reconciler", func() {
 		Expect(primary.Client.Delete(ctx, pod)).To(Succeed())
 		Eventually(notFound(ctx, primary.Client, &corev1.Pod{}, "wants-data")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 		Expect(primary.Client.Delete(ctx, claim)).To(Succeed())
-		Eventually(notFound(ctx, primary.Client, &corev1.PersistentVolumeClaim{}, "team-data")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
-		Eventually(notFound(ctx, secondary.Client, &corev1.PersistentVolumeClaim{}, "team-data")).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		release := func(c client.Client) func(Gomega) {
+			return func(g Gomega) {
+				var pvc corev1.PersistentVolumeClaim
+				err := c.Get(ctx, client.ObjectKeyFromObject(claim), &pvc)
+				if apierrors.IsNotFound(err) {
+					return
+				}
+				g.Expect(err).NotTo(HaveOccurred())
+				if !pvc.DeletionTimestamp.IsZero() && slices.Contains(pvc.Finalizers, "kubernetes.io/pvc-protection") {
+					pvc.Finalizers = slices.DeleteFunc(pvc.Finalizers, func(f string) bool { return f == "kubernetes.io/pvc-protection" })
+					g.Expect(c.Update(ctx, &pvc)).To(Succeed())
+				}
+				g.Expect(c.Get(ctx, client.ObjectKeyFromObject(claim), &pvc)).To(Satisfy(apierrors.IsNotFound), "claim still there: %v", pvc.Finalizers)
+			}
+		}
+		Eventually(release(secondary.Client)).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
+		Eventually(release(primary.Client)).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 	}, SpecTimeout(2*time.Minute))
 
 	It("never gives a delegate to a proxy whose mandatory Secret is missing, says which in an Event, and lets optional ones be missing", func(ctx SpecContext) {
