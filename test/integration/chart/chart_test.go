@@ -203,6 +203,61 @@ var _ = Describe("the chart's fence on the manager's nodes and Leases", func() {
 	})
 })
 
+var _ = Describe("the chart's fence on the manager's pods, claims and volumes", func() {
+	It("lets the manager write only proxies and pods on its virtual nodes, claims of class flotilla and the volumes that stand for real claims", func(ctx SpecContext) {
+		mgr := as(manager, "system:serviceaccounts", "system:authenticated")
+		pod := func(namespace, name string, labels, annotations map[string]string) *corev1.Pod {
+			p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: labels, Annotations: annotations},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+			Expect(primary.Client.Create(ctx, p)).To(Succeed())
+			return p
+		}
+		relabel := func(c client.Client, p *corev1.Pod) error {
+			var live corev1.Pod
+			Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(p), &live)).To(Succeed())
+			base := live.DeepCopy()
+			live.Annotations = map[string]string{"image": "evil:latest"}
+			return c.Patch(ctx, &live, client.MergeFrom(base))
+		}
+		const refused = "the Flotilla manager writes only"
+		theirs := pod("plain", "theirs", map[string]string{"app": "db"}, nil)
+		Eventually(func() error { return relabel(mgr, theirs) }).WithContext(ctx).WithTimeout(30 * time.Second).
+			Should(MatchError(ContainSubstring(refused + " proxies")))
+		Expect(mgr.Delete(ctx, theirs)).To(MatchError(ContainSubstring(refused)))
+		// Claims of another class and volumes that are not Flotilla's: refused.
+		claim := func(name, class string) *corev1.PersistentVolumeClaim {
+			c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "plain", Name: name},
+				Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(class), AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}}
+			Expect(primary.Client.Create(ctx, c)).To(Succeed())
+			return c
+		}
+		finalize := func(c client.Client, pvc *corev1.PersistentVolumeClaim) error {
+			var live corev1.PersistentVolumeClaim
+			Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pvc), &live)).To(Succeed())
+			base := live.DeepCopy()
+			live.Finalizers = append(live.Finalizers, flotillav1.FinalizerVolume)
+			return c.Patch(ctx, &live, client.MergeFrom(base))
+		}
+		Expect(finalize(mgr, claim("standard-data", "standard"))).To(MatchError(ContainSubstring(refused + " claims of class flotilla")))
+		volume := func(name string) *corev1.PersistentVolume {
+			return &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.PersistentVolumeSpec{
+				Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/tmp/x"}}}}
+		}
+		Expect(mgr.Create(ctx, volume("pv-elsewhere"))).To(MatchError(ContainSubstring(refused + " the volumes")))
+		// The controls: a proxy, a claim of class flotilla, a stand-in volume.
+		// As the webhook would have made it (flotilla-proxies asks only that a seal be there).
+		proxy := pod("enabled", "a-proxy", map[string]string{flotillav1.LabelProxy: "true"},
+			map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationSeal: "v1.n.AAAA"})
+		Expect(relabel(mgr, proxy)).To(Succeed())
+		Expect(finalize(mgr, claim("remote-data", flotillav1.StorageClassRemote))).To(Succeed())
+		Expect(mgr.Create(ctx, volume("flotilla-0f1e2d3c"))).To(Succeed())
+		Expect(mgr.Delete(ctx, volume("flotilla-0f1e2d3c"))).To(Succeed())
+	})
+})
+
 var _ = Describe("the chart's fence on the Replicators' writes", func() {
 	It("lets the manager write workloads, Secrets and namespaces only where Replicators may: its namespace, namespaces a Replicator created, namespaces that opted in", func(ctx SpecContext) {
 		mgr := as(manager, "system:serviceaccounts", "system:authenticated")
