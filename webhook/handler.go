@@ -234,6 +234,7 @@ func (h *Handler) withVirtualNodes(ctx context.Context, views []ClusterView) ([]
 		}
 		views[i].Cordoned, views[i].Taints = n.Spec.Unschedulable, n.Spec.Taints
 		views[i].UnreachableFor = unreachableFor(n.Spec.Taints, h.now())
+		_, views[i].Draining = n.Annotations[flotillav1.AnnotationDraining]
 	}
 	return views, nil
 }

@@ -62,6 +62,9 @@ type ClusterView struct {
 	// it does not): a pod that would rather start afresh than wait for its data there
 	// (flotilla.dev/on-volume-cluster-loss: recreate) leaves it once this reaches its failover bound.
 	UnreachableFor time.Duration
+	// Draining: `flotillactl cluster drain` is moving the cluster's pods away (its virtual node's
+	// flotilla.dev/draining): a pod that chose recreate leaves its data there at once.
+	Draining bool
 }
 
 // unreachableFor is how long a virtual node's failover taint has been there at now (0: none, or
@@ -77,8 +80,8 @@ func unreachableFor(taints []corev1.Taint, now time.Time) time.Duration {
 
 // dataLost says whether a pod leaves the cluster that holds its data (dataCluster) for fresh,
 // empty claims elsewhere: it asked to (flotilla.dev/on-volume-cluster-loss: recreate) and that
-// cluster has been unreachable for the pod's failover bound, the time after which its running
-// pods were evicted too.
+// cluster is being drained, or has been unreachable for the pod's failover bound, the time after
+// which its running pods were evicted too.
 func dataLost(pod *corev1.Pod, dataCluster string, clusters []ClusterView) bool {
 	if !translate.RecreatesOnVolumeClusterLoss(pod) {
 		return false
@@ -89,7 +92,7 @@ func dataLost(pod *corev1.Pod, dataCluster string, clusters []ClusterView) bool 
 	}
 	for _, cl := range clusters {
 		if cl.Name == dataCluster {
-			return cl.UnreachableFor > 0 && cl.UnreachableFor >= time.Duration(bound)*time.Second
+			return cl.Draining || cl.UnreachableFor > 0 && cl.UnreachableFor >= time.Duration(bound)*time.Second
 		}
 	}
 	return false

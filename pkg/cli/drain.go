@@ -58,7 +58,9 @@ What drain guarantees:
     runs twice;
   - pods whose claims of class flotilla hold their data in this cluster are refused (Flotilla does
     not move data, and a pod's cluster follows its data), unless the pod is annotated
-    flotilla.dev/on-volume-cluster-loss=recreate (it then starts elsewhere on new, empty claims);
+    flotilla.dev/on-volume-cluster-loss=recreate: the virtual node is marked flotilla.dev/draining
+    (until uncordon), and such a pod's replacement starts elsewhere on new, empty claims, the old
+    claims and their data kept in this cluster;
   - refusals are decided before anything is changed: a drain that refuses does not even cordon.
 
 It prints progress as it goes (pods left, moving, blocked per PodDisruptionBudget, an ETA from the
@@ -91,8 +93,9 @@ func newUncordonCommand(g *GlobalOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "uncordon CLUSTER|CONTEXT",
 		Short: "Let new elected pods be placed in a secondary again (after drain)",
-		Long: `uncordon marks the secondary's virtual node schedulable again (as kubectl uncordon): the webhook
-places new elected pods there again. Pods that drain moved away stay where they are now.`,
+		Long: `uncordon marks the secondary's virtual node schedulable again (as kubectl uncordon) and no longer
+draining: the webhook places new elected pods there again. Pods that drain moved away stay where
+they are now.`,
 		Example: "  flotillactl cluster uncordon secondary1",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -100,9 +103,36 @@ places new elected pods there again. Pods that drain moved away stay where they 
 			if err != nil {
 				return err
 			}
+			if err := setDraining(cmd.Context(), primary, name, false, time.Time{}); err != nil {
+				return err
+			}
 			return setCordon(cmd.Context(), primary, name, false, cmd.OutOrStdout())
 		},
 	}
+}
+
+// setDraining marks (since at) or unmarks a cluster's virtual node as drained
+// (flotilla.dev/draining): a pod that chose recreate leaves its data there for fresh claims.
+func setDraining(ctx context.Context, primary client.Client, name string, on bool, at time.Time) error {
+	nodeName := flotillav1.VirtualNodeName(name)
+	var n corev1.Node
+	if err := primary.Get(ctx, client.ObjectKey{Name: nodeName}, &n); err != nil {
+		return fmt.Errorf("reading the virtual node %s of cluster %s: %w", nodeName, name, err)
+	}
+	_, has := n.Annotations[flotillav1.AnnotationDraining]
+	if has == on {
+		return nil
+	}
+	base := n.DeepCopy()
+	if on {
+		metav1.SetMetaDataAnnotation(&n.ObjectMeta, flotillav1.AnnotationDraining, at.UTC().Format(time.RFC3339))
+	} else {
+		delete(n.Annotations, flotillav1.AnnotationDraining)
+	}
+	if err := primary.Patch(ctx, &n, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("marking %s draining=%t: %w", nodeName, on, err)
+	}
+	return nil
 }
 
 // setCordon cordons (or uncordons) a cluster's virtual node; doing it twice changes nothing.
@@ -186,6 +216,9 @@ func (d *drainer) run(ctx context.Context) error {
 		return fmt.Errorf("refusing to drain %s, nothing changed: %d pod(s) cannot be moved:\n%s", d.cluster, len(plan.refused), drainLeft(drainPlan{refused: plan.refused}, nil))
 	}
 	if err := setCordon(ctx, d.primary, d.cluster, true, d.out); err != nil {
+		return err
+	}
+	if err := setDraining(ctx, d.primary, d.cluster, true, d.clock.Now()); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, d.o.timeout)

@@ -408,6 +408,66 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 	}, SpecTimeout(10*time.Minute))
 
+	It("drains a cluster holding the data of a pod that chose recreate: its successor starts elsewhere on a fresh claim, the drain succeeds, the old claim is kept", func(ctx SpecContext) {
+		labels := map[string]string{"app": "drained"}
+		container := appContainer("drained", nil)
+		container.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		one := int32(1)
+		spec := onRealNode(container)
+		spec.TerminationGracePeriodSeconds = ptr.To[int64](5)
+		_, err := bed.Primary.Clientset.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "drained"},
+			Spec: appsv1.StatefulSetSpec{Replicas: &one, ServiceName: "drained", Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels,
+					Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationOnVolumeClusterLoss: flotillav1.OnVolumeClusterLossRecreate}}, Spec: spec},
+				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+					Spec: flotillaClaim(corev1.ReadWriteOnce)}},
+			}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.AppsV1().StatefulSets(ns).Delete(ctx, "drained", metav1.DeleteOptions{})
+			_ = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-drained-0", metav1.DeleteOptions{})
+		})
+		var home string
+		Eventually(func(g Gomega) {
+			home = f.clusterOfProxy(g, ctx, "drained-0")
+			out, err := kubectlIn(ctx, ns, nil, "exec", "drained-0", "--", "sh", "-c", "echo written-at-home > /data/f; cat /data/f")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("written-at-home"))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		c := secondaryNamed(home)
+		var elsewhere string
+		for _, o := range bed.Secondaries {
+			if o != c {
+				elsewhere = o.Name
+			}
+		}
+		DeferCleanup(func(ctx SpecContext) {
+			out, err := flotillactl(ctx, "cluster", "uncordon", home)
+			Expect(err).NotTo(HaveOccurred(), out)
+			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(home), metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(n.Annotations).NotTo(HaveKey(flotillav1.AnnotationDraining), "uncordon ends the drain's mark")
+		})
+		start := time.Now()
+		// --force: a bare elected pod another spec left there must not refuse this drain.
+		out, err := flotillactl(ctx, "cluster", "drain", home, "--timeout", "150s", "--force")
+		Expect(err).NotTo(HaveOccurred(), "the drain does not leave the pod Pending for ever: %s", out)
+		AddReportEntry("drained a recreate pod's data cluster", time.Since(start).Round(time.Second).String())
+		Eventually(func(g Gomega) {
+			g.Expect(f.clusterOfProxy(g, ctx, "drained-0")).To(Equal(elsewhere))
+			out, err := kubectlIn(ctx, ns, nil, "exec", "drained-0", "--", "sh", "-c", "test -e /data/f && echo old-data || echo fresh")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("fresh"))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-drained-0", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pvc.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationVolumeCluster, elsewhere))
+		Expect(pvc.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationVolumeRetainedIn, home))
+		real, err := c.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-drained-0", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the old claim kept in %s", home)
+		Expect(real.DeletionTimestamp).To(BeNil())
+	}, SpecTimeout(6*time.Minute))
+
 	It("keeps a pod with a claim out of a secondary whose registration takes no claims (cluster join --storage-class none), saying so", func(ctx SpecContext) {
 		s2 := bed.Secondaries[1]
 		out, err := flotillactl(ctx, "cluster", "join", "--context", s2.Name, "--token-duration", "10m", "--storage-class", "none")

@@ -210,6 +210,11 @@ const (
 	AnnotationRealVolume = "flotilla.dev/real-volume"
 	// AnnotationClaimUID is the primary claim's UID, on its real claim.
 	AnnotationClaimUID = "flotilla.dev/claim-uid"
+	// AnnotationDraining is set on a virtual node by `flotillactl cluster drain` (the time it
+	// began) and removed by `flotillactl cluster uncordon`: a pod that chose
+	// flotilla.dev/on-volume-cluster-loss: recreate leaves its data in that cluster for fresh claims
+	// elsewhere, as it would once the cluster is lost.
+	AnnotationDraining = "flotilla.dev/draining"
 	// AnnotationVolumeRetainedIn lists, on a primary claim, the clusters (comma-separated) that
 	// keep an earlier real claim of it: its pod started afresh elsewhere while they were
 	// unreachable. Each is deleted with the primary claim, never before.

@@ -117,7 +117,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, nil
 }
 
-// lost says whether a cluster's virtual node carries the failover taint.
+// lost says whether a cluster's virtual node carries the failover taint, or is being drained
+// (flotilla.dev/draining): a pod that chose recreate may then start afresh elsewhere.
 func (r *Reconciler) lost(ctx context.Context, cluster string) (bool, error) {
 	var n corev1.Node
 	err := r.Client.Get(ctx, client.ObjectKey{Name: flotillav1.VirtualNodeName(cluster)}, &n)
@@ -126,6 +127,9 @@ func (r *Reconciler) lost(ctx context.Context, cluster string) (bool, error) {
 	}
 	if err != nil {
 		return false, fmt.Errorf("reading the virtual node of %s: %w", cluster, err)
+	}
+	if _, draining := n.Annotations[flotillav1.AnnotationDraining]; draining {
+		return true, nil
 	}
 	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
 		return t.Key == flotillav1.TaintUnreachable && t.Effect == corev1.TaintEffectNoExecute
