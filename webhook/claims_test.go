@@ -102,6 +102,16 @@ func TestMutateClaims(t *testing.T) {
 				annotate(flotillav1.AnnotationFailoverSeconds, "30")),
 			wantFeasible: []string{"us"},
 		},
+		"recreate, its cluster drained (cordoned and marked): elsewhere at once": {
+			claims: map[string]ClaimView{"data": remote("eu")}, clusters: []ClusterView{draining(cordoned(clusterOf("eu", true, "4", nil))), clusterOf("us", true, "1", nil)},
+			pod:          elected(withClaims("data"), annotate(flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossRecreate)),
+			wantFeasible: []string{"us"},
+		},
+		"no recreate, its cluster drained: it waits for that cluster": {
+			claims: map[string]ClaimView{"data": remote("eu")}, clusters: []ClusterView{draining(cordoned(clusterOf("eu", true, "4", nil))), clusterOf("us", true, "1", nil)},
+			pod:          elected(withClaims("data")),
+			wantFeasible: []string{"eu"}, wantNoFit: "the data of claim data is in cluster eu",
+		},
 		"no recreate: its cluster lost for an hour, it still waits": {
 			claims: map[string]ClaimView{"data": remote("eu")}, clusters: []ClusterView{lostFor(clusterOf("eu", false, "4", nil), time.Hour), clusterOf("us", true, "1", nil)},
 			pod:          elected(withClaims("data"), annotate(flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossWait)),
@@ -171,6 +181,8 @@ func TestRefitKeepsTheDataCluster(t *testing.T) {
 func noClaims(v ClusterView) ClusterView { v.NoClaims = true; return v }
 
 func lostFor(v ClusterView, d time.Duration) ClusterView { v.UnreachableFor = d; return v }
+
+func draining(v ClusterView) ClusterView { v.Draining = true; return v }
 
 func TestUnreachableForReadsTheFailoverTaintsStamp(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC)

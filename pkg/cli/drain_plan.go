@@ -168,10 +168,15 @@ func refusal(pod *corev1.Pod, in drainInput) string {
 	if len(held) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("its claim(s) %s of class %s hold their data in %s, and Flotilla does not move data: "+
-		"a pod's cluster follows its claims' data, so its replacement would only wait for %s. "+
-		"Annotate the pod (its template) %s=%s to let it start elsewhere on new, empty claims, or move the data first",
-		strings.Join(held, ", "), flotillav1.StorageClassRemote, in.cluster, in.cluster,
+	msg := fmt.Sprintf("its claim(s) %s of class %s hold their data in %s, and Flotilla does not move data: "+
+		"a pod's cluster follows its claims' data, so its replacement would only wait for %s. Move the data first",
+		strings.Join(held, ", "), flotillav1.StorageClassRemote, in.cluster, in.cluster)
+	if ownedBy(pod, "StatefulSet") {
+		// recreate trades at-most-once away on a failover: not offered for an identity.
+		return msg + " (docs/storage.md says when " + flotillav1.AnnotationOnVolumeClusterLoss + "=" +
+			flotillav1.OnVolumeClusterLossRecreate + " suits a StatefulSet, and what it trades)"
+	}
+	return msg + fmt.Sprintf(", or annotate the pod (its template) %s=%s to let it start elsewhere on new, empty claims",
 		flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossRecreate)
 }
 

@@ -127,10 +127,15 @@ func TestPlanDrain(t *testing.T) {
 			want:    []string{"refuse:db-0"},
 			wantWhy: map[string]string{"db-0": "data-db-0 of class flotilla hold their data in eu, and Flotilla does not move data"},
 		},
-		"the refusal names the annotation that lets it go": {
+		"the refusal names the annotation that lets a Deployment's pod go": {
+			in:      drainInput{cluster: "eu", claimClusters: claimsIn, proxies: []corev1.Pod{drainPod("web-0", byReplicaSet, withClaim("data-db-0"))}},
+			want:    []string{"refuse:web-0"},
+			wantWhy: map[string]string{"web-0": "annotate the pod (its template) flotilla.dev/on-volume-cluster-loss=recreate"},
+		},
+		"a StatefulSet's pod is not offered recreate, only told what it trades": {
 			in:      drainInput{cluster: "eu", claimClusters: claimsIn, proxies: []corev1.Pod{drainPod("db-0", byStatefulSet, withClaim("data-db-0"))}},
 			want:    []string{"refuse:db-0"},
-			wantWhy: map[string]string{"db-0": "flotilla.dev/on-volume-cluster-loss=recreate"},
+			wantWhy: map[string]string{"db-0": "docs/storage.md says when flotilla.dev/on-volume-cluster-loss=recreate suits a StatefulSet"},
 		},
 		"recreate lets it go": {
 			in: drainInput{cluster: "eu", claimClusters: claimsIn, proxies: []corev1.Pod{
