@@ -515,6 +515,7 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 	annotations := annotationPatch(cur.Annotations, want.Annotations)
 	unreachable := s.m.isUnreachable(s.name)
 	taints, taintsChanged := taintsFor(cur.Spec.Taints, want.Spec.Taints, unreachable, s.m.now())
+	backSince(annotations, cur, unreachable, s.m.now())
 	if len(labels) == 0 && len(annotations) == 0 && !taintsChanged {
 		return
 	}
@@ -539,6 +540,20 @@ func (s *supervisor) reconcileSpec(ctx context.Context, want *corev1.Node) {
 	}
 	s.log.Info("Reconciled the virtual node's labels, annotations and taints", "labels", len(labels), "annotations", len(annotations),
 		"taints", taintsChanged, "unreachable", unreachable)
+}
+
+// backSince adds to a virtual node's annotation patch when its secondary came back: the time its
+// failover taint is lifted (flotilla.dev/back-since), and that annotation's removal when it is
+// tainted again. The rebalancer reads it, so a return outlives a leader change or a restart.
+func backSince(patch map[string]*string, cur *corev1.Node, unreachable bool, now time.Time) {
+	_, has := cur.Annotations[flotillav1.AnnotationBackSince]
+	switch tainted := hasTaint(cur.Spec.Taints, FailoverTaint()); {
+	case tainted && !unreachable:
+		at := now.UTC().Format(time.RFC3339)
+		patch[flotillav1.AnnotationBackSince] = &at
+	case unreachable && has:
+		patch[flotillav1.AnnotationBackSince] = nil
+	}
 }
 
 // taintsFor is a virtual node's taints: others' kept, Flotilla's as wanted, the failover taint

@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -156,5 +157,33 @@ func TestTaintsForStampsTheFailoverTaintWhenAddedAndKeepsTheStamp(t *testing.T) 
 	back, changed := taintsFor(kept, nil, false, t0.Add(2*time.Hour))
 	if !changed || len(back) != 1 || back[0].Key != "user" {
 		t.Fatalf("taintsFor(reachable) = %+v, %v; want the user's taint only", back, changed)
+	}
+}
+
+// A return is written on the virtual node when its failover taint is lifted, and taken away when
+// the node is tainted again: the rebalancer reads it, whichever replica leads.
+func TestBackSinceIsStampedWhenTheFailoverTaintIsLifted(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	tainted := &corev1.Node{Spec: corev1.NodeSpec{Taints: []corev1.Taint{FailoverTaint()}}}
+	patch := map[string]*string{}
+	backSince(patch, tainted, false, now)
+	if v := patch[flotillav1.AnnotationBackSince]; v == nil || *v != "2026-11-28T12:00:00Z" {
+		t.Fatalf("lifted: patch %v", patch)
+	}
+	patch = map[string]*string{}
+	backSince(patch, tainted, true, now)
+	if len(patch) != 0 {
+		t.Errorf("still unreachable: patch %v", patch)
+	}
+	back := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{flotillav1.AnnotationBackSince: "2026-11-28T11:00:00Z"}}}
+	patch = map[string]*string{}
+	backSince(patch, back, false, now)
+	if len(patch) != 0 {
+		t.Errorf("back and reachable: patch %v, want none (the stamp stays)", patch)
+	}
+	patch = map[string]*string{}
+	backSince(patch, back, true, now)
+	if v, ok := patch[flotillav1.AnnotationBackSince]; !ok || v != nil {
+		t.Errorf("unreachable again: patch %v, want the stamp removed", patch)
 	}
 }

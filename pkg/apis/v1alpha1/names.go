@@ -210,6 +210,10 @@ const (
 	AnnotationRealVolume = "flotilla.dev/real-volume"
 	// AnnotationClaimUID is the primary claim's UID, on its real claim.
 	AnnotationClaimUID = "flotilla.dev/claim-uid"
+	// AnnotationBackSince is set on a virtual node when its failover taint is lifted (the time,
+	// RFC 3339), removed when it is tainted again or once --rebalance-on-return has moved its pods
+	// back: when the secondary came back, whichever manager replica leads, restarts included.
+	AnnotationBackSince = "flotilla.dev/back-since"
 	// AnnotationDraining is set on a virtual node by `flotillactl cluster drain` (the time it
 	// began) and removed by `flotillactl cluster uncordon`: a pod that chose
 	// flotilla.dev/on-volume-cluster-loss: recreate leaves its data in that cluster for fresh claims

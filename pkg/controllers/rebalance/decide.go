@@ -9,20 +9,24 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
-// Returns follows which secondaries failed over and came back.
+// Returns follows which secondaries came back from a failover: their virtual nodes'
+// flotilla.dev/back-since, which the virtual node manager writes when it lifts the failover taint,
+// so that a return outlives a leader change or a restart.
 type Returns struct {
-	// tainted are the clusters whose virtual node carries the failover taint now.
-	tainted map[string]bool
-	// back is when each cluster that was tainted lost its taint, until its rebalance is done.
+	// back is when each cluster came back, while its rebalance is not done.
 	back map[string]time.Time
+	// stamps are the back-since values observed; done those whose rebalance finished (until the
+	// annotation's removal shows).
+	stamps, done map[string]string
 }
 
-// Observe records the virtual nodes' failover taints at now: a cluster whose taint went is back
-// from then on.
-func (r *Returns) Observe(nodes []corev1.Node, now time.Time) {
-	if r.tainted == nil {
-		r.tainted, r.back = map[string]bool{}, map[string]time.Time{}
+// Observe reads the virtual nodes' returns: a cluster whose node carries flotilla.dev/back-since
+// and not the failover taint is back since then, unless its rebalance of that return is done.
+func (r *Returns) Observe(nodes []corev1.Node) {
+	if r.done == nil {
+		r.done = map[string]string{}
 	}
+	r.back, r.stamps = map[string]time.Time{}, map[string]string{}
 	seen := map[string]bool{}
 	for i := range nodes {
 		n := &nodes[i]
@@ -31,23 +35,20 @@ func (r *Returns) Observe(nodes []corev1.Node, now time.Time) {
 			continue
 		}
 		seen[cluster] = true
-		switch tainted := failoverTainted(n); {
-		case tainted:
-			r.tainted[cluster] = true
-			delete(r.back, cluster) // failed over again: its return counts from the next one
-		case r.tainted[cluster]:
-			delete(r.tainted, cluster)
-			r.back[cluster] = now
+		stamp, ok := n.Annotations[flotillav1.AnnotationBackSince]
+		if failoverTainted(n) || !ok {
+			delete(r.done, cluster) // failed over again (or never): its next return counts
+			continue
 		}
-	}
-	for c := range r.tainted {
-		if !seen[c] {
-			delete(r.tainted, c) // its virtual node is gone (removed)
+		at, err := time.Parse(time.RFC3339, stamp)
+		if err != nil || r.done[cluster] == stamp {
+			continue
 		}
+		r.back[cluster], r.stamps[cluster] = at, stamp
 	}
-	for c := range r.back {
+	for c := range r.done {
 		if !seen[c] {
-			delete(r.back, c)
+			delete(r.done, c) // its virtual node is gone (removed)
 		}
 	}
 }
@@ -69,8 +70,14 @@ func (r *Returns) Due(nodes []corev1.Node, now time.Time, after time.Duration) m
 	return out
 }
 
-// Done forgets a cluster whose rebalance found nothing more to move.
-func (r *Returns) Done(cluster string) { delete(r.back, cluster) }
+// Done records that a cluster's rebalance of its return found nothing more to move, and returns
+// that return's stamp (the rebalancer removes it from the virtual node).
+func (r *Returns) Done(cluster string) string {
+	stamp := r.stamps[cluster]
+	r.done[cluster] = stamp
+	delete(r.back, cluster)
+	return stamp
+}
 
 func failoverTainted(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {

@@ -26,39 +26,59 @@ func virtualNode(cluster string, ready, tainted bool) corev1.Node {
 	return n
 }
 
+// backAt is a virtual node whose failover taint was lifted at t (the virtual node manager's stamp).
+func backAt(n corev1.Node, t time.Time) corev1.Node {
+	n.Annotations = map[string]string{flotillav1.AnnotationBackSince: t.UTC().Format(time.RFC3339)}
+	return n
+}
+
 func TestReturnsAreDueAfterTheirTimeReady(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	after := 2 * time.Minute
 	var r Returns
-	r.Observe([]corev1.Node{virtualNode("eu", true, false), virtualNode("us", true, false)}, t0)
-	if due := r.Due(nil, t0.Add(time.Hour), after); len(due) != 0 {
+	never := []corev1.Node{virtualNode("eu", true, false), virtualNode("us", true, false)}
+	r.Observe(never)
+	if due := r.Due(never, t0.Add(time.Hour), after); len(due) != 0 {
 		t.Fatalf("never failed over: due %v", due)
 	}
-	r.Observe([]corev1.Node{virtualNode("eu", false, true), virtualNode("us", true, false)}, t0.Add(time.Minute))
-	back := []corev1.Node{virtualNode("eu", true, false), virtualNode("us", true, false)}
-	r.Observe(back, t0.Add(2*time.Minute))
+	r.Observe([]corev1.Node{virtualNode("eu", false, true), virtualNode("us", true, false)})
+	back := []corev1.Node{backAt(virtualNode("eu", true, false), t0.Add(2*time.Minute)), virtualNode("us", true, false)}
+	r.Observe(back)
 	if due := r.Due(back, t0.Add(3*time.Minute), after); len(due) != 0 {
 		t.Fatalf("back for 1m of 2m: due %v", due)
 	}
 	if due := r.Due(back, t0.Add(4*time.Minute), after); !due["eu"] || len(due) != 1 {
 		t.Fatalf("back for 2m: due %v, want eu", due)
 	}
-	notReady := []corev1.Node{virtualNode("eu", false, false), virtualNode("us", true, false)}
+	notReady := []corev1.Node{backAt(virtualNode("eu", false, false), t0.Add(2*time.Minute)), virtualNode("us", true, false)}
 	if due := r.Due(notReady, t0.Add(5*time.Minute), after); len(due) != 0 {
 		t.Fatalf("back but not Ready: due %v", due)
 	}
-	cordoned := []corev1.Node{virtualNode("eu", true, false)}
+	cordoned := []corev1.Node{backAt(virtualNode("eu", true, false), t0.Add(2*time.Minute))}
 	cordoned[0].Spec.Unschedulable = true
 	if due := r.Due(cordoned, t0.Add(5*time.Minute), after); len(due) != 0 {
 		t.Fatalf("back but cordoned: due %v", due)
 	}
+
+	// A leader that starts now (a restart, a leader change) knows the return from the node alone.
+	var successor Returns
+	successor.Observe(back)
+	if due := successor.Due(back, t0.Add(4*time.Minute), after); !due["eu"] {
+		t.Fatalf("a new leader forgot the return: due %v", due)
+	}
+
 	// Failed over again before its rebalance: its return counts from the next one.
-	r.Observe([]corev1.Node{virtualNode("eu", false, true)}, t0.Add(6*time.Minute))
-	if due := r.Due(back, t0.Add(7*time.Minute), after); len(due) != 0 {
+	tainted := []corev1.Node{backAt(virtualNode("eu", false, true), t0.Add(2*time.Minute))}
+	r.Observe(tainted)
+	if due := r.Due(tainted, t0.Add(7*time.Minute), after); len(due) != 0 {
 		t.Fatalf("tainted again: due %v", due)
 	}
-	r.Observe(back, t0.Add(8*time.Minute))
-	r.Done("eu")
+	back = []corev1.Node{backAt(virtualNode("eu", true, false), t0.Add(8*time.Minute))}
+	r.Observe(back)
+	if stamp := r.Done("eu"); stamp != t0.Add(8*time.Minute).Format(time.RFC3339) {
+		t.Fatalf("done with stamp %q", stamp)
+	}
+	r.Observe(back) // the stamp not yet removed from the node
 	if due := r.Due(back, t0.Add(time.Hour), after); len(due) != 0 {
 		t.Fatalf("done: due %v", due)
 	}

@@ -75,7 +75,7 @@ func (r *Rebalancer) Round(ctx context.Context) error {
 		return fmt.Errorf("listing virtual nodes: %w", err)
 	}
 	now := r.now()
-	r.returns.Observe(nodes.Items, now)
+	r.returns.Observe(nodes.Items)
 	due := r.returns.Due(nodes.Items, now, r.After)
 	if len(due) == 0 {
 		return nil
@@ -115,10 +115,25 @@ func (r *Rebalancer) Round(ctx context.Context) error {
 	if !pending {
 		for c := range due {
 			r.Log.Info("Rebalance done", "cluster", c)
-			r.returns.Done(c)
+			r.forgetReturn(ctx, c, r.returns.Done(c))
 		}
 	}
 	return nil
+}
+
+// forgetReturn removes a finished return's flotilla.dev/back-since from the cluster's virtual node
+// (only that return's: a newer one stays), so that no later leader moves its pods back again.
+func (r *Rebalancer) forgetReturn(ctx context.Context, cluster, stamp string) {
+	var n corev1.Node
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: flotillav1.VirtualNodeName(cluster)}, &n); err != nil ||
+		n.Annotations[flotillav1.AnnotationBackSince] != stamp {
+		return
+	}
+	patch := client.MergeFromWithOptions(n.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	delete(n.Annotations, flotillav1.AnnotationBackSince)
+	if err := r.Client.Patch(ctx, &n, patch); err != nil {
+		r.Log.Info("The finished return stays marked on the virtual node: a later leader looks at it again", "cluster", cluster, "reason", err.Error())
+	}
 }
 
 // evict evicts a pod through the Eviction API: a PodDisruptionBudget that allows no disruption
