@@ -101,6 +101,7 @@ func addWebhookFlags(fs *pflag.FlagSet, o *setup.WebhookOptions) {
 	fs.StringVar(&o.URL, "webhook-url", o.URL, "URL the API server uses to reach the webhook, e.g. https://127.0.0.1:9443 when the manager runs out of cluster (default: the Service --webhook-service)")
 	fs.StringVar(&o.Service, "webhook-service", o.Service, "Service of the webhook in the manager's namespace (in cluster)")
 	fs.StringVar(&o.CertDir, "webhook-cert-dir", o.CertDir, "where the webhook's serving certificate is written (default: a new temporary directory)")
+	fs.StringSliceVar(&o.ClientNames, "webhook-client-names", o.ClientNames, "serve the admission webhook only to callers with a client certificate of the cluster's client CA (kube-system/extension-apiserver-authentication) and one of these common names: the certificate the API server's --admission-control-config-file gives it for webhooks (docs/install.md). Empty: any caller")
 	fs.StringVar(&o.CAInjectedFrom, "webhook-ca-injected-from", o.CAInjectedFrom, "NAMESPACE/NAME of a cert-manager Certificate whose Secret is mounted at --webhook-cert-dir: the manager issues no certificate of its own and leaves the webhook configuration's caBundle to cert-manager's CA injector (the chart's webhook.certManager.enabled)")
 }
 

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/internal/clientca"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 )
@@ -65,7 +66,7 @@ const nodeResync = 30 * time.Second
 type listeners struct {
 	k        *Server
 	handler  http.Handler
-	cas      *clientCAPool
+	cas      *clientca.Pool
 	fallback *pki.CA
 	open     map[int32]*nodeListener
 }
@@ -137,7 +138,7 @@ func (l *listeners) start(ctx context.Context, port int32, node *corev1.Node) {
 			// Per connection, so that a renewed certificate and a rotated client CA are used
 			// without a restart.
 			GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-				return &tls.Config{Certificates: []tls.Certificate{*sc.get()}, ClientCAs: l.cas.get(),
+				return &tls.Config{Certificates: []tls.Certificate{*sc.get()}, ClientCAs: l.cas.Get(),
 					ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}, nil
 			}},
 	}

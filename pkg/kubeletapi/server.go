@@ -2,7 +2,6 @@ package kubeletapi
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -28,6 +27,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/internal/clientca"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
@@ -116,11 +116,11 @@ func (k *Server) changedCh() chan struct{} {
 
 // Start serves until ctx ends: one TLS port per virtual node.
 func (k *Server) Start(ctx context.Context) error {
-	cas := &clientCAPool{}
-	if err := cas.reload(ctx, k.clientCAs); err != nil {
+	cas, read := &clientca.Pool{}, clientca.FromCluster(k.Primary)
+	if err := cas.Reload(ctx, read); err != nil {
 		return err
 	}
-	go cas.keepReloaded(ctx, k.clientCAs, clientCAReload, k.Log)
+	go cas.KeepReloaded(ctx, read, clientca.ReloadEvery, k.Log)
 	fallback, err := pki.NewCA("flotilla-kubelet-ca", k.now(), 5*365*24*time.Hour)
 	if err != nil {
 		return err
@@ -139,19 +139,6 @@ func (k *Server) Start(ctx context.Context) error {
 	k.Log.Info("Serving the virtual nodes' kubelet API", "firstPort", k.Ports.First, "ports", k.Ports.Count, "address", k.Address)
 	l.run(ctx)
 	return nil
-}
-
-// clientCAs reads the CA that signs the API server's client certificate.
-func (k *Server) clientCAs(ctx context.Context) (*x509.CertPool, error) {
-	cm, err := k.Primary.CoreV1().ConfigMaps(metav1.NamespaceSystem).Get(ctx, "extension-apiserver-authentication", metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("reading the client CA (kube-system/extension-apiserver-authentication): %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM([]byte(cm.Data["client-ca-file"])) {
-		return nil, errors.New("kube-system/extension-apiserver-authentication has no client-ca-file")
-	}
-	return pool, nil
 }
 
 // caller is who sent a request: the API server proxying a user it has already authorised
@@ -458,46 +445,4 @@ func (q sizeQueue) Next() *remotecommand.TerminalSize {
 		return nil
 	}
 	return &remotecommand.TerminalSize{Width: s.Width, Height: s.Height}
-}
-
-// clientCAReload is how often the client CA is read again (the API server's may rotate).
-const clientCAReload = time.Minute
-
-// clientCAPool holds the current client CA pool.
-type clientCAPool struct {
-	mu   sync.RWMutex
-	pool *x509.CertPool
-}
-
-func (p *clientCAPool) get() *x509.CertPool {
-	p.mu.RLock()
-	defer p.mu.RUnlock()
-	return p.pool
-}
-
-func (p *clientCAPool) reload(ctx context.Context, read func(context.Context) (*x509.CertPool, error)) error {
-	pool, err := read(ctx)
-	if err != nil {
-		return err
-	}
-	p.mu.Lock()
-	p.pool = pool
-	p.mu.Unlock()
-	return nil
-}
-
-// keepReloaded reads the client CA every interval until ctx ends; a failed read keeps the last.
-func (p *clientCAPool) keepReloaded(ctx context.Context, read func(context.Context) (*x509.CertPool, error), every time.Duration, log logr.Logger) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := p.reload(ctx, read); err != nil {
-				log.Error(err, "Reloading the client CA failed; the last one stays in use")
-			}
-		}
-	}
 }

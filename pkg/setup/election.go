@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 
 	"github.com/go-logr/logr"
@@ -157,12 +158,17 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, reg
 		podHandler.Now = opts.Clock.Now
 	}
 	server := mgr.GetWebhookServer()
-	server.Register(webhook.Path, tp.Handler(&admission.Webhook{Handler: podHandler}, "admission pods"))
-	server.Register(webhook.DaemonSetPath, &admission.Webhook{Handler: &webhook.DaemonSetHandler{Decoder: decoder}})
+	// With --webhook-client-names, only the API server is served.
+	callers := func(h http.Handler) http.Handler { return h }
+	if names := opts.Webhook.ClientNames; len(names) > 0 {
+		callers = func(h http.Handler) http.Handler { return webhook.FromAPIServer(names, h) }
+	}
+	server.Register(webhook.Path, callers(tp.Handler(&admission.Webhook{Handler: podHandler}, "admission pods")))
+	server.Register(webhook.DaemonSetPath, callers(&admission.Webhook{Handler: &webhook.DaemonSetHandler{Decoder: decoder}}))
 	// A Replicator is admitted only when its author may write what it will write (one
 	// SubjectAccessReview per right); the namespace is read live, a cached miss would ask too much.
-	server.Register(webhook.ReplicatorPath, &admission.Webhook{Handler: &webhook.ReplicatorHandler{
-		Decoder: decoder, Reviews: direct, Namespaces: mgr.GetAPIReader()}})
+	server.Register(webhook.ReplicatorPath, callers(&admission.Webhook{Handler: &webhook.ReplicatorHandler{
+		Decoder: decoder, Reviews: direct, Namespaces: mgr.GetAPIReader()}}))
 	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
 		return nil, nil, fmt.Errorf("adding the webhook readiness check: %w", err)
 	}

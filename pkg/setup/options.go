@@ -135,6 +135,11 @@ type WebhookOptions struct {
 	// certificate of the manager's own, cert-manager injects the caBundle
 	// (--webhook-ca-injected-from).
 	CAInjectedFrom string
+	// ClientNames are the common names of the client certificates the API server presents to
+	// webhooks (its --admission-control-config-file names one): when set, only a caller with a
+	// certificate of the cluster's client CA and one of these names is served
+	// (--webhook-client-names). Empty: any caller, where the API server cannot be configured.
+	ClientNames []string
 }
 
 // ElectionOptions configure pod election: admission, the proxy and dependency reconcilers, the

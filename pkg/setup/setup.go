@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,10 +25,12 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	"github.com/flotilla-dev/flotilla/internal/apicalls"
+	"github.com/flotilla-dev/flotilla/internal/clientca"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/version"
+	"github.com/flotilla-dev/flotilla/webhook"
 )
 
 // Manager is the controller-runtime manager with all of Flotilla added to it; Start runs it.
@@ -80,7 +83,19 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 		}
 		opts.Webhook.CertDir = dir
 	}
-	mgrOpts, err := managerOptions(opts, log)
+	var callers *clientca.Pool
+	var readCallers clientca.ReadFunc
+	if len(opts.Webhook.ClientNames) > 0 {
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("a client to read the cluster's client CA: %w", err)
+		}
+		callers, readCallers = &clientca.Pool{}, clientca.FromCluster(cs)
+		if err := callers.Reload(ctx, readCallers); err != nil {
+			return nil, fmt.Errorf("--webhook-client-names: the webhook's callers cannot be verified: %w", err)
+		}
+	}
+	mgrOpts, err := managerOptions(opts, callers, log)
 	if err != nil {
 		return nil, err
 	}
@@ -100,6 +115,15 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	if err := addHealthChecks(mgr); err != nil {
 		return nil, err
 	}
+	if callers != nil {
+		// Every replica serves the webhook: the CA is kept fresh on each.
+		if err := mgr.Add(everyReplica(func(ctx context.Context) error {
+			callers.KeepReloaded(ctx, readCallers, clientca.ReloadEvery, log.WithName("webhook"))
+			return nil
+		})); err != nil {
+			return nil, err
+		}
+	}
 	registry, err := addClusters(ctx, mgr, opts, tp, log)
 	if err != nil {
 		return nil, err
@@ -110,9 +134,9 @@ func New(ctx context.Context, cfg *rest.Config, opts Options, log logr.Logger) (
 	return &Manager{Manager: mgr, Registry: registry, Tracing: tp}, nil
 }
 
-// managerOptions are the controller-runtime manager's: caches, webhook server, metrics, probes
-// and leader election.
-func managerOptions(opts Options, log logr.Logger) (ctrl.Options, error) {
+// managerOptions are the controller-runtime manager's: caches, webhook server (verifying its
+// callers' client certificates against callers, when set), metrics, probes and leader election.
+func managerOptions(opts Options, callers *clientca.Pool, log logr.Logger) (ctrl.Options, error) {
 	cacheOpts, err := cacheOptions()
 	if err != nil {
 		return ctrl.Options{}, err
@@ -122,12 +146,16 @@ func managerOptions(opts Options, log logr.Logger) (ctrl.Options, error) {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	le := opts.LeaderElection
+	tlsOpts := []func(*tls.Config){http1Only}
+	if callers != nil {
+		tlsOpts = append(tlsOpts, webhook.VerifyClients(callers.Get))
+	}
 	return ctrl.Options{
 		Scheme: NewScheme(),
 		Logger: log,
 		Cache:  cacheOpts,
 		WebhookServer: ctrlwebhook.NewServer(ctrlwebhook.Options{Host: opts.Webhook.BindHost, Port: opts.Webhook.Port,
-			CertDir: opts.Webhook.CertDir, TLSOpts: []func(*tls.Config){http1Only}}),
+			CertDir: opts.Webhook.CertDir, TLSOpts: tlsOpts}),
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        opts.Manager.HealthProbeBindAddress,
 		PprofBindAddress:              opts.Manager.PprofBindAddress,
@@ -169,3 +197,9 @@ func addHealthChecks(mgr ctrl.Manager) error {
 // replicas), and HTTP/2's stream resets are a denial of service of their own (CVE-2023-44487).
 // The out-of-cluster URL mode (the bench, make dev-up) then takes the path the chart's does.
 func http1Only(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }
+
+// everyReplica is a runnable that runs on every replica, leader or not.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+func (everyReplica) NeedLeaderElection() bool          { return false }

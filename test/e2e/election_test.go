@@ -20,6 +20,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -629,6 +630,33 @@ var _ = Describe("pod election", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(string(theirs.Data["token"])).To(Equal(theirValue), "the secondary's own Secret is left as it was")
 	}, SpecTimeout(2*time.Minute))
+
+	It("serves its admission webhook to the API server only: a caller without the API server's client certificate is refused, and the API server's calls still elect pods", func(ctx SpecContext) {
+		var cfg admissionregistrationv1.MutatingWebhookConfiguration
+		Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Name: "flotilla"}, &cfg)).To(Succeed())
+		var url string
+		for _, w := range cfg.Webhooks {
+			if w.ClientConfig.URL != nil && strings.HasSuffix(*w.ClientConfig.URL, "/mutate-v1-pod") {
+				url = *w.ClientConfig.URL
+			}
+		}
+		Expect(url).NotTo(BeEmpty(), "the pods webhook's URL")
+		review := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"x","kind":{"group":"","version":"v1","kind":"Pod"},` +
+			`"resource":{"group":"","version":"v1","resource":"pods"},"namespace":"` + ns + `","operation":"CREATE","userInfo":{"username":"mallory"},` +
+			`"object":{"apiVersion":"v1","kind":"Pod","metadata":{"name":"direct","annotations":{"flotilla.dev/elect":""}},"spec":{"containers":[{"name":"c","image":"busybox"}]}}}}`
+		direct := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the caller under test, not the server
+		resp, err := direct.Post(url, "application/json", strings.NewReader(review))
+		Expect(err).NotTo(HaveOccurred())
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized), "a direct caller: %s", body)
+		Expect(string(body)).NotTo(ContainSubstring("patch"), "nothing admitted for it")
+
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "through-the-api-server", Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		Expect(clientOf(bed.Primary).Create(ctx, pod, client.DryRunAll)).To(Succeed())
+		Expect(pod.Labels).To(HaveKeyWithValue(flotillav1.LabelProxy, "true"), "the API server's call is served")
+	})
 
 	It("serves kubectl logs, exec, attach and port-forward on a proxy from its delegate, and refuses anonymous and unauthorised callers", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]

@@ -95,6 +95,8 @@ func startManagerOnce(bin, kubeconfig, logPath string, extraArgs ...string) (*ma
 		"--webhook-port", fmt.Sprint(webhookPort), "--webhook-bind-host", "127.0.0.1",
 		"--webhook-url", fmt.Sprintf("https://127.0.0.1:%d", webhookPort),
 		"--webhook-cert-dir", filepath.Join(filepath.Dir(logPath), "webhook-certs"),
+		// The bed's API server presents this client certificate to webhooks: no one else is served.
+		"--webhook-client-names", testbed.WebhookClientName,
 		// Tokens of 10 minutes (join --token-duration 10m) are then renewed every ~12 s: the whole
 		// suite runs with renewals happening, and a spec proves them.
 		"--token-renewal-fraction", "0.02",

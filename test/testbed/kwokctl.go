@@ -145,8 +145,13 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 	}
 	switch c.Role {
 	case RolePrimary:
+		admission, err := k.writeWebhookAdmissionConfig(c.Name, pki)
+		if err != nil {
+			return err
+		}
 		// kwok would otherwise take over Flotilla's virtual nodes and fake their pods.
 		extra = append(extra,
+			"kube-apiserver=admission-control-config-file="+admission,
 			"kwok-controller=manage-all-nodes=false",
 			"kwok-controller=manage-nodes-with-annotation-selector="+FakeNodeAnnotation+"=fake",
 			"kube-controller-manager=node-monitor-grace-period="+opts.NodeMonitorGracePeriod.String(),
@@ -193,6 +198,47 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 	}
 	fmt.Fprintf(log, "testbed: cluster %s created in %s\n", c.Name, time.Since(start).Round(100*time.Millisecond))
 	return nil
+}
+
+// WebhookClientName is the common name of the client certificate the primary's API server
+// presents to admission webhooks (kwokctl's admin certificate): the manager's
+// --webhook-client-names.
+const WebhookClientName = "kwok-admin"
+
+// writeWebhookAdmissionConfig writes the primary API server's admission configuration: it presents
+// a client certificate (kwokctl's admin one, signed by the cluster's client CA) to every admission
+// webhook, as a cluster whose webhooks authenticate the API server is set up (docs/install.md).
+func (k kwokctl) writeWebhookAdmissionConfig(cluster, pki string) (string, error) {
+	dir := filepath.Join(k.workDir, "admission-"+cluster)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("creating %s: %w", dir, err)
+	}
+	kubeconfig := filepath.Join(dir, "webhook-kubeconfig.yaml")
+	// "*": every webhook, whatever its address.
+	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+users:
+- name: "*"
+  user:
+    client-certificate: `+filepath.Join(pki, "admin.crt")+`
+    client-key: `+filepath.Join(pki, "admin.key")+`
+`), 0o600); err != nil {
+		return "", fmt.Errorf("writing the webhooks' kubeconfig: %w", err)
+	}
+	config := filepath.Join(dir, "admission.yaml")
+	plugin := func(name string) string {
+		return `- name: ` + name + `
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: ` + kubeconfig + `
+`
+	}
+	if err := os.WriteFile(config, []byte("apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n"+
+		plugin("MutatingAdmissionWebhook")+plugin("ValidatingAdmissionWebhook")), 0o600); err != nil {
+		return "", fmt.Errorf("writing the admission configuration: %w", err)
+	}
+	return config, nil
 }
 
 // writePortsConfig writes a kwokctl configuration that gives the cluster's components ports the
