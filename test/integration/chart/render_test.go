@@ -303,6 +303,9 @@ var valueCases = map[string]valueCase{
 	"tracing.samplingRate": {[]string{"--set", "tracing.endpoint=https://otel.example:4317", "--set", "tracing.samplingRate=0.25"}, func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElement("--tracing-sampling-rate=0.25"))
 	}},
+	"webhook.clientNames": {set("webhook.clientNames={kube-apiserver-webhooks,apiserver-b}"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--webhook-client-names=kube-apiserver-webhooks,apiserver-b"))
+	}},
 	"webhook.certManager.enabled": {set("webhook.certManager.enabled=true"), func(objs []*unstructured.Unstructured) {
 		cert := webhookCertificate(objs)
 		Expect(nested(cert, "spec", "secretName")).To(Equal("flotilla-webhook-tls"))
