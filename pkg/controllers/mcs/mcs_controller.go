@@ -336,7 +336,7 @@ func (r *Reconciler) applyAddress(ctx context.Context, key client.ObjectKey, v *
 	id := r.Registry.PrimaryID()
 	if spec.Type != mcsv1beta1.ClusterSetIP {
 		if v.derived != nil {
-			if err := deleteIfOurs(ctx, v.client, v.derived, id); err != nil {
+			if err := r.deleteOurs(ctx, v, v.derived); err != nil {
 				return err
 			}
 		}
@@ -369,7 +369,7 @@ func (r *Reconciler) apply(ctx context.Context, v *clusterView, obj, live client
 	if err != nil {
 		return nil, err
 	}
-	key := v.name + "/" + fmt.Sprintf("%T", obj) + "/" + obj.GetNamespace() + "/" + obj.GetName()
+	key := ledgerKey(v, obj)
 	now := r.Clock.Now()
 	if live != nil && r.ledger.Unchanged(key, hash, ssa.Version(live), true, now, 0) {
 		return live, nil
@@ -406,13 +406,12 @@ func equalStatus(a, b mcsv1beta1.ServiceImportStatus) bool {
 // pruneSlices deletes this primary's EndpointSlices of the name in the cluster that the plan
 // does not have, but those of source clusters it keeps.
 func (r *Reconciler) pruneSlices(ctx context.Context, v *clusterView, p plan) error {
-	id := r.Registry.PrimaryID()
 	for _, o := range v.ours {
 		if slices.Contains(p.keep, o.Labels[mcsv1beta1.LabelSourceCluster]) ||
 			slices.ContainsFunc(p.slices, func(s *discoveryv1.EndpointSlice) bool { return s.Name == o.Name }) {
 			continue
 		}
-		if err := deleteIfOurs(ctx, v.client, o, id); err != nil {
+		if err := r.deleteOurs(ctx, v, o); err != nil {
 			return err
 		}
 	}
@@ -422,25 +421,39 @@ func (r *Reconciler) pruneSlices(ctx context.Context, v *clusterView, p plan) er
 // remove deletes this primary's import, derived Service and EndpointSlices of the name in the
 // cluster: no export is left.
 func (r *Reconciler) remove(ctx context.Context, v *clusterView) error {
-	id := r.Registry.PrimaryID()
 	for _, o := range v.ours {
-		if err := deleteIfOurs(ctx, v.client, o, id); err != nil {
+		if err := r.deleteOurs(ctx, v, o); err != nil {
 			return err
 		}
 	}
 	if v.derived != nil {
-		if err := deleteIfOurs(ctx, v.client, v.derived, id); err != nil {
+		if err := r.deleteOurs(ctx, v, v.derived); err != nil {
 			return err
 		}
 	}
 	if v.imported != nil {
-		return deleteIfOurs(ctx, v.client, v.imported, id)
+		return r.deleteOurs(ctx, v, v.imported)
 	}
 	return nil
 }
 
 // deleteIfOurs deletes obj when it carries this primary's label, preconditioned on the UID and
 // resourceVersion read, so an object made again meanwhile (by anyone) is not the one deleted.
+// ledgerKey is what the ledger remembers an object of a cluster by.
+func ledgerKey(v *clusterView, obj client.Object) string {
+	return v.name + "/" + fmt.Sprintf("%T", obj) + "/" + obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// deleteOurs deletes an object this primary wrote in a cluster (deleteIfOurs) and forgets what
+// the ledger remembered of it: a name exported once leaves nothing in memory once withdrawn.
+func (r *Reconciler) deleteOurs(ctx context.Context, v *clusterView, obj client.Object) error {
+	if err := deleteIfOurs(ctx, v.client, obj, r.Registry.PrimaryID()); err != nil {
+		return err
+	}
+	r.ledger.Forget(ledgerKey(v, obj))
+	return nil
+}
+
 func deleteIfOurs(ctx context.Context, c client.Client, obj client.Object, primaryID string) error {
 	if obj.GetLabels()[flotillav1.LabelPrimary] != primaryID {
 		return nil
