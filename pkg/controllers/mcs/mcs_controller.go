@@ -240,22 +240,29 @@ func (e *NotOursError) Error() string {
 	return fmt.Sprintf("a %s of that name in %s is not Flotilla's: it is left alone, and the import is not made there", e.Kind, e.Cluster)
 }
 
+// mayWrite says whether applyTo writes anything in a cluster: never in a forbidden namespace,
+// nor in a secondary's namespace not opened to this primary, where nothing of its can be (the
+// fence lets it write only in namespaces opened to it): an import there needs the namespace made
+// by Flotilla (when missing), or opened by its admin (NamespaceNotManagedError, a wait).
+func (r *Reconciler) mayWrite(ctx context.Context, key client.ObjectKey, v *clusterView, p plan) (bool, error) {
+	switch {
+	case p.forbidden:
+		return false, nil
+	case v.primary || v.opened:
+		return true, nil
+	case p.merged.Spec == nil || p.keepImport:
+		return false, nil
+	}
+	_, err := clusters.EnsureManagedNamespace(ctx, v.client, v.name, key.Namespace, r.Registry.PrimaryID(), nil, nil)
+	return err == nil, err
+}
+
 // applyTo makes one cluster's import, derived Service and EndpointSlices what the plan says.
 func (r *Reconciler) applyTo(ctx context.Context, key client.ObjectKey, v *clusterView, p plan) error {
-	if p.forbidden {
-		return nil
+	if ok, err := r.mayWrite(ctx, key, v, p); !ok || err != nil {
+		return err
 	}
 	id := r.Registry.PrimaryID()
-	if !v.primary && !v.opened {
-		// Nothing of this primary's can be there (the fence lets it write only in namespaces
-		// opened to it); an import needs the namespace made by Flotilla, or opened by its admin.
-		if p.merged.Spec == nil || p.keepImport {
-			return nil
-		}
-		if _, err := clusters.EnsureManagedNamespace(ctx, v.client, v.name, key.Namespace, id, nil, nil); err != nil {
-			return err
-		}
-	}
 	if v.imported != nil && v.imported.Labels[flotillav1.LabelPrimary] != id {
 		return &NotOursError{Kind: "ServiceImport", Cluster: v.name}
 	}
