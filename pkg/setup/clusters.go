@@ -3,6 +3,7 @@ package setup
 import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/inventory"
+	"golang.org/x/time/rate"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -125,12 +126,16 @@ func addMulticlusterServices(ctx context.Context, mgr ctrl.Manager, registry *cl
 		return fmt.Errorf("looking up the MCS API in the primary: %w", err)
 	}
 	if err := (&mcscontroller.Reconciler{Client: mgr.GetClient(), Registry: registry, PrimaryName: opts.Clusters.PrimaryName,
-		FailoverAfter: opts.VirtualNodes.FailoverAfter, Recorder: mgr.GetEventRecorder(eventSource), Clock: opts.Clock}).
+		FailoverAfter: opts.VirtualNodes.FailoverAfter, Recorder: mgr.GetEventRecorder(eventSource), Clock: opts.Clock,
+		Applies: rate.NewLimiter(mcsApplies, 2*mcsApplies)}).
 		SetupWithManager(ctx, mgr, mcsOptions()); err != nil {
 		return fmt.Errorf("setting up the Multi-Cluster Services controller: %w", err)
 	}
 	return nil
 }
+
+// mcsApplies is how many objects a second Multi-Cluster Services applies, in all clusters.
+const mcsApplies = 50
 
 // addKubeletAPI adds the virtual nodes' kubelet API, unless its port is 0: on every replica, a
 // port per virtual node as its Node advertises it (the manager's cache of virtual nodes, whose

@@ -185,7 +185,7 @@ var _ = Describe("Services across clusters", Ordered, Label("real-nodes", "dns")
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 	})
 
-	It("raises Conflict on both exports when their ports contradict: the older export's port is the import's, and both say why", func(ctx SpecContext) {
+	It("raises Conflict on both exports when their ports contradict: the primary's export's port is the import's, both say why, and the losing one names the port it lost", func(ctx SpecContext) {
 		s1 := bed.Secondaries[0]
 		f.export(ctx, bed.Primary, "clash", 80, "web")
 		Eventually(func(g Gomega) { f.importIn(g, ctx, s1, "clash") }).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
@@ -196,8 +196,10 @@ var _ = Describe("Services across clusters", Ordered, Label("real-nodes", "dns")
 				cond := f.exportCondition(g, ctx, c, "clash", mcsv1beta1.ServiceExportConditionConflict)
 				g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), "in %s", c.Name)
 				g.Expect(cond.Reason).To(Equal(string(mcsv1beta1.ServiceExportReasonPortConflict)))
-				g.Expect(cond.Message).To(ContainSubstring("the oldest export (cluster primary"))
+				g.Expect(cond.Message).To(ContainSubstring("the primary's export (cluster primary) wins"))
 			}
+			lost := f.exportCondition(g, ctx, s1, "clash", mcsv1beta1.ServiceExportConditionConflict)
+			g.Expect(lost.Message).To(ContainSubstring("left out of the import, so this cluster's endpoints serve none of them: web 81/TCP"))
 			for _, c := range bed.Clusters() {
 				g.Expect(f.importIn(g, ctx, c, "clash").Spec.Ports).To(Equal([]mcsv1beta1.ServicePort{{Name: "web", Protocol: corev1.ProtocolTCP, Port: 80}}))
 			}

@@ -23,9 +23,11 @@ import (
 // ServiceImports this primary wrote.
 var (
 	exportsWatch  = clusters.Watch{Name: "mcs serviceexports", Object: &mcsv1beta1.ServiceExport{}, Selector: func(string) string { return "" }}
-	servicesWatch = clusters.Watch{Name: "mcs services", Object: &corev1.Service{}, Selector: func(string) string { return "" }}
-	slicesWatch   = clusters.Watch{Name: "mcs endpointslices", Object: &discoveryv1.EndpointSlice{}, Selector: func(string) string { return discoveryv1.LabelServiceName }}
-	importsWatch  = clusters.Watch{Name: "mcs serviceimports", Object: &mcsv1beta1.ServiceImport{},
+	servicesWatch = clusters.Watch{Name: "mcs services", Object: &corev1.Service{}, Selector: func(string) string { return "" },
+		Transform: slimService}
+	slicesWatch = clusters.Watch{Name: "mcs endpointslices", Object: &discoveryv1.EndpointSlice{}, Selector: func(string) string { return discoveryv1.LabelServiceName },
+		Transform: slimSlice}
+	importsWatch = clusters.Watch{Name: "mcs serviceimports", Object: &mcsv1beta1.ServiceImport{},
 		Selector: func(id string) string { return flotillav1.LabelPrimary + "=" + id }}
 	// namespacesWatch: the namespaces a secondary's admin opened to this primary (or Flotilla
 	// made), the only ones whose exports count and where imports are written.
@@ -172,4 +174,42 @@ func sortSlice(v *clusterView, name string, s *discoveryv1.EndpointSlice, primar
 	case l[discoveryv1.LabelServiceName] == name && l[discoveryv1.LabelManagedBy] != mcs.ManagedBy:
 		v.sources = append(v.sources, s)
 	}
+}
+
+// slimService is what the cache keeps of a secondary's Service: every Service is cached (any may
+// be exported), so one that is not Flotilla's keeps only what an export reads (its name, type,
+// addresses, ports, affinity and traffic policies): no annotations (a last-applied-configuration
+// can be most of it), selector, owners or status. Flotilla's (derived Services) stay whole, as
+// their apply ledger compares them.
+func slimService(obj any) (any, error) {
+	s, ok := obj.(*corev1.Service)
+	if !ok {
+		return obj, nil
+	}
+	s.ManagedFields = nil
+	if s.Labels[flotillav1.LabelPrimary] == "" {
+		s.Annotations, s.OwnerReferences, s.Finalizers = nil, nil, nil
+		s.Spec.Selector, s.Spec.ExternalIPs, s.Spec.LoadBalancerSourceRanges = nil, nil, nil
+		s.Status = corev1.ServiceStatus{}
+	}
+	return s, nil
+}
+
+// slimSlice is what the cache keeps of a secondary's EndpointSlice: one that is not Flotilla's
+// keeps its endpoints' addresses, conditions, hostname and zone (what an import mirrors) and its
+// ports; never its pods' and nodes' names, hints, annotations or owners.
+func slimSlice(obj any) (any, error) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return obj, nil
+	}
+	s.ManagedFields = nil
+	if s.Labels[flotillav1.LabelPrimary] == "" {
+		s.Annotations, s.OwnerReferences = nil, nil
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			e.TargetRef, e.NodeName, e.Hints, e.DeprecatedTopology = nil, nil, nil, nil
+		}
+	}
+	return s, nil
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,6 +45,11 @@ type Reconciler struct {
 	FailoverAfter time.Duration
 	Recorder      events.EventRecorder
 	Clock         clock.PassiveClock
+	// Applies paces the writes, across every cluster and name (nil: unpaced). A new leader, or
+	// a restarted manager, remembers nothing it applied, so it applies every import, derived
+	// Service and EndpointSlice once again: paced, the clusters' API servers get them at a rate
+	// and no burst.
+	Applies *rate.Limiter
 
 	ledger ssa.Ledger
 	// names are the exported names seen, enqueued again when a cluster's state changes.
@@ -380,6 +386,11 @@ func (r *Reconciler) apply(ctx context.Context, v *clusterView, obj, live client
 	now := r.Clock.Now()
 	if live != nil && r.ledger.Unchanged(key, hash, ssa.Version(live), true, now, 0) {
 		return live, nil
+	}
+	if r.Applies != nil {
+		if err := r.Applies.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("waiting for the pace of the applies: %w", err)
+		}
 	}
 	if _, err := ssa.Apply(ctx, v.client, obj, FieldManager); err != nil {
 		r.ledger.Forget(key)

@@ -429,6 +429,7 @@ func (r *Reconciler) claimsNotReady(ctx context.Context, proxy *corev1.Pod, sec 
 		err := sec.Client.Get(ctx, key, &real)
 		switch {
 		case apierrors.IsNotFound(err):
+			r.namespaceGone(ctx, sec, proxy.Namespace)
 			return flotillav1.ReasonWaitingForClaim, fmt.Sprintf("Waiting for Flotilla's claim %s in cluster %s", name, sec.Name), nil
 		case err != nil:
 			return "", "", fmt.Errorf("reading claim %s in %s: %w", name, sec.Name, err)
@@ -551,6 +552,16 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, name string, labels ma
 	}
 	r.readyNamespaces.Store(key, want)
 	return "", "", nil
+}
+
+// namespaceGone forgets that a namespace was made in a secondary when it is gone or going there
+// (the namespace clean-up deleted it, empty, just before): the next pass makes it again, and the
+// real claims a delegate waits for, which need it, follow.
+func (r *Reconciler) namespaceGone(ctx context.Context, sec clusters.Secondary, name string) {
+	var ns corev1.Namespace
+	if err := sec.Client.Get(ctx, client.ObjectKey{Name: name}, &ns); apierrors.IsNotFound(err) || (err == nil && !ns.DeletionTimestamp.IsZero()) {
+		r.forgetNamespace(sec.Name, name)
+	}
 }
 
 // forgetNamespace forgets that a secondary's namespace was ensured: the next proxy of it ensures it
