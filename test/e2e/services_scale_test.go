@@ -7,8 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flotilla-dev/flotilla/test/testbed"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -21,13 +23,20 @@ const bigSecondaryServices = 20000
 // secondary with many Services must not take the leader's memory with it.
 var _ = Describe("Services across clusters, at scale", Ordered, Serial, Label("disruptive"), func() {
 	const space = "many-services"
+	BeforeAll(func(ctx SpecContext) { joinBothSecondaries(ctx) })
 
 	It("caches a secondary's 20,000 Services in bounded memory, and imports one of them exported", func(ctx SpecContext) {
 		s2 := bed.Secondaries[1]
 		prepareNamespace(ctx, s2, space)
+		// The primary's namespaces are its users': Flotilla imports into one, never makes it.
+		_, err := bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: space}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{})
+		})
 		DeferCleanup(func(ctx SpecContext) {
 			_ = clientOf(s2).DeleteAllOf(ctx, &mcsv1beta1.ServiceExport{}, client.InNamespace(space))
-			_, err := bed.DeleteStored(ctx, s2, "services", space)
+			_, err := bed.DeleteStored(ctx, s2, testbed.StoredServices, space)
 			Expect(err).NotTo(HaveOccurred())
 			_ = s2.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{})
 		})
@@ -50,9 +59,11 @@ var _ = Describe("Services across clusters, at scale", Ordered, Serial, Label("d
 		after := residentMiB(manager.PID())
 		AddReportEntry(fmt.Sprintf("manager resident memory with a secondary of %d Services", bigSecondaryServices),
 			fmt.Sprintf("%d MiB, from %d MiB", after, before))
-		// Each Service cached whole (its 1 KiB last-applied annotation, selector, managed fields)
-		// would cost over 60 MiB; slimmed, what an export reads of it.
-		Expect(after-before).To(BeNumerically("<", 48), "resident memory grew from %d MiB to %d MiB", before, after)
+		// Measured on the bed: +124 MiB resident with the caches keeping only what an export reads
+		// of a Service that is not Flotilla's, +237 MiB with each cached whole (its 1 KiB
+		// last-applied annotation, selector, status); resident memory also holds what the 20,000
+		// watch events left for the next GC.
+		Expect(after-before).To(BeNumerically("<", 180), "resident memory grew from %d MiB to %d MiB", before, after)
 	}, SpecTimeout(5*time.Minute))
 })
 

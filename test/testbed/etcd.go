@@ -81,12 +81,15 @@ func (b *Bed) StorePods(ctx context.Context, c *Cluster, namespace, node string,
 	})
 }
 
+// StoredServices is where an API server keeps Services in etcd (DeleteStored's resource).
+const StoredServices = "services/specs"
+
 // StoreServices writes n headless Services named name(i) into namespace of c, straight into its
 // etcd (the namespace must exist): each with one port, a selector and the annotation kubectl
 // apply leaves (about 1 KiB), created now with a new UID. Headless: no cluster IP to allocate.
 func (b *Bed) StoreServices(ctx context.Context, c *Cluster, namespace string, n int, name func(i int) string) error {
 	now := metav1.Now()
-	return b.store(ctx, c, "services", namespace, n, func(i int) runtime.Object {
+	return b.store(ctx, c, StoredServices, namespace, n, func(i int) runtime.Object {
 		svc := &corev1.Service{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i), UID: types.UID(uuid.NewUUID()), CreationTimestamp: now},
@@ -136,8 +139,8 @@ func (b *Bed) DeleteStoredPods(ctx context.Context, c *Cluster, namespace string
 	return b.DeleteStored(ctx, c, "pods", namespace)
 }
 
-// DeleteStored deletes every object of a resource in namespace of c straight from its etcd, at
-// once, and says how many there were.
+// DeleteStored deletes every object of a resource (its etcd path: "pods", StoredServices) in
+// namespace of c straight from its etcd, at once, and says how many there were.
 func (b *Bed) DeleteStored(ctx context.Context, c *Cluster, resource, namespace string) (int64, error) {
 	cli, prefix, err := b.etcdOf(c)
 	if err != nil {
