@@ -1,9 +1,10 @@
 package setup
 
 import (
+	"golang.org/x/time/rate"
+
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/inventory"
-	"golang.org/x/time/rate"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"

@@ -7,13 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flotilla-dev/flotilla/test/testbed"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
 // bigSecondaryServices is how many Services the scale spec writes into a secondary.

@@ -62,7 +62,7 @@ func TestSlimKeepsWhatAnExportReads(t *testing.T) {
 func TestApplyWaitsForThePace(t *testing.T) {
 	r := &Reconciler{Applies: rate.NewLimiter(rate.Limit(0.001), 1), Clock: clocktesting.NewFakePassiveClock(time.Now())}
 	r.Applies.Allow() // the one token is taken
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	v := &clusterView{name: "s1"} // no client: an apply that did not wait would panic
 	_, err := r.apply(ctx, v, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "flotilla-mcs-web"}}, nil)
