@@ -162,8 +162,13 @@ var _ = Describe("the MCS conformance suite's cases", Ordered, func() {
 		Consistently(func() bool { _, err := getImport(ctx, c0); return apierrors.IsNotFound(err) }).WithContext(ctx).WithTimeout(5*time.Second).
 			Should(BeTrue(), "an import in the primary of an export in a namespace its cluster's admin did not open")
 		opened(true)
-		imp := awaitImport(ctx, c0)
-		Expect(imp.Status.Clusters).To(Equal([]mcsv1beta1.ClusterStatus{{Cluster: c1.Name}}))
+		awaitImport(ctx, c0)
+		// Its status follows its creation.
+		Eventually(func(g Gomega) {
+			imp, err := getImport(ctx, c0)
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(imp.Status.Clusters).To(Equal([]mcsv1beta1.ClusterStatus{{Cluster: c1.Name}}))
+		}).WithContext(ctx).WithTimeout(20 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		unexport(ctx, c1)
 		awaitNoImport(ctx, c0)
 	})
