@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -68,5 +69,25 @@ func TestApplyWaitsForThePace(t *testing.T) {
 	_, err := r.apply(ctx, v, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "flotilla-mcs-web"}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "waiting for the pace") {
 		t.Fatalf("apply did not wait for the pace: %v", err)
+	}
+}
+
+// A Service or EndpointSlice wakes a reconcile only for a name seen exported, or when Flotilla
+// wrote it: a secondary's thousands of Services that nobody exports cost no reconcile.
+func TestOnlyExportedNamesWakeAReconcile(t *testing.T) {
+	r := &Reconciler{}
+	r.names.Store(client.ObjectKey{Namespace: "shop", Name: "web"}, true)
+	svc := func(name string, labels map[string]string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, Labels: labels}}
+	}
+	if got := r.exportedNameOf(t.Context(), svc("web", nil)); len(got) != 1 {
+		t.Errorf("an exported name's Service: %v", got)
+	}
+	if got := r.exportedNameOf(t.Context(), svc("db", nil)); len(got) != 0 {
+		t.Errorf("a Service nobody exports woke %v", got)
+	}
+	derived := svc("flotilla-mcs-db", map[string]string{flotillav1.LabelPrimary: "p", "multicluster.kubernetes.io/service-name": "db"})
+	if got := r.exportedNameOf(t.Context(), derived); len(got) != 1 || got[0].Name != "db" {
+		t.Errorf("Flotilla's own Service: %v", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
@@ -25,14 +26,20 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 		r.Clock = clock.RealClock{}
 	}
 	toName := handler.EnqueueRequestsFromMapFunc(nameOf)
+	// Services and EndpointSlices are many, and few are exported: only those of a name seen
+	// exported (or Flotilla's own) wake a reconcile; an export's own event reads the rest.
+	toExported := handler.EnqueueRequestsFromMapFunc(r.exportedNameOf)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("mcs").
 		For(&mcsv1beta1.ServiceExport{}).
 		Watches(&mcsv1beta1.ServiceImport{}, toName).
-		Watches(&corev1.Service{}, toName).
-		Watches(&discoveryv1.EndpointSlice{}, toName)
-	for _, w := range []clusters.Watch{exportsWatch, servicesWatch, slicesWatch, importsWatch} {
+		Watches(&corev1.Service{}, toExported).
+		Watches(&discoveryv1.EndpointSlice{}, toExported)
+	for _, w := range []clusters.Watch{exportsWatch, importsWatch} {
 		b = b.WatchesRawSource(r.Registry.Source(w, toName))
+	}
+	for _, w := range []clusters.Watch{servicesWatch, slicesWatch} {
+		b = b.WatchesRawSource(r.Registry.Source(w, toExported))
 	}
 	b = b.WatchesRawSource(r.Registry.Source(namespacesWatch, handler.EnqueueRequestsFromMapFunc(r.namesIn)))
 	return b.WatchesRawSource(r.Registry.ClusterSource(handler.EnqueueRequestsFromMapFunc(r.everyName))).
@@ -52,6 +59,22 @@ func nameOf(_ context.Context, o client.Object) []reconcile.Request {
 		}
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// exportedNameOf is nameOf for a name seen exported (r.names), or an object Flotilla wrote;
+// nothing for the rest.
+func (r *Reconciler) exportedNameOf(ctx context.Context, o client.Object) []reconcile.Request {
+	reqs := nameOf(ctx, o)
+	if o.GetLabels()[flotillav1.LabelPrimary] != "" {
+		return reqs
+	}
+	out := reqs[:0]
+	for _, req := range reqs {
+		if _, seen := r.names.Load(req.NamespacedName); seen {
+			out = append(out, req)
+		}
+	}
+	return out
 }
 
 // namesIn enqueues the names seen exported in a namespace: opened or closed in a secondary, its
