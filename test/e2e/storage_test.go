@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -251,6 +252,45 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 
 	BeforeAll(func(ctx SpecContext) { f.setUp(ctx) })
 
+	// recreatePod starts an elected StatefulSet of one pod that chose
+	// on-volume-cluster-loss: recreate (and annotations), with a 5 s grace period (at most once,
+	// its evicted proxy is released only once it is over), and has it write /data/f where it
+	// runs: it returns that cluster and the other one.
+	recreatePod := func(ctx SpecContext, name string, annotations map[string]string) (home *testbed.Cluster, elsewhere string) {
+		labels := map[string]string{"app": name}
+		container := appContainer(name, nil)
+		container.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+		spec := onRealNode(container)
+		spec.TerminationGracePeriodSeconds = ptr.To[int64](5)
+		a := map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationOnVolumeClusterLoss: flotillav1.OnVolumeClusterLossRecreate}
+		maps.Copy(a, annotations)
+		_, err := bed.Primary.Clientset.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: appsv1.StatefulSetSpec{Replicas: ptr.To[int32](1), ServiceName: name, Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: a}, Spec: spec},
+				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
+					Spec: flotillaClaim(corev1.ReadWriteOnce)}},
+			}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) {
+			_ = bed.Primary.Clientset.AppsV1().StatefulSets(ns).Delete(ctx, name, metav1.DeleteOptions{})
+			_ = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-"+name+"-0", metav1.DeleteOptions{})
+		})
+		var at string
+		Eventually(func(g Gomega) {
+			at = f.clusterOfProxy(g, ctx, name+"-0")
+			out, err := kubectlIn(ctx, ns, nil, "exec", name+"-0", "--", "sh", "-c", "echo written-at-home > /data/f; cat /data/f")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("written-at-home"))
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		home = secondaryNamed(at)
+		for _, o := range bed.Secondaries {
+			if o != home {
+				elsewhere = o.Name
+			}
+		}
+		return home, elsewhere
+	}
+
 	It("keeps a pod with the cluster holding its data while that cluster is stopped (never re-created elsewhere, no claim deleted), and runs it there on the same volume when it is back", func(ctx SpecContext) {
 		labels := map[string]string{"app": "db"}
 		container := appContainer("db", nil)
@@ -320,41 +360,8 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 	}, SpecTimeout(8*time.Minute))
 
 	It("starts a pod that chose recreate on a fresh, empty claim in another cluster after the failover bound, and keeps the old claim in the stopped cluster until its primary claim is deleted", func(ctx SpecContext) {
-		labels := map[string]string{"app": "cache"}
-		container := appContainer("cache", nil)
-		container.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
-		one := int32(1)
-		// A grace period of its own (5 s, not 30): at most once, the evicted proxy is released
-		// once it is over, and only then does its successor start elsewhere.
-		spec := onRealNode(container)
-		spec.TerminationGracePeriodSeconds = ptr.To[int64](5)
-		_, err := bed.Primary.Clientset.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "cache"},
-			Spec: appsv1.StatefulSetSpec{Replicas: &one, ServiceName: "cache", Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels,
-					Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "10",
-						flotillav1.AnnotationOnVolumeClusterLoss: flotillav1.OnVolumeClusterLossRecreate}}, Spec: spec},
-				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
-					Spec: flotillaClaim(corev1.ReadWriteOnce)}},
-			}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) {
-			_ = bed.Primary.Clientset.AppsV1().StatefulSets(ns).Delete(ctx, "cache", metav1.DeleteOptions{})
-			_ = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-cache-0", metav1.DeleteOptions{})
-		})
-		var home string
-		Eventually(func(g Gomega) {
-			home = f.clusterOfProxy(g, ctx, "cache-0")
-			out, err := kubectlIn(ctx, ns, nil, "exec", "cache-0", "--", "sh", "-c", "echo written-at-home > /data/f; cat /data/f")
-			g.Expect(err).NotTo(HaveOccurred(), out)
-			g.Expect(out).To(ContainSubstring("written-at-home"))
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-		c := secondaryNamed(home)
-		var elsewhere string
-		for _, o := range bed.Secondaries {
-			if o != c {
-				elsewhere = o.Name
-			}
-		}
+		c, elsewhere := recreatePod(ctx, "cache", map[string]string{flotillav1.AnnotationFailoverSeconds: "10"})
+		home := c.Name
 
 		startAgain := stopForSpec(ctx, c)
 		stoppedAt := time.Now()
@@ -409,38 +416,8 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 	}, SpecTimeout(10*time.Minute))
 
 	It("drains a cluster holding the data of a pod that chose recreate: its successor starts elsewhere on a fresh claim, the drain succeeds, the old claim is kept", func(ctx SpecContext) {
-		labels := map[string]string{"app": "drained"}
-		container := appContainer("drained", nil)
-		container.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
-		one := int32(1)
-		spec := onRealNode(container)
-		spec.TerminationGracePeriodSeconds = ptr.To[int64](5)
-		_, err := bed.Primary.Clientset.AppsV1().StatefulSets(ns).Create(ctx, &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "drained"},
-			Spec: appsv1.StatefulSetSpec{Replicas: &one, ServiceName: "drained", Selector: &metav1.LabelSelector{MatchLabels: labels},
-				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels,
-					Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationOnVolumeClusterLoss: flotillav1.OnVolumeClusterLossRecreate}}, Spec: spec},
-				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
-					Spec: flotillaClaim(corev1.ReadWriteOnce)}},
-			}}, metav1.CreateOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) {
-			_ = bed.Primary.Clientset.AppsV1().StatefulSets(ns).Delete(ctx, "drained", metav1.DeleteOptions{})
-			_ = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-drained-0", metav1.DeleteOptions{})
-		})
-		var home string
-		Eventually(func(g Gomega) {
-			home = f.clusterOfProxy(g, ctx, "drained-0")
-			out, err := kubectlIn(ctx, ns, nil, "exec", "drained-0", "--", "sh", "-c", "echo written-at-home > /data/f; cat /data/f")
-			g.Expect(err).NotTo(HaveOccurred(), out)
-			g.Expect(out).To(ContainSubstring("written-at-home"))
-		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-		c := secondaryNamed(home)
-		var elsewhere string
-		for _, o := range bed.Secondaries {
-			if o != c {
-				elsewhere = o.Name
-			}
-		}
+		c, elsewhere := recreatePod(ctx, "drained", nil)
+		home := c.Name
 		DeferCleanup(func(ctx SpecContext) {
 			out, err := flotillactl(ctx, "cluster", "uncordon", home)
 			Expect(err).NotTo(HaveOccurred(), out)
