@@ -29,15 +29,17 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 	// Services and EndpointSlices are many, and few are exported: only those of a name seen
 	// exported (or Flotilla's own) wake a reconcile; an export's own event reads the rest.
 	toExported := handler.EnqueueRequestsFromMapFunc(r.exportedNameOf)
+	// An export's name is marked seen as its event arrives, before its reconcile: a Service that
+	// comes after it (the cache may hold the export first) then wakes the name.
+	toExport := handler.EnqueueRequestsFromMapFunc(r.exportNameOf)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("mcs").
-		For(&mcsv1beta1.ServiceExport{}).
+		Watches(&mcsv1beta1.ServiceExport{}, toExport).
 		Watches(&mcsv1beta1.ServiceImport{}, toName).
 		Watches(&corev1.Service{}, toExported).
-		Watches(&discoveryv1.EndpointSlice{}, toExported)
-	for _, w := range []clusters.Watch{exportsWatch, importsWatch} {
-		b = b.WatchesRawSource(r.Registry.Source(w, toName))
-	}
+		Watches(&discoveryv1.EndpointSlice{}, toExported).
+		WatchesRawSource(r.Registry.Source(exportsWatch, toExport)).
+		WatchesRawSource(r.Registry.Source(importsWatch, toName))
 	for _, w := range []clusters.Watch{servicesWatch, slicesWatch} {
 		b = b.WatchesRawSource(r.Registry.Source(w, toExported))
 	}
@@ -59,6 +61,15 @@ func nameOf(_ context.Context, o client.Object) []reconcile.Request {
 		}
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// exportNameOf is nameOf for a ServiceExport, whose name it marks seen exported.
+func (r *Reconciler) exportNameOf(ctx context.Context, o client.Object) []reconcile.Request {
+	reqs := nameOf(ctx, o)
+	for _, req := range reqs {
+		r.names.Store(req.NamespacedName, true)
+	}
+	return reqs
 }
 
 // exportedNameOf is nameOf for a name seen exported (r.names), or an object Flotilla wrote;
