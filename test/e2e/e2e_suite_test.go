@@ -192,10 +192,16 @@ func startSuite(ctx SpecContext) {
 		GinkgoWriter.Printf("no real nodes in the secondaries: %v\n", secondaryRealNodesErr)
 	}
 	secondaryRealNodes := secondaryRealNodesErr == nil
+	// The resizing CSI stack in secondary2, for the expansion spec of the stateful workloads, whose
+	// groups run on the bed with real nodes.
+	var resizableStorage []string
+	if !noRealNodes {
+		resizableStorage = []string{testbed.SecondaryName(2)}
+	}
 	// Pods in secondaries start within 2-4 s, not 2-12 s: specs wait on many.
 	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter, RealNode: realNodeErr == nil,
 		SecondaryRealNodes: secondaryRealNodes, SecondaryPodNetwork: secondaryPodNetwork, AuditWrites: true,
-		PodStartJitter: time.Second, Tracing: true})
+		PodStartJitter: time.Second, Tracing: true, ResizableStorage: resizableStorage})
 	Expect(err).NotTo(HaveOccurred())
 	lap("the bed is up")
 	// Registered first, so it runs last: after the manager is stopped, stop the bed and prove that

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -566,5 +567,92 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 		pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "fixed", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(pvc.Status.Capacity.Storage().String()).To(Equal("1Gi"))
+	}, SpecTimeout(4*time.Minute))
+
+	It("expands a claim of class flotilla end to end on a resizing CSI driver: the real claim grows (VolumeResizeSuccessful), the primary's claim and stand-in volume show it, the pod keeps running; a size the driver cannot make is refused with its reason on the primary's claim, and asking less recovers", func(ctx SpecContext) {
+		s2 := bed.Secondaries[1]
+		if !s2.ResizableStorage {
+			Skip(s2.Name + " runs no resizing CSI stack (testbed.Options.ResizableStorage): the bed with real nodes has it")
+		}
+		joinWithClass(ctx, s2, testbed.StorageClassResizable)
+		boundOnFakeNode(ctx, s2, "grows")
+		delegate := func(g Gomega) corev1.Pod {
+			pods, err := s2.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: flotillav1.LabelPrimary})
+			g.Expect(err).NotTo(HaveOccurred())
+			var found []corev1.Pod
+			for _, p := range pods.Items {
+				if slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool {
+					return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == "grows"
+				}) {
+					found = append(found, p)
+				}
+			}
+			g.Expect(found).To(HaveLen(1), "the delegate using claim grows in %s", s2.Name)
+			g.Expect(found[0].Status.Phase).To(Equal(corev1.PodRunning))
+			return found[0]
+		}
+		var before corev1.Pod
+		Eventually(func(g Gomega) { before = delegate(g) }).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		realEvents := func(g Gomega, reason string) []corev1.Event {
+			real, err := s2.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "grows", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			evs, err := s2.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(real.UID) + ",reason=" + reason})
+			g.Expect(err).NotTo(HaveOccurred())
+			return evs.Items
+		}
+		// sized: the real claim, the primary claim and its stand-in volume all at size.
+		sized := func(g Gomega, size string) {
+			real, err := s2.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "grows", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(real.Status.Capacity.Storage().String()).To(Equal(size), "the real claim in %s", s2.Name)
+			pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "grows", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pvc.Status.Capacity.Storage().String()).To(Equal(size), "the primary's claim")
+			g.Expect(pvc.Status.Conditions).To(BeEmpty(), "the primary's claim once its expansion is done")
+			pv, err := bed.Primary.Clientset.CoreV1().PersistentVolumes().Get(ctx, pvc.Spec.VolumeName, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pv.Spec.Capacity.Storage().String()).To(Equal(size), "the stand-in volume %s", pv.Name)
+		}
+
+		start := time.Now()
+		grow(ctx, "grows", "2Gi")
+		Eventually(func(g Gomega) {
+			sized(g, "2Gi")
+			g.Expect(realEvents(g, "VolumeResizeSuccessful")).NotTo(BeEmpty(), "the external-resizer's Event on the real claim")
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		AddReportEntry("1Gi to 2Gi, asked in the primary to shown there", time.Since(start).Round(100*time.Millisecond).String())
+		after := delegate(Default)
+		Expect(after.UID).To(Equal(before.UID), "the same delegate runs on the grown volume")
+		Expect(after.Status.ContainerStatuses).To(HaveEach(HaveField("RestartCount", BeZero())))
+
+		// Beyond the driver's largest volume: the resizer's refusal, with the driver's words, on
+		// the primary's claim as a condition and an Event; the sizes stay.
+		grow(ctx, "grows", "8Gi")
+		Eventually(func(g Gomega) {
+			pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "grows", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pvc.Status.Conditions).To(ContainElement(And(HaveField("Type", corev1.PersistentVolumeClaimControllerResizeError),
+				HaveField("Message", And(HavePrefix("In cluster "+s2.Name+": "), ContainSubstring("largest volume, "+testbed.CSIMockMaxVolumeSize))))))
+			g.Expect(pvc.Status.Capacity.Storage().String()).To(Equal("2Gi"))
+			evs, err := bed.Primary.Clientset.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=PersistentVolumeClaim,involvedObject.name=grows"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(evs.Items).To(ContainElement(And(HaveField("Type", corev1.EventTypeWarning), HaveField("Reason", "VolumeResizeFailed"),
+				HaveField("Message", And(HavePrefix("In cluster "+s2.Name+": "), ContainSubstring("largest volume"))))))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+
+		// A shrink below the size it has is the primary's own API server's to refuse, at once.
+		_, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Patch(ctx, "grows", types.MergePatchType,
+			[]byte(`{"spec":{"resources":{"requests":{"storage":"1Gi"}}}}`), metav1.PatchOptions{})
+		Expect(err).To(MatchError(ContainSubstring("status.capacity")), "a shrink below the claim's 2Gi")
+
+		// Asking less, but more than it has, recovers: the real claim is asked for 3Gi and grows.
+		grow(ctx, "grows", "3Gi")
+		Eventually(func(g Gomega) {
+			sized(g, "3Gi")
+			real, err := s2.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "grows", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(real.Spec.Resources.Requests.Storage().String()).To(Equal("3Gi"))
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
+		Expect(delegate(Default).UID).To(Equal(before.UID))
 	}, SpecTimeout(4*time.Minute))
 })

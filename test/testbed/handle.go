@@ -31,6 +31,8 @@ type ClusterHandle struct {
 	KubeconfigPath string   `json:"kubeconfig"`
 	Nodes          []string `json:"nodes,omitempty"`
 	DNSServiceIP   string   `json:"dnsServiceIP,omitempty"`
+	// ResizableStorage: the secondary runs the resizing CSI stack.
+	ResizableStorage bool `json:"resizableStorage,omitempty"`
 	// RealNode is a secondary's real node as a description.
 	RealNode *SecondaryRealNode `json:"realNode,omitempty"`
 
@@ -44,7 +46,7 @@ func (b *Bed) Handle() Handle {
 		RealNode: b.RealNode, Jaeger: b.Jaeger, NoMetrics: b.noMetrics, NoVolumes: b.noVolumes}
 	for _, c := range b.Clusters() {
 		h.Clusters = append(h.Clusters, ClusterHandle{Name: c.Name, Role: c.Role, KubeconfigPath: c.KubeconfigPath,
-			Nodes: c.Nodes, DNSServiceIP: c.DNSServiceIP, RealNode: c.RealNode, Dir: c.dir, DNSAddr: c.dnsAddr})
+			Nodes: c.Nodes, DNSServiceIP: c.DNSServiceIP, ResizableStorage: c.ResizableStorage, RealNode: c.RealNode, Dir: c.dir, DNSAddr: c.dnsAddr})
 	}
 	return h
 }
@@ -64,7 +66,7 @@ func Attach(h Handle, log io.Writer) (*Bed, error) {
 	b := &Bed{WorkDir: h.WorkDir, KubeconfigPath: h.KubeconfigPath, RealNode: h.RealNode, Jaeger: h.Jaeger,
 		tools: tools.withWorkDir(filepath.Join(h.WorkDir, "kwok")), log: log, noMetrics: h.NoMetrics, noVolumes: h.NoVolumes}
 	for _, ch := range h.Clusters {
-		c := &Cluster{Name: ch.Name, Role: ch.Role, Nodes: ch.Nodes, DNSServiceIP: ch.DNSServiceIP, RealNode: ch.RealNode,
+		c := &Cluster{Name: ch.Name, Role: ch.Role, Nodes: ch.Nodes, DNSServiceIP: ch.DNSServiceIP, ResizableStorage: ch.ResizableStorage, RealNode: ch.RealNode,
 			dir: ch.Dir, dnsAddr: ch.DNSAddr}
 		// The cluster's own kubeconfig again, written by the bed: loading it fills the clients.
 		if err := c.loadKubeconfigFile(ch.KubeconfigPath); err != nil {

@@ -127,7 +127,7 @@ func (b *Bed) forgetNodeLeases(ctx context.Context, c *Cluster) error {
 
 // StartCluster starts a stopped cluster and waits until its API server is ready, its controllers
 // work (WaitWorking), the bed's own components of it (cluster DNS, metrics-server, volume
-// provisioner: kwokctl starts only its own) serve again and its real node is Ready with its
+// provisioner, resizing CSI stack: kwokctl starts only its own) serve again and its real node is Ready with its
 // Service rules. Those waits are independent and run side by side: each only needs the API server.
 func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 	start := time.Now()
@@ -149,6 +149,9 @@ func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 	}
 	if c.Role == RoleSecondary && !b.noVolumes {
 		steps["volumes"] = func(ctx context.Context) error { return b.startLocalPath(ctx, c) }
+	}
+	if c.ResizableStorage {
+		steps["resizable volumes"] = func(ctx context.Context) error { return b.startCSI(ctx, c) }
 	}
 	if n := c.RealNode; n != nil && n.state != nil {
 		steps["real node"] = func(ctx context.Context) error { return n.startAgents(ctx, c) }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -70,6 +71,9 @@ type Options struct {
 	// StorageClass (StorageClassLocalPath): about 30 MiB per secondary that a bed without
 	// PersistentVolumeClaims does not use.
 	NoVolumeProvisioner bool
+	// ResizableStorage names the secondaries (SecondaryName) that also run the resizing CSI stack
+	// (csi.go): StorageClassResizable, whose claims are expanded. About 60 MiB per secondary.
+	ResizableStorage []string
 	// RealNode gives the primary one real node (RealNodeName) besides its fake ones: containerd,
 	// a kubelet and kube-proxy on this host, which must be root (RealNodeAvailable says whether
 	// it can). It is tainted RealNodeKey=true:NoSchedule. Stop or StopDir restore the host.
@@ -124,6 +128,8 @@ type Cluster struct {
 	// DNSServiceIP is the ClusterIP of kube-system/kube-dns, the cluster DNS (CoreDNS, dns.go) that
 	// the pods of the cluster's real node use; empty in a cluster without a real node.
 	DNSServiceIP string
+	// ResizableStorage says the secondary runs the resizing CSI stack (Options.ResizableStorage).
+	ResizableStorage bool
 
 	dir     string // kwokctl's folder for this cluster
 	dnsAddr string // the host address where CoreDNS listens, one the real node's pods reach
@@ -200,6 +206,15 @@ func (o *Options) defaults() error {
 	case PodNetworkIsolated, PodNetworkFlat:
 	default:
 		return fmt.Errorf("testbed: unknown SecondaryPodNetwork %q (isolated or flat)", o.SecondaryPodNetwork)
+	}
+	names := make([]string, 0, o.Secondaries)
+	for i := 1; i <= o.Secondaries; i++ {
+		names = append(names, SecondaryName(i))
+	}
+	for _, name := range o.ResizableStorage {
+		if !slices.Contains(names, name) {
+			return fmt.Errorf("testbed: ResizableStorage names %q, which is not one of the secondaries (%s)", name, strings.Join(names, ", "))
+		}
 	}
 	return nil
 }
@@ -444,6 +459,13 @@ func (b *Bed) startCluster(ctx context.Context, c *Cluster, opts Options) error 
 			return err
 		}
 		with = append(with, "StorageClass "+StorageClassLocalPath)
+	}
+	if c.Role == RoleSecondary && slices.Contains(opts.ResizableStorage, c.Name) {
+		c.ResizableStorage = true
+		if err := b.startCSI(ctx, c); err != nil {
+			return err
+		}
+		with = append(with, "StorageClass "+StorageClassResizable)
 	}
 	fmt.Fprintf(b.log, "testbed: cluster %s ready with %d fake nodes%s\n", c.Name, len(c.Nodes), strings.Join(append([]string{""}, with...), ", "))
 	return nil

@@ -18,6 +18,8 @@
 #   cert-manager   cert-manager's controller, cainjector and CRDs (the e2e suite), and helm
 #   promrules      test/tools/promrules: Prometheus's rule evaluation, for the alert tests (make
 #                  chart, the e2e suite)
+#   csi            test/tools/csi: a resizing CSI stack (csi-mock, the kubernetes-csi
+#                  external-provisioner and external-resizer), for the e2e suite's claim expansion
 #   print-dir      print the cache folder and build nothing
 # The folder is the same for every set: its name holds the versions of test/tools/versions.env.
 set -euo pipefail
@@ -37,8 +39,8 @@ fi
 sets=" ${*:-all} "
 for s in $sets; do
   case "$s" in
-  all | bed | tracing | kube | helm | ginkgo | lint | generate | cert-manager | promrules) ;;
-  *) echo "tools: unknown set $s (all, bed, tracing, kube, helm, ginkgo, lint, generate, cert-manager, promrules, print-dir)" >&2; exit 2 ;;
+  all | bed | tracing | kube | helm | ginkgo | lint | generate | cert-manager | promrules | csi) ;;
+  *) echo "tools: unknown set $s (all, bed, tracing, kube, helm, ginkgo, lint, generate, cert-manager, promrules, csi, print-dir)" >&2; exit 2 ;;
   esac
 done
 # wanted SET...: whether one of these sets was asked for (all asks for every one).
@@ -229,6 +231,34 @@ if wanted promrules; then
   name=$(promrules_name)
   run_step "promrules (prometheus $PROMETHEUS_VERSION)" "$name" build_promrules "$name"
   ln -sfn "$name" "$bin/promrules"
+fi
+
+# The resizing CSI stack (test/tools/csi): its mock driver is our code and the two sidecars come from
+# its go.mod's tool lines, so the folder's name holds a hash of the module's sources and go.sum: a
+# change of either builds all three anew, in one go build (they share client-go and gRPC). The bed
+# runs $bin/csi/{csi-mock,csi-provisioner,csi-resizer}, csi a link to the current build.
+csi_name() {
+  local sum
+  sum=$(cat "$here/csi/go.mod" "$here/csi/go.sum" "$here/csi"/*.go | sha256sum | cut -c1-12)
+  echo "csi-$sum"
+}
+build_csi() {
+  local out
+  out=$(mktemp -d)
+  (cd "$here/csi" && go build -trimpath -ldflags "-s -w" -o "$out/" . \
+    github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner \
+    github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer)
+  mv "$out/csi" "$out/csi-mock"
+  # Whole or not at all: the folder appears once the three are in it.
+  rm -rf "$bin/$1.tmp"
+  mv "$out" "$bin/$1.tmp"
+  chmod 755 "$bin/$1.tmp"
+  mv "$bin/$1.tmp" "$bin/$1"
+}
+if wanted csi; then
+  name=$(csi_name)
+  run_step "csi-mock, csi-provisioner, csi-resizer" "$name" build_csi "$name"
+  ln -sfn "$name" "$bin/csi"
 fi
 
 # kwok's own stage manifests (node and pod lifecycles) ship in its module; the test bed loads them.

@@ -153,12 +153,45 @@ func capacity(pvc, real *corev1.PersistentVolumeClaim) resource.Quantity {
 	return pvc.Spec.Resources.Requests[corev1.ResourceStorage]
 }
 
-// expansion is the size the real claim must be asked for when the primary claim asks for more
-// than it does (nil: nothing to do). A claim is never shrunk.
+// expansion is the size the real claim must be asked for when the primary claim asks for another
+// (nil: nothing to do). More is asked as it is. Less is asked only to recover from an expansion the
+// secondary could not make: above the real volume's size, which Kubernetes then lets a claim's
+// request come down to; a volume is never shrunk.
 func expansion(pvc, real *corev1.PersistentVolumeClaim) *resource.Quantity {
 	want, have := pvc.Spec.Resources.Requests[corev1.ResourceStorage], real.Spec.Resources.Requests[corev1.ResourceStorage]
-	if want.Cmp(have) > 0 {
+	switch want.Cmp(have) {
+	case 1:
 		return &want
+	case -1:
+		if size, ok := real.Status.Capacity[corev1.ResourceStorage]; ok && real.Status.Phase == corev1.ClaimBound && want.Cmp(size) > 0 {
+			return &want
+		}
 	}
 	return nil
+}
+
+// resizing says whether a bound real claim is being expanded: it asks for more than its volume
+// has, or its resizer left a condition (Resizing, ControllerResizeError...) on it.
+func resizing(real *corev1.PersistentVolumeClaim) bool {
+	want := real.Spec.Resources.Requests[corev1.ResourceStorage]
+	size, ok := real.Status.Capacity[corev1.ResourceStorage]
+	return !ok || want.Cmp(size) > 0 || len(real.Status.Conditions) > 0
+}
+
+// resizeConditions are the real claim's conditions as the primary claim shows them: the same
+// types, statuses, reasons and times, each message saying which cluster it is from. A claim's
+// conditions are its resizers' (Resizing, FileSystemResizePending, ControllerResizeError,
+// NodeResizeError, ModifyingVolume...): nothing in the primary writes them.
+func resizeConditions(real *corev1.PersistentVolumeClaim, cluster string) []corev1.PersistentVolumeClaimCondition {
+	if len(real.Status.Conditions) == 0 {
+		return nil
+	}
+	out := make([]corev1.PersistentVolumeClaimCondition, 0, len(real.Status.Conditions))
+	for _, c := range real.Status.Conditions {
+		if c.Message != "" {
+			c.Message = "In cluster " + cluster + ": " + c.Message
+		}
+		out = append(out, c)
+	}
+	return out
 }

@@ -178,3 +178,86 @@ func TestWithRetained(t *testing.T) {
 		t.Errorf("back to asia, which is no longer only kept: %q", got)
 	}
 }
+
+func TestExpansionRecovers(t *testing.T) {
+	real := func(request, capacity string, phase corev1.PersistentVolumeClaimPhase) *corev1.PersistentVolumeClaim {
+		return claim(func(p *corev1.PersistentVolumeClaim) {
+			p.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(request)
+			p.Status.Phase = phase
+			if capacity != "" {
+				p.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(capacity)}
+			}
+		})
+	}
+	asks := func(q string) *corev1.PersistentVolumeClaim {
+		return claim(func(p *corev1.PersistentVolumeClaim) {
+			p.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(q)
+		})
+	}
+	for _, tc := range []struct {
+		name      string
+		pvc, real *corev1.PersistentVolumeClaim
+		want      string // "" for nothing to do
+	}{
+		{"an expansion too large, asked down above the volume's size", asks("3Gi"), real("8Gi", "2Gi", corev1.ClaimBound), "3Gi"},
+		{"down to the volume's size: not a request Kubernetes takes", asks("2Gi"), real("8Gi", "2Gi", corev1.ClaimBound), ""},
+		{"below the volume's size: never shrunk", asks("1Gi"), real("8Gi", "2Gi", corev1.ClaimBound), ""},
+		{"an unbound claim has no size to come down to", asks("1Gi"), real("2Gi", "", corev1.ClaimPending), ""},
+		{"up", asks("4Gi"), real("2Gi", "2Gi", corev1.ClaimBound), "4Gi"},
+	} {
+		got := expansion(tc.pvc, tc.real)
+		switch {
+		case tc.want == "" && got != nil:
+			t.Errorf("%s: asked for %s, want nothing", tc.name, got)
+		case tc.want != "" && (got == nil || got.String() != tc.want):
+			t.Errorf("%s: asked for %v, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestResizing(t *testing.T) {
+	bound := func(request, capacity string, conds ...corev1.PersistentVolumeClaimConditionType) *corev1.PersistentVolumeClaim {
+		return claim(func(p *corev1.PersistentVolumeClaim) {
+			p.Spec.Resources.Requests[corev1.ResourceStorage] = resource.MustParse(request)
+			p.Status.Phase = corev1.ClaimBound
+			p.Status.Capacity = corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(capacity)}
+			for _, c := range conds {
+				p.Status.Conditions = append(p.Status.Conditions, corev1.PersistentVolumeClaimCondition{Type: c, Status: corev1.ConditionTrue})
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		real *corev1.PersistentVolumeClaim
+		want bool
+	}{
+		{"at its size", bound("1Gi", "1Gi"), false},
+		{"asking for more", bound("2Gi", "1Gi"), true},
+		{"grown, its resizer not done", bound("2Gi", "2Gi", corev1.PersistentVolumeClaimResizing), true},
+		{"refused: a condition says why", bound("2Gi", "2Gi", corev1.PersistentVolumeClaimControllerResizeError), true},
+	} {
+		if got := resizing(tc.real); got != tc.want {
+			t.Errorf("%s: resizing %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestResizeConditions(t *testing.T) {
+	real := claim(func(p *corev1.PersistentVolumeClaim) {
+		p.Status.Conditions = []corev1.PersistentVolumeClaimCondition{
+			{Type: corev1.PersistentVolumeClaimControllerResizeError, Status: corev1.ConditionTrue, Reason: "OutOfRange", Message: "8Gi is too large"},
+			{Type: corev1.PersistentVolumeClaimResizing, Status: corev1.ConditionTrue},
+		}
+	})
+	got := resizeConditions(real, "eu")
+	if len(got) != 2 || got[0].Type != corev1.PersistentVolumeClaimControllerResizeError || got[0].Reason != "OutOfRange" ||
+		got[0].Message != "In cluster eu: 8Gi is too large" || got[1].Message != "" {
+		t.Errorf("conditions shown: %+v", got)
+	}
+	if real.Status.Conditions[0].Message != "8Gi is too large" {
+		t.Errorf("the real claim's own conditions changed: %+v", real.Status.Conditions)
+	}
+	if got := resizeConditions(claim(nil), "eu"); got != nil {
+		t.Errorf("no condition: %+v, want none", got)
+	}
+}

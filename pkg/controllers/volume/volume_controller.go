@@ -47,8 +47,9 @@ type Reconciler struct {
 	// SealKey verifies that a proxy which would take a claim to a fresh cluster was made by the
 	// webhook (flotilla.dev/seal).
 	SealKey seal.Key
-	// forwarded remembers, per primary claim UID while its real claim is unbound, the count of
-	// each of the real claim's Events already shown (by Event UID).
+	// forwarded remembers, per primary claim UID, the count of each of the real claim's Warning
+	// Events already shown (by Event UID): while it is unbound or resizing, and after, once one
+	// was shown, until the claim is released.
 	forwarded sync.Map
 }
 
@@ -110,11 +111,37 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if real.Status.Phase != corev1.ClaimBound {
 		// Its provisioning problems are Events there, which change nothing on the claim: looked
 		// for again while it is not bound.
-		r.forwardEvents(ctx, sec, &pvc, real)
+		r.forwardEvents(ctx, sec, &pvc, real, "Provision")
 		return ctrl.Result{RequeueAfter: eventsEvery}, nil
 	}
-	r.forwarded.Delete(pvc.UID)
+	if err := r.mirrorConditions(ctx, &pvc, real, cluster); err != nil {
+		return ctrl.Result{}, err
+	}
+	if resizing(real) {
+		// Its resizer's failures are Events there too (VolumeResizeFailed): looked for while the
+		// expansion is under way.
+		r.forwardEvents(ctx, sec, &pvc, real, "Resize")
+		return ctrl.Result{RequeueAfter: eventsEvery}, nil
+	}
+	// Kept only while it remembers an Event shown, so that a later expansion does not show it again.
+	if v, ok := r.forwarded.Load(pvc.UID); ok && len(v.(map[types.UID]int32)) == 0 {
+		r.forwarded.Delete(pvc.UID)
+	}
 	return ctrl.Result{}, nil
+}
+
+// mirrorConditions shows the real claim's conditions on the primary claim (resizeConditions).
+func (r *Reconciler) mirrorConditions(ctx context.Context, pvc, real *corev1.PersistentVolumeClaim, cluster string) error {
+	want := resizeConditions(real, cluster)
+	if equality.Semantic.DeepEqual(pvc.Status.Conditions, want) {
+		return nil
+	}
+	patch := client.MergeFrom(pvc.DeepCopy())
+	pvc.Status.Conditions = want
+	if err := r.Client.Status().Patch(ctx, pvc, patch); err != nil {
+		return fmt.Errorf("showing the conditions of the claim in %s on claim %s: %w", cluster, pvc.Name, err)
+	}
+	return nil
 }
 
 // lost says whether a cluster's virtual node carries the failover taint, or is being drained
@@ -161,9 +188,9 @@ func (r *Reconciler) move(ctx context.Context, pvc *corev1.PersistentVolumeClaim
 // eventsEvery is how often an unbound real claim's Events are looked at.
 const eventsEvery = 10 * time.Second
 
-// forwardEvents shows the real claim's Warning Events (ProvisioningFailed, with the secondary's
-// message) on the primary claim, each once per count it reached.
-func (r *Reconciler) forwardEvents(ctx context.Context, sec clusters.Secondary, pvc, real *corev1.PersistentVolumeClaim) {
+// forwardEvents shows the real claim's Warning Events (ProvisioningFailed, VolumeResizeFailed,
+// with the secondary's message) on the primary claim, each once per count it reached.
+func (r *Reconciler) forwardEvents(ctx context.Context, sec clusters.Secondary, pvc, real *corev1.PersistentVolumeClaim, action string) {
 	if r.Recorder == nil || real.UID == "" {
 		return
 	}
@@ -179,14 +206,14 @@ func (r *Reconciler) forwardEvents(ctx context.Context, sec clusters.Secondary, 
 			continue
 		}
 		seen[e.UID] = count
-		r.Recorder.Eventf(pvc, translate.EventOrigin(&e), corev1.EventTypeWarning, e.Reason, "Provision", "In cluster %s: %s", sec.Name, e.Message)
+		r.Recorder.Eventf(pvc, translate.EventOrigin(&e), corev1.EventTypeWarning, e.Reason, action, "In cluster %s: %s", sec.Name, e.Message)
 	}
 }
 
 // errConflict is a claim of that name in the secondary that is not this claim's.
 var errConflict = errors.New("not Flotilla's")
 
-// ensureRealClaim makes the real claim, or expands it, and returns it (nil while it waits: for its
+// ensureRealClaim makes the real claim, or asks it for the primary claim's size (expansion), and returns it (nil while it waits: for its
 // namespace, or for a previous one of that name to go).
 func (r *Reconciler) ensureRealClaim(ctx context.Context, sec clusters.Secondary, pvc *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
 	id := r.Secondaries.PrimaryID()
