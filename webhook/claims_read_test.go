@@ -12,6 +12,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 // countingReader knows some claims by name and counts every Get, by key.
@@ -111,7 +113,7 @@ func TestSpreadRemembersNoDryRun(t *testing.T) {
 	pod := elected(ownedBy(types.UID("rs-1")))
 	pickFirst := func([]int64) int { return 0 }
 	for range 3 {
-		out, err := s.Place(t.Context(), pod, equalClusters, true, func(views []ClusterView) (*corev1.Pod, error) {
+		out, err := s.Place(t.Context(), pod, equalClusters, true, func(views []placement.ClusterView) (*corev1.Pod, error) {
 			return Mutate(pod, views, nil, Options{Choose: pickFirst})
 		})
 		if err != nil || out == nil {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
@@ -45,7 +46,7 @@ func FuzzAdmitAndDelegate(f *testing.F) {
 	for i, s := range seeds {
 		f.Add([]byte(s), uint8(i%len(levels)))
 	}
-	clusters := []ClusterView{clusterOf("eu", true, "64", map[string]string{"disk": "ssd"})}
+	clusters := []placement.ClusterView{clusterOf("eu", true, "64", map[string]string{"disk": "ssd"})}
 	f.Fuzz(func(t *testing.T, raw []byte, level uint8) {
 		input := &corev1.Pod{}
 		if err := json.Unmarshal(raw, input); err != nil {
@@ -63,7 +64,7 @@ func FuzzAdmitAndDelegate(f *testing.F) {
 
 		proxy, err := Admit(input.DeepCopy(), nsLabels, clusters, nil, Options{Choose: func([]int64) int { return 0 }})
 		if err != nil {
-			var rej *Rejection
+			var rej *placement.Rejection
 			if !errors.As(err, &rej) {
 				t.Fatalf("not a rejection: %v", err)
 			}

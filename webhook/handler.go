@@ -21,6 +21,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
@@ -78,7 +79,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		pod.Namespace = req.Namespace
 	}
 	out, err := h.mutate(ctx, pod, ptr.Deref(req.DryRun, false))
-	var rej *Rejection
+	var rej *placement.Rejection
 	switch {
 	case errors.Is(err, errLiveReads):
 		decided(ctx, pod, OutcomeError, "")
@@ -125,7 +126,7 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod, dryRun bool) (*co
 	if err != nil {
 		return nil, err
 	}
-	out, err := h.Spread.Place(ctx, pod, views, dryRun, func(views []ClusterView) (*corev1.Pod, error) {
+	out, err := h.Spread.Place(ctx, pod, views, dryRun, func(views []placement.ClusterView) (*corev1.Pod, error) {
 		return Admit(pod, labels, views, claims, h.Options)
 	})
 	if err != nil || out == pod {
@@ -166,23 +167,23 @@ var errLiveReads = errors.New("too many claims not yet in the manager's cache ar
 
 // claimViews reads each claim the pod's volumes use (each name once), and the cluster of the
 // volume it is bound to: from the cache, and live (LiveClaims) only what the cache lacks.
-func (h *Handler) claimViews(ctx context.Context, pod *corev1.Pod) (map[string]ClaimView, error) {
+func (h *Handler) claimViews(ctx context.Context, pod *corev1.Pod) (map[string]placement.ClaimView, error) {
 	names := slices.Compact(slices.Sorted(slices.Values(translate.Claims(&pod.Spec))))
 	if h.Claims == nil || len(names) == 0 {
 		return nil, nil
 	}
-	out := map[string]ClaimView{}
+	out := map[string]placement.ClaimView{}
 	for _, name := range names {
 		var pvc corev1.PersistentVolumeClaim
 		err := h.read(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, &pvc)
 		if apierrors.IsNotFound(err) {
-			out[name] = ClaimView{}
+			out[name] = placement.ClaimView{}
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading claim %s: %w", name, err)
 		}
-		v := ClaimView{Found: true, Class: ptr.Deref(pvc.Spec.StorageClassName, "")}
+		v := placement.ClaimView{Found: true, Class: ptr.Deref(pvc.Spec.StorageClassName, "")}
 		if pvc.Spec.VolumeName != "" {
 			var pv corev1.PersistentVolume
 			err := h.read(ctx, client.ObjectKey{Name: pvc.Spec.VolumeName}, &pv)
@@ -219,7 +220,7 @@ func (h *Handler) read(ctx context.Context, key client.ObjectKey, obj client.Obj
 
 // withVirtualNodes adds to each view its virtual node's cordon and taints, and how long its
 // failover taint has been there.
-func (h *Handler) withVirtualNodes(ctx context.Context, views []ClusterView) ([]ClusterView, error) {
+func (h *Handler) withVirtualNodes(ctx context.Context, views []placement.ClusterView) ([]placement.ClusterView, error) {
 	if h.VirtualNodes == nil {
 		return views, nil
 	}
@@ -233,7 +234,7 @@ func (h *Handler) withVirtualNodes(ctx context.Context, views []ClusterView) ([]
 			return nil, fmt.Errorf("reading virtual node %s: %w", flotillav1.VirtualNodeName(views[i].Name), err)
 		}
 		views[i].Cordoned, views[i].Taints = n.Spec.Unschedulable, n.Spec.Taints
-		views[i].UnreachableFor = unreachableFor(n.Spec.Taints, h.now())
+		views[i].UnreachableFor = placement.UnreachableFor(n.Spec.Taints, h.now())
 		_, views[i].Draining = n.Annotations[flotillav1.AnnotationDraining]
 	}
 	return views, nil
@@ -248,7 +249,7 @@ func (h *Handler) now() time.Time {
 
 // Views is this replica's view of the clusters, their virtual nodes' cordons and taints included:
 // what placement judges by.
-func (h *Handler) Views(ctx context.Context) ([]ClusterView, error) {
+func (h *Handler) Views(ctx context.Context) ([]placement.ClusterView, error) {
 	return h.withVirtualNodes(ctx, ClusterViews(h.Registry.Snapshots()))
 }
 
@@ -258,23 +259,23 @@ func (h *Handler) Refit(ctx context.Context, proxy *corev1.Pod) (feasible []stri
 	if err != nil {
 		return nil, "", err
 	}
-	return Refit(proxy, views)
+	return placement.Refit(proxy, views)
 }
 
 // ClusterViews turns registry snapshots into what Mutate needs.
-func ClusterViews(snaps []clusters.Snapshot) []ClusterView {
-	var out []ClusterView
+func ClusterViews(snaps []clusters.Snapshot) []placement.ClusterView {
+	var out []placement.ClusterView
 	for _, s := range snaps {
 		if !s.UsableSecondary() {
 			continue
 		}
-		v := ClusterView{Name: s.Name, Ready: s.Status == flotillav1.ClusterRunning && s.CapacitySynced,
+		v := placement.ClusterView{Name: s.Name, Ready: s.Status == flotillav1.ClusterRunning && s.CapacitySynced,
 			Reason: s.Reason, Labels: s.VirtualNodeLabels(), NoClaims: s.StorageClass == clusters.StorageClassNone}
 		if v.Ready || s.Reason == "" {
 			v.Reason = "capacity not known yet"
 		}
 		for _, n := range s.Capacity.Nodes {
-			v.Nodes = append(v.Nodes, NodeView{Name: n.Name, Labels: n.Labels, Taints: n.Taints, Free: n.Free})
+			v.Nodes = append(v.Nodes, placement.NodeView{Name: n.Name, Labels: n.Labels, Taints: n.Taints, Free: n.Free})
 		}
 		out = append(out, v)
 	}

@@ -17,7 +17,7 @@ const (
 	OutcomeWaiting = "waiting"
 	// OutcomeSkipped is a pod that does not ask to be elected, let through unchanged.
 	OutcomeSkipped = "skipped"
-	// OutcomeDenied is an elected pod refused (a Rejection: an unknown cluster, say).
+	// OutcomeDenied is an elected pod refused (a placement.Rejection: an unknown cluster, say).
 	OutcomeDenied = "denied"
 	// OutcomeError is a request the webhook could not judge (a read that failed, no seal key).
 	OutcomeError = "error"

@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -69,7 +70,7 @@ func TestMutateMakesAProxyAndKeepsConstraintsForTheDelegate(t *testing.T) {
 
 	// A pod that arrives as a proxy was not made by the webhook: refused, never taken as it is.
 	out.Spec.NodeName = ""
-	var rej *Rejection
+	var rej *placement.Rejection
 	if _, err := Mutate(out, twoClusters, nil, Options{}); !errors.As(err, &rej) || !strings.Contains(rej.Message, "only Flotilla sets") {
 		t.Errorf("a forged proxy: %v", err)
 	}
@@ -136,7 +137,7 @@ func TestMutateRejectsWhatCannotBeOffloaded(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			_, err := Mutate(elected(tc.opt), twoClusters, nil, Options{})
-			var rej *Rejection
+			var rej *placement.Rejection
 			if !errors.As(err, &rej) || !strings.Contains(rej.Message, tc.want) {
 				t.Fatalf("err = %v, want a rejection containing %q", err, tc.want)
 			}

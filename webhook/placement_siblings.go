@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 // ProxyBook keeps, per controller, the few facts Spread counts of each of its proxies in the
@@ -194,7 +195,7 @@ func (b *ProxyBook) counts(uid types.UID, replica string, since time.Time) (live
 }
 
 // Spread gathers, for an elected pod with a controller, how many of that controller's proxies
-// each cluster holds (ClusterView.Siblings, by which placement spreads a controller's pods), and
+// each cluster holds (placement.ClusterView.Siblings, by which placement spreads a controller's pods), and
 // serialises the admissions of one controller's pods so that a burst of them (a ReplicaSet
 // creating 100 pods at once) spreads: each admission counts the ones before it, also while the
 // cache has not yet seen their pods.
@@ -241,7 +242,7 @@ func (s *Spread) window() time.Duration {
 // where decide bound the proxy, unless dryRun: a dry run creates no pod, so it is decided as a
 // real one would be and leaves nothing behind (the webhook declares no side effects). A pod
 // without a controller, or a Spread without a cache, is decided with no siblings.
-func (s *Spread) Place(ctx context.Context, pod *corev1.Pod, views []ClusterView, dryRun bool, decide func([]ClusterView) (*corev1.Pod, error)) (*corev1.Pod, error) {
+func (s *Spread) Place(ctx context.Context, pod *corev1.Pod, views []placement.ClusterView, dryRun bool, decide func([]placement.ClusterView) (*corev1.Pod, error)) (*corev1.Pod, error) {
 	ref := metav1.GetControllerOf(pod)
 	if s == nil || s.Proxies == nil || ref == nil {
 		return decide(views)
@@ -251,7 +252,7 @@ func (s *Spread) Place(ctx context.Context, pod *corev1.Pod, views []ClusterView
 	now := s.now()
 	s.prune(now)
 	siblings := s.siblings(ref.UID, now)
-	counted := make([]ClusterView, len(views))
+	counted := make([]placement.ClusterView, len(views))
 	for i, v := range views {
 		v.Siblings = siblings[v.Name]
 		counted[i] = v

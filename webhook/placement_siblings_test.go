@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 func ownedBy(uid types.UID) podOpt {
@@ -24,12 +25,12 @@ func ownedBy(uid types.UID) podOpt {
 }
 
 // equalClusters have the same free capacity: without spreading, every placement is a coin toss.
-var equalClusters = []ClusterView{clusterOf("eu", true, "4", nil), clusterOf("us", true, "4", nil)}
+var equalClusters = []placement.ClusterView{clusterOf("eu", true, "4", nil), clusterOf("us", true, "4", nil)}
 
 func place(t *testing.T, s *Spread, pod *corev1.Pod) string {
 	t.Helper()
 	pickFirst := func([]int64) int { return 0 }
-	out, err := s.Place(t.Context(), pod, equalClusters, false, func(views []ClusterView) (*corev1.Pod, error) {
+	out, err := s.Place(t.Context(), pod, equalClusters, false, func(views []placement.ClusterView) (*corev1.Pod, error) {
 		return Mutate(pod, views, nil, Options{Choose: pickFirst})
 	})
 	if err != nil {
@@ -133,7 +134,7 @@ func TestSpreadOverTwoReplicasEndsEven(t *testing.T) {
 	count := map[string]int{}
 	for i := range 12 {
 		pod := elected(ownedBy("rs-1"))
-		out, err := replicas[(i/2)%2].Place(t.Context(), pod, equalClusters, false, func(views []ClusterView) (*corev1.Pod, error) {
+		out, err := replicas[(i/2)%2].Place(t.Context(), pod, equalClusters, false, func(views []placement.ClusterView) (*corev1.Pod, error) {
 			return Mutate(pod, views, nil, Options{Choose: func([]int64) int { return 0 }})
 		})
 		if err != nil {

@@ -3,8 +3,6 @@ package webhook
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -12,99 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
-
-// The whole decision, table by table: which clusters a proxy fits, which its affinity names,
-// whether it waits gated, the spread it keeps, and where it is bound.
-func TestDecidePlacement(t *testing.T) {
-	pickFirst := func([]int64) int { return 0 }
-	overClusters := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule}
-	withSiblings := func(eu, us int) []ClusterView {
-		out := []ClusterView{twoClusters[0], twoClusters[1]}
-		out[0].Siblings, out[1].Siblings = eu, us
-		return out
-	}
-	tests := map[string]struct {
-		pod      *corev1.Pod
-		clusters []ClusterView
-		choose   func([]int64) int
-		want     placement
-		// wantWhy is in the decision's why (which is empty when wantWhy is).
-		wantWhy string
-	}{
-		"bound to the chosen feasible cluster": {pod: elected(), clusters: twoClusters, choose: pickFirst,
-			want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}, cluster: "eu"}},
-		"without choose the scheduler picks": {pod: elected(), clusters: twoClusters,
-			want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}}},
-		"full everywhere: waits for every cluster, unbound": {pod: elected(cpu("64")), clusters: twoClusters, choose: pickFirst,
-			want:    placement{clusterFit: clusterFit{waiting: []string{"eu", "us"}}, affinity: []string{"eu", "us"}},
-			wantWhy: "no cluster fits now: eu: node eu-n0 has only cpu 4 free of 64 requested; us: node us-n0 has only cpu 1 free of 64 requested"},
-		"no node matches: gated, no cluster named": {pod: elected(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"zz": "yes"} }),
-			clusters: twoClusters, choose: pickFirst, want: placement{gated: true}, wantWhy: "does not match the pod's node selector"},
-		"a spread over clusters keeps the cluster that is away and is not bound": {
-			pod: elected(func(p *corev1.Pod) {
-				p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overClusters}
-			}),
-			clusters: []ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]}, choose: pickFirst,
-			want: placement{clusterFit: clusterFit{feasible: []string{"us"}, waiting: []string{"eu"}}, affinity: []string{"eu", "us"},
-				spread: []corev1.TopologySpreadConstraint{overClusters}}},
-		"fewest siblings first": {pod: elected(), clusters: withSiblings(2, 1), choose: pickFirst,
-			want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}, cluster: "us"}},
-		"weights before fewest siblings": {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=3,us=1")), clusters: withSiblings(2, 1),
-			choose: pickFirst, want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}, cluster: "eu"}},
-		"a cordoned (drained) cluster is neither bound nor in the affinity, though it holds the fewest siblings": {
-			pod: elected(), clusters: func() []ClusterView {
-				c := withSiblings(0, 5)
-				c[0].Cordoned = true
-				return c
-			}(), choose: pickFirst,
-			want: placement{clusterFit: clusterFit{feasible: []string{"us"}, waiting: []string{"eu"}}, affinity: []string{"us"}, cluster: "us"}},
-		"a pod with scheduling gates is left to the scheduler": {
-			pod:      elected(func(p *corev1.Pod) { p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "wait"}} }),
-			clusters: twoClusters, choose: pickFirst,
-			want: placement{clusterFit: clusterFit{feasible: []string{"eu", "us"}}, affinity: []string{"eu", "us"}}},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := decidePlacement(tc.pod, constraintsOf(tc.pod), tc.clusters, tc.choose)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(got.why, tc.wantWhy) || (tc.wantWhy == "") != (got.why == "") {
-				t.Errorf("why %q, want it to contain %q", got.why, tc.wantWhy)
-			}
-			got.why = ""
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Errorf("placement %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestDecidePlacementRefusesWhatItCannotHonour(t *testing.T) {
-	overClusters := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule}
-	for name, tc := range map[string]struct {
-		pod      *corev1.Pod
-		clusters []ClusterView
-		want     string
-	}{
-		"no cluster registered": {elected(), nil, "no secondary cluster is registered"},
-		"no cluster chosen": {elected(annotate(flotillav1.AnnotationClusterSelector, flotillav1.LabelRegion+"=region-mars")), twoClusters,
-			"matches no registered cluster"},
-		"weights beside a spread over clusters": {elected(annotate(flotillav1.AnnotationClusterWeights, "eu=1"), func(p *corev1.Pod) {
-			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overClusters}
-		}), twoClusters, "cannot be combined with a topologySpreadConstraint"},
-	} {
-		t.Run(name, func(t *testing.T) {
-			_, err := decidePlacement(tc.pod, constraintsOf(tc.pod), tc.clusters, nil)
-			var rej *Rejection
-			if !errors.As(err, &rej) || !strings.Contains(rej.Message, tc.want) {
-				t.Fatalf("err = %v, want a rejection containing %q", err, tc.want)
-			}
-		})
-	}
-}
 
 // A proxy gated at admission fits, by the same judgement, the clusters that have since changed.
 func TestRefitJudgesAGatedProxyAsAdmissionDid(t *testing.T) {
@@ -115,18 +23,18 @@ func TestRefitJudgesAGatedProxyAsAdmissionDid(t *testing.T) {
 	if len(gated.Spec.SchedulingGates) != 1 {
 		t.Fatalf("proxy not gated: %+v", gated.Spec.SchedulingGates)
 	}
-	feasible, why, err := Refit(gated, twoClusters)
+	feasible, why, err := placement.Refit(gated, twoClusters)
 	if err != nil || len(feasible) != 0 || !strings.Contains(why, "does not match the pod's node selector") {
 		t.Errorf("nothing changed: feasible %v, why %q, err %v", feasible, why, err)
 	}
-	relabelled := []ClusterView{twoClusters[0], clusterOf("us", true, "1", map[string]string{"zz": "yes"})}
-	feasible, why, err = Refit(gated, relabelled)
+	relabelled := []placement.ClusterView{twoClusters[0], clusterOf("us", true, "1", map[string]string{"zz": "yes"})}
+	feasible, why, err = placement.Refit(gated, relabelled)
 	if err != nil || strings.Join(feasible, ",") != "us" || why != "" {
 		t.Errorf("us relabelled: feasible %v, why %q, err %v; want us", feasible, why, err)
 	}
 	broken := gated.DeepCopy()
 	broken.Annotations[flotillav1.AnnotationDelegateConstraints] = "{"
-	if _, _, err := Refit(broken, relabelled); err == nil || !strings.Contains(err.Error(), "does not parse") {
+	if _, _, err := placement.Refit(broken, relabelled); err == nil || !strings.Contains(err.Error(), "does not parse") {
 		t.Errorf("unparsable constraints: %v", err)
 	}
 }
@@ -134,7 +42,7 @@ func TestRefitJudgesAGatedProxyAsAdmissionDid(t *testing.T) {
 func TestMutateChoosesFeasibleClusters(t *testing.T) {
 	tests := map[string]struct {
 		pod        *corev1.Pod
-		clusters   []ClusterView
+		clusters   []placement.ClusterView
 		want       []string
 		wantReject string
 		// wantWaiting: no cluster fits now, the proxy waits for these, and wantWhy is in its
@@ -147,28 +55,28 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 		"every ready cluster with room": {pod: elected(), clusters: twoClusters, want: []string{"eu", "us"}},
 		"too big for us":                {pod: elected(cpu("2")), clusters: twoClusters, want: []string{"eu"}},
 		"too big for all, for now":      {pod: elected(cpu("64")), clusters: twoClusters, want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: node eu-n0 has only cpu 4 free of 64 requested"},
-		"not ready cluster is skipped":  {pod: elected(), clusters: []ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]}, want: []string{"us"}},
-		"waits for the cluster that is away, not the one it can never fit": {pod: elected(cpu("2")), clusters: []ClusterView{clusterOf("eu", false, "4", nil), clusterOf("us", true, "1", nil)},
+		"not ready cluster is skipped":  {pod: elected(), clusters: []placement.ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]}, want: []string{"us"}},
+		"waits for the cluster that is away, not the one it can never fit": {pod: elected(cpu("2")), clusters: []placement.ClusterView{clusterOf("eu", false, "4", nil), clusterOf("us", true, "1", nil)},
 			want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: not ready (ProbeFailed)"},
-		"a cordoned virtual node takes nothing new": {pod: elected(), clusters: []ClusterView{func() ClusterView {
+		"a cordoned virtual node takes nothing new": {pod: elected(), clusters: []placement.ClusterView{func() placement.ClusterView {
 			c := clusterOf("eu", true, "4", nil)
 			c.Cordoned = true
 			return c
 		}(), twoClusters[1]}, want: []string{"us"}},
-		"a virtual node's untolerated taint takes nothing new": {pod: elected(), clusters: []ClusterView{func() ClusterView {
+		"a virtual node's untolerated taint takes nothing new": {pod: elected(), clusters: []placement.ClusterView{func() placement.ClusterView {
 			c := clusterOf("eu", true, "4", nil)
 			c.Taints = []corev1.Taint{{Key: "maintenance", Effect: corev1.TaintEffectNoSchedule}}
 			return c
 		}(), twoClusters[1]}, want: []string{"us"}},
-		"every virtual node cordoned: waits for all": {pod: elected(), clusters: func() []ClusterView {
+		"every virtual node cordoned: waits for all": {pod: elected(), clusters: func() []placement.ClusterView {
 			a, b := clusterOf("eu", true, "4", nil), clusterOf("us", true, "4", nil)
 			a.Cordoned, b.Cordoned = true, true
-			return []ClusterView{a, b}
+			return []placement.ClusterView{a, b}
 		}(), want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: its virtual node is cordoned; us: its virtual node is cordoned"},
-		"every node of every cluster cordoned: waits": {pod: elected(), clusters: func() []ClusterView {
+		"every node of every cluster cordoned: waits": {pod: elected(), clusters: func() []placement.ClusterView {
 			a, b := clusterOf("eu", true, "4", nil), clusterOf("us", true, "4", nil)
 			a.Nodes, b.Nodes = nil, nil
-			return []ClusterView{a, b}
+			return []placement.ClusterView{a, b}
 		}(), want: []string{"eu", "us"}, wantWaiting: true, wantWhy: "eu: no eligible node"},
 		"selector matches no cluster":                {pod: elected(annotate(flotillav1.AnnotationClusterSelector, flotillav1.LabelRegion+"=region-mars")), clusters: twoClusters, wantReject: "matches no registered cluster"},
 		"nodeSelector applies to nodes":              {pod: elected(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "hdd"} }), clusters: twoClusters, want: []string{"us"}},
@@ -186,7 +94,7 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 		"weights beside a spread over clusters": {pod: elected(annotate(flotillav1.AnnotationClusterWeights, "eu=1"), func(p *corev1.Pod) {
 			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule}}
 		}), clusters: twoClusters, wantReject: "cannot be combined with a topologySpreadConstraint"},
-		"untolerated taint": {pod: elected(), clusters: []ClusterView{func() ClusterView {
+		"untolerated taint": {pod: elected(), clusters: []placement.ClusterView{func() placement.ClusterView {
 			c := clusterOf("eu", true, "4", nil)
 			c.Nodes[0].Taints = []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 			return c
@@ -198,10 +106,10 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 		}), clusters: twoClusters, wantWaiting: true, wantGated: true, wantWhy: "does not match the pod's node selector"},
 		"a spread left to the scheduler keeps the clusters that are only away": {pod: elected(func(p *corev1.Pod) {
 			p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule}}
-		}), clusters: []ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]}, want: []string{"eu", "us"}},
+		}), clusters: []placement.ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]}, want: []string{"eu", "us"}},
 		"tolerated taint": {pod: elected(func(p *corev1.Pod) {
 			p.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
-		}), clusters: []ClusterView{func() ClusterView {
+		}), clusters: []placement.ClusterView{func() placement.ClusterView {
 			c := clusterOf("eu", true, "4", nil)
 			c.Nodes[0].Taints = []corev1.Taint{{Key: "gpu", Value: "yes", Effect: corev1.TaintEffectNoSchedule}}
 			return c
@@ -211,7 +119,7 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			out, err := Mutate(tc.pod, tc.clusters, nil, Options{})
 			if tc.wantReject != "" {
-				var rej *Rejection
+				var rej *placement.Rejection
 				if !errors.As(err, &rej) || !strings.Contains(rej.Message, tc.wantReject) {
 					t.Fatalf("err = %v, want a rejection containing %q", err, tc.wantReject)
 				}
@@ -274,27 +182,9 @@ func TestMutateBindsTheProxyToTheChosenFeasibleCluster(t *testing.T) {
 	}
 }
 
-func TestWeightedRandomNeverPicksOutsideItsWeights(t *testing.T) {
-	for i := 0; i < 200; i++ {
-		if got := WeightedRandom([]int64{0, 5, 0}); got != 1 {
-			t.Fatalf("picked %d with weights 0,5,0", got)
-		}
-	}
-	counts := make([]int, 2)
-	for i := 0; i < 2000; i++ {
-		counts[WeightedRandom([]int64{1, 1})]++
-	}
-	if counts[0] == 0 || counts[1] == 0 {
-		t.Errorf("equal weights never spread: %v", counts)
-	}
-	if got := WeightedRandom(nil); got != 0 {
-		t.Errorf("no weights: %d", got)
-	}
-}
-
 func TestMutatePlacesAmongTheClustersWithFewestSiblings(t *testing.T) {
-	withSiblings := func(eu, us int) []ClusterView {
-		out := []ClusterView{twoClusters[0], twoClusters[1]}
+	withSiblings := func(eu, us int) []placement.ClusterView {
+		out := []placement.ClusterView{twoClusters[0], twoClusters[1]}
 		out[0].Siblings, out[1].Siblings = eu, us
 		return out
 	}
@@ -302,7 +192,7 @@ func TestMutatePlacesAmongTheClustersWithFewestSiblings(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		pod      *corev1.Pod
-		clusters []ClusterView
+		clusters []placement.ClusterView
 		wantNode string
 	}{
 		{"fewer siblings beats more free CPU", elected(), withSiblings(2, 1), "us"},
@@ -317,40 +207,6 @@ func TestMutatePlacesAmongTheClustersWithFewestSiblings(t *testing.T) {
 			}
 			if want := flotillav1.VirtualNodeName(tc.wantNode); out.Spec.NodeName != want {
 				t.Errorf("nodeName %q, want %q", out.Spec.NodeName, want)
-			}
-		})
-	}
-}
-
-// Pods of one controller placed one after the other by weightedNext end in proportion to the
-// weights, within one pod per cluster, whatever the counts they start from.
-func TestWeightedNextSplitsInProportion(t *testing.T) {
-	for _, tc := range []struct {
-		weights map[string]int64
-		pods    int
-		want    map[string]int
-	}{
-		{map[string]int64{"a": 70, "b": 30}, 10, map[string]int{"a": 7, "b": 3}},
-		{map[string]int64{"a": 7, "b": 3}, 100, map[string]int{"a": 70, "b": 30}},
-		{map[string]int64{"a": 50, "b": 30, "c": 20}, 10, map[string]int{"a": 5, "b": 3, "c": 2}},
-		{map[string]int64{"a": 1, "b": 1}, 7, map[string]int{"a": 4, "b": 3}},
-		{map[string]int64{"a": 1, "b": 0}, 5, map[string]int{"a": 5}},
-	} {
-		t.Run(fmt.Sprint(tc.weights), func(t *testing.T) {
-			views := []ClusterView{{Name: "a"}, {Name: "b"}, {Name: "c"}}
-			feasible := []string{"a", "b", "c"}
-			for range tc.pods {
-				next := weightedNext(feasible, views, tc.weights)
-				for i := range views {
-					if views[i].Name == next[0] { // the first of a tie: Choose would pick among them
-						views[i].Siblings++
-					}
-				}
-			}
-			for _, v := range views {
-				if v.Siblings != tc.want[v.Name] {
-					t.Errorf("%s holds %d, want %d (all: %+v)", v.Name, v.Siblings, tc.want[v.Name], views)
-				}
 			}
 		})
 	}

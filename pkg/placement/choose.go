@@ -119,3 +119,42 @@ func Chosen(pod *corev1.Pod, clusters []Cluster, weights map[string]int64) (map[
 	}
 	return chosen, nil
 }
+
+// AcrossClusters says whether a spread constraint is over clusters: its key is one only virtual
+// nodes carry.
+func AcrossClusters(t corev1.TopologySpreadConstraint) bool {
+	return strings.HasPrefix(t.TopologyKey, "flotilla.dev/")
+}
+
+// ClusterSpread keeps the constraints over clusters, for the proxy.
+func ClusterSpread(list []corev1.TopologySpreadConstraint) []corev1.TopologySpreadConstraint {
+	var out []corev1.TopologySpreadConstraint
+	for _, t := range list {
+		if AcrossClusters(t) {
+			out = append(out, *t.DeepCopy())
+		}
+	}
+	return out
+}
+
+// ClusterWeights parses flotilla.dev/cluster-weights (nil without it). It refuses what it cannot
+// honour: a malformed entry, a weight out of range, an unknown cluster, no positive weight, or a
+// spread over clusters beside it (the two would contradict each other).
+func ClusterWeights(pod *corev1.Pod, clusters []ClusterView) (map[string]int64, error) {
+	if _, ok := pod.Annotations[flotillav1.AnnotationClusterWeights]; !ok {
+		return nil, nil
+	}
+	if len(ClusterSpread(pod.Spec.TopologySpreadConstraints)) > 0 {
+		return nil, Rejectf("annotation %s cannot be combined with a topologySpreadConstraint over clusters (flotilla.dev/ keys): use one or the other",
+			flotillav1.AnnotationClusterWeights)
+	}
+	known := make([]string, 0, len(clusters))
+	for _, c := range clusters {
+		known = append(known, c.Name)
+	}
+	weights, err := Weights(pod, known)
+	if err != nil {
+		return nil, Rejectf("%s", err.Error())
+	}
+	return weights, nil
+}

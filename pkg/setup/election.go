@@ -123,7 +123,7 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, reg
 	}
 	var choose func([]int64) int
 	if opts.Election.ProxyPlacement == ProxyPlacementWebhook {
-		choose = webhook.WeightedRandom
+		choose = placement.WeightedRandom
 	}
 	// On every replica (each serves the webhook): the book's handler also starts the proxy
 	// informer there.
@@ -227,7 +227,7 @@ func planner(h *webhook.Handler) rebalance.Planner {
 		if err != nil {
 			return nil, err
 		}
-		split, err := webhook.Rebalance(pods, views)
+		split, err := placement.Rebalance(pods, views)
 		if err != nil {
 			return nil, err
 		}

@@ -1,4 +1,4 @@
-package webhook
+package placement_test
 
 import (
 	"fmt"
@@ -9,15 +9,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
+	"github.com/flotilla-dev/flotilla/pkg/placement/placementtest"
 )
 
 // proxiesIn makes n bound proxies of one ReplicaSet per cluster, in order of creation.
-func proxiesIn(counts map[string]int, opts ...podOpt) []*corev1.Pod {
+func proxiesIn(counts map[string]int, opts ...placementtest.PodOpt) []*corev1.Pod {
 	var out []*corev1.Pod
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, c := range []string{"eu", "us", "asia"} {
 		for i := range counts[c] {
-			p := elected(opts...)
+			p := placementtest.Elected(opts...)
 			p.Name = fmt.Sprintf("web-%s-%d", c, i)
 			p.CreationTimestamp = metav1.NewTime(t0.Add(time.Duration(len(out)) * time.Minute))
 			p.Spec.NodeName = flotillav1.VirtualNodeName(c)
@@ -27,14 +29,12 @@ func proxiesIn(counts map[string]int, opts ...podOpt) []*corev1.Pod {
 	return out
 }
 
-func cordoned(v ClusterView) ClusterView { v.Cordoned = true; return v }
-
 func TestRebalance(t *testing.T) {
-	three := append(append([]ClusterView(nil), twoClusters...), clusterOf("asia", true, "4", nil))
+	three := append(append([]placement.ClusterView(nil), twoClusters...), placementtest.ClusterOf("asia", true, "4", nil))
 	tests := map[string]struct {
 		have      map[string]int
-		clusters  []ClusterView
-		opts      []podOpt
+		clusters  []placement.ClusterView
+		opts      []placementtest.PodOpt
 		want      map[string]int
 		moves     int
 		movesFrom map[string]int
@@ -50,15 +50,15 @@ func TestRebalance(t *testing.T) {
 			have: map[string]int{"eu": 1, "us": 4}, clusters: twoClusters, want: map[string]int{"eu": 2, "us": 3}, moves: 1, movesFrom: map[string]int{"us": 1},
 		},
 		"a cordoned cluster is over its share, all of it": {
-			have: map[string]int{"eu": 2, "us": 2}, clusters: []ClusterView{cordoned(twoClusters[0]), twoClusters[1]},
+			have: map[string]int{"eu": 2, "us": 2}, clusters: []placement.ClusterView{placementtest.Cordoned(twoClusters[0]), twoClusters[1]},
 			want: map[string]int{"us": 4}, moves: 2, movesFrom: map[string]int{"eu": 2},
 		},
 		"a cluster away takes no share": {
-			have: map[string]int{"us": 4}, clusters: []ClusterView{clusterOf("eu", false, "4", nil), twoClusters[1]},
+			have: map[string]int{"us": 4}, clusters: []placement.ClusterView{placementtest.ClusterOf("eu", false, "4", nil), twoClusters[1]},
 			want: map[string]int{"us": 4},
 		},
 		"weights 70/30 over 10": {
-			have: map[string]int{"eu": 5, "us": 5}, clusters: twoClusters, opts: []podOpt{annotate(flotillav1.AnnotationClusterWeights, "eu=70,us=30")},
+			have: map[string]int{"eu": 5, "us": 5}, clusters: twoClusters, opts: []placementtest.PodOpt{placementtest.Annotate(flotillav1.AnnotationClusterWeights, "eu=70,us=30")},
 			want: map[string]int{"eu": 7, "us": 3}, moves: 2, movesFrom: map[string]int{"us": 2},
 		},
 		"three clusters, one new and empty": {
@@ -66,21 +66,21 @@ func TestRebalance(t *testing.T) {
 			movesFrom: map[string]int{"eu": 1, "us": 1},
 		},
 		"pods whose claims hold data stay": {
-			have: map[string]int{"us": 4}, clusters: twoClusters, opts: []podOpt{withClaims("data")},
+			have: map[string]int{"us": 4}, clusters: twoClusters, opts: []placementtest.PodOpt{placementtest.WithClaims("data")},
 			want: map[string]int{"eu": 2, "us": 2}, pinned: 4,
 		},
 		"the pod's clusters annotation: its clusters only": {
-			have: map[string]int{"eu": 2, "us": 2}, clusters: three, opts: []podOpt{annotate(flotillav1.AnnotationClusters, "eu,us")},
+			have: map[string]int{"eu": 2, "us": 2}, clusters: three, opts: []placementtest.PodOpt{placementtest.Annotate(flotillav1.AnnotationClusters, "eu,us")},
 			want: map[string]int{"eu": 2, "us": 2},
 		},
 		"a full cluster the pods already run in keeps its share": {
-			have: map[string]int{"eu": 2, "us": 2}, clusters: []ClusterView{clusterOf("eu", true, "0", nil), twoClusters[1]},
+			have: map[string]int{"eu": 2, "us": 2}, clusters: []placement.ClusterView{placementtest.ClusterOf("eu", true, "0", nil), twoClusters[1]},
 			want: map[string]int{"eu": 2, "us": 2},
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			split, err := Rebalance(proxiesIn(tc.have, tc.opts...), tc.clusters)
+			split, err := placement.Rebalance(proxiesIn(tc.have, tc.opts...), tc.clusters)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +113,7 @@ func TestRebalance(t *testing.T) {
 
 // The newest pods of a cluster move first: those that have run the least.
 func TestRebalanceMovesTheNewestFirst(t *testing.T) {
-	split, err := Rebalance(proxiesIn(map[string]int{"us": 4}), twoClusters)
+	split, err := placement.Rebalance(proxiesIn(map[string]int{"us": 4}), twoClusters)
 	if err != nil {
 		t.Fatal(err)
 	}

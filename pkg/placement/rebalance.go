@@ -1,4 +1,4 @@
-package webhook
+package placement
 
 import (
 	"fmt"
@@ -10,33 +10,32 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	rules "github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 // Rebalance plans the moves that bring one controller's bound, live proxies (proxies; pods of one
-// template) to the split placement would choose now (rules.Plan) over the clusters the pod
+// template) to the split placement would choose now (Plan) over the clusters the pod
 // fits by the webhook's own judgement (Refit), the clusters they already run in included while
 // only room is missing there. A proxy in a cluster that no longer fits it (cordoned, away, left
 // its selector) is over its share. Pure.
-func Rebalance(proxies []*corev1.Pod, clusters []ClusterView) (rules.Split, error) {
+func Rebalance(proxies []*corev1.Pod, clusters []ClusterView) (Split, error) {
 	if len(proxies) == 0 {
-		return rules.Split{Have: map[string]int{}, Want: map[string]int{}}, nil
+		return Split{Have: map[string]int{}, Want: map[string]int{}}, nil
 	}
 	// The template: a pod that may move (one pinned by its data fits its data's cluster only).
 	tmpl := proxies[0]
 	for _, p := range proxies {
-		if !rules.Pinned(p) {
+		if !Pinned(p) {
 			tmpl = p
 			break
 		}
 	}
 	feasible, _, err := Refit(tmpl, withoutSiblings(clusters))
 	if err != nil {
-		return rules.Split{}, fmt.Errorf("placing %s/%s: %w", tmpl.Namespace, tmpl.Name, err)
+		return Split{}, fmt.Errorf("placing %s/%s: %w", tmpl.Namespace, tmpl.Name, err)
 	}
-	weights, err := clusterWeights(tmpl, clusters)
+	weights, err := ClusterWeights(tmpl, clusters)
 	if err != nil {
-		return rules.Split{}, err
+		return Split{}, err
 	}
 	// A proxy uses the capacity of the cluster it runs in: that cluster fits it still.
 	for _, p := range proxies {
@@ -44,7 +43,7 @@ func Rebalance(proxies []*corev1.Pod, clusters []ClusterView) (rules.Split, erro
 			feasible = appendOnce(feasible, c)
 		}
 	}
-	return rules.Plan(proxies, feasible, weights), nil
+	return Plan(proxies, feasible, weights), nil
 }
 
 // withoutSiblings is the clusters with no siblings counted: a rebalance judges where the pod fits,
@@ -70,7 +69,7 @@ func fitsAnyway(cluster string, feasible []string, pod *corev1.Pod, clusters []C
 	}
 	for _, cl := range clusters {
 		if cl.Name == cluster {
-			_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), cl.Taints, proxyTolerations(0), rules.Scheduling, false)
+			_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), cl.Taints, ProxyTolerations(0), Scheduling, false)
 			return cl.Ready && !cl.Cordoned && !untolerated
 		}
 	}

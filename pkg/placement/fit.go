@@ -1,0 +1,168 @@
+package placement
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
+)
+
+// fitClusters finds the clusters the pod fits now. It refuses only what can never run anywhere:
+// no cluster registered or chosen (an unknown name is refused by chosenClusters). The clusters
+// where it fails only for want of room or readiness (full nodes, a secondary away, a cordoned
+// virtual node) are waiting; a pod that fits no cluster and waits for none is gated until one fits
+// (its nodes may yet be relabelled or untainted).
+func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView, weights map[string]int64) (Fit, error) {
+	chosen, err := chosenClusters(pod, clusters, weights)
+	if err != nil {
+		return Fit{}, err
+	}
+	if c.DataCluster != "" && dataLost(pod, c.DataCluster, clusters) {
+		// Its data is out of reach for longer than it would wait: it starts afresh elsewhere.
+		delete(chosen, c.DataCluster)
+		c.DataCluster, c.DataClaim = "", ""
+	}
+	if c.DataCluster != "" {
+		// The data decides: that cluster or none.
+		for name := range chosen {
+			if name != c.DataCluster {
+				delete(chosen, name)
+			}
+		}
+		if !chosen[c.DataCluster] {
+			return Fit{Why: fmt.Sprintf("the data of claim %s is in cluster %s, which is not registered or not among the clusters this pod may go to", c.DataClaim, c.DataCluster)}, nil
+		}
+	}
+	delegate := pod.DeepCopy()
+	delegate.Spec.NodeSelector, delegate.Spec.Affinity, delegate.Spec.Tolerations = c.NodeSelector, c.Affinity, c.Tolerations
+	requests := resourcehelper.PodRequests(delegate, resourcehelper.PodResourcesOptions{})
+	required := nodeaffinity.GetRequiredNodeAffinity(delegate)
+	var fit Fit
+	var why, all []string
+	needsClaims := len(translate.VolumeClaims(pod)) > 0
+	for _, cl := range clusters {
+		if !chosen[cl.Name] {
+			continue
+		}
+		all = append(all, cl.Name)
+		if needsClaims && cl.NoClaims {
+			why = append(why, fmt.Sprintf("%s: it takes no claims of class %s (storage class none in its registration)", cl.Name, flotillav1.StorageClassRemote))
+			continue
+		}
+		reason, forNow := clusterMisfit(cl, delegate, requests, required)
+		if reason == "" {
+			fit.Feasible = append(fit.Feasible, cl.Name)
+			continue
+		}
+		why = append(why, fmt.Sprintf("%s: %s", cl.Name, reason))
+		if forNow {
+			fit.Waiting = append(fit.Waiting, cl.Name)
+		}
+	}
+	if len(all) == 0 {
+		if len(clusters) == 0 {
+			return Fit{}, Rejectf("flotilla cannot elect this pod: no secondary cluster is registered")
+		}
+		return Fit{}, Rejectf("flotilla cannot elect this pod: annotation %s matches no registered cluster", flotillav1.AnnotationClusterSelector)
+	}
+	sort.Strings(fit.Feasible)
+	sort.Strings(fit.Waiting)
+	if len(fit.Feasible) == 0 {
+		sort.Strings(why)
+		fit.Why = "no cluster fits now: " + strings.Join(why, "; ")
+		if c.DataCluster != "" {
+			fit.Why = fmt.Sprintf("the data of claim %s is in cluster %s, which cannot take it now: %s", c.DataClaim, c.DataCluster, strings.Join(why, "; "))
+			if translate.RecreatesOnVolumeClusterLoss(pod) {
+				fit.Why += "; with " + flotillav1.AnnotationOnVolumeClusterLoss + ": recreate it starts on fresh claims elsewhere once that cluster has been unreachable for its failover bound"
+			}
+		}
+	}
+	return fit, nil
+}
+
+// chosenClusters applies flotilla.dev/clusters, flotilla.dev/cluster-weights (parsed by
+// ClusterWeights: a cluster of weight 0 takes none) and flotilla.dev/cluster-selector.
+func chosenClusters(pod *corev1.Pod, clusters []ClusterView, weights map[string]int64) (map[string]bool, error) {
+	named := make([]Cluster, 0, len(clusters))
+	for _, c := range clusters {
+		named = append(named, Cluster{Name: c.Name, Labels: c.Labels})
+	}
+	chosen, err := Chosen(pod, named, weights)
+	if err != nil {
+		return nil, Rejectf("%s", err.Error())
+	}
+	return chosen, nil
+}
+
+var errNoNode = errors.New("no eligible node")
+
+// clusterMisfit says why no node of a cluster can take the delegate ("" when one can), and
+// whether only for now: the cluster is away, cordoned, or full, rather than without any node the
+// delegate's selectors and tolerations allow.
+func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) (string, bool) {
+	if !cl.Ready {
+		return fmt.Sprintf("not ready (%s)", cl.Reason), true
+	}
+	if cl.Cordoned {
+		return "its virtual node is cordoned", true
+	}
+	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), cl.Taints, ProxyTolerations(0), Scheduling, false); untolerated {
+		return fmt.Sprintf("its virtual node has taint %s", t.ToString()), true
+	}
+	if len(cl.Nodes) == 0 {
+		return errNoNode.Error(), true
+	}
+	var reasons []string
+	forNow := false
+	for _, n := range cl.Nodes {
+		reason, full := nodeMisfit(n, delegate, requests, required)
+		if reason == "" {
+			return "", false
+		}
+		forNow = forNow || full
+		if len(reasons) < 3 {
+			reasons = append(reasons, fmt.Sprintf("node %s %s", n.Name, reason))
+		}
+	}
+	if len(cl.Nodes) > len(reasons) {
+		reasons = append(reasons, fmt.Sprintf("and %d more nodes", len(cl.Nodes)-len(reasons)))
+	}
+	return strings.Join(reasons, ", "), forNow
+}
+
+// nodeMisfit says why a node cannot take the delegate ("" when it can), and whether it is only
+// full (it would take the delegate once pods there finish).
+func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) (string, bool) {
+	node := &corev1.Node{}
+	node.Name, node.Labels, node.Spec.Taints = n.Name, n.Labels, n.Taints
+	if ok, _ := required.Match(node); !ok {
+		return "does not match the pod's node selector or affinity", false
+	}
+	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), n.Taints, delegate.Spec.Tolerations, Scheduling, false); untolerated {
+		return fmt.Sprintf("has taint %s the pod does not tolerate", t.ToString()), false
+	}
+	var short []string
+	for name, want := range requests {
+		if want.IsZero() {
+			continue
+		}
+		free, ok := n.Free[name]
+		if !ok || free.Cmp(want) < 0 {
+			short = append(short, fmt.Sprintf("%s %s free of %s requested", name, free.String(), want.String()))
+		}
+	}
+	if len(short) > 0 {
+		sort.Strings(short)
+		return "has only " + strings.Join(short, ", "), true
+	}
+	return "", false
+}

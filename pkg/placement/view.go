@@ -1,0 +1,90 @@
+package placement
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
+)
+
+// ClusterView is what the webhook knows of one secondary: its health, its virtual node's labels
+// (the flotilla.dev/* keys a cluster selector matches) and its eligible nodes.
+type ClusterView struct {
+	Name   string
+	Ready  bool
+	Reason string
+	Labels map[string]string
+	Nodes  []NodeView
+	// Cordoned and Taints are the cluster's virtual node's in the primary: a user's `kubectl
+	// cordon` of it, or a NoSchedule taint a proxy does not tolerate, keeps new pods away as they
+	// keep them from any node.
+	Cordoned bool
+	Taints   []corev1.Taint
+	// Siblings counts the proxies of the pod's own controller (its ReplicaSet, StatefulSet, Job)
+	// the cluster already holds or was just given: placement puts a workload's next replica among
+	// the clusters with the fewest, so replicas spread as the primary's scheduler would spread
+	// them over nodes.
+	Siblings int
+	// NoClaims says the cluster takes no claims of class flotilla (its registration's storage
+	// class is none): a pod that uses one does not fit there.
+	NoClaims bool
+	// UnreachableFor is how long the cluster's virtual node has carried the failover taint (0:
+	// it does not): a pod that would rather start afresh than wait for its data there
+	// (flotilla.dev/on-volume-cluster-loss: recreate) leaves it once this reaches its failover bound.
+	UnreachableFor time.Duration
+	// Draining: `flotillactl cluster drain` is moving the cluster's pods away (its virtual node's
+	// flotilla.dev/draining): a pod that chose recreate leaves its data there at once.
+	Draining bool
+}
+
+// UnreachableFor is how long a virtual node's failover taint has been there at now (0: none, or
+// not stamped).
+func UnreachableFor(taints []corev1.Taint, now time.Time) time.Duration {
+	for _, t := range taints {
+		if t.Key == flotillav1.TaintUnreachable && t.Effect == corev1.TaintEffectNoExecute && t.TimeAdded != nil {
+			return max(now.Sub(t.TimeAdded.Time), time.Nanosecond)
+		}
+	}
+	return 0
+}
+
+// dataLost says whether a pod leaves the cluster that holds its data (dataCluster) for fresh,
+// empty claims elsewhere: it asked to (flotilla.dev/on-volume-cluster-loss: recreate) and that
+// cluster is being drained, or has been unreachable for the pod's failover bound, the time after
+// which its running pods were evicted too.
+func dataLost(pod *corev1.Pod, dataCluster string, clusters []ClusterView) bool {
+	if !translate.RecreatesOnVolumeClusterLoss(pod) {
+		return false
+	}
+	bound, err := FailoverSeconds(pod)
+	if err != nil {
+		return false
+	}
+	for _, cl := range clusters {
+		if cl.Name == dataCluster {
+			return cl.Draining || cl.UnreachableFor > 0 && cl.UnreachableFor >= time.Duration(bound)*time.Second
+		}
+	}
+	return false
+}
+
+// NodeView is one eligible node of a secondary with the resources still free on it.
+type NodeView struct {
+	Name   string
+	Labels map[string]string
+	Taints []corev1.Taint
+	Free   corev1.ResourceList
+}
+
+// ClaimView is what admission knows of a PersistentVolumeClaim an elected pod uses.
+type ClaimView struct {
+	// Found says whether the claim exists (a pod may be created before its claim, as Kubernetes
+	// allows: its delegate then waits for the real claim).
+	Found bool
+	// Class is its storage class.
+	Class string
+	// Cluster is the cluster that holds its data, once it is bound ("" before).
+	Cluster string
+}
