@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
@@ -30,19 +30,12 @@ import (
 // Path is where the pod mutation is served.
 const Path = "/mutate-v1-pod"
 
-// Registry is what the webhook reads of the cluster registry.
-type Registry interface {
-	Snapshots() []clusters.Snapshot
-}
-
 // Handler serves admission requests for pods.
 type Handler struct {
-	Registry Registry
-	Options  Options
-	Decoder  admission.Decoder
-	// VirtualNodes reads the clusters' virtual nodes (the manager's cache): a cordoned or tainted
-	// one takes no new proxy (nil: not read).
-	VirtualNodes client.Reader
+	// Views gathers the clusters as placement judges them.
+	Views   *views.Gatherer
+	Options Options
+	Decoder admission.Decoder
 	// Spread counts a controller's proxies per cluster, so that its replicas spread (nil: no
 	// spreading, placement by free capacity alone).
 	Spread *Spread
@@ -62,8 +55,6 @@ type Handler struct {
 	// SealKey signs every proxy the webhook makes (flotilla.dev/seal): the proxy reconciler gives
 	// a delegate only to a proxy whose seal it verifies. Without it no pod is elected.
 	SealKey seal.Key
-	// Now is the clock a virtual node's failover taint is measured against (nil: time.Now).
-	Now func() time.Time
 }
 
 var _ admission.Handler = (*Handler)(nil)
@@ -115,7 +106,7 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod, dryRun bool) (*co
 	if err != nil {
 		return nil, err
 	}
-	views, err := h.withVirtualNodes(ctx, ClusterViews(h.Registry.Snapshots()))
+	views, err := h.Views.Views(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -216,70 +207,6 @@ func (h *Handler) read(ctx context.Context, key client.ObjectKey, obj client.Obj
 		}
 	}
 	return h.LiveClaims.Get(ctx, key, obj)
-}
-
-// withVirtualNodes adds to each view its virtual node's cordon and taints, and how long its
-// failover taint has been there.
-func (h *Handler) withVirtualNodes(ctx context.Context, views []placement.ClusterView) ([]placement.ClusterView, error) {
-	if h.VirtualNodes == nil {
-		return views, nil
-	}
-	for i := range views {
-		var n corev1.Node
-		err := h.VirtualNodes.Get(ctx, client.ObjectKey{Name: flotillav1.VirtualNodeName(views[i].Name)}, &n)
-		if apierrors.IsNotFound(err) {
-			continue // not made yet: nothing of the user's to respect
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading virtual node %s: %w", flotillav1.VirtualNodeName(views[i].Name), err)
-		}
-		views[i].Cordoned, views[i].Taints = n.Spec.Unschedulable, n.Spec.Taints
-		views[i].UnreachableFor = placement.UnreachableFor(n.Spec.Taints, h.now())
-		_, views[i].Draining = n.Annotations[flotillav1.AnnotationDraining]
-	}
-	return views, nil
-}
-
-func (h *Handler) now() time.Time {
-	if h.Now != nil {
-		return h.Now()
-	}
-	return time.Now()
-}
-
-// Views is this replica's view of the clusters, their virtual nodes' cordons and taints included:
-// what placement judges by.
-func (h *Handler) Views(ctx context.Context) ([]placement.ClusterView, error) {
-	return h.withVirtualNodes(ctx, ClusterViews(h.Registry.Snapshots()))
-}
-
-// Refit is Refit over this replica's view of the clusters: where a gated proxy may go now.
-func (h *Handler) Refit(ctx context.Context, proxy *corev1.Pod) (feasible []string, why string, err error) {
-	views, err := h.Views(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	return placement.Refit(proxy, views)
-}
-
-// ClusterViews turns registry snapshots into what Mutate needs.
-func ClusterViews(snaps []clusters.Snapshot) []placement.ClusterView {
-	var out []placement.ClusterView
-	for _, s := range snaps {
-		if !s.UsableSecondary() {
-			continue
-		}
-		v := placement.ClusterView{Name: s.Name, Ready: s.Status == flotillav1.ClusterRunning && s.CapacitySynced,
-			Reason: s.Reason, Labels: s.VirtualNodeLabels(), NoClaims: s.StorageClass == clusters.StorageClassNone}
-		if v.Ready || s.Reason == "" {
-			v.Reason = "capacity not known yet"
-		}
-		for _, n := range s.Capacity.Nodes {
-			v.Nodes = append(v.Nodes, placement.NodeView{Name: n.Name, Labels: n.Labels, Taints: n.Taints, Free: n.Free})
-		}
-		out = append(out, v)
-	}
-	return out
 }
 
 // decided records one answer of Handle: counted in flotilla_webhook_decisions_total and, when

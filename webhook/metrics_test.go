@@ -13,6 +13,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
 )
 
 type noClusters struct{}
@@ -45,7 +46,7 @@ func TestHandleCountsEachDecisionByOutcome(t *testing.T) {
 		}, OutcomeDenied, false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			h := &Handler{Registry: noClusters{}, Decoder: admission.NewDecoder(clientgoscheme.Scheme), SealKey: tc.sealKey}
+			h := &Handler{Views: &views.Gatherer{Registry: noClusters{}}, Decoder: admission.NewDecoder(clientgoscheme.Scheme), SealKey: tc.sealKey}
 			before := testutil.ToFloat64(decisions.WithLabelValues(tc.outcome, ""))
 			resp := h.Handle(t.Context(), tc.req(t))
 			if resp.Allowed != tc.allowed {

@@ -34,6 +34,8 @@ type ClusterView struct {
 	// it does not): a pod that would rather start afresh than wait for its data there
 	// (flotilla.dev/on-volume-cluster-loss: recreate) leaves it once this reaches its failover bound.
 	UnreachableFor time.Duration
+	// FailoverTainted: the cluster's virtual node carries the failover taint, stamped or not.
+	FailoverTainted bool
 	// Draining: `flotillactl cluster drain` is moving the cluster's pods away (its virtual node's
 	// flotilla.dev/draining): a pod that chose recreate leaves its data there at once.
 	Draining bool
@@ -87,4 +89,34 @@ type ClaimView struct {
 	Class string
 	// Cluster is the cluster that holds its data, once it is bound ("" before).
 	Cluster string
+}
+
+// WithVirtualNode adds to a cluster's view what its virtual node in the primary says at now: a
+// user's cordon, its taints, how long its failover taint has been there, and a drain under way.
+func WithVirtualNode(v *ClusterView, n *corev1.Node, now time.Time) {
+	v.Cordoned, v.Taints = n.Spec.Unschedulable, n.Spec.Taints
+	v.UnreachableFor = UnreachableFor(n.Spec.Taints, now)
+	v.FailoverTainted = FailoverTainted(n.Spec.Taints)
+	_, v.Draining = n.Annotations[flotillav1.AnnotationDraining]
+}
+
+// FailoverTainted says whether taints hold the failover taint Flotilla puts on the virtual node of
+// a secondary that stays unreachable (flotilla.dev/unreachable, NoExecute).
+func FailoverTainted(taints []corev1.Taint) bool {
+	for _, t := range taints {
+		if t.Key == flotillav1.TaintUnreachable && t.Effect == corev1.TaintEffectNoExecute {
+			return true
+		}
+	}
+	return false
+}
+
+// NodeReady says whether a node's Ready condition is True.
+func NodeReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/flotilla-dev/flotilla/internal/eventwriter"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/dependency"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/namespace"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/proxy"
@@ -42,7 +43,10 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 	if err != nil {
 		return fmt.Errorf("building a client: %w", err)
 	}
-	podHandler, sealKey, err := addWebhook(ctx, mgr, direct, registry, opts, tp)
+	// One gatherer of the clusters as placement judges them: the webhook, the proxy reconciler
+	// (gated proxies), the rebalancer and the volume controller read the same views.
+	gatherer := &views.Gatherer{Registry: registry, VirtualNodes: mgr.GetClient(), Clock: opts.Clock}
+	sealKey, err := addWebhook(ctx, mgr, direct, gatherer, opts, tp)
 	if err != nil {
 		return err
 	}
@@ -77,7 +81,7 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 		SetupWithManager(ctx, mgr, dependencyOptions()); err != nil {
 		return fmt.Errorf("setting up the dependency sync: %w", err)
 	}
-	if err := (&volume.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: mgr.GetEventRecorder(eventSource), SealKey: sealKey}).
+	if err := (&volume.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: mgr.GetEventRecorder(eventSource), SealKey: sealKey, Views: gatherer}).
 		SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return fmt.Errorf("setting up the volume controller: %w", err)
 	}
@@ -93,7 +97,7 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 		return fmt.Errorf("adding the Event writer: %w", err)
 	}
 	if err := (&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: proxyEvents,
-		FlatNetwork: opts.Election.PodNetwork == PodNetworkFlat, SealKey: sealKey, Refit: podHandler.Refit,
+		FlatNetwork: opts.Election.PodNetwork == PodNetworkFlat, SealKey: sealKey, Views: gatherer,
 		Reflector:    &copies.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),
 		PerCluster:   opts.Election.proxyWorkersPerCluster(), QuietStart: opts.Election.QuietStart, Clock: opts.Clock, Tracer: tp.Tracer(),
@@ -101,7 +105,7 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 		return fmt.Errorf("setting up the proxy controller: %w", err)
 	}
 	if opts.Election.RebalanceOnReturn {
-		if err := mgr.Add(&rebalance.Rebalancer{Client: mgr.GetClient(), Plan: planner(podHandler), After: opts.Election.RebalanceAfter,
+		if err := mgr.Add(&rebalance.Rebalancer{Client: mgr.GetClient(), Views: gatherer, After: opts.Election.RebalanceAfter,
 			Interval: opts.Election.RebalanceInterval, PerRound: rebalancePerRound, Recorder: mgr.GetEventRecorder(eventSource),
 			Log: log.WithName("rebalance"), Clock: opts.Clock}); err != nil {
 			return fmt.Errorf("adding the rebalancer: %w", err)
@@ -111,15 +115,14 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 }
 
 // addWebhook writes the webhook's certificate and configuration, reads (or makes) the admission
-// seal's key, and registers the pod, DaemonSet and Replicator handlers. It returns the pod
-// handler, whose judgement the proxy reconciler asks again for gated proxies, and the seal's key.
-func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, registry *clusters.Registry, opts Options, tp *tracing.Provider) (*webhook.Handler, seal.Key, error) {
+// seal's key, and registers the pod, DaemonSet and Replicator handlers. It returns the seal's key.
+func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, gatherer *views.Gatherer, opts Options, tp *tracing.Provider) (seal.Key, error) {
 	if err := addCertificates(ctx, mgr, direct, opts); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	sealKey, err := seal.Ensure(ctx, direct, flotillav1.SealSecretName)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var choose func([]int64) int
 	if opts.Election.ProxyPlacement == ProxyPlacementWebhook {
@@ -130,32 +133,28 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, reg
 	proxies := &webhook.ProxyBook{}
 	proxyInformer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("watching proxies: %w", err)
+		return nil, fmt.Errorf("watching proxies: %w", err)
 	}
 	if _, err := proxyInformer.AddEventHandler(proxies); err != nil {
-		return nil, nil, fmt.Errorf("watching proxies: %w", err)
+		return nil, fmt.Errorf("watching proxies: %w", err)
 	}
 	if _, err := mgr.GetCache().GetInformer(ctx, &corev1.Node{}); err != nil {
-		return nil, nil, fmt.Errorf("watching virtual nodes: %w", err)
+		return nil, fmt.Errorf("watching virtual nodes: %w", err)
 	}
 	// Claims and their volumes are read from the cache on every replica (the volume controller,
 	// which also reads them, runs on the leader only).
 	for _, o := range []client.Object{&corev1.PersistentVolumeClaim{}, &corev1.PersistentVolume{}} {
 		if _, err := mgr.GetCache().GetInformer(ctx, o); err != nil {
-			return nil, nil, fmt.Errorf("watching %T: %w", o, err)
+			return nil, fmt.Errorf("watching %T: %w", o, err)
 		}
 	}
 	decoder := admission.NewDecoder(mgr.GetScheme())
 	podHandler := &webhook.Handler{
-		Registry: registry, Options: webhook.Options{AcceptAdmiralty: opts.Election.AcceptAdmiralty, Choose: choose},
-		VirtualNodes: mgr.GetClient(),
-		Spread:       &webhook.Spread{Proxies: proxies, Replica: replicaName(opts.Clock)},
-		Decoder:      decoder, Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
+		Views: gatherer, Options: webhook.Options{AcceptAdmiralty: opts.Election.AcceptAdmiralty, Choose: choose},
+		Spread:  &webhook.Spread{Proxies: proxies, Replica: replicaName(opts.Clock)},
+		Decoder: decoder, Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
 		Claims: mgr.GetClient(), LiveClaims: mgr.GetAPIReader(), LiveReads: rate.NewLimiter(liveClaimReads, 2*liveClaimReads),
 		SealKey: sealKey,
-	}
-	if opts.Clock != nil {
-		podHandler.Now = opts.Clock.Now
 	}
 	server := mgr.GetWebhookServer()
 	// With --webhook-client-names, only the API server is served.
@@ -170,9 +169,9 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, reg
 	server.Register(webhook.ReplicatorPath, callers(&admission.Webhook{Handler: &webhook.ReplicatorHandler{
 		Decoder: decoder, Reviews: direct, Namespaces: mgr.GetAPIReader()}}))
 	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
-		return nil, nil, fmt.Errorf("adding the webhook readiness check: %w", err)
+		return nil, fmt.Errorf("adding the webhook readiness check: %w", err)
 	}
-	return podHandler, sealKey, nil
+	return sealKey, nil
 }
 
 // liveClaimReads is how many claims or volumes per second the pod webhook reads from the API
@@ -219,18 +218,3 @@ const eventSource = "flotilla"
 // rebalancePerRound bounds the evictions of one rebalancer round (--rebalance-interval paces the
 // rounds), besides its one pod per controller.
 const rebalancePerRound = 10
-
-// planner is the webhook's Rebalance over this replica's view of the clusters.
-func planner(h *webhook.Handler) rebalance.Planner {
-	return func(ctx context.Context, pods []*corev1.Pod) ([]placement.Move, error) {
-		views, err := h.Views(ctx)
-		if err != nil {
-			return nil, err
-		}
-		split, err := placement.Rebalance(pods, views)
-		if err != nil {
-			return nil, err
-		}
-		return split.Moves, nil
-	}
-}

@@ -33,8 +33,10 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
 	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/delegates"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
@@ -73,9 +75,9 @@ type Reconciler struct {
 	Reflector *copies.Reflector
 	// FlatNetwork reports delegates' IPs in the proxies' status (--pod-network=flat).
 	FlatNetwork bool
-	// Refit says which clusters fit a proxy the webhook gated because none did (the webhook's
-	// Handler.Refit); nil leaves gated proxies gated.
-	Refit func(ctx context.Context, proxy *corev1.Pod) (feasible []string, why string, err error)
+	// Views gathers the clusters placement.Refit judges a proxy the webhook gated (because none
+	// fitted it) against, as the webhook judged it; nil leaves gated proxies gated.
+	Views *views.Gatherer
 	// SealKey verifies the webhook's seal on a proxy before its delegate is created (pkg/seal):
 	// without it, no delegate is created.
 	SealKey seal.Key
@@ -691,17 +693,21 @@ func gated(proxy *corev1.Pod) bool {
 	})
 }
 
-// placeGated looks again, for a proxy the webhook gated, for the clusters that fit it now (Refit,
-// the webhook's own judgement). None: the proxy stays Pending and unscheduled, says why (not
+// placeGated looks again, for a proxy the webhook gated, for the clusters that fit it now
+// (placement.Refit, the webhook's own judgement). None: the proxy stays Pending and unscheduled, says why (not
 // "room": room is not what it lacks) and is looked at again with a backoff. Some: the proxy gets
 // them as its node affinity, its seal anew and its gate removed, in one update (Kubernetes lets a
 // gated pod's node affinity be set), and the primary's scheduler binds it among them. Only a
 // proxy whose seal verifies is touched: the reconciler never seals what the webhook did not make.
 func (r *Reconciler) placeGated(ctx context.Context, proxy *corev1.Pod) (ctrl.Result, error) {
-	if r.Refit == nil || seal.Verify(r.SealKey, proxy) != nil {
+	if r.Views == nil || seal.Verify(r.SealKey, proxy) != nil {
 		return ctrl.Result{}, nil
 	}
-	feasible, why, err := r.Refit(ctx, proxy)
+	clusters, err := r.Views.Views(ctx)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("gathering the clusters for gated proxy %s/%s: %w", proxy.Namespace, proxy.Name, err)
+	}
+	feasible, why, err := placement.Refit(proxy, clusters)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("placing gated proxy %s/%s: %w", proxy.Namespace, proxy.Name, err)
 	}

@@ -36,7 +36,7 @@ func (r *Returns) Observe(nodes []corev1.Node) {
 		}
 		seen[cluster] = true
 		stamp, ok := n.Annotations[flotillav1.AnnotationBackSince]
-		if failoverTainted(n) || !ok {
+		if placement.FailoverTainted(n.Spec.Taints) || !ok {
 			delete(r.done, cluster) // failed over again (or never): its next return counts
 			continue
 		}
@@ -57,7 +57,7 @@ func (r *Returns) Observe(nodes []corev1.Node) {
 func (r *Returns) Due(nodes []corev1.Node, now time.Time, after time.Duration) map[string]bool {
 	ready := map[string]bool{}
 	for i := range nodes {
-		if nodeReady(&nodes[i]) && !nodes[i].Spec.Unschedulable {
+		if placement.NodeReady(&nodes[i]) && !nodes[i].Spec.Unschedulable {
 			ready[nodes[i].Labels[flotillav1.LabelCluster]] = true
 		}
 	}
@@ -77,24 +77,6 @@ func (r *Returns) Done(cluster string) string {
 	r.done[cluster] = stamp
 	delete(r.back, cluster)
 	return stamp
-}
-
-func failoverTainted(n *corev1.Node) bool {
-	for _, t := range n.Spec.Taints {
-		if t.Key == flotillav1.TaintUnreachable && t.Effect == corev1.TaintEffectNoExecute {
-			return true
-		}
-	}
-	return false
-}
-
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Next is the move of a controller's plan that brings a pod back to a due cluster (nil: none).

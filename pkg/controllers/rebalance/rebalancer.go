@@ -17,18 +17,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
-
-// Planner is the webhook's judgement of a controller's pods: the moves that bring them to the
-// split placement would choose now.
-type Planner func(ctx context.Context, pods []*corev1.Pod) ([]placement.Move, error)
 
 // Rebalancer moves elected pods back to secondaries that returned from a failover.
 type Rebalancer struct {
 	// Client reads the virtual nodes and proxies (the manager's cache) and evicts pods.
 	Client client.Client
-	Plan   Planner
+	// Views gathers the clusters placement.Rebalance plans over, once a round.
+	Views *views.Gatherer
 	// After is how long a returned secondary stays Ready before pods move back to it.
 	After time.Duration
 	// Interval paces the rounds; each evicts at most one pod per controller and PerRound in all.
@@ -84,6 +82,10 @@ func (r *Rebalancer) Round(ctx context.Context) error {
 	if err := r.Client.List(ctx, &proxies, client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
 		return fmt.Errorf("listing proxies: %w", err)
 	}
+	clusters, err := r.Views.Views(ctx)
+	if err != nil {
+		return fmt.Errorf("gathering the clusters: %w", err)
+	}
 	groups, busy := placement.Groups(proxies.Items)
 	uids := make([]types.UID, 0, len(groups))
 	for uid := range groups {
@@ -96,12 +98,12 @@ func (r *Rebalancer) Round(ctx context.Context) error {
 			pending = true
 			break
 		}
-		moves, err := r.Plan(ctx, groups[uid])
+		split, err := placement.Rebalance(groups[uid], clusters)
 		if err != nil {
 			r.Log.Info("Not rebalanced: no plan", "pod", client.ObjectKeyFromObject(groups[uid][0]), "reason", err.Error())
 			continue
 		}
-		m := Next(moves, due)
+		m := Next(split.Moves, due)
 		if m == nil {
 			continue
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -22,6 +21,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
@@ -47,6 +47,9 @@ type Reconciler struct {
 	// SealKey verifies that a proxy which would take a claim to a fresh cluster was made by the
 	// webhook (flotilla.dev/seal).
 	SealKey seal.Key
+	// Views gathers the clusters as placement sees them: whether the cluster holding a claim's
+	// data is lost (failover-tainted or draining). Nil: never.
+	Views *views.Gatherer
 	// forwarded remembers, per primary claim UID, the count of each of the real claim's Warning
 	// Events already shown (by Event UID): while it is unbound or resizing, and after, once one
 	// was shown, until the claim is released.
@@ -147,20 +150,14 @@ func (r *Reconciler) mirrorConditions(ctx context.Context, pvc, real *corev1.Per
 // lost says whether a cluster's virtual node carries the failover taint, or is being drained
 // (flotilla.dev/draining): a pod that chose recreate may then start afresh elsewhere.
 func (r *Reconciler) lost(ctx context.Context, cluster string) (bool, error) {
-	var n corev1.Node
-	err := r.Client.Get(ctx, client.ObjectKey{Name: flotillav1.VirtualNodeName(cluster)}, &n)
-	if apierrors.IsNotFound(err) {
+	if r.Views == nil {
 		return false, nil
 	}
+	v, ok, err := r.Views.View(ctx, cluster)
 	if err != nil {
-		return false, fmt.Errorf("reading the virtual node of %s: %w", cluster, err)
+		return false, fmt.Errorf("gathering cluster %s: %w", cluster, err)
 	}
-	if _, draining := n.Annotations[flotillav1.AnnotationDraining]; draining {
-		return true, nil
-	}
-	return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool {
-		return t.Key == flotillav1.TaintUnreachable && t.Effect == corev1.TaintEffectNoExecute
-	}), nil
+	return ok && (v.Draining || v.FailoverTainted), nil
 }
 
 func (r *Reconciler) sealed(p *corev1.Pod) bool { return seal.Verify(r.SealKey, p) == nil }

@@ -1,0 +1,99 @@
+// Package views gathers what placement judges by (placement.ClusterView): each usable
+// secondary's health, labels and nodes with their free resources, from the cluster registry's
+// snapshots, and its virtual node's cordon, taints, failover taint and drain mark, from the
+// primary's cache. The webhook, the proxy reconciler, the rebalancer and the volume controller
+// read the same views through one Gatherer, and judge with pkg/placement.
+package views
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
+)
+
+// Registry is what the gatherer reads of the cluster registry.
+type Registry interface {
+	Snapshots() []clusters.Snapshot
+}
+
+// Gatherer builds the cluster views of this replica.
+type Gatherer struct {
+	Registry Registry
+	// VirtualNodes reads the clusters' virtual nodes (the manager's cache): a cordoned or tainted
+	// one takes no new proxy (nil: not read).
+	VirtualNodes client.Reader
+	// Clock is what a virtual node's failover taint is measured against (nil: the real clock).
+	Clock clock.PassiveClock
+}
+
+// Views is every usable secondary as placement sees it now, its virtual node included.
+func (g *Gatherer) Views(ctx context.Context) ([]placement.ClusterView, error) {
+	views := FromSnapshots(g.Registry.Snapshots())
+	if g.VirtualNodes == nil {
+		return views, nil
+	}
+	now := g.now()
+	for i := range views {
+		var n corev1.Node
+		err := g.VirtualNodes.Get(ctx, client.ObjectKey{Name: flotillav1.VirtualNodeName(views[i].Name)}, &n)
+		if apierrors.IsNotFound(err) {
+			continue // not made yet: nothing of the user's to respect
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading virtual node %s: %w", flotillav1.VirtualNodeName(views[i].Name), err)
+		}
+		placement.WithVirtualNode(&views[i], &n, now)
+	}
+	return views, nil
+}
+
+// View is one cluster's view (false: it is not a usable secondary).
+func (g *Gatherer) View(ctx context.Context, name string) (placement.ClusterView, bool, error) {
+	all, err := g.Views(ctx)
+	if err != nil {
+		return placement.ClusterView{}, false, err
+	}
+	for _, v := range all {
+		if v.Name == name {
+			return v, true, nil
+		}
+	}
+	return placement.ClusterView{}, false, nil
+}
+
+func (g *Gatherer) now() time.Time {
+	if g.Clock == nil {
+		return time.Now()
+	}
+	return g.Clock.Now()
+}
+
+// FromSnapshots turns registry snapshots into cluster views, without their virtual nodes: the
+// usable secondaries, Ready once running with their capacity known.
+func FromSnapshots(snaps []clusters.Snapshot) []placement.ClusterView {
+	var out []placement.ClusterView
+	for _, s := range snaps {
+		if !s.UsableSecondary() {
+			continue
+		}
+		v := placement.ClusterView{Name: s.Name, Ready: s.Status == flotillav1.ClusterRunning && s.CapacitySynced,
+			Reason: s.Reason, Labels: s.VirtualNodeLabels(), NoClaims: s.StorageClass == clusters.StorageClassNone}
+		if v.Ready || s.Reason == "" {
+			v.Reason = "capacity not known yet"
+		}
+		for _, n := range s.Capacity.Nodes {
+			v.Nodes = append(v.Nodes, placement.NodeView{Name: n.Name, Labels: n.Labels, Taints: n.Taints, Free: n.Free})
+		}
+		out = append(out, v)
+	}
+	return out
+}
