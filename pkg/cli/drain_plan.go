@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -156,15 +157,10 @@ func refusal(pod *corev1.Pod, in drainInput) string {
 		return "no controller owns it: evicted, it would be gone for good rather than re-created in another cluster " +
 			"(--force evicts it anyway)"
 	}
-	if in.dropData || pod.Annotations[flotillav1.AnnotationOnVolumeClusterLoss] == flotillav1.OnVolumeClusterLossRecreate {
+	if in.dropData {
 		return ""
 	}
-	var held []string
-	for _, claim := range translate.Claims(&pod.Spec) {
-		if in.claimClusters[pod.Namespace+"/"+claim] == in.cluster {
-			held = append(held, claim)
-		}
-	}
+	held := placement.DataHeldIn(pod, in.claimClusters, in.cluster)
 	if len(held) == 0 {
 		return ""
 	}

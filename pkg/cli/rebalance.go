@@ -10,19 +10,16 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
-	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // rebalanceOptions are `rebalance`'s flags.
@@ -147,18 +144,19 @@ func planRebalance(ctx context.Context, primary client.Client, namespace string,
 			chosen = append(chosen, p)
 		}
 	}
-	views, err := virtualNodeViews(ctx, primary)
+	views, err := virtualNodeViews(ctx, primary, time.Now())
 	if err != nil {
 		return nil, nil, err
 	}
 	groups, busyUIDs := placement.Groups(chosen)
 	var plans []controllerPlan
 	for uid, group := range groups {
-		feasible, weights, err := feasibleClusters(group, views)
+		// The manager's rebalancer plans with the same judgement (placement.Rebalance).
+		split, err := placement.Rebalance(group, views)
 		if err != nil {
 			return nil, nil, fmt.Errorf("planning %s: %w", controllerName(group[0]), err)
 		}
-		plans = append(plans, controllerPlan{name: controllerName(group[0]), uid: uid, split: placement.Plan(group, feasible, weights)})
+		plans = append(plans, controllerPlan{name: controllerName(group[0]), uid: uid, split: split})
 	}
 	sort.Slice(plans, func(i, j int) bool { return plans[i].name < plans[j].name })
 	var busy []string
@@ -179,58 +177,10 @@ func controllerName(p *corev1.Pod) string {
 	return fmt.Sprintf("%s/%s %s", p.Namespace, strings.ToLower(ref.Kind), ref.Name)
 }
 
-// clusterView is a cluster as its virtual node and ClusterDetector show it.
-type clusterView struct {
-	name            string
-	labels          map[string]string
-	ready, cordoned bool
-	taints          []corev1.Taint
-	// noClaims: its registration takes no claims of class flotilla.
-	noClaims bool
-}
-
-// feasibleClusters are the clusters a controller's pods may go to now as their virtual nodes show
-// them (the pods' own choice of clusters and weights; Ready, not cordoned, no taint their proxies
-// do not tolerate; taking claims if they use some), and the pods' weights. The pods' constraints
-// on the secondaries' nodes are the webhook's to judge.
-func feasibleClusters(group []*corev1.Pod, views []clusterView) ([]string, map[string]int64, error) {
-	tmpl := group[0]
-	for _, p := range group {
-		if !placement.Pinned(p) {
-			tmpl = p
-			break
-		}
-	}
-	known := make([]string, 0, len(views))
-	named := make([]placement.Cluster, 0, len(views))
-	for _, v := range views {
-		known = append(known, v.name)
-		named = append(named, placement.Cluster{Name: v.name, Labels: v.labels})
-	}
-	weights, err := placement.Weights(tmpl, known)
-	if err != nil {
-		return nil, nil, err
-	}
-	chosen, err := placement.Chosen(tmpl, named, weights)
-	if err != nil {
-		return nil, nil, err
-	}
-	claims := len(translate.VolumeClaims(tmpl)) > 0
-	var feasible []string
-	for _, v := range views {
-		if !chosen[v.name] || !v.ready || v.cordoned || (claims && v.noClaims) {
-			continue
-		}
-		if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), v.taints, tmpl.Spec.Tolerations, placement.Scheduling, false); untolerated {
-			continue
-		}
-		feasible = append(feasible, v.name)
-	}
-	return feasible, weights, nil
-}
-
-// virtualNodeViews is the clusters as their virtual nodes and ClusterDetectors show them.
-func virtualNodeViews(ctx context.Context, primary client.Client) ([]clusterView, error) {
+// virtualNodeViews is the clusters as their virtual nodes and ClusterDetectors show them, for
+// placement to judge: no node detail (NodesUnknown), so the pods' constraints on the secondaries'
+// nodes and their room are the secondaries' to judge.
+func virtualNodeViews(ctx context.Context, primary client.Client, now time.Time) ([]placement.ClusterView, error) {
 	var nodes corev1.NodeList
 	if err := primary.List(ctx, &nodes, client.HasLabels{flotillav1.LabelCluster}); err != nil {
 		return nil, fmt.Errorf("listing virtual nodes: %w", err)
@@ -243,17 +193,14 @@ func virtualNodeViews(ctx context.Context, primary client.Client) ([]clusterView
 	for _, d := range detectors.Items {
 		noClaims[d.Name] = d.Status.StorageClass == clusters.StorageClassNone
 	}
-	var views []clusterView
-	for _, n := range nodes.Items {
+	views := make([]placement.ClusterView, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
 		cluster := n.Labels[flotillav1.LabelCluster]
-		ready := false
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				ready = c.Status == corev1.ConditionTrue
-			}
-		}
-		views = append(views, clusterView{name: cluster, labels: n.Labels, ready: ready, cordoned: n.Spec.Unschedulable,
-			taints: n.Spec.Taints, noClaims: noClaims[cluster]})
+		v := placement.ClusterView{Name: cluster, Labels: n.Labels, Ready: placement.NodeReady(n), Reason: "its virtual node is not Ready",
+			NoClaims: noClaims[cluster], NodesUnknown: true}
+		placement.WithVirtualNode(&v, n, now)
+		views = append(views, v)
 	}
 	return views, nil
 }

@@ -1,6 +1,20 @@
-// Package placement holds the pure rules of where elected pods go that more than one part of
-// Flotilla applies: which clusters a pod chose (flotilla.dev/clusters, cluster-selector,
-// cluster-weights), how a controller's pods split over clusters, and which moves bring them to
-// that split. The webhook judges with them at admission and in a rebalance, over its full view of
-// every secondary's nodes; flotillactl judges with them over the virtual nodes. No I/O.
+// Package placement owns every judgement of where an elected pod may go, for the webhook, the
+// proxy reconciler, the rebalancer, the volume controller and flotillactl alike: pure functions
+// over the clusters as they are seen (ClusterView, NodeView, ClaimView), no I/O.
+//
+//   - view.go: the views, and the facts read off a virtual node (WithVirtualNode, NodeReady,
+//     FailoverTainted, UnreachableFor).
+//   - choose.go: the clusters a pod chose (flotilla.dev/clusters, cluster-selector,
+//     cluster-weights: Chosen, Weights, ClusterWeights) and its spread over clusters.
+//   - fit.go: the clusters it fits now, those it waits for, and why none fits (per cluster and per
+//     node), the data of its claims deciding.
+//   - decide.go: the whole decision at admission (Decide), Refit of a gated proxy, the next
+//     cluster of a weighted split (WeightedNext), the random choice by free CPU.
+//   - proxy.go: what a proxy carries: its failover bound and tolerations, the constraints kept
+//     for its delegate, the data cluster of its claims, and every Rejection text.
+//   - split.go, rebalance.go: a controller's split over clusters and the moves to it (Plan),
+//     planned over the views (Rebalance).
+//
+// The views are gathered by pkg/clusters/views in the manager, and from the virtual nodes by
+// flotillactl (NodesUnknown: no node detail there).
 package placement

@@ -118,6 +118,9 @@ func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.Resourc
 	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), cl.Taints, ProxyTolerations(0), Scheduling, false); untolerated {
 		return fmt.Sprintf("its virtual node has taint %s", t.ToString()), true
 	}
+	if cl.NodesUnknown {
+		return "", false
+	}
 	if len(cl.Nodes) == 0 {
 		return errNoNode.Error(), true
 	}

@@ -125,3 +125,19 @@ func DataCluster(pod *corev1.Pod, claims map[string]ClaimView) (claim, cluster s
 	}
 	return claim, cluster, nil
 }
+
+// DataHeldIn are the pod's claims whose data is in cluster (claimClusters: each claim's cluster, by
+// namespace/name), which keep the pod there: none for a pod that chose to start afresh elsewhere
+// (flotilla.dev/on-volume-cluster-loss: recreate).
+func DataHeldIn(pod *corev1.Pod, claimClusters map[string]string, cluster string) []string {
+	if translate.RecreatesOnVolumeClusterLoss(pod) {
+		return nil
+	}
+	var held []string
+	for _, claim := range translate.Claims(&pod.Spec) {
+		if claimClusters[pod.Namespace+"/"+claim] == cluster {
+			held = append(held, claim)
+		}
+	}
+	return held
+}

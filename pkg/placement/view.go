@@ -34,6 +34,9 @@ type ClusterView struct {
 	// it does not): a pod that would rather start afresh than wait for its data there
 	// (flotilla.dev/on-volume-cluster-loss: recreate) leaves it once this reaches its failover bound.
 	UnreachableFor time.Duration
+	// NodesUnknown: the view has no node detail (flotillactl sees the virtual nodes only), so a
+	// cluster that passes the cluster-level checks fits; the secondary's scheduler judges the rest.
+	NodesUnknown bool
 	// FailoverTainted: the cluster's virtual node carries the failover taint, stamped or not.
 	FailoverTainted bool
 	// Draining: `flotillactl cluster drain` is moving the cluster's pods away (its virtual node's

@@ -1,6 +1,7 @@
 package placement_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
+	"github.com/flotilla-dev/flotilla/pkg/placement/placementtest"
 )
 
 func TestUnreachableForReadsTheFailoverTaintsStamp(t *testing.T) {
@@ -25,5 +27,41 @@ func TestUnreachableForReadsTheFailoverTaintsStamp(t *testing.T) {
 		if got := placement.UnreachableFor(tc.taints, now); got != tc.want {
 			t.Errorf("placement.UnreachableFor(%v) = %s, want %s", tc.taints, got, tc.want)
 		}
+	}
+}
+
+// Without node detail (flotillactl's view), a cluster that passes the cluster-level checks fits:
+// the same judgement, its node-level part left to the secondary.
+func TestNodesUnknownJudgesTheClusterOnly(t *testing.T) {
+	vnode := func(name string) placement.ClusterView {
+		return placement.ClusterView{Name: name, Ready: true, Labels: map[string]string{flotillav1.LabelCluster: name}, NodesUnknown: true}
+	}
+	away := vnode("asia")
+	away.Ready, away.Reason = false, "its virtual node is not Ready"
+	tainted := vnode("mars")
+	tainted.Taints = []corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}
+	pod := placementtest.Elected(placementtest.CPU("64"), func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "ssd"} })
+	feasible, why, err := placement.Refit(pod, []placement.ClusterView{vnode("eu"), away, tainted, placementtest.TwoClusters()[1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(feasible, []string{"eu"}) {
+		t.Errorf("feasible %v, want [eu]: asia is away, mars tainted, us has node detail and no ssd node (why: %s)", feasible, why)
+	}
+}
+
+func TestDataHeldIn(t *testing.T) {
+	claims := map[string]string{"demo/a": "eu", "demo/b": "us", "other/a": "eu"}
+	pod := placementtest.Elected(placementtest.WithClaims("a", "b"))
+	if got := placement.DataHeldIn(pod, claims, "eu"); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("held in eu: %v, want [a]", got)
+	}
+	if got := placement.DataHeldIn(pod, claims, "asia"); len(got) != 0 {
+		t.Errorf("held in asia: %v, want none", got)
+	}
+	recreate := placementtest.Elected(placementtest.WithClaims("a"),
+		placementtest.Annotate(flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossRecreate))
+	if got := placement.DataHeldIn(recreate, claims, "eu"); len(got) != 0 {
+		t.Errorf("a pod that chose recreate is held by nothing: %v", got)
 	}
 }

@@ -27,6 +27,10 @@ probes=(
 	"pkg/controllers/namespace|$module/$target|layer5-controllers-apart"
 	"webhook|$module/$target|layer5-webhook"
 	"pkg/cli|$module/$target|layer7-cli"
+	"pkg/controllers/rebalance|$module/webhook|layer5-controllers"
+	"pkg/placement|sigs.k8s.io/controller-runtime/pkg/client|layer2-core-pure"
+	"pkg/clusters/views|$module/$target|layer3-infrastructure"
+	"pkg/controllers/volume|$module/pkg/placement/placementtest|placement-fixtures"
 )
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/flotilla-layers.XXXXXX")
