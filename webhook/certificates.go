@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/flotilla-dev/flotilla/internal/clocks"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 )
@@ -63,12 +64,7 @@ func (c *Certificates) Start(ctx context.Context) error {
 	return nil
 }
 
-func (c *Certificates) now() time.Time {
-	if c.Clock == nil {
-		return clock.RealClock{}.Now()
-	}
-	return c.Clock.Now()
-}
+func (c *Certificates) now() time.Time { return clocks.Now(c.Clock) }
 
 // Ensure makes the CA, a serving certificate (renewed at two thirds of its life) and the webhook
 // configuration exist. It is called before the webhook server starts and then periodically.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/internal/clocks"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
@@ -224,12 +225,7 @@ type recentAdmission struct {
 	at      time.Time
 }
 
-func (s *Spread) now() time.Time {
-	if s.Clock == nil {
-		return clock.RealClock{}.Now()
-	}
-	return s.Clock.Now()
-}
+func (s *Spread) now() time.Time { return clocks.Now(s.Clock) }
 
 func (s *Spread) window() time.Duration {
 	if s.Window > 0 {

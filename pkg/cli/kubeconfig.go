@@ -11,23 +11,18 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
-
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
+// cliScheme is the registry's (clusters.NewScheme), and the CRDs that `doctor` and `uninstall` read.
 var cliScheme = func() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(flotillav1.AddToScheme(s))
-	utilruntime.Must(mcsv1beta1.Install(s))
+	s := clusters.NewScheme()
 	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }()

@@ -6,6 +6,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 // Capacity is what a secondary offers, computed from its nodes and pods.
@@ -80,12 +81,7 @@ func usableNode(n *corev1.Node) bool {
 	if n.Spec.Unschedulable || n.Labels[flotillav1.LabelNodeType] == flotillav1.NodeTypeVirtualKubelet {
 		return false
 	}
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	return placement.NodeReady(n)
 }
 
 // ComputeCapacity computes a secondary's capacity as DESIGN.md's formula says: requests as the

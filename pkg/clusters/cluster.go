@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -110,19 +111,18 @@ type cluster struct {
 	done         chan struct{}
 }
 
-var flotillaScheme = func() *runtime.Scheme {
+// NewScheme knows every kind Flotilla reads or writes in a cluster: client-go's, Flotilla's own
+// and the Multi-Cluster Services API's. The registry's clients, the manager's and flotillactl's
+// start from it.
+func NewScheme() *runtime.Scheme {
 	s := runtime.NewScheme()
-	if err := flotillav1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := mcsv1beta1.Install(s); err != nil {
-		panic(err)
-	}
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(flotillav1.AddToScheme(s))
+	utilruntime.Must(mcsv1beta1.Install(s))
 	return s
-}()
+}
+
+var flotillaScheme = NewScheme()
 
 func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config) *cluster {
 	c := &cluster{registry: r, name: name, entry: entry}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -14,46 +13,30 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/internal/clientca"
+	"github.com/flotilla-dev/flotilla/internal/kubeletports"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 )
 
-// PortRange is the range the virtual nodes' kubelet ports are given from: First, First+1, ...
-// Count of them.
-type PortRange struct {
-	First, Count int32
-}
-
-// Contains says whether p is one of the range's ports.
-func (r PortRange) Contains(p int32) bool {
-	return r.Count > 0 && p >= r.First && p-r.First < r.Count
-}
+// PortRange is the range the virtual nodes' kubelet ports are given from (kubeletports.Range).
+type PortRange = kubeletports.Range
 
 // ServedPorts is which virtual node each port serves: every virtual node (one of Flotilla's,
 // labelled with its cluster) advertising a port of r. A port two nodes advertise serves the first
 // by name, as package virtualnode gives it (AllocatePorts).
 func ServedPorts(nodes []corev1.Node, r PortRange) map[int32]*corev1.Node {
-	sorted := make([]*corev1.Node, 0, len(nodes))
+	advertised := map[string]int32{}
+	byName := map[string]*corev1.Node{}
 	for i := range nodes {
-		sorted = append(sorted, &nodes[i])
-	}
-	slices.SortFunc(sorted, func(a, b *corev1.Node) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
-	out := map[int32]*corev1.Node{}
-	for _, n := range sorted {
+		n := &nodes[i]
 		_, virtual := flotillav1.ClusterOfNode(n.Name)
-		_, labelled := n.Labels[flotillav1.LabelCluster]
-		p := n.Status.DaemonEndpoints.KubeletEndpoint.Port
-		if _, taken := out[p]; virtual && labelled && r.Contains(p) && !taken {
-			out[p] = n
+		if _, labelled := n.Labels[flotillav1.LabelCluster]; virtual && labelled {
+			advertised[n.Name], byName[n.Name] = n.Status.DaemonEndpoints.KubeletEndpoint.Port, n
 		}
+	}
+	out := map[int32]*corev1.Node{}
+	for p, name := range kubeletports.Holders(advertised, r) {
+		out[p] = byName[name]
 	}
 	return out
 }

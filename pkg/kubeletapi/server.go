@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/internal/clientca"
+	"github.com/flotilla-dev/flotilla/internal/clocks"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
@@ -90,12 +91,7 @@ type Server struct {
 }
 
 // now is the server's clock.
-func (k *Server) now() time.Time {
-	if k.Clock == nil {
-		return time.Now()
-	}
-	return k.Clock.Now()
-}
+func (k *Server) now() time.Time { return clocks.Now(k.Clock) }
 
 // NeedLeaderElection says no: every replica serves the kubelet API.
 func (k *Server) NeedLeaderElection() bool { return false }

@@ -12,9 +12,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -22,11 +20,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	ctrlwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
-	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
-
 	"github.com/flotilla-dev/flotilla/internal/apicalls"
 	"github.com/flotilla-dev/flotilla/internal/clientca"
-	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/version"
@@ -54,14 +49,9 @@ func (m *Manager) Start(ctx context.Context) error {
 	return errors.Join(err, m.Tracing.Shutdown(flush))
 }
 
-// NewScheme knows the core kinds and Flotilla's.
-func NewScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(s))
-	utilruntime.Must(flotillav1.AddToScheme(s))
-	utilruntime.Must(mcsv1beta1.Install(s))
-	return s
-}
+// NewScheme knows the core kinds, Flotilla's and the Multi-Cluster Services API's (the
+// registry's scheme, clusters.NewScheme).
+func NewScheme() *runtime.Scheme { return clusters.NewScheme() }
 
 // New builds the manager for the primary that cfg reaches: its caches, the registry, every
 // controller, the webhook, the virtual nodes and their kubelet API, and the health and readiness

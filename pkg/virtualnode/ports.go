@@ -1,22 +1,15 @@
 package virtualnode
 
 import (
-	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/flotilla-dev/flotilla/internal/kubeletports"
 )
 
-// PortRange is where the virtual nodes' kubelet ports come from: First, First+1, ... Count of
-// them, one per virtual node. Count 0: no kubelet API (every node advertises port 0).
-type PortRange struct {
-	First, Count int32
-}
-
-// Contains says whether p is one of the range's ports.
-func (r PortRange) Contains(p int32) bool {
-	return r.Count > 0 && p >= r.First && p-r.First < r.Count
-}
+// PortRange is where the virtual nodes' kubelet ports come from (kubeletports.Range).
+type PortRange = kubeletports.Range
 
 // AllocatePorts gives each node of want a kubelet port of r. A node keeps the port it advertises
 // (held: its Node object says it, so every replica serves it there and a restart changes
@@ -27,14 +20,7 @@ func (r PortRange) Contains(p int32) bool {
 // held is every virtual node's advertised port, including nodes not in want (a secondary away
 // keeps its node, and its port).
 func AllocatePorts(held map[string]int32, want []string, r PortRange) map[string]int32 {
-	taken := map[int32]string{}
-	for _, name := range slices.Sorted(maps.Keys(held)) {
-		if p := held[name]; r.Contains(p) {
-			if _, dup := taken[p]; !dup {
-				taken[p] = name
-			}
-		}
-	}
+	taken := kubeletports.Holders(held, r)
 	out := make(map[string]int32, len(want))
 	var rest []string
 	for _, name := range want {

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 // NodeSize is the capacity of each fake node.
@@ -120,14 +122,7 @@ func waitNodesReady(ctx context.Context, c *Cluster) error {
 }
 
 // NodeReady says whether a node's Ready condition is True.
-func NodeReady(n *corev1.Node) bool {
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
+func NodeReady(n *corev1.Node) bool { return placement.NodeReady(n) }
 
 // WaitWorking waits until a cluster's controllers work again, not only its API server: a new
 // namespace gets its default ServiceAccount (kube-controller-manager) and a pod is scheduled

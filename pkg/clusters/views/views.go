@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/internal/clocks"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
@@ -70,12 +71,7 @@ func (g *Gatherer) View(ctx context.Context, name string) (placement.ClusterView
 	return placement.ClusterView{}, false, nil
 }
 
-func (g *Gatherer) now() time.Time {
-	if g.Clock == nil {
-		return time.Now()
-	}
-	return g.Clock.Now()
-}
+func (g *Gatherer) now() time.Time { return clocks.Now(g.Clock) }
 
 // FromSnapshots turns registry snapshots into cluster views, without their virtual nodes: the
 // usable secondaries, Ready once running with their capacity known.

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
+	"github.com/flotilla-dev/flotilla/internal/clocks"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/delegates"
@@ -51,12 +52,7 @@ type Cleanup struct {
 }
 
 // now is the cleanup's clock.
-func (c *Cleanup) now() time.Time {
-	if c.Clock == nil {
-		return time.Now()
-	}
-	return c.Clock.Now()
-}
+func (c *Cleanup) now() time.Time { return clocks.Now(c.Clock) }
 
 // NeedLeaderElection says yes: one replica deletes.
 func (c *Cleanup) NeedLeaderElection() bool { return true }

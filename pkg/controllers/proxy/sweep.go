@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/flotilla-dev/flotilla/internal/clocks"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/delegates"
@@ -104,12 +105,7 @@ func (s *Sweeper) orphan(ctx context.Context, d *corev1.Pod) bool {
 	return err == nil && string(proxy.UID) != want
 }
 
-func (s *Sweeper) now() time.Time {
-	if s.Clock == nil {
-		return time.Now()
-	}
-	return s.Clock.Now()
-}
+func (s *Sweeper) now() time.Time { return clocks.Now(s.Clock) }
 
 // sweepGrace is the grace period of a swept delegate: none for an at-least-once one (its proxy is
 // gone, a replacement may already run, the delegate is a duplicate); its own for an at-most-once

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/internal/clocks"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
@@ -42,12 +43,7 @@ type Rebalancer struct {
 // NeedLeaderElection says yes: one replica evicts.
 func (r *Rebalancer) NeedLeaderElection() bool { return true }
 
-func (r *Rebalancer) now() time.Time {
-	if r.Clock == nil {
-		return time.Now()
-	}
-	return r.Clock.Now()
-}
+func (r *Rebalancer) now() time.Time { return clocks.Now(r.Clock) }
 
 // Start runs a round every Interval until ctx ends.
 func (r *Rebalancer) Start(ctx context.Context) error {

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/flotilla-dev/flotilla/internal/clocks"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/ssa"
@@ -71,12 +72,7 @@ type Reconciler struct {
 func (r *Reconciler) resync() time.Duration { return cmp.Or(r.Resync, DefaultResync) }
 
 // now is the reconciler's clock.
-func (r *Reconciler) now() time.Time {
-	if r.Clock == nil {
-		return time.Now()
-	}
-	return r.Clock.Now()
-}
+func (r *Reconciler) now() time.Time { return clocks.Now(r.Clock) }
 
 func (r *Reconciler) retry() time.Duration { return cmp.Or(r.Retry, DefaultRetry) }
 

@@ -30,6 +30,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 // Scheme knows the core kinds, Flotilla's and the MCS API's.
@@ -149,11 +150,7 @@ func (c *Cluster) LiftNotReadyTaint(ctx context.Context, name string) error {
 	if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, &node); err != nil {
 		return fmt.Errorf("getting node %s in %s: %w", name, c.Name, err)
 	}
-	ready := false
-	for _, cond := range node.Status.Conditions {
-		ready = ready || cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue
-	}
-	if !ready {
+	if !placement.NodeReady(&node) {
 		return fmt.Errorf("node %s in %s is not Ready", name, c.Name)
 	}
 	taints := node.Spec.Taints[:0]
