@@ -1,6 +1,12 @@
 package clusters
 
 import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -56,4 +62,14 @@ func (r *Registry) Secondary(name string) (Secondary, bool) {
 	defer c.mu.Unlock()
 	return Secondary{Name: name, Client: c.ctrl, Clientset: c.client, Config: c.config, OwnerUID: c.ownerUID,
 		Running: c.state.Status == flotillav1.ClusterRunning, remote: c.remote}, true
+}
+
+// EventsOf lists the secondary's Events about one of its objects, by its UID (one list, on the
+// involvedObject.uid field the API server indexes), for a controller to show them in the primary.
+func (s Secondary) EventsOf(ctx context.Context, namespace string, uid types.UID) ([]corev1.Event, error) {
+	var evs corev1.EventList
+	if err := s.Client.List(ctx, &evs, client.InNamespace(namespace), client.MatchingFields{"involvedObject.uid": string(uid)}); err != nil {
+		return nil, fmt.Errorf("listing the Events of %s in %s: %w", uid, s.Name, err)
+	}
+	return evs.Items, nil
 }

@@ -9,10 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/internal/eventwriter"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
-	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 const (
@@ -200,11 +199,9 @@ func (r *Reconciler) forwardEvents(ctx context.Context, sec clusters.Secondary, 
 	if !r.events.allow(sec.Name) {
 		return r.events.deferLook(proxy)
 	}
-	var evs corev1.EventList
-	if err := sec.Client.List(ctx, &evs, client.InNamespace(delegate.Namespace),
-		client.MatchingFields{"involvedObject.uid": string(delegate.UID)}); err == nil {
-		for _, e := range r.events.fresh(proxy, evs.Items, r.now()) {
-			r.Recorder.Eventf(proxy, translate.EventOrigin(&e), e.Type, e.Reason, "Delegate", "In cluster %s: %s", sec.Name, e.Message)
+	if evs, err := sec.EventsOf(ctx, delegate.Namespace, delegate.UID); err == nil {
+		for _, e := range r.events.fresh(proxy, evs, r.now()) {
+			eventwriter.Forward(r.Recorder, proxy, sec.Name, "Delegate", &e)
 		}
 	}
 	// Events are best effort: a failed list is tried again at the next look.

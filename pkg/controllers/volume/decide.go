@@ -189,7 +189,7 @@ func resizeConditions(real *corev1.PersistentVolumeClaim, cluster string) []core
 	out := make([]corev1.PersistentVolumeClaimCondition, 0, len(real.Status.Conditions))
 	for _, c := range real.Status.Conditions {
 		if c.Message != "" {
-			c.Message = "In cluster " + cluster + ": " + c.Message
+			c.Message = translate.InCluster(cluster, c.Message)
 		}
 		out = append(out, c)
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
+	"github.com/flotilla-dev/flotilla/internal/eventwriter"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
@@ -191,19 +192,19 @@ func (r *Reconciler) forwardEvents(ctx context.Context, sec clusters.Secondary, 
 	if r.Recorder == nil || real.UID == "" {
 		return
 	}
-	var evs corev1.EventList
-	if err := sec.Client.List(ctx, &evs, client.InNamespace(real.Namespace), client.MatchingFields{"involvedObject.uid": string(real.UID)}); err != nil {
+	evs, err := sec.EventsOf(ctx, real.Namespace, real.UID)
+	if err != nil {
 		return // best effort: looked at again at the next pass
 	}
 	v, _ := r.forwarded.LoadOrStore(pvc.UID, map[types.UID]int32{})
 	seen := v.(map[types.UID]int32) // one claim is reconciled by one worker at a time
-	for _, e := range evs.Items {
+	for _, e := range evs {
 		count := max(e.Count, 1)
 		if e.Type != corev1.EventTypeWarning || seen[e.UID] >= count {
 			continue
 		}
 		seen[e.UID] = count
-		r.Recorder.Eventf(pvc, translate.EventOrigin(&e), corev1.EventTypeWarning, e.Reason, action, "In cluster %s: %s", sec.Name, e.Message)
+		eventwriter.Forward(r.Recorder, pvc, sec.Name, action, &e)
 	}
 }
 
