@@ -16,10 +16,13 @@ type Rejection struct{ Message string }
 
 func (r *Rejection) Error() string { return r.Message }
 
+// Rejectf is a Rejection whose message is formatted as fmt.Sprintf does.
 func Rejectf(format string, args ...any) *Rejection {
 	return &Rejection{Message: fmt.Sprintf(format, args...)}
 }
 
+// FailoverSeconds is the pod's failover bound (flotilla.dev/failover-seconds, else the default):
+// how long its proxy tolerates its cluster's failover taint before it is evicted.
 func FailoverSeconds(pod *corev1.Pod) (int64, error) {
 	v, ok := pod.Annotations[flotillav1.AnnotationFailoverSeconds]
 	if !ok {
@@ -55,6 +58,9 @@ func CheckOnVolumeClusterLoss(pod *corev1.Pod) error {
 		flotillav1.AnnotationOnVolumeClusterLoss, flotillav1.OnVolumeClusterLossWait, flotillav1.OnVolumeClusterLossRecreate, v)
 }
 
+// DelegateConstraints are the pod's scheduling constraints that its delegate gets in its
+// secondary: its node selector, affinity, host network and ports, the spreads not over clusters,
+// and its tolerations but those of the primary's own node taints, which are the proxy's.
 func DelegateConstraints(pod *corev1.Pod) translate.Constraints {
 	c := translate.Constraints{NodeSelector: pod.Spec.NodeSelector, Affinity: pod.Spec.Affinity, HostNetwork: pod.Spec.HostNetwork}
 	for _, t := range pod.Spec.TopologySpreadConstraints {
@@ -86,6 +92,8 @@ func DelegateConstraints(pod *corev1.Pod) translate.Constraints {
 	return c
 }
 
+// ProxyTolerations are what every proxy tolerates: the virtual node's own taint, the primary's
+// not-ready and unreachable taints for ever, and the failover taint for the pod's failover bound.
 func ProxyTolerations(failover int64) []corev1.Toleration {
 	return []corev1.Toleration{
 		{Key: flotillav1.TaintVirtualNode, Operator: corev1.TolerationOpEqual, Value: flotillav1.TaintVirtualNodeValue, Effect: corev1.TaintEffectNoSchedule},
@@ -97,7 +105,7 @@ func ProxyTolerations(failover int64) []corev1.Toleration {
 	}
 }
 
-// dataCluster refuses a claim whose storage cannot follow the pod (another class than flotilla)
+// DataCluster refuses a claim whose storage cannot follow the pod (another class than flotilla)
 // and returns the claim whose data decides the pod's cluster, and that cluster ("" when no claim
 // is bound yet). Claims bound in two clusters cannot both be reached: refused.
 func DataCluster(pod *corev1.Pod, claims map[string]ClaimView) (claim, cluster string, err error) {

@@ -1,7 +1,6 @@
 package views
 
 import (
-	"context"
 	"testing"
 	"time"
 
@@ -72,7 +71,7 @@ func TestGathererReadsTheVirtualNodes(t *testing.T) {
 	).Build()
 	g := &Gatherer{Registry: snapshots{secondary("eu", nil), secondary("us", nil), secondary("asia", nil)}, VirtualNodes: reader,
 		Clock: clocktesting.NewFakePassiveClock(now)}
-	views, err := g.Views(context.Background())
+	views, err := g.Views(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +84,11 @@ func TestGathererReadsTheVirtualNodes(t *testing.T) {
 	if asia := views[2]; asia.Cordoned || asia.FailoverTainted || asia.Draining || len(asia.Taints) != 0 {
 		t.Errorf("asia, no virtual node yet: %+v", asia)
 	}
-	v, ok, err := g.View(context.Background(), "us")
+	v, ok, err := g.View(t.Context(), "us")
 	if err != nil || !ok || !v.Draining {
 		t.Errorf("View(us) = %+v, %v, %v", v, ok, err)
 	}
-	if _, ok, err := g.View(context.Background(), "mars"); ok || err != nil {
+	if _, ok, err := g.View(t.Context(), "mars"); ok || err != nil {
 		t.Errorf("View(mars) = %v, %v: want not found", ok, err)
 	}
 }

@@ -112,19 +112,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.ensureStandIn(ctx, &pvc, real, cluster); err != nil {
 		return ctrl.Result{}, err
 	}
+	return r.showRealClaim(ctx, sec, &pvc, real)
+}
+
+// showRealClaim shows on the primary claim what its real claim says: while it is not bound, its
+// provisioning problems; once bound, its conditions and, while it is being expanded, its resizer's
+// failures. Those are Events there, which change nothing on the claim: looked for every
+// eventsEvery while they may come.
+func (r *Reconciler) showRealClaim(ctx context.Context, sec clusters.Secondary, pvc, real *corev1.PersistentVolumeClaim) (ctrl.Result, error) {
 	if real.Status.Phase != corev1.ClaimBound {
-		// Its provisioning problems are Events there, which change nothing on the claim: looked
-		// for again while it is not bound.
-		r.forwardEvents(ctx, sec, &pvc, real, "Provision")
+		r.forwardEvents(ctx, sec, pvc, real, "Provision")
 		return ctrl.Result{RequeueAfter: eventsEvery}, nil
 	}
-	if err := r.mirrorConditions(ctx, &pvc, real, cluster); err != nil {
+	if err := r.mirrorConditions(ctx, pvc, real, sec.Name); err != nil {
 		return ctrl.Result{}, err
 	}
 	if resizing(real) {
-		// Its resizer's failures are Events there too (VolumeResizeFailed): looked for while the
-		// expansion is under way.
-		r.forwardEvents(ctx, sec, &pvc, real, "Resize")
+		r.forwardEvents(ctx, sec, pvc, real, "Resize")
 		return ctrl.Result{RequeueAfter: eventsEvery}, nil
 	}
 	// Kept only while it remembers an Event shown, so that a later expansion does not show it again.
