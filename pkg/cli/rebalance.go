@@ -40,9 +40,10 @@ placement would split them now: evenly over the clusters they fit, or by their
 flotilla.dev/cluster-weights. Their controllers re-create them and the webhook places them.
 
 One pod of a controller moves at a time: the next once the last one's replacement is Ready.
-The plan judges clusters by their virtual nodes (Ready, cordoned, tainted, their allocatable
-resources, the pod's flotilla.dev/clusters and weights); where a replacement goes is the webhook's
-judgement, which sees each secondary's nodes. Pods whose claims hold data stay where it is.
+The plan is placement's own judgement, the one the manager's --rebalance-on-return makes, over
+the clusters as their virtual nodes show them (Ready, cordoned, tainted, draining, the pods'
+flotilla.dev/clusters, selector and weights); where a replacement goes is the webhook's judgement,
+which also sees each secondary's nodes. Pods whose claims hold data stay where it is.
 It is safe to interrupt and run again. With --dry-run it prints the plan and changes nothing.`,
 		Example: `  # What would move, everywhere
   flotillactl rebalance --dry-run

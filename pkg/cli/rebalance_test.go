@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,12 +12,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 func rebalanceFixture(t *testing.T, inUS int) client.Client {
@@ -71,5 +77,54 @@ func TestRebalanceRefusesABadSelector(t *testing.T) {
 	err := runRebalance(t.Context(), rebalanceFixture(t, 0), rebalanceOptions{selector: "app in (", timeout: time.Minute}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "--selector") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// flotillactl rebalance and the manager's --rebalance-on-return plan the same moves for the same
+// pods: both judge with placement.Rebalance, flotillactl over the virtual nodes, the manager over
+// the views it gathers from its registry (with each secondary's nodes) and the same virtual nodes.
+func TestRebalancePlansAsTheManagerDoes(t *testing.T) {
+	primary := rebalanceFixture(t, 5)
+	plans, _, err := planRebalance(t.Context(), primary, "shop", labels.Everything())
+	if err != nil || len(plans) != 1 {
+		t.Fatalf("flotillactl's plans %+v, %v", plans, err)
+	}
+	var nodes corev1.NodeList
+	if err := primary.List(t.Context(), &nodes); err != nil {
+		t.Fatal(err)
+	}
+	var snaps []clusters.Snapshot
+	for _, c := range []string{"eu", "us"} {
+		snaps = append(snaps, clusters.Snapshot{Name: c, Role: clusters.RoleSecondary, ID: c, Status: flotillav1.ClusterRunning, CapacitySynced: true,
+			Capacity: clusters.Capacity{Nodes: []clusters.NodeCapacity{{Name: c + "-n0",
+				Free: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourcePods: resource.MustParse("1000")}}}}})
+	}
+	gathered := views.FromSnapshots(snaps)
+	for i := range gathered {
+		for j := range nodes.Items {
+			if nodes.Items[j].Name == flotillav1.VirtualNodeName(gathered[i].Name) {
+				placement.WithVirtualNode(&gathered[i], &nodes.Items[j], time.Now())
+			}
+		}
+	}
+	var pods corev1.PodList
+	if err := primary.List(t.Context(), &pods); err != nil {
+		t.Fatal(err)
+	}
+	groups, _ := placement.Groups(pods.Items)
+	manager, err := placement.Rebalance(groups[types.UID("rs")], gathered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moves := func(s placement.Split) []string {
+		var out []string
+		for _, m := range s.Moves {
+			out = append(out, m.Pod.Name+" "+m.From+"->"+m.To)
+		}
+		return out
+	}
+	cli := plans[0].split
+	if !slices.Equal(moves(cli), moves(manager)) || len(cli.Moves) != 2 || !maps.Equal(cli.Want, manager.Want) {
+		t.Errorf("flotillactl plans %v (want %v), the manager %v (want %v)", moves(cli), cli.Want, moves(manager), manager.Want)
 	}
 }
