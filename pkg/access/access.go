@@ -89,10 +89,10 @@ func Grants(primaryID string) []Grant {
 		Grant{group("autoscaling", []string{"list"}, "horizontalpodautoscalers"), "listed in a Replicator's namespace to leave replicas alone under an HPA"},
 		Grant{group("discovery.k8s.io", []string{"list"}, "endpointslices"), "a Replicator's health: the EndpointSlices of a Service it applied, listed in its namespace by the Service's name label (no informer: a pass reads them)"},
 		Grant{group("discovery.k8s.io", []string{"watch", "create", "update", "patch", "delete"}, "endpointslices"), "Multi-Cluster Services: every EndpointSlice watched (an exported Service's are its endpoints), the imports' own written (managed-by flotilla.dev; the policy admits no other)"},
-		Grant{group("multicluster.x-k8s.io", watched, "serviceexports"), "Multi-Cluster Services: the ServiceExports of every namespace (informer)"},
-		Grant{group("multicluster.x-k8s.io", []string{"update", "patch"}, "serviceexports/status"), "Multi-Cluster Services: a ServiceExport's Valid, Ready and Conflict conditions"},
-		Grant{group("multicluster.x-k8s.io", informed, "serviceimports"), "Multi-Cluster Services: the imports of the names exported anywhere in the set (informer on this primary's)"},
-		Grant{group("multicluster.x-k8s.io", []string{"update", "patch"}, "serviceimports/status"), "Multi-Cluster Services: an import's clusters"},
+		Grant{group(mcs.Group, watched, mcs.ServiceExports.Resource), "Multi-Cluster Services: the ServiceExports of every namespace (informer)"},
+		Grant{group(mcs.Group, []string{"update", "patch"}, mcs.ServiceExports.Resource+"/status"), "Multi-Cluster Services: a ServiceExport's Valid, Ready and Conflict conditions"},
+		Grant{group(mcs.Group, informed, mcs.ServiceImports.Resource), "Multi-Cluster Services: the imports of the names exported anywhere in the set (informer on this primary's)"},
+		Grant{group(mcs.Group, []string{"update", "patch"}, mcs.ServiceImports.Resource+"/status"), "Multi-Cluster Services: an import's clusters"},
 		Grant{group("about.k8s.io", []string{"get", "create", "update"}, "clusterproperties"), "the cluster's ClusterSet identity (KEP-2149: cluster.clusterset.k8s.io, clusterset.k8s.io) where the About API is served; the policy lets it change only its own"},
 		Grant{group("networking.k8s.io", []string{"get"}, "ingressclasses"), "a Replicator's health: whether the cluster has the class of an Ingress it applied (an ingress controller to admit it), one get by name"},
 		Grant{group("metrics.k8s.io", []string{"list"}, "pods"), "kubectl top and HPAs in the primary: the delegates' usage (listed selected by this primary's label) behind the virtual nodes' resource metrics"},
@@ -155,7 +155,7 @@ func policyExpression(primaryID string) string {
 (
   !request.namespace.startsWith('kube-') && !(request.namespace in [` + strings.Join(forbidden, ", ") + `]) &&
   namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == ` + id + ` &&
-  request.resource.group == 'multicluster.x-k8s.io' && request.resource.resource == 'serviceexports' &&
+  request.resource.group == '` + mcs.Group + `' && request.resource.resource == '` + mcs.ServiceExports.Resource + `' &&
   request.?subResource.orValue('') == 'status' && request.operation == 'UPDATE'
 )`
 }

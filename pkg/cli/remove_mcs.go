@@ -26,8 +26,7 @@ var setMembership = []struct {
 	versions []schema.GroupVersionResource
 	ours     func(u *unstructured.Unstructured) bool
 }{
-	{[]schema.GroupVersionResource{{Group: "multicluster.x-k8s.io", Version: "v1beta1", Resource: "serviceimports"},
-		{Group: "multicluster.x-k8s.io", Version: "v1alpha1", Resource: "serviceimports"}}, func(*unstructured.Unstructured) bool { return true }},
+	{mcs.ServiceImports.Versions(), func(*unstructured.Unstructured) bool { return true }},
 	{[]schema.GroupVersionResource{{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}},
 		func(u *unstructured.Unstructured) bool {
 			return u.GetLabels()[discoveryv1.LabelManagedBy] == mcs.ManagedBy

@@ -5,9 +5,9 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/inventory"
+	"github.com/flotilla-dev/flotilla/pkg/mcs"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	mcscontroller "github.com/flotilla-dev/flotilla/pkg/controllers/mcs"
@@ -118,8 +118,7 @@ func addMulticlusterServices(ctx context.Context, mgr ctrl.Manager, registry *cl
 	if !opts.Clusters.MulticlusterServices {
 		return nil
 	}
-	gk := schema.GroupKind{Group: mcsv1beta1.GroupName, Kind: "ServiceExport"}
-	if _, err := mgr.GetRESTMapper().RESTMapping(gk, mcsv1beta1.SchemeGroupVersion.Version); err != nil {
+	if _, err := mgr.GetRESTMapper().RESTMapping(mcs.ServiceExports.GroupKind(), mcsv1beta1.SchemeGroupVersion.Version); err != nil {
 		if meta.IsNoMatchError(err) {
 			mgr.GetLogger().Info("Multi-Cluster Services are off: the primary does not serve multicluster.x-k8s.io/v1beta1 ServiceExports (install the chart with mcs.installCRDs=true, or the MCS API's CRDs)")
 			return nil
