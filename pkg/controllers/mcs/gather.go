@@ -35,6 +35,9 @@ var (
 		Selector: func(id string) string { return flotillav1.LabelManagedBy + "=" + id }}
 )
 
+// Watches are the registry's watches this controller reads secondaries through.
+var Watches = []clusters.Watch{exportsWatch, servicesWatch, slicesWatch, importsWatch, namespacesWatch}
+
 // clusterView is what one cluster holds of one exported name.
 type clusterView struct {
 	name    string

@@ -77,6 +77,20 @@ func watchedKinds(scheme *runtime.Scheme) ([]client.Object, error) {
 	return out, nil
 }
 
+// Watches are the registry's watches of what Replicators applied in secondaries, one per kind
+// whose drift is repaired at once.
+func Watches(scheme *runtime.Scheme) ([]clusters.Watch, error) {
+	objs, err := watchedKinds(scheme)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]clusters.Watch, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, driftWatch(o))
+	}
+	return out, nil
+}
+
 // deletionPredicate passes a Replicator whose deletion started (its generation does not change).
 func deletionPredicate() predicate.Funcs {
 	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
