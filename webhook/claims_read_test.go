@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/pkg/election"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
@@ -114,7 +115,7 @@ func TestSpreadRemembersNoDryRun(t *testing.T) {
 	pickFirst := func([]int64) int { return 0 }
 	for range 3 {
 		out, err := s.Place(t.Context(), pod, equalClusters, true, func(views []placement.ClusterView) (*corev1.Pod, error) {
-			return Mutate(pod, views, nil, Options{Choose: pickFirst})
+			return election.Mutate(pod, views, nil, election.Options{Choose: pickFirst})
 		})
 		if err != nil || out == nil {
 			t.Fatalf("dry run: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -52,7 +53,7 @@ func ExcludeVirtualNodes(spec *corev1.PodSpec) bool {
 // excludes says whether a term already keeps virtual nodes out.
 func excludes(exprs []corev1.NodeSelectorRequirement) bool {
 	for _, e := range exprs {
-		if e.Key == flotillav1.LabelNodeType && e.Operator == corev1.NodeSelectorOpNotIn && hasString(e.Values, flotillav1.NodeTypeVirtualKubelet) {
+		if e.Key == flotillav1.LabelNodeType && e.Operator == corev1.NodeSelectorOpNotIn && slices.Contains(e.Values, flotillav1.NodeTypeVirtualKubelet) {
 			return true
 		}
 	}

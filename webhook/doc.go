@@ -16,9 +16,9 @@
 //
 // # Implementation considerations
 //
-// Decisions (Admit, Mutate, ExcludeVirtualNodes, the rights a Replicator needs; the placement
-// under Mutate is pkg/placement's) are pure functions over gathered input, table-tested without a
-// client; the admission handlers only gather (the cluster views, namespaces, claims, the proxy
+// Decisions (the election of a pod, pkg/election's Admit and Mutate, with pkg/placement's placement
+// under it; ExcludeVirtualNodes; the rights a Replicator needs) are pure functions over gathered
+// input, table-tested without a client; the admission handlers only gather (the cluster views, namespaces, claims, the proxy
 // book) and answer. The names the webhook shares with the rest of Flotilla (labels, annotations, the
 // configuration's name) live in pkg/apis/v1alpha1, so that code needing only the names does not
 // import the webhook.

@@ -21,6 +21,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
+	"github.com/flotilla-dev/flotilla/pkg/election"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
@@ -34,7 +35,7 @@ const Path = "/mutate-v1-pod"
 type Handler struct {
 	// Views gathers the clusters as placement judges them.
 	Views   *views.Gatherer
-	Options Options
+	Options election.Options
 	Decoder admission.Decoder
 	// Spread counts a controller's proxies per cluster, so that its replicas spread (nil: no
 	// spreading, placement by free capacity alone).
@@ -99,7 +100,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // mutate reads the pod's namespace and admits the pod (Admit); a dry run changes nothing of the
 // webhook's state.
 func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod, dryRun bool) (*corev1.Pod, error) {
-	if !Elected(pod, h.Options) {
+	if !election.Elected(pod, h.Options) {
 		return pod, nil
 	}
 	labels, err := h.namespaceLabels(ctx, pod.Namespace)
@@ -118,7 +119,7 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod, dryRun bool) (*co
 		return nil, err
 	}
 	out, err := h.Spread.Place(ctx, pod, views, dryRun, func(views []placement.ClusterView) (*corev1.Pod, error) {
-		return Admit(pod, labels, views, claims, h.Options)
+		return election.Admit(pod, labels, views, claims, h.Options)
 	})
 	if err != nil || out == pod {
 		return out, err

@@ -14,6 +14,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/election"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
@@ -31,7 +32,7 @@ func place(t *testing.T, s *Spread, pod *corev1.Pod) string {
 	t.Helper()
 	pickFirst := func([]int64) int { return 0 }
 	out, err := s.Place(t.Context(), pod, equalClusters, false, func(views []placement.ClusterView) (*corev1.Pod, error) {
-		return Mutate(pod, views, nil, Options{Choose: pickFirst})
+		return election.Mutate(pod, views, nil, election.Options{Choose: pickFirst})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +136,7 @@ func TestSpreadOverTwoReplicasEndsEven(t *testing.T) {
 	for i := range 12 {
 		pod := elected(ownedBy("rs-1"))
 		out, err := replicas[(i/2)%2].Place(t.Context(), pod, equalClusters, false, func(views []placement.ClusterView) (*corev1.Pod, error) {
-			return Mutate(pod, views, nil, Options{Choose: func([]int64) int { return 0 }})
+			return election.Mutate(pod, views, nil, election.Options{Choose: func([]int64) int { return 0 }})
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -1,7 +1,6 @@
 package seal
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,18 +12,16 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
 const (
-	// secretKey is the key of the seal Secret's data that holds the MAC key.
-	secretKey = "key"
-	// keySize is the MAC key's length in bytes (HMAC-SHA256's block-sized secret is more than enough).
-	keySize = 32
+	// SecretDataKey is the key of the seal Secret's data that holds the MAC key.
+	SecretDataKey = "key"
+	// KeySize is the MAC key's length in bytes (HMAC-SHA256's block-sized secret is more than enough).
+	KeySize = 32
 	// version starts every seal, so that another MAC or canonical form can come later.
 	version = "v1"
 	// byName and byGenerateName say which of the pod's names the webhook saw: a pod created with
@@ -200,42 +197,9 @@ func requiredTerms(pod *corev1.Pod) []corev1.NodeSelectorTerm {
 
 // NewKey makes a random key.
 func NewKey() (Key, error) {
-	k := make(Key, keySize)
+	k := make(Key, KeySize)
 	if _, err := rand.Read(k); err != nil {
 		return nil, fmt.Errorf("making the admission seal key: %w", err)
-	}
-	return k, nil
-}
-
-// Ensure reads the key from the Secret flotilla-system/<name>, creating it when missing. Every
-// replica calls it at start; the first to create the Secret wins and the others read its key.
-func Ensure(ctx context.Context, c client.Client, name string) (Key, error) {
-	objKey := client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: name}
-	var secret corev1.Secret
-	err := c.Get(ctx, objKey, &secret)
-	if err == nil {
-		k := Key(secret.Data[secretKey])
-		if len(k) < keySize {
-			return nil, fmt.Errorf("the admission seal Secret %s/%s holds no key of %d bytes: delete it and restart the manager to make a new one", objKey.Namespace, objKey.Name, keySize)
-		}
-		return k, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("reading the admission seal key: %w", err)
-	}
-	k, err := NewKey()
-	if err != nil {
-		return nil, err
-	}
-	immutable := true
-	secret = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: objKey.Namespace, Name: objKey.Name,
-		Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"}},
-		Immutable: &immutable, Data: map[string][]byte{secretKey: k}}
-	if err := c.Create(ctx, &secret); err != nil {
-		if apierrors.IsAlreadyExists(err) { // another replica won: use its key
-			return Ensure(ctx, c, name)
-		}
-		return nil, fmt.Errorf("storing the admission seal key: %w", err)
 	}
 	return k, nil
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/controllers/rebalance"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/volume"
 	"github.com/flotilla-dev/flotilla/pkg/copies"
+	"github.com/flotilla-dev/flotilla/pkg/election"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
@@ -120,7 +121,7 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, gat
 	if err := addCertificates(ctx, mgr, direct, opts); err != nil {
 		return nil, err
 	}
-	sealKey, err := seal.Ensure(ctx, direct, flotillav1.SealSecretName)
+	sealKey, err := ensureSealKey(ctx, direct, flotillav1.SealSecretName)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +151,7 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, gat
 	}
 	decoder := admission.NewDecoder(mgr.GetScheme())
 	podHandler := &webhook.Handler{
-		Views: gatherer, Options: webhook.Options{AcceptAdmiralty: opts.Election.AcceptAdmiralty, Choose: choose},
+		Views: gatherer, Options: election.Options{AcceptAdmiralty: opts.Election.AcceptAdmiralty, Choose: choose},
 		Spread:  &webhook.Spread{Proxies: proxies, Replica: replicaName(opts.Clock)},
 		Decoder: decoder, Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
 		Claims: mgr.GetClient(), LiveClaims: mgr.GetAPIReader(), LiveReads: rate.NewLimiter(liveClaimReads, 2*liveClaimReads),

@@ -1,4 +1,4 @@
-package webhook
+package election
 
 import (
 	"encoding/json"
@@ -20,11 +20,11 @@ var fuzzKey = seal.Key("fuzz-key-fuzz-key-fuzz-key-fuzz!")
 // levels are the Pod Security levels a fuzzed namespace enforces.
 var levels = []string{"privileged", "baseline", "restricted"}
 
-// FuzzAdmitAndDelegate drives the webhook's whole admission decision and the delegate
+// FuzzAdmitAndDelegate drives the whole admission decision and the delegate
 // translation with arbitrary pods and asserts what must hold for any input: no panic; an admitted
 // pod's delegate passes its namespace's Pod Security level; the delegate's host networking, host
 // ports and tolerations are only ever the user's own; Flotilla's labels and annotations are never
-// taken from the input. `make test` runs it briefly; `go test ./webhook -fuzz FuzzAdmitAndDelegate`
+// taken from the input. `make test` runs it briefly; `go test ./pkg/election -fuzz FuzzAdmitAndDelegate`
 // runs it for as long as one likes.
 func FuzzAdmitAndDelegate(f *testing.F) {
 	seeds := []string{
