@@ -67,6 +67,10 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	opts.Webhook.BindHost, opts.Webhook.Port, opts.Webhook.CertDir = "127.0.0.1", port, GinkgoT().TempDir()
 	opts.Webhook.URL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	opts.Replicator.Timeout = 5 * time.Second
+	// What no watch reports (an IngressClass that arrives, so an Ingress must now be admitted) is
+	// judged at the resync: 5 s here, so that the health spec's 30 s waits never race the default
+	// minute.
+	opts.Replicator.Resync = 5 * time.Second
 	mgr, err := setup.New(ctx, primary.Config, opts, ctrl.Log)
 	Expect(err).NotTo(HaveOccurred())
 	stopManager = clusterenv.Run(mgr)
