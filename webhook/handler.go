@@ -107,7 +107,7 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod, dryRun bool) (*co
 	if err != nil {
 		return nil, err
 	}
-	views, err := h.Views.Views(ctx)
+	views, err := h.Views.ForNamespace(ctx, pod.Namespace)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	clusterviews "github.com/flotilla-dev/flotilla/pkg/clusters/views"
+
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,8 +154,13 @@ func planRebalance(ctx context.Context, primary client.Client, namespace string,
 	groups, busyUIDs := placement.Groups(chosen)
 	var plans []controllerPlan
 	for uid, group := range groups {
-		// The manager's rebalancer plans with the same judgement (placement.Rebalance).
-		split, err := placement.Rebalance(group, views)
+		// The manager's rebalancer plans with the same judgement (placement.Rebalance), over the
+		// clusters the namespace's ClusterSets hold.
+		tenancy, err := (&clusterviews.Gatherer{Tenancy: primary}).TenancyOf(ctx, group[0].Namespace)
+		if err != nil {
+			return nil, nil, err
+		}
+		split, err := placement.Rebalance(group, tenancy.Deny(views))
 		if err != nil {
 			return nil, nil, fmt.Errorf("planning %s: %w", controllerName(group[0]), err)
 		}

@@ -54,6 +54,10 @@ func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterVie
 			continue
 		}
 		all = append(all, cl.Name)
+		if cl.Denied != "" {
+			why = append(why, fmt.Sprintf("%s: %s", cl.Name, cl.Denied))
+			continue
+		}
 		if needsClaims && cl.NoClaims {
 			why = append(why, fmt.Sprintf("%s: it takes no claims of class %s (storage class none in its registration)", cl.Name, flotillav1.StorageClassRemote))
 			continue

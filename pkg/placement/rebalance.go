@@ -70,7 +70,7 @@ func fitsAnyway(cluster string, feasible []string, pod *corev1.Pod, clusters []C
 	for _, cl := range clusters {
 		if cl.Name == cluster {
 			_, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), cl.Taints, ProxyTolerations(0), Scheduling, false)
-			return cl.Ready && !cl.Cordoned && !untolerated
+			return cl.Ready && !cl.Cordoned && !untolerated && cl.Denied == ""
 		}
 	}
 	return false

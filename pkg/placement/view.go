@@ -34,6 +34,9 @@ type ClusterView struct {
 	// it does not): a pod that would rather start afresh than wait for its data there
 	// (flotilla.dev/on-volume-cluster-loss: recreate) leaves it once this reaches its failover bound.
 	UnreachableFor time.Duration
+	// Denied says why the pod's namespace may not use the cluster ("" when it may): it is not in
+	// the namespace's cluster sets (Tenancy.Deny). A denied cluster is neither offered nor waited for.
+	Denied string
 	// NodesUnknown: the view has no node detail (flotillactl sees the virtual nodes only), so a
 	// cluster that passes the cluster-level checks fits; the secondary's scheduler judges the rest.
 	NodesUnknown bool

@@ -46,7 +46,8 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 	}
 	// One gatherer of the clusters as placement judges them: the webhook, the proxy reconciler
 	// (gated proxies), the rebalancer and the volume controller read the same views.
-	gatherer := &views.Gatherer{Registry: registry, VirtualNodes: mgr.GetClient(), Clock: opts.Clock}
+	gatherer := &views.Gatherer{Registry: registry, VirtualNodes: mgr.GetClient(), Clock: opts.Clock,
+		Tenancy: mgr.GetClient(), DefaultDeny: opts.Election.TenancyDefaultDeny}
 	sealKey, err := addWebhook(ctx, mgr, direct, gatherer, opts, tp)
 	if err != nil {
 		return err

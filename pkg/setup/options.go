@@ -175,6 +175,9 @@ type ElectionOptions struct {
 	// RebalanceInterval paces the rebalancer's rounds (--rebalance-interval): each evicts at most
 	// one pod per controller, so a controller's pods move back one per round.
 	RebalanceInterval time.Duration
+	// TenancyDefaultDeny: a namespace bound to no ClusterSet may use no cluster
+	// (--tenancy-default-deny); off, it may use every cluster.
+	TenancyDefaultDeny bool
 }
 
 // ReplicatorOptions configure the Replicator controller.

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -29,6 +30,61 @@ type Gatherer struct {
 	VirtualNodes client.Reader
 	// Clock is what a virtual node's failover taint is measured against (nil: the real clock).
 	Clock clock.PassiveClock
+	// Tenancy reads the ClusterSets and a namespace's ClusterSetBindings (the manager's cache;
+	// nil: no tenancy, every namespace may use every cluster).
+	Tenancy client.Reader
+	// DefaultDeny: a namespace bound to no ClusterSet uses no cluster (--tenancy-default-deny).
+	DefaultDeny bool
+}
+
+// ForNamespace is Views with the clusters the namespace may not use marked (placement.Tenancy).
+func (g *Gatherer) ForNamespace(ctx context.Context, namespace string) ([]placement.ClusterView, error) {
+	views, err := g.Views(ctx)
+	if err != nil {
+		return nil, err
+	}
+	t, err := g.TenancyOf(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	return t.Deny(views), nil
+}
+
+// TenancyOf is what a namespace may use: the sets bound to it and every set.
+func (g *Gatherer) TenancyOf(ctx context.Context, namespace string) (placement.Tenancy, error) {
+	t := placement.Tenancy{Namespace: namespace, DefaultDeny: g.DefaultDeny}
+	if g.Tenancy == nil {
+		t.DefaultDeny = false
+		return t, nil
+	}
+	var bindings flotillav1.ClusterSetBindingList
+	if err := g.Tenancy.List(ctx, &bindings, client.InNamespace(namespace)); meta.IsNoMatchError(err) {
+		// The primary does not serve ClusterSetBindings (their CRD is not installed): no namespace
+		// is bound, and admission goes on as before cluster sets existed.
+		t.DefaultDeny = false
+		return t, nil
+	} else if err != nil {
+		return t, fmt.Errorf("listing the ClusterSetBindings of %s: %w", namespace, err)
+	}
+	for _, b := range bindings.Items {
+		t.Bound = append(t.Bound, b.Spec.ClusterSet)
+	}
+	if len(t.Bound) == 0 {
+		return t, nil
+	}
+	var sets flotillav1.ClusterSetList
+	if err := g.Tenancy.List(ctx, &sets); err != nil {
+		return t, fmt.Errorf("listing ClusterSets: %w", err)
+	}
+	for _, s := range sets.Items {
+		t.Sets = append(t.Sets, SetView(&s))
+	}
+	return t, nil
+}
+
+// SetView is a ClusterSet as placement judges it.
+func SetView(s *flotillav1.ClusterSet) placement.ClusterSetView {
+	return placement.ClusterSetView{Name: s.Name, Clusters: s.Spec.Clusters, Selector: s.Spec.Selector}
 }
 
 // Views is every usable secondary as placement sees it now, its virtual node included.

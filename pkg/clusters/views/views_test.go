@@ -1,6 +1,7 @@
 package views
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +91,30 @@ func TestGathererReadsTheVirtualNodes(t *testing.T) {
 	}
 	if _, ok, err := g.View(t.Context(), "mars"); ok || err != nil {
 		t.Errorf("View(mars) = %v, %v: want not found", ok, err)
+	}
+}
+
+func TestForNamespaceDeniesWhatItsSetsDoNotHold(t *testing.T) {
+	scheme := clusters.NewScheme()
+	reader := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		&flotillav1.ClusterSet{ObjectMeta: metav1.ObjectMeta{Name: "europe"}, Spec: flotillav1.ClusterSetSpec{Clusters: []string{"eu"}}},
+		&flotillav1.ClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "europe"}, Spec: flotillav1.ClusterSetBindingSpec{ClusterSet: "europe"}},
+	).Build()
+	g := &Gatherer{Registry: snapshots{secondary("eu", nil), secondary("us", nil)}, Tenancy: reader}
+	views, err := g.ForNamespace(t.Context(), "team-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if views[0].Denied != "" || !strings.Contains(views[1].Denied, "not in the ClusterSets bound to namespace team-a (europe)") {
+		t.Errorf("team-a: eu %q, us %q", views[0].Denied, views[1].Denied)
+	}
+	other, err := g.ForNamespace(t.Context(), "team-b")
+	if err != nil || other[0].Denied != "" || other[1].Denied != "" {
+		t.Errorf("an unbound namespace uses every cluster: %+v, %v", other, err)
+	}
+	g.DefaultDeny = true
+	other, err = g.ForNamespace(t.Context(), "team-b")
+	if err != nil || other[0].Denied == "" || other[1].Denied == "" {
+		t.Errorf("an unbound namespace uses none when the fleet denies by default: %+v, %v", other, err)
 	}
 }

@@ -703,7 +703,7 @@ func (r *Reconciler) placeGated(ctx context.Context, proxy *corev1.Pod) (ctrl.Re
 	if r.Views == nil || seal.Verify(r.SealKey, proxy) != nil {
 		return ctrl.Result{}, nil
 	}
-	clusters, err := r.Views.Views(ctx)
+	clusters, err := r.Views.ForNamespace(ctx, proxy.Namespace)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("gathering the clusters for gated proxy %s/%s: %w", proxy.Namespace, proxy.Name, err)
 	}

@@ -94,7 +94,11 @@ func (r *Rebalancer) Round(ctx context.Context) error {
 			pending = true
 			break
 		}
-		split, err := placement.Rebalance(groups[uid], clusters)
+		tenancy, err := r.Views.TenancyOf(ctx, groups[uid][0].Namespace)
+		if err != nil {
+			return fmt.Errorf("reading what namespace %s may use: %w", groups[uid][0].Namespace, err)
+		}
+		split, err := placement.Rebalance(groups[uid], tenancy.Deny(clusters))
 		if err != nil {
 			r.Log.Info("Not rebalanced: no plan", "pod", client.ObjectKeyFromObject(groups[uid][0]), "reason", err.Error())
 			continue

@@ -29,7 +29,7 @@ import (
 // The chart's CRDs, by name.
 var (
 	mcsCRDs       = []string{"serviceexports.multicluster.x-k8s.io", "serviceimports.multicluster.x-k8s.io"}
-	primaryCRDs   = append([]string{"clusterdetectors.flotilla.dev", "flotillaprimaries.flotilla.dev", "replicators.flotilla.dev"}, mcsCRDs...)
+	primaryCRDs   = append([]string{"clusterdetectors.flotilla.dev", "clustersetbindings.flotilla.dev", "clustersets.flotilla.dev", "flotillaprimaries.flotilla.dev", "replicators.flotilla.dev"}, mcsCRDs...)
 	secondaryCRDs = append([]string{"flotillaprimaries.flotilla.dev"}, mcsCRDs...)
 )
 
@@ -138,7 +138,7 @@ var valueCases = map[string]valueCase{
 		Expect(managerDeployment(objs)).NotTo(BeNil(), "the rest is rendered")
 	}},
 	"crds.multiclusterServices": {set("crds.multiclusterServices=false"), func(objs []*unstructured.Unstructured) {
-		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs[:3]), "Flotilla's own only")
+		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs[:5]), "Flotilla's own only")
 	}},
 	"crds.keep": {set("crds.keep=false"), func(objs []*unstructured.Unstructured) {
 		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs))
@@ -296,6 +296,9 @@ var valueCases = map[string]valueCase{
 	}},
 	"election.rebalanceAfter": {set("election.rebalanceAfter=90s"), func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElement("--rebalance-after=90s"))
+	}},
+	"tenancy.defaultDeny": {set("tenancy.defaultDeny=true"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--tenancy-default-deny=true"))
 	}},
 	"tracing.endpoint": {set("tracing.endpoint=jaeger-collector.observability:4317"), func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElements("--tracing-endpoint=jaeger-collector.observability:4317", "--tracing-sampling-rate=1"))
