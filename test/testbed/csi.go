@@ -2,20 +2,16 @@ package testbed
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 )
 
@@ -136,37 +132,8 @@ func (b *Bed) startCSI(ctx context.Context, c *Cluster) error {
 	return nil
 }
 
-// startCSIComponent starts one process of the stack, records its PID beside kwokctl's (stopping
-// the cluster stops it) and waits until its log says it serves.
+// startCSIComponent starts one process of the stack (startDaemonUntil).
 func startCSIComponent(ctx context.Context, c *Cluster, component, bin string, args []string) error {
-	logPath := filepath.Join(c.dir, "logs", component+".log")
-	// After a restart the log holds the previous run's lines: only what follows counts.
-	var offset int64
-	if info, err := os.Stat(logPath); err == nil {
-		offset = info.Size()
-	}
-	pid, err := StartDaemon(component+"-"+c.Name, bin, args, logPath)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(csiPIDFile(c.dir, component), []byte(strconv.Itoa(pid)), 0o600); err != nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		return fmt.Errorf("recording the %s of %s: %w", component, c.Name, err)
-	}
-	var out string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		raw, _ := os.ReadFile(logPath)
-		out = string(raw[min(offset, int64(len(raw))):])
-		if strings.Contains(out, csiStarted[component]) {
-			return true, nil
-		}
-		if !processAlive(pid) {
-			return false, errors.New("it exited")
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("the %s of %s did not start: %w\nits log, last lines:\n%s", component, c.Name, err, lastLines(out, 15))
-	}
-	return nil
+	return startDaemonUntil(ctx, component+"-"+c.Name, bin, args, filepath.Join(c.dir, "logs", component+".log"),
+		csiPIDFile(c.dir, component), csiStarted[component])
 }

@@ -185,35 +185,10 @@ func (b *Bed) startLocalPath(ctx context.Context, c *Cluster) error {
 		// Unused by this version (the helper pod file names the image); given for a version that reads it.
 		"--helper-image", TestAppImage,
 	}
-	logPath := filepath.Join(c.dir, "logs", localPathName+".log")
-	// After a restart the log holds the previous run's lines: only what follows counts.
-	var offset int64
-	if info, err := os.Stat(logPath); err == nil {
-		offset = info.Size()
-	}
 	start := time.Now()
-	pid, err := StartDaemon(localPathName+"-"+c.Name, bin, args, logPath)
-	if err != nil {
+	if err := startDaemonUntil(ctx, localPathName+"-"+c.Name, bin, args, filepath.Join(c.dir, "logs", localPathName+".log"),
+		localPathPIDFile(c.dir), localPathStarted); err != nil {
 		return err
-	}
-	if err := os.WriteFile(localPathPIDFile(c.dir), []byte(strconv.Itoa(pid)), 0o600); err != nil {
-		_ = syscall.Kill(pid, syscall.SIGKILL)
-		return fmt.Errorf("recording the local-path-provisioner of %s: %w", c.Name, err)
-	}
-	var out string
-	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		raw, _ := os.ReadFile(logPath)
-		out = string(raw[min(offset, int64(len(raw))):])
-		if strings.Contains(out, localPathStarted) {
-			return true, nil
-		}
-		if !processAlive(pid) {
-			return false, errors.New("it exited")
-		}
-		return false, nil
-	})
-	if err != nil {
-		return fmt.Errorf("the local-path-provisioner of %s did not start: %w\nits log, last lines:\n%s", c.Name, err, lastLines(out, 15))
 	}
 	fmt.Fprintf(b.log, "testbed: cluster %s: local-path-provisioner up in %s, volumes in %s\n",
 		c.Name, time.Since(start).Round(100*time.Millisecond), c.VolumesDir())
@@ -245,6 +220,41 @@ func createLocalPathObjects(ctx context.Context, c *Cluster, data map[string]str
 	sc := localPathStorageClass()
 	if _, err := c.Clientset.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("creating StorageClass %s in %s: %w", sc.Name, c.Name, err)
+	}
+	return nil
+}
+
+// startDaemonUntil starts a daemon of a cluster (StartDaemon), records its PID in pidFile, beside
+// kwokctl's (stopping the cluster stops it), and waits, a minute at most, until what it logged
+// since it started holds started. After a restart the log holds the previous run's lines: only
+// what follows counts.
+func startDaemonUntil(ctx context.Context, name, bin string, args []string, logPath, pidFile, started string) error {
+	var offset int64
+	if info, err := os.Stat(logPath); err == nil {
+		offset = info.Size()
+	}
+	pid, err := StartDaemon(name, bin, args, logPath)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(pid)), 0o600); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		return fmt.Errorf("recording the PID of %s: %w", name, err)
+	}
+	var out string
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		raw, _ := os.ReadFile(logPath)
+		out = string(raw[min(offset, int64(len(raw))):])
+		if strings.Contains(out, started) {
+			return true, nil
+		}
+		if !processAlive(pid) {
+			return false, errors.New("it exited")
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s did not start: %w\nits log, last lines:\n%s", name, err, lastLines(out, 15))
 	}
 	return nil
 }

@@ -90,36 +90,42 @@ func SetView(s *flotillav1.ClusterSet) placement.ClusterSetView {
 // Views is every usable secondary as placement sees it now, its virtual node included.
 func (g *Gatherer) Views(ctx context.Context) ([]placement.ClusterView, error) {
 	views := FromSnapshots(g.Registry.Snapshots())
-	if g.VirtualNodes == nil {
-		return views, nil
-	}
-	now := g.now()
 	for i := range views {
-		var n corev1.Node
-		err := g.VirtualNodes.Get(ctx, client.ObjectKey{Name: flotillav1.VirtualNodeName(views[i].Name)}, &n)
-		if apierrors.IsNotFound(err) {
-			continue // not made yet: nothing of the user's to respect
+		if err := g.withVirtualNode(ctx, &views[i]); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			return nil, fmt.Errorf("reading virtual node %s: %w", flotillav1.VirtualNodeName(views[i].Name), err)
-		}
-		placement.WithVirtualNode(&views[i], &n, now)
 	}
 	return views, nil
 }
 
-// View is one cluster's view (false: it is not a usable secondary).
+// View is one cluster's view (false: it is not a usable secondary); only its own virtual node is
+// read.
 func (g *Gatherer) View(ctx context.Context, name string) (placement.ClusterView, bool, error) {
-	all, err := g.Views(ctx)
-	if err != nil {
-		return placement.ClusterView{}, false, err
-	}
-	for _, v := range all {
+	for _, v := range FromSnapshots(g.Registry.Snapshots()) {
 		if v.Name == name {
-			return v, true, nil
+			err := g.withVirtualNode(ctx, &v)
+			return v, err == nil, err
 		}
 	}
 	return placement.ClusterView{}, false, nil
+}
+
+// withVirtualNode adds to a view what its virtual node says (placement.WithVirtualNode); a node
+// not made yet says nothing.
+func (g *Gatherer) withVirtualNode(ctx context.Context, v *placement.ClusterView) error {
+	if g.VirtualNodes == nil {
+		return nil
+	}
+	var n corev1.Node
+	err := g.VirtualNodes.Get(ctx, client.ObjectKey{Name: flotillav1.VirtualNodeName(v.Name)}, &n)
+	if apierrors.IsNotFound(err) {
+		return nil // not made yet: nothing of the user's to respect
+	}
+	if err != nil {
+		return fmt.Errorf("reading virtual node %s: %w", flotillav1.VirtualNodeName(v.Name), err)
+	}
+	placement.WithVirtualNode(v, &n, g.now())
+	return nil
 }
 
 func (g *Gatherer) now() time.Time { return clocks.Now(g.Clock) }
