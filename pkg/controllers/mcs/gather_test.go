@@ -6,15 +6,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
 // A secondary's Services and EndpointSlices are all cached: those not Flotilla's keep only what
@@ -89,5 +92,16 @@ func TestOnlyExportedNamesWakeAReconcile(t *testing.T) {
 	derived := svc("flotilla-mcs-db", map[string]string{flotillav1.LabelPrimary: "p", "multicluster.kubernetes.io/service-name": "db"})
 	if got := r.exportedNameOf(t.Context(), derived); len(got) != 1 || got[0].Name != "db" {
 		t.Errorf("Flotilla's own Service: %v", got)
+	}
+}
+
+// A manager that has just started knows no secondary until the registration Secret is applied:
+// a reconcile then waits and writes nothing, so the import keeps the silent secondaries it lists
+// (the primary's import was rewritten without them when the reconcile ran first).
+func TestReconcileWaitsForTheRegistrationSecret(t *testing.T) {
+	r := &Reconciler{Registry: clusters.NewRegistry(clusters.Options{PrimaryID: "p"}, logr.Discard())} // no client: a reconcile that read or wrote would panic
+	got, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "shop", Name: "web"}})
+	if err != nil || got.RequeueAfter != registryWait {
+		t.Fatalf("Reconcile before the registration Secret = %+v, %v; want a wait of %s", got, err, registryWait)
 	}
 }
