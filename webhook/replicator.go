@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
 // ReplicatorPath is where Replicators are checked against their author's rights.
@@ -156,6 +157,13 @@ type ReplicatorHandler struct {
 	// Namespaces reads whether the replication namespace exists (uncached: a namespace made a
 	// moment ago must count, and a missing one means the author must be able to create it).
 	Namespaces client.Reader
+	// Clusters resolves target names to the registered clusters, and Tenancy says which of them
+	// the replication namespace may not use (its ClusterSetBindings). Either nil: targets are
+	// not checked here (the controller still leaves a denied one out).
+	Clusters interface{ Snapshots() []clusters.Snapshot }
+	Tenancy  interface {
+		Denied(ctx context.Context, namespace string) (map[string]string, error)
+	}
 }
 
 var _ admission.Handler = (*ReplicatorHandler)(nil)
@@ -186,6 +194,12 @@ func (h *ReplicatorHandler) Handle(ctx context.Context, req admission.Request) a
 		// The schema requires it and refuses the object after this webhook, with its own message.
 		return admission.Allowed("left to the schema")
 	}
+	if denied, err := h.deniedTargets(ctx, rep); err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	} else if denied != "" {
+		log.FromContext(ctx).Info("Replicator refused: a target outside its cluster sets", "name", rep.Name, "user", req.UserInfo.Username)
+		return admission.Denied(denied)
+	}
 	exists, err := h.namespaceExists(ctx, rep.Spec.ReplicationNamespace)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
@@ -204,6 +218,26 @@ func (h *ReplicatorHandler) Handle(ctx context.Context, req admission.Request) a
 	msg := DenialMessage(rep.Name, req.UserInfo.Username, missing)
 	log.FromContext(ctx).Info("Replicator refused", "name", rep.Name, "user", req.UserInfo.Username, "missing", len(missing))
 	return admission.Denied(msg)
+}
+
+// deniedTargets says which clusters targetCluster names that the replication namespace may not
+// use, "" when none ("*" means every cluster it may use, and never names one).
+func (h *ReplicatorHandler) deniedTargets(ctx context.Context, rep *flotillav1.Replicator) (string, error) {
+	if h.Clusters == nil || h.Tenancy == nil {
+		return "", nil
+	}
+	res := clusters.Resolve(rep.Spec.TargetCluster, h.Clusters.Snapshots())
+	if res.Every || len(res.Clusters) == 0 {
+		return "", nil
+	}
+	denied, err := h.Tenancy.Denied(ctx, rep.Spec.ReplicationNamespace)
+	if err != nil {
+		return "", fmt.Errorf("reading the cluster sets of namespace %s: %w", rep.Spec.ReplicationNamespace, err)
+	}
+	if res = res.Deny(denied); len(res.Denied) == 0 {
+		return "", nil
+	}
+	return fmt.Sprintf("Replicator %s: targetCluster names cluster(s) its replicationNamespace may not use: %s", rep.Name, strings.Join(res.Denied, "; ")), nil
 }
 
 // DenialMessage names the user and the first missing rights.

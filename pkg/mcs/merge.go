@@ -25,11 +25,25 @@ type Member struct {
 	// Closed, when set, says why the export cannot count (its namespace is not opened to
 	// Flotilla in its cluster, or is one Flotilla never imports into): it is not valid.
 	Closed string
+	// ClosedReason is the Valid=False reason of a Closed export (ReasonNamespaceClosed when
+	// empty).
+	ClosedReason mcsv1beta1.ServiceExportConditionReason
+}
+
+func (m Member) closedReason() mcsv1beta1.ServiceExportConditionReason {
+	if m.ClosedReason == "" {
+		return ReasonNamespaceClosed
+	}
+	return m.ClosedReason
 }
 
 // ReasonNamespaceClosed is a ServiceExport's Valid=False reason when its namespace does not count
 // (Member.Closed).
 const ReasonNamespaceClosed mcsv1beta1.ServiceExportConditionReason = "NamespaceNotOpened"
+
+// ReasonNamespaceDenied is a ServiceExport's Valid=False reason when its namespace may not use
+// its cluster (the namespace's ClusterSetBindings).
+const ReasonNamespaceDenied mcsv1beta1.ServiceExportConditionReason = "NamespaceDenied"
 
 // Verdict is what one ServiceExport's conditions say.
 type Verdict struct {
@@ -69,7 +83,7 @@ func Merge(members []Member) Merged {
 		}
 		switch {
 		case m.Closed != "":
-			out.Verdicts[m.Cluster] = Verdict{InvalidReason: ReasonNamespaceClosed, InvalidWhy: m.Closed}
+			out.Verdicts[m.Cluster] = Verdict{InvalidReason: m.closedReason(), InvalidWhy: m.Closed}
 		case m.Service == nil:
 			out.Verdicts[m.Cluster] = Verdict{InvalidReason: mcsv1beta1.ServiceExportReasonNoService,
 				InvalidWhy: fmt.Sprintf("no Service %s in namespace %s of cluster %s", m.Export.Name, m.Export.Namespace, m.Cluster)}

@@ -25,6 +25,7 @@ import (
 	"github.com/flotilla-dev/flotilla/internal/apicalls"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterdetector"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterset"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
 	"github.com/flotilla-dev/flotilla/pkg/kubeletapi"
@@ -95,10 +96,14 @@ func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clus
 		SetupWithManager(ctx, mgr, clusterDetectorOptions()); err != nil {
 		return fmt.Errorf("setting up the ClusterDetector controller: %w", err)
 	}
-	if err := (&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry, Recorder: recorder, Tracer: tp.Tracer(),
+	if err := (&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry,
+		Tenancy: newGatherer(mgr, registry, opts), Recorder: recorder, Tracer: tp.Tracer(),
 		Timeout: opts.Replicator.Timeout, Resync: opts.Replicator.Resync, Retry: opts.Replicator.Retry}).
 		SetupWithManager(ctx, mgr, replicatorOptions()); err != nil {
 		return fmt.Errorf("setting up the Replicator controller: %w", err)
+	}
+	if err := addClusterSets(ctx, mgr, registry, opts); err != nil {
+		return err
 	}
 	// Whether each Replicator is synced, computed from the cache at each scrape (on the leader).
 	if err := mgr.Add(&replicator.SyncMetrics{Reader: mgr.GetClient()}); err != nil {
@@ -125,13 +130,45 @@ func addMulticlusterServices(ctx context.Context, mgr ctrl.Manager, registry *cl
 		}
 		return fmt.Errorf("looking up the MCS API in the primary: %w", err)
 	}
+	watchTenancy, err := tenancyServed(mgr)
+	if err != nil {
+		return err
+	}
 	if err := (&mcscontroller.Reconciler{Client: mgr.GetClient(), Registry: registry, PrimaryName: opts.Clusters.PrimaryName,
+		Tenancy: newGatherer(mgr, registry, opts), WatchTenancy: watchTenancy,
 		FailoverAfter: opts.VirtualNodes.FailoverAfter, Recorder: mgr.GetEventRecorder(eventSource), Clock: opts.Clock,
 		Applies: rate.NewLimiter(mcsApplies, 2*mcsApplies)}).
 		SetupWithManager(ctx, mgr, mcsOptions()); err != nil {
 		return fmt.Errorf("setting up the Multi-Cluster Services controller: %w", err)
 	}
 	return nil
+}
+
+// addClusterSets adds the ClusterSets' status writer, where the primary serves them.
+func addClusterSets(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, opts Options) error {
+	served, err := tenancyServed(mgr)
+	if err != nil || !served {
+		return err
+	}
+	if err := (&clusterset.Reconciler{Client: mgr.GetClient(), Views: newGatherer(mgr, registry, opts)}).
+		SetupWithManager(ctx, mgr, registry, clusterSetOptions()); err != nil {
+		return fmt.Errorf("setting up the ClusterSet controller: %w", err)
+	}
+	return nil
+}
+
+// tenancyServed says whether the primary serves ClusterSetBindings: an install whose CRDs were not
+// upgraded has none, and its controllers then watch no cluster sets (every namespace uses every
+// cluster, as the gatherer reads it).
+func tenancyServed(mgr ctrl.Manager) (bool, error) {
+	gk := flotillav1.GroupVersion.WithKind("ClusterSetBinding").GroupKind()
+	switch _, err := mgr.GetRESTMapper().RESTMapping(gk, flotillav1.GroupVersion.Version); {
+	case meta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("looking up ClusterSetBindings in the primary: %w", err)
+	}
+	return true, nil
 }
 
 // mcsApplies is how many objects a second Multi-Cluster Services applies, in all clusters.

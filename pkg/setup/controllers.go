@@ -19,6 +19,9 @@ const (
 // options say (each replica's webhook and kubelet API read their own registry).
 func registrationOptions() controller.Options { return controller.Options{} }
 
+// clusterSetOptions: one worker writes the ClusterSets' status (a few sets, each cheap).
+func clusterSetOptions() controller.Options { return controller.Options{} }
+
 // clusterDetectorOptions: one worker writes the ClusterDetectors' status.
 func clusterDetectorOptions() controller.Options { return controller.Options{} }
 

@@ -46,8 +46,7 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 	}
 	// One gatherer of the clusters as placement judges them: the webhook, the proxy reconciler
 	// (gated proxies), the rebalancer and the volume controller read the same views.
-	gatherer := &views.Gatherer{Registry: registry, VirtualNodes: mgr.GetClient(), Clock: opts.Clock,
-		Tenancy: mgr.GetClient(), DefaultDeny: opts.Election.TenancyDefaultDeny}
+	gatherer := newGatherer(mgr, registry, opts)
 	sealKey, err := addWebhook(ctx, mgr, direct, gatherer, opts, tp)
 	if err != nil {
 		return err
@@ -116,6 +115,13 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 	return nil
 }
 
+// newGatherer is the gatherer of the clusters as placement judges them, tenancy included; it
+// keeps no state, so each feature that reads it may have its own.
+func newGatherer(mgr ctrl.Manager, registry *clusters.Registry, opts Options) *views.Gatherer {
+	return &views.Gatherer{Registry: registry, VirtualNodes: mgr.GetClient(), Clock: opts.Clock,
+		Tenancy: mgr.GetClient(), DefaultDeny: opts.Election.TenancyDefaultDeny}
+}
+
 // addWebhook writes the webhook's certificate and configuration, reads (or makes) the admission
 // seal's key, and registers the pod, DaemonSet and Replicator handlers. It returns the seal's key.
 func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, gatherer *views.Gatherer, opts Options, tp *tracing.Provider) (seal.Key, error) {
@@ -169,7 +175,7 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, gat
 	// A Replicator is admitted only when its author may write what it will write (one
 	// SubjectAccessReview per right); the namespace is read live, a cached miss would ask too much.
 	server.Register(webhook.ReplicatorPath, callers(&admission.Webhook{Handler: &webhook.ReplicatorHandler{
-		Decoder: decoder, Reviews: direct, Namespaces: mgr.GetAPIReader()}}))
+		Decoder: decoder, Reviews: direct, Namespaces: mgr.GetAPIReader(), Clusters: gatherer.Registry, Tenancy: gatherer}}))
 	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
 		return nil, fmt.Errorf("adding the webhook readiness check: %w", err)
 	}

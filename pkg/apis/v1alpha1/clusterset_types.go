@@ -38,6 +38,7 @@ type ClusterSetStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=fcs,categories=flotilla
 // +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.status.clusters`
+// +kubebuilder:printcolumn:name="Resolved",type=string,JSONPath=`.status.conditions[?(@.type=="Resolved")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClusterSet struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -18,6 +18,9 @@ const (
 	// ConditionSynced says, on a Replicator, whether everything it applies is applied in every
 	// cluster it targets.
 	ConditionSynced = "Synced"
+	// ConditionResolved says, on a ClusterSet, whether its selector parses and every cluster it
+	// names is a registered secondary.
+	ConditionResolved = "Resolved"
 	// PodConditionDelegated says, on a proxy, that its delegate was created in its secondary.
 	PodConditionDelegated corev1.PodConditionType = "flotilla.dev/Delegated"
 )
@@ -129,6 +132,15 @@ const (
 	ReasonApplyFailed = "ApplyFailed"
 	// ReasonUnknownTargets: targetCluster names a cluster that is not registered, or is ambiguous.
 	ReasonUnknownTargets = "UnknownTargets"
+	// ReasonTargetDenied: targetCluster names a cluster the Replicator's namespace, or its
+	// replication namespace, may not use (their ClusterSetBindings).
+	ReasonTargetDenied = "TargetDenied"
+	// ReasonResolved: a ClusterSet's members are known.
+	ReasonResolved = "Resolved"
+	// ReasonSelectorInvalid: a ClusterSet's selector does not parse; it selects no cluster.
+	ReasonSelectorInvalid = "SelectorInvalid"
+	// ReasonUnknownClusters: a ClusterSet names a cluster that is not a registered secondary.
+	ReasonUnknownClusters = "UnknownClusters"
 	// ReasonNamespaceNotEnabled: placement Elect in a namespace without flotilla.dev/enabled=true.
 	ReasonNamespaceNotEnabled = "NamespaceNotEnabled"
 	// ReasonReplicasReady: the Deployment's replicas are ready in every cluster.

@@ -50,6 +50,21 @@ func (g *Gatherer) ForNamespace(ctx context.Context, namespace string) ([]placem
 	return t.Deny(views), nil
 }
 
+// Denied maps each usable secondary the namespace may not use (placement.Tenancy) to why.
+func (g *Gatherer) Denied(ctx context.Context, namespace string) (map[string]string, error) {
+	views, err := g.ForNamespace(ctx, namespace)
+	if err != nil {
+		return nil, err
+	}
+	denied := map[string]string{}
+	for _, v := range views {
+		if v.Denied != "" {
+			denied[v.Name] = v.Denied
+		}
+	}
+	return denied, nil
+}
+
 // TenancyOf is what a namespace may use: the sets bound to it and every set.
 func (g *Gatherer) TenancyOf(ctx context.Context, namespace string) (placement.Tenancy, error) {
 	t := placement.Tenancy{Namespace: namespace, DefaultDeny: g.DefaultDeny}

@@ -118,3 +118,19 @@ func TestForNamespaceDeniesWhatItsSetsDoNotHold(t *testing.T) {
 		t.Errorf("an unbound namespace uses none when the fleet denies by default: %+v, %v", other, err)
 	}
 }
+
+// Denied lists the clusters a namespace may not use, with why.
+func TestDeniedNamesWhatTheNamespaceMayNotUse(t *testing.T) {
+	reader := fake.NewClientBuilder().WithScheme(clusters.NewScheme()).WithObjects(
+		&flotillav1.ClusterSet{ObjectMeta: metav1.ObjectMeta{Name: "europe"}, Spec: flotillav1.ClusterSetSpec{Clusters: []string{"eu"}}},
+		&flotillav1.ClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "europe"}, Spec: flotillav1.ClusterSetBindingSpec{ClusterSet: "europe"}},
+	).Build()
+	g := &Gatherer{Registry: snapshots{secondary("eu", nil), secondary("us", nil)}, Tenancy: reader}
+	denied, err := g.Denied(t.Context(), "team-a")
+	if err != nil || len(denied) != 1 || !strings.Contains(denied["us"], "namespace team-a (europe)") {
+		t.Errorf("team-a: %v, %v", denied, err)
+	}
+	if denied, err = g.Denied(t.Context(), "free"); err != nil || len(denied) != 0 {
+		t.Errorf("an unbound namespace: %v, %v", denied, err)
+	}
+}

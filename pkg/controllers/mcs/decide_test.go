@@ -12,6 +12,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/mcs"
 )
 
 func TestDecide(t *testing.T) {
@@ -36,6 +37,10 @@ func TestDecide(t *testing.T) {
 	}
 	silentPrimary := func() *clusterView { return &clusterView{name: "primary", primary: true, known: true} }
 	closed := func(v *clusterView) *clusterView { v.opened = false; return v }
+	denied := func(v *clusterView) *clusterView {
+		v.denied = "not in the ClusterSets bound to namespace shop (europe)"
+		return v
+	}
 	tests := map[string]struct {
 		key                   client.ObjectKey
 		views                 []*clusterView
@@ -60,6 +65,9 @@ func TestDecide(t *testing.T) {
 		"a secondary's export in a namespace its admin did not open is no member": {
 			views:   []*clusterView{exported("primary", true, 0), closed(exported("s1", true, 0))},
 			members: []string{"primary"}, slices: []string{"primary"}},
+		"an export in a cluster the namespace may not use (its cluster sets) is no member": {
+			views:   []*clusterView{exported("primary", true, 0), denied(exported("s1", true, 0))},
+			members: []string{"primary"}, slices: []string{"primary"}},
 		"only an unopened namespace's export: no import": {
 			views: []*clusterView{silentPrimary(), closed(exported("s1", true, 0))}},
 		"a name in kube-system: nothing imported": {
@@ -83,10 +91,30 @@ func TestDecide(t *testing.T) {
 			for _, s := range p.slices {
 				sources = append(sources, s.Labels[mcsv1beta1.LabelSourceCluster])
 			}
+			for _, v := range tc.views {
+				if v.denied != "" && v.export != nil && p.merged.Verdicts[v.name].InvalidReason != mcs.ReasonNamespaceDenied {
+					t.Errorf("the export in %s, a cluster its namespace may not use: %+v", v.name, p.merged.Verdicts[v.name])
+				}
+			}
 			if p.forbidden != tc.forbidden || p.nothing != tc.nothing || p.keepImport != tc.keepImport || !slices.Equal(p.members, tc.members) ||
 				!slices.Equal(p.keep, tc.keep) || !slices.Equal(sources, tc.slices) || p.recheckIn != tc.recheck {
 				t.Errorf("plan: forbidden %v nothing %v keepImport %v members %v keep %v slices %v recheck %s", p.forbidden, p.nothing, p.keepImport, p.members, p.keep, sources, p.recheckIn)
 			}
 		})
+	}
+}
+
+// No import is written in a cluster the namespace may not use: not even its namespace is made.
+func TestApplyWritesNothingWhereTheNamespaceIsDenied(t *testing.T) {
+	r := &Reconciler{}
+	p := decide(client.ObjectKey{Namespace: "shop", Name: "hello"}, []*clusterView{{name: "primary", primary: true, known: true,
+		export:  &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "hello"}},
+		service: &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.9", Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}}}, 5*time.Second)
+	if p.merged.Spec == nil {
+		t.Fatal("the primary's export makes no import")
+	}
+	v := &clusterView{name: "s1", known: true, denied: "not in the ClusterSets bound to namespace shop (europe)"} // no client: a write would panic
+	if err := r.applyTo(t.Context(), client.ObjectKey{Namespace: "shop", Name: "hello"}, v, p); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -51,6 +51,9 @@ type clusterView struct {
 	// opened: a secondary's namespace of the name is labelled managed-by this primary (its admin
 	// opened it, or Flotilla made it). Elsewhere its exports do not count, and nothing is written.
 	opened bool
+	// denied: the namespace may not use this secondary (its ClusterSetBindings), why. Its exports
+	// there do not count, and nothing of the import is there.
+	denied string
 
 	export  *mcsv1beta1.ServiceExport
 	service *corev1.Service
@@ -69,6 +72,12 @@ func (r *Reconciler) gather(ctx context.Context, key client.ObjectKey) ([]*clust
 		return nil, err
 	}
 	views := []*clusterView{p}
+	var denied map[string]string
+	if r.Tenancy != nil {
+		if denied, err = r.Tenancy.Denied(ctx, key.Namespace); err != nil {
+			return nil, fmt.Errorf("reading the cluster sets of namespace %s: %w", key.Namespace, err)
+		}
+	}
 	now := r.Clock.Now()
 	for _, snap := range r.Registry.Snapshots() {
 		// A cluster that has not answered since the manager started has no role yet: it may be
@@ -76,7 +85,7 @@ func (r *Reconciler) gather(ctx context.Context, key client.ObjectKey) ([]*clust
 		if snap.Role == clusters.RolePrimary || snap.Name == r.PrimaryName || r.Registry.Removed(snap.Name) {
 			continue
 		}
-		v := &clusterView{name: snap.Name}
+		v := &clusterView{name: snap.Name, denied: denied[snap.Name]}
 		views = append(views, v)
 		sec, ok := r.Registry.Secondary(snap.Name)
 		if !ok || !sec.Running {

@@ -34,6 +34,11 @@ import (
 // FieldManager is the field manager of what this controller applies.
 const FieldManager = "flotilla-mcs"
 
+// Tenancy is what the controller reads of the namespaces' cluster sets.
+type Tenancy interface {
+	Denied(ctx context.Context, namespace string) (map[string]string, error)
+}
+
 // Reconciler keeps the ServiceImports of one exported name true in every cluster of the set.
 type Reconciler struct {
 	// Client reads the primary through the manager's cache and writes it.
@@ -45,6 +50,12 @@ type Reconciler struct {
 	FailoverAfter time.Duration
 	Recorder      events.EventRecorder
 	Clock         clock.PassiveClock
+	// Tenancy says which secondaries a namespace may not use (its ClusterSetBindings; nil: every
+	// one): there its exports do not count and no import is written.
+	Tenancy Tenancy
+	// WatchTenancy: the primary serves ClusterSets and ClusterSetBindings, and their changes wake
+	// the names of the namespaces they concern.
+	WatchTenancy bool
 	// Applies paces the writes, across every cluster and name (nil: unpaced). A new leader, or
 	// a restarted manager, remembers nothing it applied, so it applies every import, derived
 	// Service and EndpointSlice once again: paced, the clusters' API servers get them at a rate
@@ -156,6 +167,8 @@ func decide(key client.ObjectKey, views []*clusterView, failoverAfter time.Durat
 		switch {
 		case p.forbidden:
 			m.Closed = fmt.Sprintf("Flotilla imports nothing into namespace %s: it never writes in kube-*, default or %s", key.Namespace, flotillav1.SystemNamespace)
+		case !v.primary && v.denied != "":
+			m.Closed, m.ClosedReason = fmt.Sprintf("namespace %s may not use cluster %s: %s; its exports there do not count", key.Namespace, v.name, v.denied), mcs.ReasonNamespaceDenied
 		case !v.primary && !v.opened:
 			m.Closed = fmt.Sprintf("namespace %s of cluster %s is not opened to Flotilla (label %s): its exports there do not count", key.Namespace, v.name, flotillav1.LabelManagedBy)
 		}
@@ -255,12 +268,20 @@ func (e *NotOursError) Error() string {
 	return fmt.Sprintf("a %s of that name in %s is not Flotilla's: it is left alone, and the import is not made there", e.Kind, e.Cluster)
 }
 
-// mayWrite says whether applyTo writes anything in a cluster: never in a forbidden namespace,
+// mayWrite says whether applyTo writes anything in a cluster: never in a forbidden namespace, nor
+// in a cluster the namespace may not use (what this primary wrote there is removed),
 // nor in a secondary's namespace not opened to this primary, where nothing of its can be (the
 // fence lets it write only in namespaces opened to it): an import there needs the namespace made
 // by Flotilla (when missing), or opened by its admin (NamespaceNotManagedError, a wait).
 func (r *Reconciler) mayWrite(ctx context.Context, key client.ObjectKey, v *clusterView, p plan) (bool, error) {
 	switch {
+	case !v.primary && v.denied != "":
+		// A cluster the namespace may not use gets no import; one made before the namespace's
+		// sets changed is removed (only what this primary wrote, as when the name is withdrawn).
+		if v.opened {
+			return false, r.remove(ctx, v)
+		}
+		return false, nil
 	case p.forbidden:
 		return false, nil
 	case v.primary || v.opened:

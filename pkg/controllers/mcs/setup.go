@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,8 +20,9 @@ import (
 
 // SetupWithManager watches ServiceExports, Services, EndpointSlices and this primary's
 // ServiceImports in the primary and, through the registry, in every secondary, each mapped to
-// the name it is about; the secondaries' namespaces opened to this primary; and the clusters' states, which move every name seen (a secondary that
-// stops answering leaves the imports after the failover bound, and comes back).
+// the name it is about; the secondaries' namespaces opened to this primary; the cluster sets and
+// their bindings (WatchTenancy); and the clusters' states, which move every name seen (a
+// secondary that stops answering leaves the imports after the failover bound, and comes back).
 func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, options controller.Options) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -44,6 +46,11 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 		b = b.WatchesRawSource(r.Registry.Source(w, toExported))
 	}
 	b = b.WatchesRawSource(r.Registry.Source(namespacesWatch, handler.EnqueueRequestsFromMapFunc(r.namesIn)))
+	if r.WatchTenancy {
+		// A binding changes what its namespace may use; a set, what every bound namespace may.
+		b = b.Watches(&flotillav1.ClusterSetBinding{}, handler.EnqueueRequestsFromMapFunc(r.namesInNamespaceOf)).
+			Watches(&flotillav1.ClusterSet{}, handler.EnqueueRequestsFromMapFunc(r.everyName))
+	}
 	return b.WatchesRawSource(r.Registry.ClusterSource(handler.EnqueueRequestsFromMapFunc(r.everyName))).
 		WithOptions(options).
 		Complete(r)
@@ -99,6 +106,11 @@ func (r *Reconciler) namesIn(_ context.Context, o client.Object) []reconcile.Req
 		return true
 	})
 	return out
+}
+
+// namesInNamespaceOf enqueues the names seen exported in an object's namespace.
+func (r *Reconciler) namesInNamespaceOf(ctx context.Context, o client.Object) []reconcile.Request {
+	return r.namesIn(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: o.GetNamespace()}})
 }
 
 // everyName enqueues every name seen exported.

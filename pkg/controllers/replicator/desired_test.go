@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
 func sample() *flotillav1.Replicator {
@@ -123,41 +122,5 @@ func TestLabelValueFitsLongNames(t *testing.T) {
 	}
 	if flotillav1.ReplicatorLabelValue("short") != "short" {
 		t.Error("a short name is kept")
-	}
-}
-
-func TestResolveTargetNames(t *testing.T) {
-	snaps := []clusters.Snapshot{
-		{Name: "primary", Role: clusters.RolePrimary, ID: "p", Entry: clusters.Entry{Context: "primary", Cluster: "kind-p", User: "admin"}},
-		{Name: "eu", Role: clusters.RoleSecondary, ID: "e", Entry: clusters.Entry{Context: "gke_proj_eu", Cluster: "v1262-cluster", User: "kubernetes-admin2"}},
-		{Name: "us", Role: clusters.RoleSecondary, ID: "u", Entry: clusters.Entry{Context: "us", Cluster: "v1252-cluster", User: "kubernetes-admin3"}},
-	}
-	for _, tc := range []struct {
-		name      string
-		names     []string
-		want      []string
-		wantIssue string
-	}{
-		{"empty: primary only", nil, nil, ""},
-		{"star: every secondary", []string{"*"}, []string{"eu", "us"}, ""},
-		{"cluster, context and plumber's raw names", []string{"eu", "v1252-cluster.kubernetes-admin3"}, []string{"eu", "us"}, ""},
-		{"context name", []string{"gke_proj_eu"}, []string{"eu"}, ""},
-		{"the primary adds no secondary", []string{"primary"}, nil, ""},
-		{"unknown named", []string{"atlantis", "eu"}, []string{"eu"}, "unknown cluster(s) atlantis"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			res := Resolve(tc.names, snaps)
-			if len(res.Clusters) != len(tc.want) {
-				t.Fatalf("clusters %v, want %v", res.Clusters, tc.want)
-			}
-			for i := range tc.want {
-				if res.Clusters[i] != tc.want[i] {
-					t.Errorf("clusters %v, want %v", res.Clusters, tc.want)
-				}
-			}
-			if res.Problem() != tc.wantIssue {
-				t.Errorf("problem %q, want %q", res.Problem(), tc.wantIssue)
-			}
-		})
 	}
 }

@@ -28,15 +28,16 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, rep *flotillav1.Replic
 	if !controllerutil.ContainsFinalizer(rep, flotillav1.FinalizerReplicator) {
 		return ctrl.Result{}, nil
 	}
-	clusters := map[string]bool{PrimaryName: true}
+	// Every cluster it may have written to, those its namespace may no longer use included.
+	written := map[string]bool{PrimaryName: true}
 	for _, c := range rep.Status.Clusters {
-		clusters[c.Name] = true
+		written[c.Name] = true
 	}
-	for _, name := range Resolve(rep.Spec.TargetCluster, r.Registry.Snapshots()).Clusters {
-		clusters[name] = true
+	for _, name := range clusters.Resolve(rep.Spec.TargetCluster, r.Registry.Snapshots()).Clusters {
+		written[name] = true
 	}
 	var pending []string
-	for name := range clusters {
+	for name := range written {
 		acc, ok := r.accessTo(name)
 		if !ok {
 			if r.registered(name) {

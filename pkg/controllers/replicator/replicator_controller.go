@@ -43,6 +43,11 @@ type Registry interface {
 	Source(w clusters.Watch, h handler.EventHandler) source.Source
 }
 
+// Tenancy is what the Replicator controller reads of the namespaces' cluster sets.
+type Tenancy interface {
+	Denied(ctx context.Context, namespace string) (map[string]string, error)
+}
+
 // Reconciler applies each Replicator to the primary, then to its targets in parallel, and
 // reports per cluster what is applied.
 type Reconciler struct {
@@ -51,6 +56,10 @@ type Reconciler struct {
 	// Live reads the primary without a cache (Deployments not yet Flotilla's, HPAs, the CA Secret).
 	Live     client.Reader
 	Registry Registry
+	// Tenancy says which clusters the replication namespace may not use (its ClusterSetBindings;
+	// nil: every one). A target denied is neither applied nor kept: what was applied there is
+	// pruned.
+	Tenancy  Tenancy
 	Recorder events.EventRecorder
 	// Tracer starts a span per pass and one per cluster applied to (nil: none).
 	Tracer trace.Tracer
@@ -120,7 +129,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 }
 
 func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replicator) (ctrl.Result, error) {
-	res := Resolve(rep.Spec.TargetCluster, r.Registry.Snapshots())
+	res := clusters.Resolve(rep.Spec.TargetCluster, r.Registry.Snapshots())
+	if r.Tenancy != nil {
+		denied, err := r.Tenancy.Denied(ctx, rep.Spec.ReplicationNamespace)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("reading the cluster sets of namespace %s: %w", rep.Spec.ReplicationNamespace, err)
+		}
+		res = res.Deny(denied)
+	}
 	in := Inputs{Replicator: rep, PrimaryID: r.Registry.PrimaryID(), ElectClusters: res.Clusters}
 	// First, before anything is written anywhere (cert-manager Certificates included): a namespace
 	// of the primary the Replicator did not create must opt in, and its verdict holds for every

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,7 +25,7 @@ func (r *Reconciler) refuse(rep *flotillav1.Replicator, reason, msg string) {
 }
 
 // setStatus composes plumber's applied[] and synced, the per-cluster state and the conditions.
-func setStatus(rep *flotillav1.Replicator, results []placeResult, res Resolution) {
+func setStatus(rep *flotillav1.Replicator, results []placeResult, res clusters.Resolution) {
 	st := &rep.Status
 	st.ObservedGeneration = rep.Generation
 	st.Applied, st.Clusters = nil, nil
@@ -53,6 +54,9 @@ func setStatus(rep *flotillav1.Replicator, results []placeResult, res Resolution
 	switch {
 	case res.Problem() != "":
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, flotillav1.ReasonUnknownTargets, "targetCluster: "+res.Problem()
+		if len(res.Unknown)+len(res.Ambiguous) == 0 {
+			cond.Reason = flotillav1.ReasonTargetDenied
+		}
 	case len(problems) > 0:
 		cond.Status, cond.Reason = metav1.ConditionFalse, flotillav1.ReasonApplyFailed
 		cond.Message = fmt.Sprintf("%d of %d cluster(s) not synced: %s", len(problems), len(results), joinShort(problems))

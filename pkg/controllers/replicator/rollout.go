@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
 // Waves orders the primary and the resolved targets in the waves of a rollout: wave i+1 is
@@ -114,7 +115,7 @@ func ProgressingCondition(generation int64, gate waveGate, held []string) metav1
 // is applied (it only repairs drift). Without a rollout it is today's single wave.
 func (r *Reconciler) applyInWaves(ctx context.Context, in Inputs, targets []string) ([]placeResult, rolloutOutcome) {
 	rep := in.Replicator
-	resolve := func(name string) []string { return Resolve([]string{name}, r.Registry.Snapshots()).Clusters }
+	resolve := func(name string) []string { return clusters.Resolve([]string{name}, r.Registry.Snapshots()).Clusters }
 	waves := Waves(rep.Spec.Rollout, targets, resolve)
 	prev := map[string]flotillav1.ClusterSync{}
 	for _, c := range rep.Status.Clusters {

@@ -1,19 +1,22 @@
-package replicator
+package clusters
 
 import (
 	"fmt"
 	"sort"
 	"strings"
-
-	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
 
-// Resolution is what a Replicator's targetCluster names mean now.
+// Resolution is what a list of cluster names (a Replicator's targetCluster) means now.
 type Resolution struct {
-	// Clusters are the secondaries to apply to, sorted.
+	// Clusters are the secondaries named, sorted.
 	Clusters []string
+	// Every: the names were ["*"], every usable secondary.
+	Every bool
 	// Unknown and Ambiguous are names that match no cluster, or more than one.
 	Unknown, Ambiguous []string
+	// Denied are the clusters named that the namespace may not use, each as "<cluster>: <why>"
+	// (Deny); they are not in Clusters.
+	Denied []string
 }
 
 // Problem says what is wrong with the names, "" when nothing.
@@ -25,16 +28,36 @@ func (r Resolution) Problem() string {
 	if len(r.Ambiguous) > 0 {
 		parts = append(parts, "ambiguous name(s) "+strings.Join(r.Ambiguous, ", "))
 	}
+	parts = append(parts, r.Denied...)
 	return strings.Join(parts, "; ")
 }
 
-// Resolve maps targetCluster names to registered secondaries. A name may be a cluster (and
+// Deny takes out of Clusters those denied names with why (a namespace's cluster sets). A cluster
+// named is listed in Denied; ["*"] means every cluster the namespace may use, so none is.
+func (r Resolution) Deny(denied map[string]string) Resolution {
+	out := r
+	out.Clusters = nil
+	out.Denied = append([]string(nil), r.Denied...)
+	for _, c := range r.Clusters {
+		why, ok := denied[c]
+		switch {
+		case !ok:
+			out.Clusters = append(out.Clusters, c)
+		case !r.Every:
+			out.Denied = append(out.Denied, c+": "+why)
+		}
+	}
+	return out
+}
+
+// Resolve maps cluster names (a Replicator's targetCluster) to registered secondaries. A name may be a cluster (and
 // ClusterDetector) name, a kubeconfig context name, or plumber's raw <cluster>.<user>. Empty means
 // the primary only; ["*"] every usable secondary. Naming the primary is allowed (it always gets
 // the resources) and adds no secondary.
-func Resolve(names []string, snaps []clusters.Snapshot) Resolution {
+func Resolve(names []string, snaps []Snapshot) Resolution {
 	var res Resolution
 	if len(names) == 1 && names[0] == "*" {
+		res.Every = true
 		for _, s := range snaps {
 			if s.UsableSecondary() {
 				res.Clusters = append(res.Clusters, s.Name)
@@ -45,7 +68,7 @@ func Resolve(names []string, snaps []clusters.Snapshot) Resolution {
 	}
 	chosen := map[string]bool{}
 	for _, name := range names {
-		matches := map[string]clusters.Snapshot{}
+		matches := map[string]Snapshot{}
 		for _, s := range snaps {
 			if s.Name == name || s.Entry.Context == name || fmt.Sprintf("%s.%s", s.Entry.Cluster, s.Entry.User) == name {
 				matches[s.Name] = s
@@ -56,7 +79,7 @@ func Resolve(names []string, snaps []clusters.Snapshot) Resolution {
 			res.Unknown = append(res.Unknown, name)
 		case 1:
 			for _, s := range matches {
-				if s.Role != clusters.RolePrimary {
+				if s.Role != RolePrimary {
 					chosen[s.Name] = true
 				}
 			}
