@@ -14,6 +14,7 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -53,6 +54,9 @@ type Handler struct {
 	// (nil: the cache alone).
 	LiveClaims client.Reader
 	LiveReads  *rate.Limiter
+	// Quotas reads the namespace's FleetQuotas (the manager's cache; nil: none is read). An
+	// elected pod of a namespace that has one waits gated until the quota admits it.
+	Quotas client.Reader
 	// SealKey signs every proxy the webhook makes (flotilla.dev/seal): the proxy reconciler gives
 	// a delegate only to a proxy whose seal it verifies. Without it no pod is elected.
 	SealKey seal.Key
@@ -118,8 +122,12 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod, dryRun bool) (*co
 	if err != nil {
 		return nil, err
 	}
+	opts := h.Options
+	if opts.QuotaGate, err = h.quotaGated(ctx, pod.Namespace); err != nil {
+		return nil, err
+	}
 	out, err := h.Spread.Place(ctx, pod, views, dryRun, func(views []placement.ClusterView) (*corev1.Pod, error) {
-		return election.Admit(pod, labels, views, claims, h.Options)
+		return election.Admit(pod, labels, views, claims, opts)
 	})
 	if err != nil || out == pod {
 		return out, err
@@ -133,6 +141,22 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod, dryRun bool) (*co
 	// Last: the seal covers everything the webhook set, Spread's annotation included.
 	out.Annotations[flotillav1.AnnotationSeal] = seal.Stamp(h.SealKey, out)
 	return out, nil
+}
+
+// quotaGated says whether the namespace has a FleetQuota. A primary that does not serve
+// FleetQuotas (their CRD not installed) has none.
+func (h *Handler) quotaGated(ctx context.Context, namespace string) (bool, error) {
+	if h.Quotas == nil {
+		return false, nil
+	}
+	var quotas flotillav1.FleetQuotaList
+	switch err := h.Quotas.List(ctx, &quotas, client.InNamespace(namespace)); {
+	case meta.IsNoMatchError(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("listing the FleetQuotas of %s: %w", namespace, err)
+	}
+	return len(quotas.Items) > 0, nil
 }
 
 func (h *Handler) namespaceLabels(ctx context.Context, name string) (map[string]string, error) {

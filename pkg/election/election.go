@@ -3,6 +3,7 @@ package election
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,10 @@ type Options struct {
 	// flotilla.dev/cluster-weights split) and the proxy's nodeName is that cluster's virtual node. Nil leaves the choice among the feasible clusters to the primary's
 	// scheduler.
 	Choose func(weights []int64) int
+	// QuotaGate: the pod's namespace has a FleetQuota. The proxy waits behind
+	// flotillav1.SchedulingGateQuota, annotated waiting, until the quota controller admits it;
+	// it is never bound at admission.
+	QuotaGate bool
 }
 
 // Elected says whether a pod asks to be elected.
@@ -79,7 +84,14 @@ func Mutate(pod *corev1.Pod, clusters []placement.ClusterView, claims map[string
 	if constraints.DataClaim, constraints.DataCluster, err = placement.DataCluster(pod, claims); err != nil {
 		return nil, err
 	}
-	place, err := placement.Decide(pod, constraints, clusters, opts.Choose)
+	decided := pod
+	if opts.QuotaGate {
+		// Gated, it is not bound here: the quota controller admits it, and the primary's
+		// scheduler binds it among its clusters.
+		decided = pod.DeepCopy()
+		decided.Spec.SchedulingGates = append(decided.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: flotillav1.SchedulingGateQuota})
+	}
+	place, err := placement.Decide(decided, constraints, clusters, opts.Choose)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +118,15 @@ func Mutate(pod *corev1.Pod, clusters []placement.ClusterView, claims map[string
 	// Only ever the webhook's own.
 	delete(out.Annotations, flotillav1.AnnotationNoClusterFits)
 	delete(out.Annotations, flotillav1.AnnotationAdmittedBy)
+	delete(out.Annotations, flotillav1.AnnotationQuota)
+	delete(out.Annotations, flotillav1.AnnotationQuotaExceeded)
+	out.Spec.SchedulingGates = slices.DeleteFunc(out.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name == flotillav1.SchedulingGateQuota
+	})
+	if opts.QuotaGate {
+		out.Annotations[flotillav1.AnnotationQuota] = flotillav1.QuotaWaiting
+		out.Spec.SchedulingGates = append(out.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: flotillav1.SchedulingGateQuota})
+	}
 	if len(place.Feasible) == 0 {
 		out.Annotations[flotillav1.AnnotationNoClusterFits] = place.Why
 	}

@@ -3,6 +3,7 @@ package election
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -248,5 +249,31 @@ func TestSpreadConstraintsGoWhereTheirKeyIs(t *testing.T) {
 	}
 	if out.Spec.NodeName == "" || len(out.Spec.TopologySpreadConstraints) != 0 {
 		t.Errorf("node %q, proxy constraints %+v: want bound, none", out.Spec.NodeName, out.Spec.TopologySpreadConstraints)
+	}
+}
+
+// In a namespace with a FleetQuota the proxy waits behind the quota gate, annotated waiting (under
+// the seal), and is not bound at admission; elsewhere a quota gate or annotation it arrived with is
+// not kept.
+func TestMutateGatesThePodsOfANamespaceWithAQuota(t *testing.T) {
+	pickLast := func(w []int64) int { return len(w) - 1 }
+	out, err := Mutate(elected(), twoClusters, nil, Options{Choose: pickLast, QuotaGate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Spec.NodeName != "" || !slices.ContainsFunc(out.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == flotillav1.SchedulingGateQuota }) ||
+		out.Annotations[flotillav1.AnnotationQuota] != flotillav1.QuotaWaiting || len(feasibleOf(t, out)) != 2 {
+		t.Errorf("a proxy of a namespace with a quota: node %q, gates %v, annotations %v", out.Spec.NodeName, out.Spec.SchedulingGates, out.Annotations)
+	}
+	forged := elected(func(p *corev1.Pod) {
+		p.Annotations[flotillav1.AnnotationQuota] = flotillav1.QuotaAdmitted
+		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: flotillav1.SchedulingGateQuota}}
+	})
+	out, err = Mutate(forged, twoClusters, nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := out.Annotations[flotillav1.AnnotationQuota]; ok || len(out.Spec.SchedulingGates) != 0 {
+		t.Errorf("kept what only Flotilla sets: %v, %v", out.Annotations, out.Spec.SchedulingGates)
 	}
 }

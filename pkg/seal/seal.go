@@ -127,8 +127,10 @@ func AllowedClusters(pod *corev1.Pod) []string {
 }
 
 // unsealed are the flotilla.dev/* annotations set after admission, by the manager only (the
-// admission policy refuses anyone else's change), so the seal cannot cover them.
-var unsealed = map[string]bool{flotillav1.AnnotationSeal: true, flotillav1.AnnotationDelegateIP: true}
+// admission policy refuses anyone else's change), so the seal cannot cover them; none decides
+// anything (why a proxy waits for quota is a message).
+var unsealed = map[string]bool{flotillav1.AnnotationSeal: true, flotillav1.AnnotationDelegateIP: true,
+	flotillav1.AnnotationQuotaExceeded: true}
 
 func mac(key Key, pod *corev1.Pod, mode string, clusters []string) []byte {
 	s := sealed{Namespace: pod.Namespace, Clusters: clusters}
@@ -177,11 +179,21 @@ func flotillaKeys(m map[string]string, skip map[string]bool) map[string]string {
 func affinityClusters(pod *corev1.Pod) []string {
 	var out []string
 	for _, term := range requiredTerms(pod) {
+		// A term's expressions all hold (the quota controller narrows a gated proxy's clusters by
+		// adding one, as Kubernetes lets it), and any term may.
+		var in []string
+		first := true
 		for _, e := range term.MatchExpressions {
-			if e.Key == flotillav1.LabelCluster && e.Operator == corev1.NodeSelectorOpIn {
-				out = append(out, e.Values...)
+			if e.Key != flotillav1.LabelCluster || e.Operator != corev1.NodeSelectorOpIn {
+				continue
 			}
+			if first {
+				in, first = slices.Clone(e.Values), false
+				continue
+			}
+			in = slices.DeleteFunc(in, func(c string) bool { return !slices.Contains(e.Values, c) })
 		}
+		out = append(out, in...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

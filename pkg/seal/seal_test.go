@@ -141,3 +141,15 @@ func TestKeyIsNeverPrinted(t *testing.T) {
 		t.Fatalf("String = %q", s)
 	}
 }
+
+// A term's expressions all hold: a proxy narrowed by a second expression (the quota controller's
+// choice of one cluster) is allowed that cluster only.
+func TestAllowedClustersOfANarrowedAffinity(t *testing.T) {
+	p := proxyOf("web", "")
+	term := &p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0]
+	term.MatchExpressions = append(term.MatchExpressions, corev1.NodeSelectorRequirement{Key: flotillav1.LabelCluster, Operator: corev1.NodeSelectorOpIn, Values: []string{"east"}})
+	p.Annotations[flotillav1.AnnotationSeal] = Stamp(testKey, p)
+	if got := AllowedClusters(p); len(got) != 1 || got[0] != "east" {
+		t.Fatalf("AllowedClusters = %v, want east", got)
+	}
+}

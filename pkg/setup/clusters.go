@@ -26,9 +26,11 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterdetector"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterset"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/quota"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/registration"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/replicator"
 	"github.com/flotilla-dev/flotilla/pkg/kubeletapi"
+	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
 	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
 )
@@ -157,16 +159,36 @@ func addClusterSets(ctx context.Context, mgr ctrl.Manager, registry *clusters.Re
 	return nil
 }
 
+// addFleetQuotas adds the controller that admits elected pods to their namespace's FleetQuotas,
+// where the primary serves them.
+func addFleetQuotas(ctx context.Context, mgr ctrl.Manager, key seal.Key) error {
+	if served, err := served(mgr, "FleetQuota"); err != nil || !served {
+		return err
+	}
+	if err := (&quota.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), SealKey: key, Recorder: mgr.GetEventRecorder(eventSource)}).
+		SetupWithManager(ctx, mgr, fleetQuotaOptions()); err != nil {
+		return fmt.Errorf("setting up the FleetQuota controller: %w", err)
+	}
+	if err := mgr.Add(&quota.Metrics{Reader: mgr.GetClient()}); err != nil {
+		return fmt.Errorf("adding the FleetQuota metrics: %w", err)
+	}
+	return nil
+}
+
 // tenancyServed says whether the primary serves ClusterSetBindings: an install whose CRDs were not
 // upgraded has none, and its controllers then watch no cluster sets (every namespace uses every
 // cluster, as the gatherer reads it).
-func tenancyServed(mgr ctrl.Manager) (bool, error) {
-	gk := flotillav1.GroupVersion.WithKind("ClusterSetBinding").GroupKind()
+func tenancyServed(mgr ctrl.Manager) (bool, error) { return served(mgr, "ClusterSetBinding") }
+
+// served says whether the primary serves a kind of Flotilla's API (an install whose CRDs were
+// not upgraded may not).
+func served(mgr ctrl.Manager, kind string) (bool, error) {
+	gk := flotillav1.GroupVersion.WithKind(kind).GroupKind()
 	switch _, err := mgr.GetRESTMapper().RESTMapping(gk, flotillav1.GroupVersion.Version); {
 	case meta.IsNoMatchError(err):
 		return false, nil
 	case err != nil:
-		return false, fmt.Errorf("looking up ClusterSetBindings in the primary: %w", err)
+		return false, fmt.Errorf("looking up %ss in the primary: %w", kind, err)
 	}
 	return true, nil
 }

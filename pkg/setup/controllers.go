@@ -19,6 +19,10 @@ const (
 // options say (each replica's webhook and kubelet API read their own registry).
 func registrationOptions() controller.Options { return controller.Options{} }
 
+// fleetQuotaOptions: one worker admits to the FleetQuotas (a namespace at a time in any case:
+// the request is the namespace).
+func fleetQuotaOptions() controller.Options { return controller.Options{} }
+
 // clusterSetOptions: one worker writes the ClusterSets' status (a few sets, each cheap).
 func clusterSetOptions() controller.Options { return controller.Options{} }
 

@@ -105,6 +105,9 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 	}).SetupWithManager(ctx, mgr, proxyOptions(opts.Election)); err != nil {
 		return fmt.Errorf("setting up the proxy controller: %w", err)
 	}
+	if err := addFleetQuotas(ctx, mgr, sealKey); err != nil {
+		return err
+	}
 	if opts.Election.RebalanceOnReturn {
 		if err := mgr.Add(&rebalance.Rebalancer{Client: mgr.GetClient(), Views: gatherer, After: opts.Election.RebalanceAfter,
 			Interval: opts.Election.RebalanceInterval, PerRound: rebalancePerRound, Recorder: mgr.GetEventRecorder(eventSource),
@@ -162,6 +165,7 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, gat
 		Spread:  &webhook.Spread{Proxies: proxies, Replica: replicaName(opts.Clock)},
 		Decoder: decoder, Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
 		Claims: mgr.GetClient(), LiveClaims: mgr.GetAPIReader(), LiveReads: rate.NewLimiter(liveClaimReads, 2*liveClaimReads),
+		Quotas:  mgr.GetClient(),
 		SealKey: sealKey,
 	}
 	server := mgr.GetWebhookServer()

@@ -21,6 +21,9 @@ const (
 	// ConditionResolved says, on a ClusterSet, whether its selector parses and every cluster it
 	// names is a registered secondary.
 	ConditionResolved = "Resolved"
+	// ConditionExhausted says, on a FleetQuota, whether a resource is at its limit (overall or
+	// in a cluster): the next pod that asks for it waits.
+	ConditionExhausted = "Exhausted"
 	// PodConditionDelegated says, on a proxy, that its delegate was created in its secondary.
 	PodConditionDelegated corev1.PodConditionType = "flotilla.dev/Delegated"
 )
@@ -164,6 +167,11 @@ const (
 	// ReasonNoClusterFits (an Event on a proxy): no cluster takes the pod now; it waits Pending for
 	// the primary's scheduler to bind it once a virtual node has room.
 	ReasonNoClusterFits = "NoClusterFits"
+	// ReasonQuotaExceeded (an Event and the reason on a proxy): its namespace's FleetQuota has no
+	// room for it now; it waits gated and starts when room frees.
+	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonQuotaAdmitted (an Event on a proxy): its FleetQuotas had room, its gate is removed.
+	ReasonQuotaAdmitted = "QuotaAdmitted"
 	// ReasonPriorityClassMissing: the proxy's priority class does not exist in its secondary.
 	ReasonPriorityClassMissing = "PriorityClassMissing"
 	// ReasonDelegateUpdated (an Event on a proxy): a change of the proxy reached its delegate.

@@ -162,6 +162,20 @@ const (
 	// matches its selectors or tolerates it): the proxy reconciler removes it, and gives the proxy
 	// the clusters that fit, once one does.
 	SchedulingGatePlacement = "flotilla.dev/placement"
+	// SchedulingGateQuota holds an elected pod of a namespace with a FleetQuota until the quota
+	// has room for it: the webhook adds it, the quota controller removes it.
+	SchedulingGateQuota = "flotilla.dev/quota"
+	// AnnotationQuota is a proxy's standing with its namespace's FleetQuotas, set by the webhook
+	// ("waiting") and by the quota controller ("admitted"), both under the seal: a proxy whose
+	// gate was removed by anyone else is still waiting, and gets no delegate.
+	AnnotationQuota = "flotilla.dev/quota"
+	// QuotaWaiting is AnnotationQuota's value while the proxy waits for room.
+	QuotaWaiting = "waiting"
+	// QuotaAdmitted is AnnotationQuota's value once the quota controller let the proxy through.
+	QuotaAdmitted = "admitted"
+	// AnnotationQuotaExceeded says why a proxy waits for quota: the quota, the resource and the
+	// numbers.
+	AnnotationQuotaExceeded = "flotilla.dev/quota-exceeded"
 	// AnnotationSeal is the webhook's keyed MAC over what it decided for a proxy (pkg/seal): the
 	// proxy reconciler creates a delegate only for a proxy whose seal matches.
 	AnnotationSeal = "flotilla.dev/seal"

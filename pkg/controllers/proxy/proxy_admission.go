@@ -20,7 +20,8 @@ import (
 // the proxy as it is (seal.Verify: its constraints, labels, annotations and allowed clusters), that
 // the spec can be offloaded (immutable fields, so checked as they are), that the bound cluster is
 // one the sealed affinity and the user's cluster list allow, and that the delegate finalizer is
-// there (without it the proxy could go while its delegate runs on). Pure.
+// there (without it the proxy could go while its delegate runs on), and that a proxy of a namespace
+// with a FleetQuota was admitted by the quota controller, not only ungated. Pure.
 func notAdmitted(proxy *corev1.Pod, cluster string, key seal.Key) string {
 	if err := seal.Verify(key, proxy); err != nil {
 		return err.Error()
@@ -36,6 +37,10 @@ func notAdmitted(proxy *corev1.Pod, cluster string, key seal.Key) string {
 	}
 	if !controllerutil.ContainsFinalizer(proxy, flotillav1.FinalizerDelegate) {
 		return fmt.Sprintf("it lacks the finalizer %s", flotillav1.FinalizerDelegate)
+	}
+	if proxy.Annotations[flotillav1.AnnotationQuota] == flotillav1.QuotaWaiting {
+		return fmt.Sprintf("its namespace's FleetQuota has not admitted it (annotation %s=%s): its scheduling gate %s was removed by someone other than Flotilla",
+			flotillav1.AnnotationQuota, flotillav1.QuotaWaiting, flotillav1.SchedulingGateQuota)
 	}
 	return ""
 }

@@ -29,7 +29,7 @@ import (
 // The chart's CRDs, by name.
 var (
 	mcsCRDs       = []string{"serviceexports.multicluster.x-k8s.io", "serviceimports.multicluster.x-k8s.io"}
-	primaryCRDs   = append([]string{"clusterdetectors.flotilla.dev", "clustersetbindings.flotilla.dev", "clustersets.flotilla.dev", "flotillaprimaries.flotilla.dev", "replicators.flotilla.dev"}, mcsCRDs...)
+	primaryCRDs   = append([]string{"clusterdetectors.flotilla.dev", "clustersetbindings.flotilla.dev", "clustersets.flotilla.dev", "fleetquotas.flotilla.dev", "flotillaprimaries.flotilla.dev", "replicators.flotilla.dev"}, mcsCRDs...)
 	secondaryCRDs = append([]string{"flotillaprimaries.flotilla.dev"}, mcsCRDs...)
 )
 
@@ -138,7 +138,7 @@ var valueCases = map[string]valueCase{
 		Expect(managerDeployment(objs)).NotTo(BeNil(), "the rest is rendered")
 	}},
 	"crds.multiclusterServices": {set("crds.multiclusterServices=false"), func(objs []*unstructured.Unstructured) {
-		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs[:5]), "Flotilla's own only")
+		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs[:6]), "Flotilla's own only")
 	}},
 	"crds.keep": {set("crds.keep=false"), func(objs []*unstructured.Unstructured) {
 		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs))
@@ -238,7 +238,7 @@ var valueCases = map[string]valueCase{
 	}},
 	"metrics.prometheusRule.enabled": {prometheusRuleAPI, func(objs []*unstructured.Unstructured) {
 		Expect(alertNames(prometheusRule(objs))).To(ConsistOf("FlotillaClusterUnreachable", "FlotillaProxiesWithoutDelegate",
-			"FlotillaWebhookErrors", "FlotillaReplicatorNotSynced"))
+			"FlotillaWebhookErrors", "FlotillaReplicatorNotSynced", "FlotillaFleetQuotaNearLimit"))
 	}},
 	"metrics.prometheusRule.force": {set("metrics.prometheusRule.enabled=true,metrics.prometheusRule.force=true"), func(objs []*unstructured.Unstructured) {
 		Expect(prometheusRule(objs)).NotTo(BeNil())
