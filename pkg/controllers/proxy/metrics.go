@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -234,20 +232,8 @@ func (p *Metrics) Describe(ch chan<- *prometheus.Desc) {
 // Collect lists the proxies and sends the gauges; a failed list sends an invalid metric, which
 // fails the scrape (Prometheus's up is 0) rather than report no proxies.
 func (p *Metrics) Collect(ch chan<- prometheus.Metric) {
-	parent := p.ctx
-	if parent == nil {
-		return
-	}
-	timeout := p.Timeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(parent, timeout)
-	defer cancel()
 	var list corev1.PodList
-	if err := p.Reader.List(ctx, &list, client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the proxies for their metrics")
-		ch <- prometheus.NewInvalidMetric(proxiesDesc, fmt.Errorf("listing the proxies: %w", err))
+	if !leadermetrics.List(p.ctx, p.Timeout, p.Reader, &list, ch, proxiesDesc, "proxies", client.MatchingLabels{flotillav1.LabelProxy: "true"}) {
 		return
 	}
 	now := time.Now()

@@ -2,11 +2,9 @@ package quota
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -20,7 +18,7 @@ import (
 type Metrics struct {
 	// Reader lists FleetQuotas (the manager's cache).
 	Reader client.Reader
-	// Timeout bounds one scrape's list (default 5 s).
+	// Timeout bounds one scrape's list (leadermetrics.DefaultScrapeTimeout when zero).
 	Timeout time.Duration
 
 	ctx context.Context
@@ -53,19 +51,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect lists the FleetQuotas and sends the gauges; a failed list fails the scrape.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	if m.ctx == nil {
-		return
-	}
-	timeout := m.Timeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(m.ctx, timeout)
-	defer cancel()
 	var list flotillav1.FleetQuotaList
-	if err := m.Reader.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the FleetQuotas for their metrics")
-		ch <- prometheus.NewInvalidMetric(usedDesc, fmt.Errorf("listing the FleetQuotas: %w", err))
+	if !leadermetrics.List(m.ctx, m.Timeout, m.Reader, &list, ch, usedDesc, "FleetQuotas") {
 		return
 	}
 	for i := range list.Items {

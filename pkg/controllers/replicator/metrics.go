@@ -2,13 +2,11 @@ package replicator
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/flotilla-dev/flotilla/internal/leadermetrics"
 
 	"github.com/prometheus/client_golang/prometheus"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -72,19 +70,8 @@ func (s *SyncMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- syncedDesc }
 
 // Collect lists the Replicators and sends the gauge; a failed list fails the scrape.
 func (s *SyncMetrics) Collect(ch chan<- prometheus.Metric) {
-	if s.ctx == nil {
-		return
-	}
-	timeout := s.Timeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
-	ctx, cancel := context.WithTimeout(s.ctx, timeout)
-	defer cancel()
 	var list flotillav1.ReplicatorList
-	if err := s.Reader.List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the Replicators for their metrics")
-		ch <- prometheus.NewInvalidMetric(syncedDesc, fmt.Errorf("listing the Replicators: %w", err))
+	if !leadermetrics.List(s.ctx, s.Timeout, s.Reader, &list, ch, syncedDesc, "Replicators") {
 		return
 	}
 	for i := range list.Items {
