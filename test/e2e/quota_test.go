@@ -153,3 +153,41 @@ var _ = Describe("fleet quotas", Serial, Label("disruptive"), func() {
 		Expect(most).To(BeNumerically("<=", limit), "more than the quota past the gate at one moment, of %d samples", samples)
 	}, SpecTimeout(8*time.Minute))
 })
+
+var _ = Describe("a fleet that denies by default", Serial, Label("disruptive"), func() {
+	It("with --tenancy-default-deny keeps an unbound namespace's elected pod waiting, saying so, and lets a bound one's through", func(ctx SpecContext) {
+		const unbound, bound = "deny-unbound", "deny-bound"
+		joinBothSecondaries(ctx)
+		enabledNamespace(ctx, unbound)
+		enabledNamespace(ctx, bound)
+		s1 := bed.Secondaries[0]
+		c := clientOf(bed.Primary)
+		set := &flotillav1.ClusterSet{ObjectMeta: metav1.ObjectMeta{Name: "deny-first"}, Spec: flotillav1.ClusterSetSpec{Clusters: []string{s1.Name}}}
+		Expect(c.Create(ctx, set)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(c.Delete(ctx, set))).To(Succeed()) })
+		Expect(c.Create(ctx, &flotillav1.ClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: bound, Name: "deny-first"},
+			Spec: flotillav1.ClusterSetBindingSpec{ClusterSet: "deny-first"}})).To(Succeed())
+		restartManager(ctx, "--tenancy-default-deny")
+		DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
+
+		for _, ns := range []string{unbound, bound} {
+			_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web",
+				Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(bound).Get(ctx, "web", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Spec.NodeName).To(Equal(flotillav1.VirtualNodeName(s1.Name)))
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(unbound).Get(ctx, "web", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Spec.NodeName).To(BeEmpty())
+			g.Expect(p.Spec.SchedulingGates).To(ContainElement(HaveField("Name", flotillav1.SchedulingGatePlacement)))
+			g.Expect(p.Annotations[flotillav1.AnnotationNoClusterFits]).To(ContainSubstring("namespace " + unbound + " is bound to no ClusterSet, and the fleet denies by default"))
+		}).WithContext(ctx).WithTimeout(5 * time.Second).WithPolling(time.Second).Should(Succeed())
+	}, SpecTimeout(4*time.Minute))
+})

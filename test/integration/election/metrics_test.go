@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -91,6 +92,13 @@ var _ = Describe("the manager's metrics", func() {
 		Expect(primary.Client.Create(ctx, &rep)).To(Succeed())
 		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(primary.Client.Delete(ctx, &rep))).To(Succeed()) })
 
+		// A FleetQuota, in a namespace of its own (its pods would wait for it).
+		Expect(primary.Namespace(ctx, "metrics-quota", nil)).To(Succeed())
+		quota := &flotillav1.FleetQuota{ObjectMeta: metav1.ObjectMeta{Namespace: "metrics-quota", Name: "team"},
+			Spec: flotillav1.FleetQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")}}}
+		Expect(primary.Client.Create(ctx, quota)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(primary.Client.Delete(ctx, quota))).To(Succeed()) })
+
 		Eventually(func(g Gomega) {
 			var p corev1.Pod
 			g.Expect(primary.Client.Get(ctx, client.ObjectKeyFromObject(pod), &p)).To(Succeed())
@@ -125,6 +133,8 @@ var _ = Describe("the manager's metrics", func() {
 			g.Expect(sample(text, `flotilla_replicator_synced{replicator="metrics"}`)).To(BeNumerically(">=", 0))
 			g.Expect(sample(text, `flotilla_replicator_apply_duration_seconds_count{`+east+`}`)).To(BeNumerically(">=", 1))
 			g.Expect(sample(text, `flotilla_cluster_ready{`+east+`,role="secondary"}`)).To(Equal(1.0))
+			g.Expect(sample(text, `flotilla_fleetquota_hard{namespace="metrics-quota",quota="team",resource="pods"}`)).To(Equal(10.0))
+			g.Expect(sample(text, `flotilla_fleetquota_used{namespace="metrics-quota",quota="team",resource="pods"}`)).To(Equal(0.0))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 		Expect(strings.Count(text, "\nflotilla_")).To(BeNumerically(">", 10))
 	}, SpecTimeout(2*time.Minute))
