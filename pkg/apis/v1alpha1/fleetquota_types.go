@@ -9,7 +9,8 @@ import (
 // together (Hard) and in one secondary (Clusters).
 type FleetQuotaSpec struct {
 	// Hard is the most the namespace's elected pods may request over all secondaries: pods, cpu,
-	// memory (or their requests.* names), and any extended resource such as nvidia.com/gpu.
+	// memory (or their requests.* names), any extended resource such as nvidia.com/gpu, and
+	// requests.storage (of their claims of class flotilla).
 	// +optional
 	Hard corev1.ResourceList `json:"hard,omitempty"`
 	// Clusters limits what they may request in one secondary each.

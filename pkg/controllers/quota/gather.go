@@ -6,11 +6,14 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // inputs is what one pass over a namespace judges: its quotas, what the proxies past the gate
@@ -19,13 +22,52 @@ type inputs struct {
 	quotas  []placement.QuotaView
 	used    placement.QuotaUsage
 	waiting []*corev1.Pod
+	// storage is, per waiting proxy, what its claims of class flotilla not counted yet request.
+	storage map[types.UID]resource.Quantity
 }
+
+// requestsStorage is the name claims count under, as in a ResourceQuota.
+const requestsStorage corev1.ResourceName = "requests.storage"
 
 // gather sorts the namespace's proxies into those that count (past the gate, or admitted by this
 // controller though the cache does not show it yet) and those that wait for quota. A proxy
 // still behind the placement gate has no clusters yet: it waits for placement first.
-func gather(quotas []flotillav1.FleetQuota, proxies []corev1.Pod, admitted map[types.UID]string) inputs {
-	in := inputs{used: placement.QuotaUsage{Total: corev1.ResourceList{}, PerCluster: map[string]corev1.ResourceList{}}}
+//
+// Claims of class flotilla count their requested storage once: when a proxy that counts uses
+// them, or their cluster is known (they hold data there), in that cluster.
+func gather(quotas []flotillav1.FleetQuota, proxies []corev1.Pod, claims []corev1.PersistentVolumeClaim, admitted map[types.UID]string) inputs {
+	in := inputs{used: placement.QuotaUsage{Total: corev1.ResourceList{}, PerCluster: map[string]corev1.ResourceList{}},
+		storage: map[types.UID]resource.Quantity{}}
+	remote := map[string]*corev1.PersistentVolumeClaim{}
+	for i := range claims {
+		if c := &claims[i]; ptr.Deref(c.Spec.StorageClassName, "") == flotillav1.StorageClassRemote {
+			remote[c.Name] = c
+		}
+	}
+	counted := map[string]bool{}
+	countClaim := func(name, cluster string) {
+		c, ok := remote[name]
+		if !ok || counted[name] {
+			return
+		}
+		counted[name] = true
+		if held := c.Annotations[flotillav1.AnnotationVolumeCluster]; held != "" {
+			cluster = held
+		}
+		req := corev1.ResourceList{requestsStorage: c.Spec.Resources.Requests.Storage().DeepCopy()}
+		add(in.used.Total, req)
+		if cluster != "" {
+			if in.used.PerCluster[cluster] == nil {
+				in.used.PerCluster[cluster] = corev1.ResourceList{}
+			}
+			add(in.used.PerCluster[cluster], req)
+		}
+	}
+	for name, c := range remote {
+		if c.Annotations[flotillav1.AnnotationVolumeCluster] != "" {
+			countClaim(name, "")
+		}
+	}
 	for _, q := range quotas {
 		v := placement.QuotaView{Name: q.Name, Hard: placement.QuotaLimits(q.Spec.Hard)}
 		for _, c := range q.Spec.Clusters {
@@ -53,6 +95,9 @@ func gather(quotas []flotillav1.FleetQuota, proxies []corev1.Pod, admitted map[t
 		default:
 			continue
 		}
+		for _, name := range translate.Claims(&p.Spec) {
+			countClaim(name, cluster)
+		}
 		req := placement.QuotaRequests(p)
 		add(in.used.Total, req)
 		if cluster != "" {
@@ -60,6 +105,17 @@ func gather(quotas []flotillav1.FleetQuota, proxies []corev1.Pod, admitted map[t
 				in.used.PerCluster[cluster] = corev1.ResourceList{}
 			}
 			add(in.used.PerCluster[cluster], req)
+		}
+	}
+	for _, p := range in.waiting {
+		var storage resource.Quantity
+		for _, name := range slices.Compact(slices.Sorted(slices.Values(translate.Claims(&p.Spec)))) {
+			if c, ok := remote[name]; ok && !counted[name] {
+				storage.Add(*c.Spec.Resources.Requests.Storage())
+			}
+		}
+		if !storage.IsZero() {
+			in.storage[p.UID] = storage
 		}
 	}
 	sort.SliceStable(in.waiting, func(i, j int) bool {
@@ -72,12 +128,15 @@ func gather(quotas []flotillav1.FleetQuota, proxies []corev1.Pod, admitted map[t
 	return in
 }
 
-// requests are the waiting proxies as placement judges them: what each asks for, and the
-// clusters its sealed affinity allows.
+// requests are the waiting proxies as placement judges them: what each asks for (its claims'
+// storage not counted yet included), and the clusters its sealed affinity allows.
 func (in inputs) requests() []placement.QuotaRequest {
 	out := make([]placement.QuotaRequest, len(in.waiting))
 	for i, p := range in.waiting {
 		out[i] = placement.QuotaRequest{Requests: placement.QuotaRequests(p), Clusters: seal.AllowedClusters(p)}
+		if storage, ok := in.storage[p.UID]; ok {
+			out[i].Requests[requestsStorage] = storage
+		}
 	}
 	return out
 }

@@ -54,7 +54,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.Client.List(ctx, &proxies, client.InNamespace(ns), client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the proxies of %s: %w", ns, err)
 	}
-	in := gather(quotas.Items, proxies.Items, r.pending(ns, proxies.Items))
+	var claims corev1.PersistentVolumeClaimList
+	if err := r.Client.List(ctx, &claims, client.InNamespace(ns)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the claims of %s: %w", ns, err)
+	}
+	in := gather(quotas.Items, proxies.Items, claims.Items, r.pending(ns, proxies.Items))
 	verdicts, _ := placement.AdmitToQuotas(in.quotas, in.used, in.requests())
 	var errs []error
 	waitingFor := map[string]int32{}
@@ -79,7 +83,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 	}
 	// The status counts what is admitted now, this pass's admissions included.
-	now := gather(quotas.Items, proxies.Items, r.pending(ns, proxies.Items))
+	now := gather(quotas.Items, proxies.Items, claims.Items, r.pending(ns, proxies.Items))
 	for i := range quotas.Items {
 		errs = append(errs, r.writeStatus(ctx, &quotas.Items[i], now.used, waitingFor[quotas.Items[i].Name]))
 	}

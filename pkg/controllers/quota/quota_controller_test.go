@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -214,5 +215,49 @@ func TestAnUnsealedProxyIsNotAdmitted(t *testing.T) {
 	}
 	if _, waiting := podsOf(t, truth); len(waiting) != 1 {
 		t.Error("an unsealed proxy was admitted")
+	}
+}
+
+// Claims of class flotilla count their storage once: a pod whose new claim would pass the limit
+// waits, one that uses a claim already counted does not add it again.
+func TestClaimsCountTheirStorageOnce(t *testing.T) {
+	claim := func(name, size, cluster string) *corev1.PersistentVolumeClaim {
+		c := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name},
+			Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: ptr.To(flotillav1.StorageClassRemote),
+				Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}}}}
+		if cluster != "" {
+			c.Annotations = map[string]string{flotillav1.AnnotationVolumeCluster: cluster}
+		}
+		return c
+	}
+	using := func(claims ...string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) {
+			for _, c := range claims {
+				p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: c, VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c}}})
+			}
+		}
+	}
+	running := func(p *corev1.Pod) { admittedIn("a")(p); using("data-0")(p) }
+	other := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "local"},
+		Spec: corev1.PersistentVolumeClaimSpec{Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("100Gi")}}}}
+	c, truth, _ := stale(quotaOf(corev1.ResourceList{"requests.storage": resource.MustParse("3Gi")}),
+		claim("data-0", "2Gi", ""), claim("data-1", "2Gi", ""), other,
+		proxy("running", 10*time.Minute, running), proxy("p0", 5*time.Minute, using("data-1")), proxy("p1", time.Minute, using("data-0", "local")))
+	r := &Reconciler{Client: c, Live: truth, SealKey: key}
+	if _, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKey{Name: "team"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, waiting := podsOf(t, truth)
+	if len(waiting) != 1 || waiting[0].Name != "p0" ||
+		waiting[0].Annotations[flotillav1.AnnotationQuotaExceeded] != "FleetQuota fleet: requests.storage 2Gi/3Gi used, the pod asks for 2Gi" {
+		t.Errorf("waiting %v", waiting)
+	}
+	var q flotillav1.FleetQuota
+	if err := truth.Get(t.Context(), client.ObjectKey{Namespace: "team", Name: "fleet"}, &q); err != nil {
+		t.Fatal(err)
+	}
+	if q.Status.Summary != "requests.storage 2Gi/3Gi" {
+		t.Errorf("summary %q: the claim used by two pods counts once, a claim of another class not at all", q.Status.Summary)
 	}
 }
