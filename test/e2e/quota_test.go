@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,8 +125,14 @@ var _ = Describe("fleet quotas", Serial, Label("disruptive"), func() {
 			g.Expect(q.Status.Clusters).To(ContainElement(And(HaveField("Name", s1.Name), HaveField("Used", HaveKeyWithValue(corev1.ResourcePods, resource.MustParse("8"))))))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 
-		// Room frees: the oldest waiting go, not the pods made to replace the deleted ones.
-		slices.SortFunc(waiting, func(a, b corev1.Pod) int { return a.CreationTimestamp.Compare(b.CreationTimestamp.Time) })
+		// Room frees: the oldest waiting go, not the pods made to replace the deleted ones (oldest
+		// by creation, to the second, then by name, as the quota controller orders them).
+		slices.SortFunc(waiting, func(a, b corev1.Pod) int {
+			if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+				return c
+			}
+			return strings.Compare(a.Name, b.Name)
+		})
 		oldest := []string{}
 		for _, p := range waiting[:5] {
 			oldest = append(oldest, p.Name)
