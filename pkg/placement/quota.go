@@ -97,13 +97,7 @@ func AdmitToQuotas(quotas []QuotaView, used QuotaUsage, waiting []QuotaRequest) 
 			}
 		}
 		out[i] = QuotaVerdict{Admit: true, Cluster: cluster}
-		add(now.Total, w.Requests)
-		if cluster != "" {
-			if now.PerCluster[cluster] == nil {
-				now.PerCluster[cluster] = corev1.ResourceList{}
-			}
-			add(now.PerCluster[cluster], w.Requests)
-		}
+		now.Add(cluster, w.Requests)
 	}
 	return out, now
 }
@@ -184,4 +178,22 @@ func add(into, req corev1.ResourceList) {
 		sum.Add(q)
 		into[name] = sum
 	}
+}
+
+// Add counts req overall and, when cluster is known, in that cluster.
+func (u *QuotaUsage) Add(cluster string, req corev1.ResourceList) {
+	if u.Total == nil {
+		u.Total = corev1.ResourceList{}
+	}
+	add(u.Total, req)
+	if cluster == "" {
+		return
+	}
+	if u.PerCluster == nil {
+		u.PerCluster = map[string]corev1.ResourceList{}
+	}
+	if u.PerCluster[cluster] == nil {
+		u.PerCluster[cluster] = corev1.ResourceList{}
+	}
+	add(u.PerCluster[cluster], req)
 }

@@ -36,85 +36,29 @@ const requestsStorage corev1.ResourceName = "requests.storage"
 // Claims of class flotilla count their requested storage once: when a proxy that counts uses
 // them, or their cluster is known (they hold data there), in that cluster.
 func gather(quotas []flotillav1.FleetQuota, proxies []corev1.Pod, claims []corev1.PersistentVolumeClaim, admitted map[types.UID]string) inputs {
-	in := inputs{used: placement.QuotaUsage{Total: corev1.ResourceList{}, PerCluster: map[string]corev1.ResourceList{}},
+	in := inputs{quotas: quotaViews(quotas), used: placement.QuotaUsage{Total: corev1.ResourceList{}, PerCluster: map[string]corev1.ResourceList{}},
 		storage: map[types.UID]resource.Quantity{}}
-	remote := map[string]*corev1.PersistentVolumeClaim{}
-	for i := range claims {
-		if c := &claims[i]; ptr.Deref(c.Spec.StorageClassName, "") == flotillav1.StorageClassRemote {
-			remote[c.Name] = c
-		}
-	}
-	counted := map[string]bool{}
-	countClaim := func(name, cluster string) {
-		c, ok := remote[name]
-		if !ok || counted[name] {
-			return
-		}
-		counted[name] = true
-		if held := c.Annotations[flotillav1.AnnotationVolumeCluster]; held != "" {
-			cluster = held
-		}
-		req := corev1.ResourceList{requestsStorage: c.Spec.Resources.Requests.Storage().DeepCopy()}
-		add(in.used.Total, req)
-		if cluster != "" {
-			if in.used.PerCluster[cluster] == nil {
-				in.used.PerCluster[cluster] = corev1.ResourceList{}
-			}
-			add(in.used.PerCluster[cluster], req)
-		}
-	}
-	for name, c := range remote {
+	st := newStorage(claims)
+	for name, c := range st.remote {
 		if c.Annotations[flotillav1.AnnotationVolumeCluster] != "" {
-			countClaim(name, "")
+			in.used.Add(st.count(name, ""))
 		}
 	}
-	for _, q := range quotas {
-		v := placement.QuotaView{Name: q.Name, Hard: placement.QuotaLimits(q.Spec.Hard)}
-		for _, c := range q.Spec.Clusters {
-			if v.Clusters == nil {
-				v.Clusters = map[string]corev1.ResourceList{}
-			}
-			v.Clusters[c.Name] = placement.QuotaLimits(c.Hard)
-		}
-		in.quotas = append(in.quotas, v)
-	}
-	sort.Slice(in.quotas, func(i, j int) bool { return in.quotas[i].Name < in.quotas[j].Name })
 	for i := range proxies {
 		p := &proxies[i]
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		cluster, counted := admitted[p.UID]
+		cluster, counts, waits := standing(p, admitted)
 		switch {
-		case counted:
-		case p.Annotations[flotillav1.AnnotationQuota] != flotillav1.QuotaWaiting:
-			cluster = clusterOf(p)
-		case p.DeletionTimestamp.IsZero() && !placementGated(p):
+		case waits:
 			in.waiting = append(in.waiting, p)
-			continue
-		default:
-			continue
-		}
-		for _, name := range translate.Claims(&p.Spec) {
-			countClaim(name, cluster)
-		}
-		req := placement.QuotaRequests(p)
-		add(in.used.Total, req)
-		if cluster != "" {
-			if in.used.PerCluster[cluster] == nil {
-				in.used.PerCluster[cluster] = corev1.ResourceList{}
+		case counts:
+			for _, name := range translate.Claims(&p.Spec) {
+				in.used.Add(st.count(name, cluster))
 			}
-			add(in.used.PerCluster[cluster], req)
+			in.used.Add(cluster, placement.QuotaRequests(p))
 		}
 	}
 	for _, p := range in.waiting {
-		var storage resource.Quantity
-		for _, name := range slices.Compact(slices.Sorted(slices.Values(translate.Claims(&p.Spec)))) {
-			if c, ok := remote[name]; ok && !counted[name] {
-				storage.Add(*c.Spec.Resources.Requests.Storage())
-			}
-		}
-		if !storage.IsZero() {
+		if storage := st.notCounted(p); !storage.IsZero() {
 			in.storage[p.UID] = storage
 		}
 	}
@@ -126,6 +70,80 @@ func gather(quotas []flotillav1.FleetQuota, proxies []corev1.Pod, claims []corev
 		return a.Name < b.Name
 	})
 	return in
+}
+
+// standing says whether a proxy counts against the quotas (and in which cluster, "" when not
+// known) or waits for them; neither for one that ended, or is going while it waits, or waits for
+// placement first.
+func standing(p *corev1.Pod, admitted map[types.UID]string) (cluster string, counts, waits bool) {
+	if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		return "", false, false
+	}
+	if c, ok := admitted[p.UID]; ok {
+		return c, true, false
+	}
+	if p.Annotations[flotillav1.AnnotationQuota] != flotillav1.QuotaWaiting {
+		return clusterOf(p), true, false
+	}
+	return "", false, p.DeletionTimestamp.IsZero() && !placementGated(p)
+}
+
+// quotaViews are the quotas as placement judges them, by name.
+func quotaViews(quotas []flotillav1.FleetQuota) []placement.QuotaView {
+	var out []placement.QuotaView
+	for _, q := range quotas {
+		v := placement.QuotaView{Name: q.Name, Hard: placement.QuotaLimits(q.Spec.Hard)}
+		for _, c := range q.Spec.Clusters {
+			if v.Clusters == nil {
+				v.Clusters = map[string]corev1.ResourceList{}
+			}
+			v.Clusters[c.Name] = placement.QuotaLimits(c.Hard)
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// storage counts the namespace's claims of class flotilla, each once.
+type storage struct {
+	remote  map[string]*corev1.PersistentVolumeClaim
+	counted map[string]bool
+}
+
+func newStorage(claims []corev1.PersistentVolumeClaim) *storage {
+	st := &storage{remote: map[string]*corev1.PersistentVolumeClaim{}, counted: map[string]bool{}}
+	for i := range claims {
+		if c := &claims[i]; ptr.Deref(c.Spec.StorageClassName, "") == flotillav1.StorageClassRemote {
+			st.remote[c.Name] = c
+		}
+	}
+	return st
+}
+
+// count is the storage of claim name the first time it is counted, in the cluster that holds its
+// data or else in cluster; nothing for a claim of another class, or counted already.
+func (st *storage) count(name, cluster string) (string, corev1.ResourceList) {
+	c, ok := st.remote[name]
+	if !ok || st.counted[name] {
+		return "", nil
+	}
+	st.counted[name] = true
+	if held := c.Annotations[flotillav1.AnnotationVolumeCluster]; held != "" {
+		cluster = held
+	}
+	return cluster, corev1.ResourceList{requestsStorage: c.Spec.Resources.Requests.Storage().DeepCopy()}
+}
+
+// notCounted is what a waiting proxy's claims of class flotilla not counted yet request.
+func (st *storage) notCounted(p *corev1.Pod) resource.Quantity {
+	var out resource.Quantity
+	for _, name := range slices.Compact(slices.Sorted(slices.Values(translate.Claims(&p.Spec)))) {
+		if c, ok := st.remote[name]; ok && !st.counted[name] {
+			out.Add(*c.Spec.Resources.Requests.Storage())
+		}
+	}
+	return out
 }
 
 // requests are the waiting proxies as placement judges them: what each asks for (its claims'
@@ -155,12 +173,4 @@ func clusterOf(p *corev1.Pod) string {
 
 func placementGated(p *corev1.Pod) bool {
 	return slices.ContainsFunc(p.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == flotillav1.SchedulingGatePlacement })
-}
-
-func add(into, req corev1.ResourceList) {
-	for name, q := range req {
-		sum := into[name].DeepCopy()
-		sum.Add(q)
-		into[name] = sum
-	}
 }
