@@ -41,11 +41,43 @@ func pastTheGate(ctx context.Context, ns string) (past int, waiting []corev1.Pod
 	return past, waiting, nil
 }
 
-var _ = Describe("fleet quotas", Serial, Label("disruptive"), func() {
-	It("holds 60 elected pods created at once to a quota of 20 through a manager SIGKILL: never more than 20 past the gate, 20 Running and 40 waiting with QuotaExceeded naming the quota; the per-cluster limit sends the overflow to the other cluster; 5 deleted, the 5 oldest waiting start", func(ctx SpecContext) {
-		const ns, limit, created = "quota-team", 20, 60
+// One group, one manager flag for both: the fleet denies by default (--tenancy-default-deny),
+// the quota's namespace is bound to both secondaries, another namespace to none.
+var _ = Describe("fleet quotas, in a fleet that denies by default", Ordered, Serial, Label("disruptive"), func() {
+	const ns, unbound = "quota-team", "quota-unbound"
+	denyByDefault := "--tenancy-default-deny"
+
+	BeforeAll(func(ctx SpecContext) {
 		joinBothSecondaries(ctx)
 		enabledNamespace(ctx, ns)
+		enabledNamespace(ctx, unbound)
+		c := clientOf(bed.Primary)
+		set := &flotillav1.ClusterSet{ObjectMeta: metav1.ObjectMeta{Name: "quota-both"}, Spec: flotillav1.ClusterSetSpec{
+			Clusters: []string{bed.Secondaries[0].Name, bed.Secondaries[1].Name}}}
+		Expect(c.Create(ctx, set)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(c.Delete(ctx, set))).To(Succeed()) })
+		Expect(c.Create(ctx, &flotillav1.ClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quota-both"},
+			Spec: flotillav1.ClusterSetBindingSpec{ClusterSet: "quota-both"}})).To(Succeed())
+		restartManager(ctx, denyByDefault)
+		DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
+	}, NodeTimeout(3*time.Minute))
+
+	It("keeps an unbound namespace's elected pod waiting, saying the fleet denies by default", func(ctx SpecContext) {
+		_, err := bed.Primary.Clientset.CoreV1().Pods(unbound).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web",
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Consistently(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(unbound).Get(ctx, "web", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Spec.NodeName).To(BeEmpty())
+			g.Expect(p.Spec.SchedulingGates).To(ContainElement(HaveField("Name", flotillav1.SchedulingGatePlacement)))
+			g.Expect(p.Annotations[flotillav1.AnnotationNoClusterFits]).To(ContainSubstring("namespace " + unbound + " is bound to no ClusterSet, and the fleet denies by default"))
+		}).WithContext(ctx).WithTimeout(3 * time.Second).WithPolling(time.Second).Should(Succeed())
+	}, SpecTimeout(time.Minute))
+
+	It("holds 60 elected pods created at once to a quota of 20 through a manager SIGKILL: never more than 20 past the gate, 20 Running and 40 waiting with QuotaExceeded naming the quota; the per-cluster limit sends the overflow to the other cluster; 5 deleted, the 5 oldest waiting start", func(ctx SpecContext) {
+		const limit, created = 20, 60
 		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
 		c := clientOf(bed.Primary)
 		quota := &flotillav1.FleetQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team"}, Spec: flotillav1.FleetQuotaSpec{
@@ -95,7 +127,7 @@ var _ = Describe("fleet quotas", Serial, Label("disruptive"), func() {
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 		GinkgoWriter.Printf("SIGKILL of the manager with some pods past the quota gate\n")
 		Expect(manager.Kill()).To(Succeed())
-		manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"))
+		manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"), denyByDefault)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() (int, error) { return httpStatus(http.DefaultClient, manager.probeURL+"/healthz") }).
 			WithContext(ctx).WithTimeout(30 * time.Second).Should(Equal(http.StatusOK))
@@ -159,42 +191,4 @@ var _ = Describe("fleet quotas", Serial, Label("disruptive"), func() {
 		Expect(samples).To(BeNumerically(">", 50), "too few samples")
 		Expect(most).To(BeNumerically("<=", limit), "more than the quota past the gate at one moment, of %d samples", samples)
 	}, SpecTimeout(8*time.Minute))
-})
-
-var _ = Describe("a fleet that denies by default", Serial, Label("disruptive"), func() {
-	It("with --tenancy-default-deny keeps an unbound namespace's elected pod waiting, saying so, and lets a bound one's through", func(ctx SpecContext) {
-		const unbound, bound = "deny-unbound", "deny-bound"
-		joinBothSecondaries(ctx)
-		enabledNamespace(ctx, unbound)
-		enabledNamespace(ctx, bound)
-		s1 := bed.Secondaries[0]
-		c := clientOf(bed.Primary)
-		set := &flotillav1.ClusterSet{ObjectMeta: metav1.ObjectMeta{Name: "deny-first"}, Spec: flotillav1.ClusterSetSpec{Clusters: []string{s1.Name}}}
-		Expect(c.Create(ctx, set)).To(Succeed())
-		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(c.Delete(ctx, set))).To(Succeed()) })
-		Expect(c.Create(ctx, &flotillav1.ClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: bound, Name: "deny-first"},
-			Spec: flotillav1.ClusterSetBindingSpec{ClusterSet: "deny-first"}})).To(Succeed())
-		restartManager(ctx, "--tenancy-default-deny")
-		DeferCleanup(func(ctx SpecContext) { restartManager(ctx) })
-
-		for _, ns := range []string{unbound, bound} {
-			_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web",
-				Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}, metav1.CreateOptions{})
-			Expect(err).NotTo(HaveOccurred())
-		}
-		Eventually(func(g Gomega) {
-			p, err := bed.Primary.Clientset.CoreV1().Pods(bound).Get(ctx, "web", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(p.Spec.NodeName).To(Equal(flotillav1.VirtualNodeName(s1.Name)))
-			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning))
-		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
-		Consistently(func(g Gomega) {
-			p, err := bed.Primary.Clientset.CoreV1().Pods(unbound).Get(ctx, "web", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(p.Spec.NodeName).To(BeEmpty())
-			g.Expect(p.Spec.SchedulingGates).To(ContainElement(HaveField("Name", flotillav1.SchedulingGatePlacement)))
-			g.Expect(p.Annotations[flotillav1.AnnotationNoClusterFits]).To(ContainSubstring("namespace " + unbound + " is bound to no ClusterSet, and the fleet denies by default"))
-		}).WithContext(ctx).WithTimeout(5 * time.Second).WithPolling(time.Second).Should(Succeed())
-	}, SpecTimeout(4*time.Minute))
 })
