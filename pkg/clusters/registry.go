@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -263,6 +264,20 @@ func (r *Registry) Configured() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.configured
+}
+
+// ConfiguredRecheck is how soon a reconciler that waits for Configured looks again.
+const ConfiguredRecheck = time.Second
+
+// UntilConfigured is the wait of a reconciler that concludes from what the registry does not
+// hold (a cluster missing from the snapshots is one that left): while no registration Secret has
+// been applied yet (a manager that has just started), it returns a requeue and true, and the
+// reconciler writes nothing.
+func (r *Registry) UntilConfigured() (ctrl.Result, bool) {
+	if r.Configured() {
+		return ctrl.Result{}, false
+	}
+	return ctrl.Result{RequeueAfter: ConfiguredRecheck}, true
 }
 
 // ConfigError is the reason the last registration Secret was not applied, or nil.

@@ -132,7 +132,7 @@ func addMulticlusterServices(ctx context.Context, mgr ctrl.Manager, registry *cl
 		}
 		return fmt.Errorf("looking up the MCS API in the primary: %w", err)
 	}
-	watchTenancy, err := tenancyServed(mgr)
+	watchTenancy, err := served(mgr, "ClusterSetBinding")
 	if err != nil {
 		return err
 	}
@@ -148,8 +148,7 @@ func addMulticlusterServices(ctx context.Context, mgr ctrl.Manager, registry *cl
 
 // addClusterSets adds the ClusterSets' status writer, where the primary serves them.
 func addClusterSets(ctx context.Context, mgr ctrl.Manager, registry *clusters.Registry, opts Options) error {
-	served, err := tenancyServed(mgr)
-	if err != nil || !served {
+	if served, err := served(mgr, "ClusterSet"); err != nil || !served {
 		return err
 	}
 	if err := (&clusterset.Reconciler{Client: mgr.GetClient(), Views: newGatherer(mgr, registry, opts)}).
@@ -174,11 +173,6 @@ func addFleetQuotas(ctx context.Context, mgr ctrl.Manager, key seal.Key) error {
 	}
 	return nil
 }
-
-// tenancyServed says whether the primary serves ClusterSetBindings: an install whose CRDs were not
-// upgraded has none, and its controllers then watch no cluster sets (every namespace uses every
-// cluster, as the gatherer reads it).
-func tenancyServed(mgr ctrl.Manager) (bool, error) { return served(mgr, "ClusterSetBinding") }
 
 // served says whether the primary serves a kind of Flotilla's API (an install whose CRDs were
 // not upgraded may not).

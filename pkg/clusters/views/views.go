@@ -50,14 +50,21 @@ func (g *Gatherer) ForNamespace(ctx context.Context, namespace string) ([]placem
 	return t.Deny(views), nil
 }
 
-// Denied maps each usable secondary the namespace may not use (placement.Tenancy) to why.
+// Denied maps each usable secondary the namespace may not use (placement.Tenancy) to why. A
+// namespace bound to no set in a fleet that does not deny by default is denied nothing, and no
+// cluster is gathered for it: the Replicator and Multi-Cluster Services controllers ask on every
+// pass.
 func (g *Gatherer) Denied(ctx context.Context, namespace string) (map[string]string, error) {
-	views, err := g.ForNamespace(ctx, namespace)
+	t, err := g.TenancyOf(ctx, namespace)
+	if err != nil || (len(t.Bound) == 0 && !t.DefaultDeny) {
+		return nil, err
+	}
+	views, err := g.Views(ctx)
 	if err != nil {
 		return nil, err
 	}
 	denied := map[string]string{}
-	for _, v := range views {
+	for _, v := range t.Deny(views) {
 		if v.Denied != "" {
 			denied[v.Name] = v.Denied
 		}

@@ -101,7 +101,7 @@ func TestOnlyExportedNamesWakeAReconcile(t *testing.T) {
 func TestReconcileWaitsForTheRegistrationSecret(t *testing.T) {
 	r := &Reconciler{Registry: clusters.NewRegistry(clusters.Options{PrimaryID: "p"}, logr.Discard())} // no client: a reconcile that read or wrote would panic
 	got, err := r.Reconcile(t.Context(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: "shop", Name: "web"}})
-	if err != nil || got.RequeueAfter != registryWait {
-		t.Fatalf("Reconcile before the registration Secret = %+v, %v; want a wait of %s", got, err, registryWait)
+	if err != nil || got.RequeueAfter != clusters.ConfiguredRecheck {
+		t.Fatalf("Reconcile before the registration Secret = %+v, %v; want a wait of %s", got, err, clusters.ConfiguredRecheck)
 	}
 }

@@ -71,8 +71,8 @@ type Reconciler struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	// Until the registration Secret is applied the registry knows no secondary: a silent one
 	// the primary's import lists would look like one that left, and lose its place in it.
-	if !r.Registry.Configured() {
-		return ctrl.Result{RequeueAfter: registryWait}, nil
+	if wait, waiting := r.Registry.UntilConfigured(); waiting {
+		return wait, nil
 	}
 	views, err := r.gather(ctx, req.NamespacedName)
 	if err != nil {
@@ -235,10 +235,6 @@ func silentMembers(views []*clusterView, exporters []string, failoverAfter time.
 
 // ownedImport says whether an import is one Flotilla wrote (any primary's: the label says which).
 func ownedImport(i *mcsv1beta1.ServiceImport) bool { return i.Labels[flotillav1.LabelPrimary] != "" }
-
-// registryWait is how soon a name is looked at again while the registry has not applied the
-// registration Secret (a manager that has just started).
-const registryWait = time.Second
 
 // waitRecheck is how often a cluster that waits on someone else (a namespace missing in the
 // primary, an object of another owner) is looked at again: no event says it changed.

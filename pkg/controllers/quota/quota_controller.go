@@ -62,6 +62,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	verdicts, _ := placement.AdmitToQuotas(in.quotas, in.used, in.requests())
 	var errs []error
 	waitingFor := map[string]int32{}
+	admittedAny := false
 	for i, p := range in.waiting {
 		v := verdicts[i]
 		if !v.Admit {
@@ -80,10 +81,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		if admitted {
 			r.remember(ns, p.UID, v.Cluster, p)
+			admittedAny = true
 		}
 	}
-	// The status counts what is admitted now, this pass's admissions included.
-	now := gather(quotas.Items, proxies.Items, claims.Items, r.pending(ns, proxies.Items))
+	// The status counts what is admitted now, this pass's admissions included (counted anew from
+	// the same lists: a claim two of them share counts once).
+	now := in
+	if admittedAny {
+		now = gather(quotas.Items, proxies.Items, claims.Items, r.pending(ns, proxies.Items))
+	}
 	for i := range quotas.Items {
 		errs = append(errs, r.writeStatus(ctx, &quotas.Items[i], now.used, waitingFor[quotas.Items[i].Name]))
 	}

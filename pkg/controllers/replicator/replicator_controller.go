@@ -41,6 +41,7 @@ type Registry interface {
 	Secondary(name string) (clusters.Secondary, bool)
 	PrimaryID() string
 	Source(w clusters.Watch, h handler.EventHandler) source.Source
+	UntilConfigured() (ctrl.Result, bool)
 }
 
 // Tenancy is what the Replicator controller reads of the namespaces' cluster sets.
@@ -102,6 +103,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	rep := &flotillav1.Replicator{}
 	if err := r.Client.Get(ctx, req.NamespacedName, rep); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	// Before the registration Secret is applied no cluster is known: every target would look
+	// unknown, and a deleted Replicator's clusters unregistered, its finalizer removed with its
+	// copies still there.
+	if wait, waiting := r.Registry.UntilConfigured(); waiting {
+		return wait, nil
 	}
 	ctx, span := tracing.OrNoop(r.Tracer).Start(ctx, "replicator reconcile", trace.WithAttributes(
 		tracing.KeyNamespace.String(rep.Namespace), tracing.KeyName.String(rep.Name)))
