@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -33,6 +34,7 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 		ns            = "outage"
 		replicatorNS  = "outage-replicated"
 		replicatorKey = "outage-replicator"
+		rebalanceNS   = "outage-rebalance"
 	)
 	var (
 		s1, s2     *testbed.Cluster
@@ -40,6 +42,7 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 		returnedAt time.Time
 		startAgain func(SpecContext)
 		alertRules string
+		byHand     func(context.Context, Gomega, string) int
 	)
 	// within is what is left of a bound that runs from t: a spec that comes later in the group
 	// has no more time than the first.
@@ -78,6 +81,10 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 			deleteNamespaceEverywhere(ctx, replicatorNS)
 		}, NodeTimeout(3*time.Minute))
 
+		// Rebalancing by hand: 6 replicas under a PodDisruptionBudget, split 3 and 3.
+		enabledNamespace(ctx, rebalanceNS)
+		byHand = electedWithBudget(ctx, rebalanceNS, "by-hand")
+
 		// The alert: not while the secondary answers.
 		alertRules = renderAlertRules(ctx, GinkgoT().TempDir())
 		healthy := metricsScraper(ctx, GinkgoT().TempDir())("healthy.txt", fmt.Sprintf(`flotilla_cluster_ready{cluster=%q,role="secondary"} 1`, s2.Name))
@@ -96,6 +103,8 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 			g.Expect(st.Status.ClusterCount).To(Equal("3/3"))
 			// The CRDs came after the manager started: it finds them at its next pass (at most a minute).
 			g.Expect(conditionStatus(clusterProfile(g, ctx, s2.Name), "ControlPlaneHealthy")).To(Equal("True"))
+			g.Expect(byHand(ctx, g, s1.Name)).To(Equal(3))
+			g.Expect(byHand(ctx, g, s2.Name)).To(Equal(3))
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
 
 		startAgain = stopForSpec(ctx, s2)
@@ -139,6 +148,12 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 			}).WithContext(ctx).WithTimeout(within(failedOver, 90*time.Second)).WithPolling(time.Second).Should(Succeed())
 			AddReportEntry("evicted proxies released", time.Since(stoppedAt).Round(time.Second).String())
 		}, SpecTimeout(4*time.Minute))
+
+		It("moves every replica of a Deployment under a PodDisruptionBudget into the other cluster, where they stay for a rebalance by hand", func(ctx SpecContext) {
+			Eventually(func(g Gomega) {
+				g.Expect(byHand(ctx, g, s1.Name)).To(Equal(6))
+			}).WithContext(ctx).WithTimeout(within(stoppedAt, 120*time.Second)).WithPolling(time.Second).Should(Succeed())
+		}, SpecTimeout(3*time.Minute))
 
 		It("reports a stopped secondary while the others keep syncing, and syncs it within 60 s of its return", func(ctx SpecContext) {
 			patch := []byte(`{"spec":{"configMapData":{"extra.conf":"version 3"}}}`)
@@ -225,5 +240,34 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 			back := metricsScraper(ctx, GinkgoT().TempDir())("back.txt", fmt.Sprintf(`flotilla_cluster_ready{cluster=%q,role="secondary"} 1`, s2.Name))
 			Expect(unreachableAlerts(ctx, alertRules, back, s2.Name, 6*time.Minute)).To(BeEmpty(), "%s answers again", s2.Name)
 		}, SpecTimeout(90*time.Second))
+
+		// Last in the group: it moves pods, and every bound above runs from the return.
+		It("moves nothing by itself after a failover, and `flotillactl rebalance` brings the split back to 3 and 3 within the budget", func(ctx SpecContext) {
+			Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(within(returnedAt, 30*time.Second)).Should(Succeed())
+			sampler := startReadySampler(ctx, rebalanceNS, "app=by-hand")
+			// Nothing moves by itself for 15 s from the return (the specs above took part of it): a
+			// move is an eviction, which leaves its Event and its pod in the other cluster.
+			Consistently(func(g Gomega) {
+				g.Expect(byHand(ctx, g, s1.Name)).To(Equal(6))
+			}).WithContext(ctx).WithTimeout(within(returnedAt, 15*time.Second)).WithPolling(time.Second).Should(Succeed())
+			evs, err := bed.Primary.Clientset.CoreV1().Events(rebalanceNS).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + flotillav1.ReasonRebalanced})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(evs.Items).To(BeEmpty(), "no pod was evicted to rebalance")
+			out, err := flotillactl(ctx, "rebalance", "-n", rebalanceNS, "-l", "app=by-hand", "--dry-run")
+			Expect(err).NotTo(HaveOccurred(), out)
+			Expect(out).To(ContainSubstring("3 move(s) planned"))
+			start := time.Now()
+			out, err = flotillactl(ctx, "rebalance", "-n", rebalanceNS, "-l", "app=by-hand", "--timeout", "3m")
+			Expect(err).NotTo(HaveOccurred(), out)
+			AddReportEntry("flotillactl rebalance of 3 moves", time.Since(start).Round(time.Second).String())
+			GinkgoWriter.Println(out)
+			Eventually(func(g Gomega) {
+				g.Expect(byHand(ctx, g, s1.Name)).To(Equal(3))
+				g.Expect(byHand(ctx, g, s2.Name)).To(Equal(3))
+			}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+			fewest, samples := sampler.stop()
+			AddReportEntry("fewest Ready while rebalancing (of 6)", fmt.Sprintf("%d in %d samples", fewest, samples))
+			Expect(fewest).To(BeNumerically(">=", 5), "the budget allows 1 unavailable of 6")
+		}, SpecTimeout(5*time.Minute))
 	})
 })

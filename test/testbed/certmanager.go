@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// cert-manager in the bed: its controller (test/tools/certmanager, built by `make tools`) runs on
-// the host against one cluster, with the CRDs of the same release. Neither its webhook nor its
+// cert-manager in the bed: its controller (test/tools/kube/cert-manager-controller, built by `make
+// tools`) runs on the host against one cluster, with the CRDs of the same release. Neither its webhook nor its
 // cainjector runs:
 //   - without cert-manager's ValidatingWebhookConfiguration, the API server accepts its resources
 //     as the CRDs' OpenAPI schemas allow, and the controller reports a resource it cannot use in

@@ -16,7 +16,7 @@ import (
 )
 
 // A secondary named in Options.ResizableStorage also runs a resizing CSI stack, built by `make
-// tools` (set csi) from test/tools/csi: its mock driver (the controller side of a CSI plugin, whose
+// tools` (set csi) from test/tools/addons: its mock driver (the controller side of a CSI plugin, whose
 // volumes are records in a file, with a largest size), and the kubernetes-csi external-provisioner
 // and external-resizer, each a process on the host with the secondary's admin kubeconfig, as the
 // local-path-provisioner is. It serves StorageClassResizable, whose claims are created, deleted

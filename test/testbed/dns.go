@@ -31,8 +31,8 @@ import (
 )
 
 // Every cluster with a real node has a cluster DNS: a CoreDNS (built by `make tools` from
-// test/tools/coredns) that runs on the host, reads its cluster's API server as a ServiceAccount of
-// its own, and answers from its kubernetes plugin:
+// test/tools/addons/coredns) that runs on the host, reads its cluster's API server as a
+// ServiceAccount of its own, and answers from its kubernetes plugin:
 //   - <service>.<namespace>.svc.cluster.local (and SRV, and pods' <a-b-c-d>.<namespace>.pod.cluster.local);
 //   - <service>.<namespace>.svc.clusterset.local from the cluster's ServiceImports (the plugin's
 //     Multi-Cluster Services option): a ClusterSetIP import's IPs, or for a Headless one the ready

@@ -72,8 +72,8 @@ func TestClusterDNSIsTheTenthServiceAddressInTheKubeletConfig(t *testing.T) {
 	}
 }
 
-// `make tools` builds CoreDNS under the name the bed runs and checkRealNodeTools looks for, from a
-// wrapper module that requires that very version.
+// `make tools` builds CoreDNS under the name the bed runs and checkRealNodeTools looks for, from the
+// add-ons module, which requires that very version.
 func TestCoreDNSIsBuiltByMakeToolsAtItsVersion(t *testing.T) {
 	version, err := toolVersion(corednsVersionKey)
 	if err != nil {
@@ -83,15 +83,15 @@ func TestCoreDNSIsBuiltByMakeToolsAtItsVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `"` + corednsName + `-$` + corednsVersionKey + `"`; !strings.Contains(string(script), want) {
+	if want := `"` + corednsName + `-$` + corednsVersionKey + `=`; !strings.Contains(string(script), want) {
 		t.Errorf("install.sh does not build %s", want)
 	}
-	gomod, err := os.ReadFile(filepath.Join("..", "tools", "coredns", "go.mod"))
+	gomod, err := os.ReadFile(filepath.Join("..", "tools", "addons", "go.mod"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want := "github.com/coredns/coredns " + version + "\n"; !strings.Contains(string(gomod), want) {
-		t.Errorf("test/tools/coredns/go.mod does not require %q (versions.env says %s)", want, version)
+		t.Errorf("test/tools/addons/go.mod does not require %q (versions.env says %s)", want, version)
 	}
 }
 

@@ -105,7 +105,7 @@ func TestLocalPathProvisionerIsBuiltByMakeTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `"` + localPathName + `-$` + localPathVersionKey + `"`
+	want := `"` + localPathName + `-$` + localPathVersionKey + `=`
 	if !strings.Contains(string(raw), want) || !strings.HasPrefix(version, "v") {
 		t.Errorf("install.sh does not build %s (version %s)", want, version)
 	}

@@ -18,7 +18,7 @@
 #   cert-manager   cert-manager's controller, cainjector and CRDs (the e2e suite), and helm
 #   promrules      test/tools/promrules: Prometheus's rule evaluation, for the alert tests (make
 #                  chart, the e2e suite)
-#   csi            test/tools/csi: a resizing CSI stack (csi-mock, the kubernetes-csi
+#   csi            a resizing CSI stack (test/tools/addons/csi-mock, the kubernetes-csi
 #                  external-provisioner and external-resizer), for the e2e suite's claim expansion
 #   print-dir      print the cache folder and build nothing
 # The folder is the same for every set: its name holds the versions of test/tools/versions.env.
@@ -90,34 +90,77 @@ kube_ldflags="-s -w"
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   kube_ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kube_minor -X $pkg.gitTreeState=clean"
 done
-# build_kube NAME...: the named Kubernetes binaries (test/tools/kube) that are not cached yet, in one
-# go build invocation: they come from one module version and share most of their packages, which one
-# invocation compiles once and links side by side (separate invocations each wait on their own
-# compile of those packages, and link one at a time).
-build_kube() {
-  local name missing=() pkgs=() start=$SECONDS
-  for name in "$@"; do
-    if [[ -x "$bin/$name" ]]; then
-      echo "tools: $name $KUBE_VERSION: cached ($bin/$name)"
+# The Go tools that import Kubernetes' libraries come from two wrapper modules, each built in as few
+# go build invocations as it takes, so that what they share (client-go, apimachinery, the API types,
+# the apiserver library, gRPC) is compiled once for all of them instead of once per tool:
+#   test/tools/kube     the six Kubernetes binaries of KUBE_VERSION, etcd, cert-manager's controller
+#                       and cainjector, local-path-provisioner: everything that builds on the
+#                       Kubernetes libraries of KUBE_VERSION (the module pins them to it);
+#   test/tools/addons   kwok and kwokctl, metrics-server, helm, CoreDNS and the CSI stack: tools whose
+#                       releases need newer Kubernetes libraries than KUBE_VERSION's, on one version.
+# A tool's version is what its module's go.mod requires; versions.env names it too, for the cache
+# names and the bed, and each build first checks that both agree.
+
+# module_version DIR MODULE: the version of MODULE that test/tools/DIR/go.mod requires.
+module_version() { (cd "$here/$1" && go list -m -f '{{.Version}}' "$2"); }
+# require_version DIR MODULE KEY: fails, saying how to mend it, unless test/tools/DIR/go.mod
+# requires MODULE at the version versions.env gives as KEY.
+require_version() {
+  local dir=$1 module=$2 key=$3 want have
+  want=${!key}
+  step="$module $want in test/tools/$dir"
+  have=$(module_version "$dir" "$module")
+  [[ "$have" == "$want" ]] || { echo "tools: versions.env has $key=$want but test/tools/$dir/go.mod requires $module $have (cd test/tools/$dir && go get $module@$want && go mod tidy)" >&2; return 1; }
+}
+# module_dir DIR LDFLAGS: the cache folder of test/tools/DIR's builds, named by a hash of the module
+# (go.mod, go.sum, its Go files) and the link flags: a change of any of them builds its tools anew.
+module_dir() {
+  local sum
+  sum=$({
+    cat "$here/$1/go.mod" "$here/$1/go.sum"
+    find "$here/$1" -name '*.go' -print0 | sort -z | xargs -0 cat
+    echo "$2"
+  } | sha256sum | cut -c1-12)
+  echo "$1-$sum"
+}
+# build_module DIR LDFLAGS LABEL NAME=PACKAGE...: the binaries of test/tools/DIR that its cache
+# folder (module_dir) lacks, built in one go build invocation, which compiles their shared packages
+# once and links them side by side; then $bin/NAME links to each. go build names a binary after its
+# package's last element, so those must differ within one call.
+build_module() {
+  local dir=$1 ldflags=$2 label=$3 folder spec name i out built start=$SECONDS
+  local -a names=() missing=() pkgs=()
+  shift 3
+  folder=$(module_dir "$dir" "$ldflags")
+  for spec in "$@"; do
+    name=${spec%%=*}
+    names+=("$name")
+    if [[ -x "$bin/$folder/$name" ]]; then
+      echo "tools: $name: cached ($bin/$folder/$name)"
     else
       missing+=("$name")
-      pkgs+=("./$name")
+      pkgs+=("${spec#*=}")
     fi
   done
-  [[ ${#missing[@]} -gt 0 ]] || return 0
-  step="Kubernetes $KUBE_VERSION: ${missing[*]}"
-  echo "tools: Kubernetes $KUBE_VERSION: building ${missing[*]} in one go build..."
-  local out
-  out=$(mktemp -d)
-  (cd "$here/kube" && go build -trimpath -ldflags "$kube_ldflags" -o "$out/" "${pkgs[@]}")
-  for name in "${missing[@]}"; do
-    [[ -x "$out/$name" ]] || { echo "tools: $name missing after its build" >&2; return 1; }
-    mv "$out/$name" "$bin/$name"
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    step="$label: ${missing[*]}"
+    echo "tools: $label: building ${missing[*]} in one go build..."
+    out=$(mktemp -d)
+    (cd "$here/$dir" && go build -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}")
+    mkdir -p "$bin/$folder"
+    for i in "${!missing[@]}"; do
+      built="$out/$(basename "${pkgs[$i]}")"
+      [[ -x "$built" ]] || { echo "tools: ${missing[$i]} missing after its build" >&2; return 1; }
+      mv "$built" "$bin/$folder/${missing[$i]}"
+    done
+    rmdir "$out"
+    echo "tools: $label: ${missing[*]} done in $((SECONDS - start))s"
+  fi
+  for name in "${names[@]}"; do
+    ln -sfn "$folder/$name" "$bin/$name"
   done
-  rmdir "$out"
-  echo "tools: Kubernetes $KUBE_VERSION: ${missing[*]} done in $((SECONDS - start))s"
+  module_folder=$folder
 }
-build_etcd() { (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$bin/etcd" .); }
 go_install() { # binary, package@version
   local tmp
   tmp=$(mktemp -d)
@@ -125,34 +168,64 @@ go_install() { # binary, package@version
   mv "$tmp/$1" "$bin/$1"
   rmdir "$tmp"
 }
-# cert-manager's controller (test/tools/certmanager): its own main and app packages are not on the
-# module proxy (see main.go there), so the wrapper runs its controllers from the cert-manager module.
-cert_manager_module_version() { (cd "$here/certmanager" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager); }
-build_cert_manager() {
-  local have
-  have=$(cert_manager_module_version)
-  [[ "$have" == "$CERT_MANAGER_VERSION" ]] || { echo "tools: versions.env has CERT_MANAGER_VERSION=$CERT_MANAGER_VERSION but test/tools/certmanager/go.mod requires $have (cd test/tools/certmanager && go get github.com/cert-manager/cert-manager@$CERT_MANAGER_VERSION && go mod tidy)" >&2; return 1; }
-  (cd "$here/certmanager" && go build -trimpath -ldflags "-s -w -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION" -o "$bin/$1" "${2:-.}")
-}
 
-# The Kubernetes binaries a set needs: kube-apiserver and kubectl for envtest, all six for a bed.
-kube_bins=()
+# test/tools/kube. The Kubernetes binaries a set needs: kube-apiserver and kubectl (and etcd) for
+# envtest, all six for a bed. cert-manager's controller (kube/cert-manager-controller): its own
+# main and app packages are not on the module proxy (see main.go there), so the wrapper runs its
+# controllers from the cert-manager module. The versioned names rebuild on a version change.
+kube_specs=()
 if wanted bed kube; then
-  kube_bins+=(kube-apiserver kubectl)
+  kube_specs+=(kube-apiserver=./kube-apiserver kubectl=./kubectl)
 fi
 if wanted bed; then
-  kube_bins+=(kube-controller-manager kube-scheduler kubelet kube-proxy)
-fi
-if [[ ${#kube_bins[@]} -gt 0 ]]; then
-  build_kube "${kube_bins[@]}"
+  kube_specs+=(kube-controller-manager=./kube-controller-manager kube-scheduler=./kube-scheduler kubelet=./kubelet kube-proxy=./kube-proxy)
 fi
 if wanted bed kube; then
-  run_step "etcd $ETCD_VERSION" etcd build_etcd
+  require_version kube go.etcd.io/etcd/server/v3 ETCD_VERSION
+  kube_specs+=(etcd=./etcd)
 fi
+if wanted cert-manager; then
+  require_version kube github.com/cert-manager/cert-manager CERT_MANAGER_VERSION
+  kube_specs+=("cert-manager-controller-$CERT_MANAGER_VERSION=./cert-manager-controller"
+    "cert-manager-cainjector-$CERT_MANAGER_VERSION=./cert-manager-controller/cainjector")
+fi
+# One set of link flags for the module (the version stamps of Kubernetes and cert-manager; a
+# binary without the package a flag names ignores it), so that its builds share one cache folder.
+kube_module_ldflags="$kube_ldflags -X github.com/cert-manager/cert-manager/pkg/util.AppVersion=$CERT_MANAGER_VERSION"
+if [[ ${#kube_specs[@]} -gt 0 ]]; then
+  build_module kube "$kube_module_ldflags" "Kubernetes $KUBE_VERSION and its libraries' tools" "${kube_specs[@]}"
+fi
+# rancher's local-path-provisioner (each secondary's dynamic volumes, StorageClass local-path): a
+# go build of its own in the same module, since it imports logrus by its old name
+# (github.com/Sirupsen/logrus), which one build cannot hold beside the new one; the packages it
+# shares with the build above come from the Go build cache.
 if wanted bed; then
-  run_step "kwok $KWOK_VERSION" kwok go_install kwok "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-  run_step "kwokctl $KWOK_VERSION" kwokctl go_install kwokctl "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+  require_version kube github.com/rancher/local-path-provisioner LOCAL_PATH_PROVISIONER_VERSION
+  build_module kube "$kube_module_ldflags" "local-path-provisioner $LOCAL_PATH_PROVISIONER_VERSION" \
+    "local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION=github.com/rancher/local-path-provisioner"
 fi
+
+# test/tools/addons. kwok and kwokctl (the fake nodes and the clusters' lifecycle), metrics-server
+# (the bed's metrics.k8s.io in every cluster: kubectl top and HPAs), CoreDNS (the cluster DNS of
+# every cluster with a real node, addons/coredns linking only the plugins the bed's Corefile uses),
+# helm.
+addon_specs=()
+if wanted bed; then
+  require_version addons sigs.k8s.io/kwok KWOK_VERSION
+  require_version addons sigs.k8s.io/metrics-server METRICS_SERVER_VERSION
+  require_version addons github.com/coredns/coredns COREDNS_VERSION
+  addon_specs+=(kwok=sigs.k8s.io/kwok/cmd/kwok kwokctl=sigs.k8s.io/kwok/cmd/kwokctl
+    "metrics-server-$METRICS_SERVER_VERSION=sigs.k8s.io/metrics-server/cmd/metrics-server"
+    "coredns-$COREDNS_VERSION=./coredns")
+fi
+if wanted bed helm cert-manager; then
+  require_version addons helm.sh/helm/v3 HELM_VERSION
+  addon_specs+=(helm=helm.sh/helm/v3/cmd/helm)
+fi
+if [[ ${#addon_specs[@]} -gt 0 ]]; then
+  build_module addons "-s -w" "the bed's add-ons" "${addon_specs[@]}"
+fi
+
 if wanted generate; then
   run_step "controller-gen $CONTROLLER_GEN_VERSION" controller-gen go_install controller-gen "sigs.k8s.io/controller-tools/cmd/controller-gen@$CONTROLLER_GEN_VERSION"
 fi
@@ -162,49 +235,11 @@ fi
 if wanted lint; then
   run_step "golangci-lint $GOLANGCI_LINT_VERSION" golangci-lint go_install golangci-lint "github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$GOLANGCI_LINT_VERSION"
 fi
-if wanted bed helm cert-manager; then
-  run_step "helm $HELM_VERSION" helm go_install helm "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
-fi
-if wanted cert-manager; then
-  run_step "cert-manager controller $CERT_MANAGER_VERSION" "cert-manager-controller-$CERT_MANAGER_VERSION" build_cert_manager "cert-manager-controller-$CERT_MANAGER_VERSION"
-  run_step "cert-manager cainjector $CERT_MANAGER_VERSION" "cert-manager-cainjector-$CERT_MANAGER_VERSION" build_cert_manager "cert-manager-cainjector-$CERT_MANAGER_VERSION" ./cainjector
-fi
-# metrics-server (the bed's metrics.k8s.io in every cluster: kubectl top and HPAs). Named with its
-# version so that a version change rebuilds it.
-go_install_as() { # binary, package@version, installed name
-  go_install "$1" "$2"
-  mv "$bin/$1" "$bin/$3"
-}
-if wanted bed; then
-  run_step "metrics-server $METRICS_SERVER_VERSION" "metrics-server-$METRICS_SERVER_VERSION" go_install_as metrics-server \
-    "sigs.k8s.io/metrics-server/cmd/metrics-server@$METRICS_SERVER_VERSION" "metrics-server-$METRICS_SERVER_VERSION"
-fi
-# rancher's local-path-provisioner (each secondary's dynamic volumes, StorageClass local-path), named
-# with its version for the same reason. Its main package is the module's root.
-if wanted bed; then
-  run_step "local-path-provisioner $LOCAL_PATH_PROVISIONER_VERSION" "local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION" go_install_as local-path-provisioner \
-    "github.com/rancher/local-path-provisioner@$LOCAL_PATH_PROVISIONER_VERSION" "local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION"
-fi
-# CoreDNS (the cluster DNS of every cluster with a real node), built by test/tools/coredns from the
-# coredns module with only the plugins the bed's Corefile uses; named with its version as the two above.
-coredns_module_version() { (cd "$here/coredns" && go list -m -f '{{.Version}}' github.com/coredns/coredns); }
-build_coredns() {
-  local have
-  have=$(coredns_module_version)
-  [[ "$have" == "$COREDNS_VERSION" ]] || { echo "tools: versions.env has COREDNS_VERSION=$COREDNS_VERSION but test/tools/coredns/go.mod requires $have (cd test/tools/coredns && go get github.com/coredns/coredns@$COREDNS_VERSION && go mod tidy)" >&2; return 1; }
-  (cd "$here/coredns" && go build -trimpath -ldflags "-s -w" -o "$bin/$1" .)
-}
-if wanted bed; then
-  run_step "coredns $COREDNS_VERSION" "coredns-$COREDNS_VERSION" build_coredns "coredns-$COREDNS_VERSION"
-fi
 
 # Jaeger v2 (the bed's tracing backend: OTLP in, the query API out), built by test/tools/jaeger from
 # the jaeger module's cmd/jaeger; named with its version as the ones above.
-jaeger_module_version() { (cd "$here/jaeger" && go list -m -f '{{.Version}}' github.com/jaegertracing/jaeger); }
 build_jaeger() {
-  local have
-  have=$(jaeger_module_version)
-  [[ "$have" == "$JAEGER_VERSION" ]] || { echo "tools: versions.env has JAEGER_VERSION=$JAEGER_VERSION but test/tools/jaeger/go.mod requires $have (cd test/tools/jaeger && go get github.com/jaegertracing/jaeger@$JAEGER_VERSION && go mod tidy)" >&2; return 1; }
+  require_version jaeger github.com/jaegertracing/jaeger JAEGER_VERSION
   (cd "$here/jaeger" && go build -trimpath -ldflags "-s -w" -o "$bin/$1" github.com/jaegertracing/jaeger/cmd/jaeger)
 }
 if wanted tracing; then
@@ -215,16 +250,13 @@ fi
 # built from the prometheus module of PROMETHEUS_VERSION. It is our code too, so its name holds a
 # hash of its sources besides the version: a change of either builds it anew. The tests run
 # $bin/promrules, a link to the build of the current sources.
-prometheus_module_version() { (cd "$here/promrules" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus); }
 promrules_name() {
   local sum
   sum=$(cat "$here/promrules/go.mod" "$here/promrules/go.sum" "$here/promrules"/*.go | sha256sum | cut -c1-12)
   echo "promrules-$PROMETHEUS_VERSION-$sum"
 }
 build_promrules() {
-  local have
-  have=$(prometheus_module_version)
-  [[ "$have" == "$PROMETHEUS_VERSION" ]] || { echo "tools: versions.env has PROMETHEUS_VERSION=$PROMETHEUS_VERSION but test/tools/promrules/go.mod requires $have (cd test/tools/promrules && go get github.com/prometheus/prometheus@$PROMETHEUS_VERSION && go mod tidy)" >&2; return 1; }
+  require_version promrules github.com/prometheus/prometheus PROMETHEUS_VERSION
   (cd "$here/promrules" && go build -trimpath -ldflags "-s -w" -o "$bin/$1" .)
 }
 if wanted promrules; then
@@ -233,32 +265,15 @@ if wanted promrules; then
   ln -sfn "$name" "$bin/promrules"
 fi
 
-# The resizing CSI stack (test/tools/csi): its mock driver is our code and the two sidecars come from
-# its go.mod's tool lines, so the folder's name holds a hash of the module's sources and go.sum: a
-# change of either builds all three anew, in one go build (they share client-go and gRPC). The bed
-# runs $bin/csi/{csi-mock,csi-provisioner,csi-resizer}, csi a link to the current build.
-csi_name() {
-  local sum
-  sum=$(cat "$here/csi/go.mod" "$here/csi/go.sum" "$here/csi"/*.go | sha256sum | cut -c1-12)
-  echo "csi-$sum"
-}
-build_csi() {
-  local out
-  out=$(mktemp -d)
-  (cd "$here/csi" && go build -trimpath -ldflags "-s -w" -o "$out/" . \
-    github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner \
-    github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer)
-  mv "$out/csi" "$out/csi-mock"
-  # Whole or not at all: the folder appears once the three are in it.
-  rm -rf "$bin/$1.tmp"
-  mv "$out" "$bin/$1.tmp"
-  chmod 755 "$bin/$1.tmp"
-  mv "$bin/$1.tmp" "$bin/$1"
-}
+# The resizing CSI stack: its mock driver (addons/csi-mock) is our code and the two sidecars come
+# from the add-ons module's tool lines; the add-ons' cache folder is named by a hash of the module,
+# the driver's sources included, so a change of either builds them anew. The bed runs
+# $bin/csi/{csi-mock,csi-provisioner,csi-resizer}, csi a link to that folder.
 if wanted csi; then
-  name=$(csi_name)
-  run_step "csi-mock, csi-provisioner, csi-resizer" "$name" build_csi "$name"
-  ln -sfn "$name" "$bin/csi"
+  build_module addons "-s -w" "the resizing CSI stack" csi-mock=./csi-mock \
+    csi-provisioner=github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner \
+    csi-resizer=github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
+  ln -sfn "$module_folder" "$bin/csi"
 fi
 
 # kwok's own stage manifests (node and pod lifecycles) ship in its module; the test bed loads them.
