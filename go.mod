@@ -6,6 +6,7 @@ require (
 	github.com/bombsimon/logrusr/v4 v4.2.0
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-containerregistry v0.20.7
+	github.com/hashicorp/yamux v0.1.2
 	github.com/onsi/ginkgo/v2 v2.27.2
 	github.com/onsi/gomega v1.38.2
 	github.com/prometheus/client_golang v1.23.2

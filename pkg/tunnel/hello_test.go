@@ -1,0 +1,124 @@
+package tunnel
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestHelloRoundTrips(t *testing.T) {
+	var buf bytes.Buffer
+	want := Hello{Cluster: "secondary2", Token: "eyJ.token"}
+	if err := writeHello(&buf, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readHello(bufio.NewReader(&buf))
+	if err != nil || got != want {
+		t.Fatalf("readHello = %+v, %v; want %+v", got, err, want)
+	}
+}
+
+func TestReadHelloRefuses(t *testing.T) {
+	long := protocolLine + ` {"cluster":"a","token":"` + strings.Repeat("x", MaxHelloBytes) + `"}` + "\n"
+	for name, tc := range map[string]struct{ line, says string }{
+		"another protocol":    {"GET / HTTP/1.1\r\n", "not FLOTILLA-TUNNEL/1"},
+		"another version":     {"FLOTILLA-TUNNEL/2 {}\n", "not FLOTILLA-TUNNEL/1"},
+		"no end within bound": {long, "longer than"},
+		"no end at all":       {protocolLine + ` {"cluster":"a"`, "EOF"},
+		"not JSON":            {protocolLine + " hello\n", "invalid character"},
+		"an unknown field":    {protocolLine + ` {"cluster":"a","token":"t","admin":true}` + "\n", "unknown field"},
+		"two values":          {protocolLine + ` {"cluster":"a","token":"t"} {}` + "\n", "data after the hello"},
+		"a bad cluster name":  {protocolLine + ` {"cluster":"A_b","token":"t"}` + "\n", `cluster "A_b"`},
+		"no cluster":          {protocolLine + ` {"token":"t"}` + "\n", `cluster ""`},
+		"no token":            {protocolLine + ` {"cluster":"a"}` + "\n", "no token"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := readHello(bufio.NewReaderSize(strings.NewReader(tc.line), 4096))
+			if !errors.Is(err, errHello) || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("readHello = %v; want a malformed hello saying %q", err, tc.says)
+			}
+		})
+	}
+}
+
+func TestWriteHelloRefusesAHelloPastTheBound(t *testing.T) {
+	err := writeHello(&bytes.Buffer{}, Hello{Cluster: "a", Token: strings.Repeat("x", MaxHelloBytes)})
+	if !errors.Is(err, errHello) {
+		t.Fatalf("writeHello = %v; want a malformed hello", err)
+	}
+}
+
+func TestReplies(t *testing.T) {
+	for name, tc := range map[string]struct {
+		refusal error
+		refused string
+	}{
+		"accepted": {},
+		"refused":  {refusal: errors.New("not authorized\nfor this cluster"), refused: "not authorized for this cluster"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := writeReply(&buf, tc.refusal); err != nil {
+				t.Fatal(err)
+			}
+			err := readReply(bufio.NewReader(&buf))
+			var refused *RefusedError
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Fatalf("readReply = %v; want nil", err)
+			case tc.refused != "" && (!errors.As(err, &refused) || refused.Reason != tc.refused):
+				t.Fatalf("readReply = %v; want the refusal %q", err, tc.refused)
+			}
+		})
+	}
+	if err := readReply(bufio.NewReader(strings.NewReader("HTTP/1.1 400\n"))); !errors.Is(err, errHello) {
+		t.Fatalf("readReply of another protocol = %v", err)
+	}
+}
+
+func TestAgentCluster(t *testing.T) {
+	for user, want := range map[string]string{
+		"system:serviceaccount:flotilla-system:flotilla-agent-secondary2": "secondary2",
+		"system:serviceaccount:flotilla-system:flotilla-agent-":           "",
+		"system:serviceaccount:flotilla-system:flotilla-agent-Bad_Name":   "",
+		"system:serviceaccount:default:flotilla-agent-secondary2":         "",
+		"system:serviceaccount:flotilla-system:flotilla":                  "",
+		"admin":                                                           "",
+	} {
+		got, err := AgentCluster(user, "flotilla-system")
+		if got != want || (want == "") != (err != nil) {
+			t.Errorf("AgentCluster(%q) = %q, %v; want %q", user, got, err, want)
+		}
+	}
+}
+
+// FuzzReadHello: whatever the bytes, readHello never panics, never reads a line past its bound,
+// and what it accepts is a hello writeHello writes again to a line it reads back the same.
+func FuzzReadHello(f *testing.F) {
+	f.Add([]byte(protocolLine + ` {"cluster":"secondary2","token":"t"}` + "\n"))
+	f.Add([]byte(protocolLine + " {}\n"))
+	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
+	f.Add([]byte(protocolLine + ` {"cluster":"a","token":"t"}` + "\nmore"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := readHello(bufio.NewReaderSize(bytes.NewReader(data), 4096))
+		if end := bytes.IndexByte(data, '\n'); err == nil && (end < 0 || end > MaxHelloBytes) {
+			t.Fatalf("accepted a first line of %d bytes", end)
+		}
+		if err != nil {
+			if !errors.Is(err, errHello) {
+				t.Fatalf("an error outside the malformed class: %v", err)
+			}
+			return
+		}
+		var buf bytes.Buffer
+		if err := writeHello(&buf, h); err != nil {
+			t.Fatalf("an accepted hello does not write again: %v", err)
+		}
+		again, err := readHello(bufio.NewReader(&buf))
+		if err != nil || again != h {
+			t.Fatalf("an accepted hello reads back as %+v, %v", again, err)
+		}
+	})
+}

@@ -1,0 +1,209 @@
+// Package tunnel_test is the integration suite of the tunnel a secondary's agent holds to the
+// manager (pkg/tunnel): a real primary API server authenticates the agents (TokenReview of their
+// ServiceAccounts' tokens), and the manager's client reaches a real secondary API server only
+// through the agent, with TLS end to end.
+package tunnel_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/pki"
+	"github.com/flotilla-dev/flotilla/pkg/tunnel"
+	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
+)
+
+func TestTunnel(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "tunnel integration")
+}
+
+var (
+	primary, secondary *clusterenv.Cluster
+	server             *tunnel.Server
+	endpoint           string
+	endpointCA         *x509.CertPool
+	stopServer         context.CancelFunc
+	serverDone         chan struct{}
+)
+
+// unroutable is where the manager's client believes the secondary is: TEST-NET-1, which nothing
+// answers, so a request that succeeds went through the tunnel.
+const unroutable = "192.0.2.1:6443"
+
+var _ = BeforeSuite(func(ctx SpecContext) {
+	var err error
+	primary, err = clusterenv.Start("primary")
+	Expect(err).NotTo(HaveOccurred())
+	secondary, err = clusterenv.Start("secondary")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(primary.Namespace(ctx, flotillav1.SystemNamespace, nil)).To(Succeed())
+	for _, c := range []string{"secondary1", "secondary2"} {
+		Expect(primary.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
+			Namespace: flotillav1.SystemNamespace, Name: tunnel.AgentServiceAccountPrefix + c}})).To(Succeed())
+	}
+
+	now := time.Now()
+	ca, err := pki.NewCA("flotilla-tunnel", now, time.Hour)
+	Expect(err).NotTo(HaveOccurred())
+	kp, err := ca.IssueServer(nil, []net.IP{net.ParseIP("127.0.0.1")}, now, time.Hour)
+	Expect(err).NotTo(HaveOccurred())
+	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+	Expect(err).NotTo(HaveOccurred())
+	endpointCA = x509.NewCertPool()
+	endpointCA.AddCert(ca.Cert)
+
+	cs := kubernetes.NewForConfigOrDie(primary.Config)
+	server = tunnel.NewServer(tunnel.Options{
+		Authenticate: tunnel.TokenReviewer{Reviews: cs.AuthenticationV1().TokenReviews(), Namespace: flotillav1.SystemNamespace}.Authenticate,
+		KeepAlive:    time.Second,
+	}, GinkgoLogr)
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS13})
+	Expect(err).NotTo(HaveOccurred())
+	endpoint = l.Addr().String()
+	var sctx context.Context
+	sctx, stopServer = context.WithCancel(context.Background())
+	serverDone = make(chan struct{})
+	go func() {
+		defer close(serverDone)
+		_ = server.Serve(sctx, l)
+	}()
+}, NodeTimeout(3*time.Minute))
+
+var _ = AfterSuite(func() {
+	if stopServer != nil {
+		stopServer()
+		<-serverDone
+	}
+	for _, c := range []*clusterenv.Cluster{primary, secondary} {
+		if c != nil {
+			Expect(c.Stop()).To(Succeed())
+		}
+	}
+})
+
+// agentToken is a token of cluster's agent ServiceAccount in the primary, as the agent requests it.
+func agentToken(ctx context.Context, cluster string) string {
+	cs := kubernetes.NewForConfigOrDie(primary.Config)
+	tr, err := cs.CoreV1().ServiceAccounts(flotillav1.SystemNamespace).CreateToken(ctx, tunnel.AgentServiceAccountPrefix+cluster,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return tr.Status.Token
+}
+
+// runAgent runs an agent claiming cluster with token, forwarding to the secondary's API server,
+// until the spec ends.
+func runAgent(cluster, token string) *tunnel.Agent {
+	u, err := url.Parse(secondary.Config.Host)
+	Expect(err).NotTo(HaveOccurred())
+	a := tunnel.NewAgent(tunnel.AgentOptions{
+		Cluster: cluster, Address: endpoint, Upstream: u.Host,
+		TLS:        &tls.Config{RootCAs: endpointCA, MinVersion: tls.VersionTLS13},
+		Token:      func(context.Context) (string, error) { return token, nil },
+		MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
+	}, logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = a.Run(ctx)
+	}()
+	DeferCleanup(func() {
+		cancel()
+		<-done
+	})
+	return a
+}
+
+// throughTunnel is the manager's client of cluster: the secondary's own credentials and CA, its
+// server verified by the name its certificate holds, at an address nothing answers, dialled through the
+// cluster's tunnel.
+func throughTunnel(cluster string) kubernetes.Interface {
+	cfg := rest.CopyConfig(secondary.Config)
+	u, err := url.Parse(cfg.Host)
+	Expect(err).NotTo(HaveOccurred())
+	// Verified as the name its certificate holds (envtest's: 127.0.0.1), whatever the address.
+	cfg.TLSClientConfig.ServerName = u.Hostname()
+	cfg.Host = "https://" + unroutable
+	cfg.Dial = server.Dialer(cluster)
+	cfg.Timeout = 10 * time.Second
+	return kubernetes.NewForConfigOrDie(cfg)
+}
+
+var _ = Describe("a secondary reached through its agent's tunnel", func() {
+	It("serves the manager's requests and watches with TLS end to end, at an address the manager cannot dial", func(ctx SpecContext) {
+		// The address is really unreachable from here: a direct dial does not answer.
+		d := net.Dialer{Timeout: 500 * time.Millisecond}
+		_, err := d.DialContext(ctx, "tcp", unroutable)
+		Expect(err).To(HaveOccurred())
+
+		runAgent("secondary2", agentToken(ctx, "secondary2"))
+		Eventually(func() bool { return server.Status("secondary2").Connected }).WithTimeout(20 * time.Second).Should(BeTrue())
+		cs := throughTunnel("secondary2")
+		ns, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(ns.UID).NotTo(BeEmpty())
+
+		w, err := cs.CoreV1().ConfigMaps("default").Watch(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		defer w.Stop()
+		Expect(secondary.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "seen-through-the-tunnel"}})).To(Succeed())
+		Eventually(w.ResultChan()).WithTimeout(10 * time.Second).Should(Receive(HaveField("Object", HaveField("ObjectMeta.Name", "seen-through-the-tunnel"))))
+	}, SpecTimeout(time.Minute))
+
+	It("refuses an agent whose credential is another cluster's, naming the cluster it claimed, and one with none valid", func(ctx SpecContext) {
+		a := runAgent("secondary1", agentToken(ctx, "secondary2"))
+		Eventually(func() string { return a.Status().LastError }).WithTimeout(20 * time.Second).Should(ContainSubstring("not authorized for this cluster"))
+		Expect(server.Status("secondary1").LastError).To(ContainSubstring(`an agent of cluster "secondary2" claimed cluster "secondary1"`))
+		Expect(server.Status("secondary1").Connected).To(BeFalse())
+		_, err := throughTunnel("secondary1").CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+		Expect(errors.Is(err, tunnel.ErrNoTunnel)).To(BeTrue(), "%v", err)
+
+		forged := runAgent("secondary1", "not-a-token")
+		Eventually(func() string { return forged.Status().LastError }).WithTimeout(20 * time.Second).Should(ContainSubstring("not authorized"))
+		Expect(server.Status("secondary1").Connects).To(BeZero())
+	}, SpecTimeout(time.Minute))
+
+	It("holds its memory and goroutines flat over 10,000 unauthenticated connection attempts", func(ctx SpecContext) {
+		host, port, err := net.SplitHostPort(endpoint)
+		Expect(err).NotTo(HaveOccurred())
+		runtime.GC()
+		var before runtime.MemStats
+		runtime.ReadMemStats(&before)
+		goroutines := runtime.NumGoroutine()
+		for i := range 10000 {
+			c, err := net.Dial("tcp", net.JoinHostPort(host, port))
+			Expect(err).NotTo(HaveOccurred())
+			if i%2 == 0 {
+				_, _ = c.Write([]byte(strings.Repeat("x", 64)))
+			}
+			_ = c.Close()
+		}
+		Eventually(runtime.NumGoroutine).WithTimeout(30 * time.Second).Should(BeNumerically("<=", goroutines+10))
+		runtime.GC()
+		var after runtime.MemStats
+		runtime.ReadMemStats(&after)
+		AddReportEntry("heap before and after 10,000 attempts", fmt.Sprintf("%d, %d bytes", before.HeapAlloc, after.HeapAlloc))
+		Expect(after.HeapAlloc).To(BeNumerically("<", before.HeapAlloc+8<<20), "heap grew from %d to %d", before.HeapAlloc, after.HeapAlloc)
+	}, SpecTimeout(2*time.Minute))
+})
