@@ -219,7 +219,8 @@ E2E_SPLIT ?= $(if $(strip $(E2E_FLAGS)),0,1)
 E2E_SIDE_FILTER := disruptive && !real-nodes && !bed-with-real-nodes
 E2E_SIDE_REPORT ?= bin/e2e-report-no-real-nodes.json
 E2E_SIDE_LOG ?= bin/e2e-no-real-nodes.log
-# Written once the bed with real nodes is up: the other bed's set-up starts then, not beside it.
+# Written once the clusters of the bed without real nodes are up (its specs take longest, so it
+# starts first): the other bed's set-up starts then, not beside theirs.
 E2E_BED_UP := bin/e2e-bed-up
 
 .PHONY: e2e
@@ -227,14 +228,14 @@ e2e: ## End-to-end suites: the disruptive specs that need no real node on a bed 
 	$(call tools-for,bed tracing ginkgo cert-manager promrules csi)
 	@mkdir -p $(dir $(E2E_REPORT)) && rm -f $(E2E_REPORT) $(E2E_SIDE_REPORT) $(E2E_SIDE_LOG) $(E2E_BED_UP)
 	$(GINKGO) build ./test/e2e
-	@status=0; side=0; side_pid=; filter=(); up=; \
+	@status=0; side=0; side_pid=; filter=(); after=; \
 	if [[ "$(E2E_SPLIT)" == 1 ]]; then \
-		echo "e2e: the specs labelled '$(E2E_SIDE_FILTER)' run on a bed without real nodes, set up once the other is up, beside the rest; their output follows the rest's (and is in $(E2E_SIDE_LOG))"; \
-		FLOTILLA_E2E_REAL_NODES=0 FLOTILLA_E2E_START_AFTER=$(abspath $(E2E_BED_UP)) $(GINKGO) -v $(GINKGO_FLAGS) --procs=1 --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
+		echo "e2e: the specs labelled '$(E2E_SIDE_FILTER)' run on a bed without real nodes, set up first, beside the rest on the other bed, set up once the first's clusters are up; their output follows the rest's (and is in $(E2E_SIDE_LOG))"; \
+		FLOTILLA_E2E_REAL_NODES=0 FLOTILLA_E2E_UP_MARK=$(abspath $(E2E_BED_UP)) $(GINKGO) -v $(GINKGO_FLAGS) --procs=1 --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
 			--label-filter='$(E2E_SIDE_FILTER)' --json-report=$(abspath $(E2E_SIDE_REPORT)) ./test/e2e/e2e.test >$(E2E_SIDE_LOG) 2>&1 & side_pid=$$!; \
-		filter=(--label-filter='!($(E2E_SIDE_FILTER))'); up=$(abspath $(E2E_BED_UP)); \
+		filter=(--label-filter='!($(E2E_SIDE_FILTER))'); after=$(abspath $(E2E_BED_UP)); \
 	fi; \
-	FLOTILLA_E2E_UP_MARK=$$up $(GINKGO) -v $(GINKGO_FLAGS) --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
+	FLOTILLA_E2E_START_AFTER=$$after $(GINKGO) -v $(GINKGO_FLAGS) --procs=$(E2E_PROCS) --timeout=$(E2E_TIMEOUT) --poll-progress-after=120s \
 		--json-report=$(abspath $(E2E_REPORT)) "$${filter[@]}" $(E2E_FLAGS) ./test/e2e/e2e.test || status=$$?; \
 	if [[ -n "$$side_pid" ]]; then \
 		wait $$side_pid || side=$$?; \

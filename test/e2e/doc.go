@@ -6,9 +6,10 @@
 // the manager (SynchronizedBeforeSuite) and hands the others a handle to them. Groups that stop,
 // freeze, cordon, drain or restart anything shared are Serial and labelled disruptive; they run on
 // the first process after the others. make e2e runs the disruptive groups that need no real node
-// on a second bed of their own, without real nodes (FLOTILLA_E2E_REAL_NODES=0), beside the rest,
-// set up once the first is up (FLOTILLA_E2E_START_AFTER, FLOTILLA_E2E_UP_MARK):
-// a bed without real nodes changes nothing of the host, so the two never meet. One outage of a secondary serves every feature that reacts
+// on a second bed of their own, without real nodes (FLOTILLA_E2E_REAL_NODES=0), beside the rest;
+// it starts first, and the bed with real nodes once its clusters are up (FLOTILLA_E2E_UP_MARK,
+// FLOTILLA_E2E_START_AFTER): a bed without real nodes changes nothing of the host, so the two
+// never meet. One outage of a secondary serves every feature that reacts
 // to it alike (outage_test.go). The manager runs with the bed's pod network (flat on the default
 // bed), so the flat network's specs need no restart. Fixtures shared by a feature's groups live in
 // *_fixture_test.go files. docs/testbed.md lists the tiers, the labels and how to run a part.

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,16 +123,20 @@ func startSuite(ctx SpecContext) {
 	lap := func(step string) {
 		GinkgoWriter.Printf("set-up: %s at %s\n", step, time.Since(began).Round(100*time.Millisecond))
 	}
-	// Two beds' set-ups at once on two cores miss their start deadlines: make e2e starts the bed
-	// without real nodes once the other is up (or its set-up has failed), waiting 5 minutes at most.
+	// Two beds' clusters started at once on two cores miss their start deadlines: make e2e starts
+	// the bed with real nodes once the other's clusters are up (or its set-up has failed), waiting
+	// 5 minutes at most. The bed without real nodes goes first: its specs take longest.
 	if after := os.Getenv("FLOTILLA_E2E_START_AFTER"); after != "" {
-		GinkgoWriter.Printf("set-up: waiting for %s, written once the other bed is up\n", after)
+		GinkgoWriter.Printf("set-up: waiting for %s, written once the other bed's clusters are up\n", after)
 		waitForFile(ctx, after, 5*time.Minute)
 		began = time.Now()
-		lap("the other bed is up")
+		lap("the other bed's clusters are up")
 	}
+	markUp := func() {}
 	if up := os.Getenv("FLOTILLA_E2E_UP_MARK"); up != "" {
-		defer func() { _ = os.WriteFile(up, nil, 0o600) }()
+		var once sync.Once
+		markUp = func() { once.Do(func() { _ = os.WriteFile(up, nil, 0o600) }) }
+		defer markUp() // a set-up that failed lets the other bed start too
 	}
 	var err error
 	workDir, err = os.MkdirTemp("", "flotilla-e2e-")
@@ -204,6 +209,7 @@ func startSuite(ctx SpecContext) {
 		PodStartJitter: time.Second, Tracing: true, ResizableStorage: resizableStorage})
 	Expect(err).NotTo(HaveOccurred())
 	lap("the bed is up")
+	markUp()
 	// Registered first, so it runs last: after the manager is stopped, stop the bed and prove that
 	// nothing the suite started is still running.
 	DeferCleanup(func(ctx SpecContext) {
