@@ -89,6 +89,8 @@ func addClusterFlags(fs *pflag.FlagSet, c *setup.ClusterOptions, n *setup.Virtua
 	fs.DurationVar(&c.ProbeInterval, "probe-interval", c.ProbeInterval, "time between two health probes of a registered cluster")
 	fs.DurationVar(&c.ProbeTimeout, "probe-timeout", c.ProbeTimeout, "how long a cluster may take to answer a health probe before it counts as failed")
 	fs.Float64Var(&c.TokenRenewalFraction, "token-renewal-fraction", c.TokenRenewalFraction, "renew a registered ServiceAccount token once this fraction of its lifetime has passed")
+	fs.StringVar(&c.TunnelBindAddress, "tunnel-bind-address", c.TunnelBindAddress, "where the leader accepts the agents of secondaries registered in pull mode (flotilla.dev/cluster-modes on the registration Secret), which dial out to it and carry its connections to their API servers; empty: no tunnel")
+	fs.StringVar(&c.TunnelCertDir, "tunnel-cert-dir", c.TunnelCertDir, "folder of the tunnel endpoint's serving certificate (tls.crt, tls.key), read again when it changes; the agents verify it against the CA they were given at join")
 	fs.StringVar(&n.Address, "node-address", n.Address, "InternalIP the virtual nodes advertise (default $POD_IP, else 127.0.0.1)")
 	fs.Int32Var(&n.KubeletPort, "kubelet-port", n.KubeletPort, "first port of the virtual nodes' kubelet APIs (kubectl logs/exec on proxies, the API server's node proxy, metrics-server): each virtual node gets one of --kubelet-port-count ports from it, advertised on its Node and served by every replica; 0 turns them off")
 	fs.Int32Var(&n.KubeletPortCount, "kubelet-port-count", n.KubeletPortCount, "how many ports from --kubelet-port the virtual nodes' kubelet APIs are given, one per virtual node")
@@ -131,11 +133,14 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "uninstall" {
 		os.Exit(runUninstall(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "agent" {
+		os.Exit(runAgent(os.Args[2:]))
+	}
 	opts := newOptions()
 	fs := pflag.NewFlagSet("flotilla-manager", pflag.ContinueOnError)
 	opts.addFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "flotilla-manager runs Flotilla in the primary cluster.\n\nUsage:\n  flotilla-manager [flags]\n  flotilla-manager uninstall --help   (what the chart's pre-delete hook runs)\n\nFlags:\n%s", fs.FlagUsages())
+		fmt.Fprintf(os.Stderr, "flotilla-manager runs Flotilla in the primary cluster.\n\nUsage:\n  flotilla-manager [flags]\n  flotilla-manager uninstall --help   (what the chart's pre-delete hook runs)\n  flotilla-manager agent --help       (a secondary's agent in pull mode: its tunnel to the manager)\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,21 @@ func TestEveryFlagTheChartPassesExists(t *testing.T) {
 	for _, m := range passed {
 		if fs.Lookup(string(m[1])) == nil {
 			t.Errorf("the chart passes --%s, which flotilla-manager does not define", m[1])
+		}
+	}
+}
+
+func TestAgentFlagsAreCheckedBeforeAnyDial(t *testing.T) {
+	dir := t.TempDir()
+	ca := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(ca, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := newAgent(agentOptions{cluster: "Edge_1", address: "primary.example.com", caFile: ca})
+	for _, want := range []string{`--cluster "Edge_1"`, `--tunnel-address "primary.example.com": want HOST:PORT`,
+		`--upstream "": want HOST:PORT`, "--token-file: required", "no PEM certificate"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("newAgent = %v; want it to say %q", err, want)
 		}
 	}
 }

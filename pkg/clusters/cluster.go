@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -63,6 +64,8 @@ type Snapshot struct {
 	// StorageClass is the class the cluster gives real claims: its registration's setting, ""
 	// for its default StorageClass, StorageClassNone for none.
 	StorageClass string
+	// Mode is how the manager reaches the cluster: ModePull through its agent's tunnel, "" directly.
+	Mode string
 }
 
 // UsableSecondary says whether the cluster should have a virtual node: a secondary whose identity
@@ -137,7 +140,10 @@ func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config)
 		}
 	}
 	kctx := cfg.Contexts[entry.Context]
-	c.fingerprint = fingerprint(cfg, kctx)
+	mode := r.mode(name)
+	c.state.Mode = mode
+	// How it is reached is part of the connection: a change of mode restarts it.
+	c.fingerprint = fingerprint(cfg, kctx) + "/" + mode
 	if user, ok := cfg.AuthInfos[entry.User]; ok {
 		c.setToken(user.Token)
 	} else {
@@ -151,6 +157,9 @@ func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config)
 		return c
 	}
 	restCfg, err = c.withTokenFromCluster(restCfg)
+	if err == nil && mode != "" {
+		restCfg, err = r.dialFor(name, mode, restCfg)
+	}
 	if err == nil && r.opts.WrapTransport != nil {
 		restCfg = rest.CopyConfig(restCfg)
 		restCfg.Wrap(r.opts.WrapTransport)
@@ -176,6 +185,22 @@ func newCluster(r *Registry, name string, entry Entry, cfg *clientcmdapi.Config)
 	}
 	c.config = restCfg
 	return c
+}
+
+// dialFor makes a cluster's connections dial as its mode says: a pulled cluster through its
+// agent's tunnel, whatever its server's address (TLS still verifies that server's name and CA).
+func (r *Registry) dialFor(name, mode string, cfg *rest.Config) (*rest.Config, error) {
+	switch {
+	case mode != ModePull:
+		return nil, fmt.Errorf("cluster %s: unknown mode %q in %s (only %q)", name, mode, AnnotationModes, ModePull)
+	case r.opts.Tunnels == nil:
+		return nil, fmt.Errorf("cluster %s is registered in pull mode, and this manager serves no tunnel for its agent (--tunnel-bind-address)", name)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Dial = r.opts.Tunnels.Dialer(name)
+	// Never through an HTTP proxy of the environment: the tunnel is the only way there.
+	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+	return cfg, nil
 }
 
 // errNotRegistered is the configErr of a detached cluster: nothing to connect with.

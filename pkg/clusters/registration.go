@@ -64,6 +64,8 @@ type Registration struct {
 	Pinned map[string]string
 	// StorageClasses maps cluster names to their storage class setting (AnnotationStorageClasses).
 	StorageClasses map[string]string
+	// Modes maps cluster names to how the manager reaches them (AnnotationModes).
+	Modes map[string]string
 }
 
 // AnnotationClusterIDs is, on the registration Secret, the annotation that pins each cluster name to its identity, as
@@ -89,6 +91,21 @@ func setPinnedIDs(secret *corev1.Secret, pinned map[string]string) {
 // for that cluster (`cluster join` or `add --storage-class`). A cluster not named uses its
 // default StorageClass; "none" takes no such claims (pods using them do not fit there).
 const AnnotationStorageClasses = "flotilla.dev/storage-classes"
+
+// AnnotationModes is, on the registration Secret, how the manager reaches each cluster, as
+// "name=pull": a cluster in pull mode is dialled only through the tunnel its agent holds to the
+// manager (pkg/tunnel), never at its kubeconfig's server, which may be an address only the
+// cluster itself reaches; the kubeconfig's CA, server name and credentials still hold, end to
+// end. A cluster not named is dialled directly.
+const AnnotationModes = "flotilla.dev/cluster-modes"
+
+// ModePull is the mode of a cluster reached through its agent's tunnel.
+const ModePull = "pull"
+
+// Modes reads how the manager reaches each cluster (AnnotationModes).
+func Modes(secret *corev1.Secret) map[string]string {
+	return namedValues(secret, AnnotationModes)
+}
 
 // StorageClassNone is the storage class setting of a cluster that takes no claims of class flotilla.
 const StorageClassNone = "none"
@@ -171,7 +188,7 @@ func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*Regis
 			return fmt.Errorf("reading the registration Secret: %w", err)
 		}
 		reg := &Registration{Config: clientcmdapi.NewConfig(), Removed: RemovedClusters(&secret), Pinned: PinnedIDs(&secret),
-			StorageClasses: StorageClasses(&secret)}
+			StorageClasses: StorageClasses(&secret), Modes: Modes(&secret)}
 		if !create && len(secret.Data[flotillav1.KubeconfigSecretKey]) > 0 {
 			if reg.Config, err = clientcmd.Load(secret.Data[flotillav1.KubeconfigSecretKey]); err != nil {
 				return fmt.Errorf("the registration Secret does not parse: %w", err)
@@ -198,6 +215,7 @@ func UpdateRegistration(ctx context.Context, c client.Client, mutate func(*Regis
 		setRemovedClusters(&secret, reg.Removed)
 		setPinnedIDs(&secret, reg.Pinned)
 		setNamedValues(&secret, AnnotationStorageClasses, reg.StorageClasses)
+		setNamedValues(&secret, AnnotationModes, reg.Modes)
 		if create {
 			return c.Create(ctx, &secret)
 		}

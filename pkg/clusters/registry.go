@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sort"
 	"sync"
@@ -70,6 +71,15 @@ type Options struct {
 	// WrapTransport, when set, wraps every client's transport of every cluster (tracing: a
 	// request made inside a span carries its context to the cluster's API server).
 	WrapTransport func(http.RoundTripper) http.RoundTripper
+	// Tunnels dials the clusters registered in pull mode (AnnotationModes) through their agents'
+	// tunnels; nil: this manager serves no tunnel, and such a cluster is InvalidContext.
+	Tunnels Tunnels
+}
+
+// Tunnels dials a cluster through the tunnel its agent holds (tunnel.Server).
+type Tunnels interface {
+	// Dialer returns the dial function of the cluster's connections (rest.Config.Dial).
+	Dialer(cluster string) func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 func (o *Options) defaults() {
@@ -122,6 +132,8 @@ type Registry struct {
 	pinned, known map[string]string
 	// storageClasses are the clusters' storage class settings (SetStorageClasses).
 	storageClasses map[string]string
+	// modes are how the clusters are reached (SetModes).
+	modes map[string]string
 	// watches are the Watches the started sources declared, by name, in their order (source.go).
 	watches    map[string]Watch
 	watchOrder []string
@@ -168,6 +180,21 @@ func (r *Registry) SetStorageClasses(classes map[string]string) {
 	for _, name := range changed {
 		r.notify(name)
 	}
+}
+
+// SetModes records how each cluster is reached, from the registration Secret (AnnotationModes).
+// A cluster's mode is part of its connection: a change restarts it at the next Apply.
+func (r *Registry) SetModes(modes map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.modes = modes
+}
+
+// mode is how a cluster is reached ("" for directly).
+func (r *Registry) mode(name string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.modes[name]
 }
 
 // SetPinned records the identities pinned in the registration Secret (AnnotationClusterIDs):

@@ -1,9 +1,12 @@
 package clusters
 
 import (
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -319,5 +322,69 @@ func TestAManagerStartingWithoutTheSecretKeepsTheClustersItKnew(t *testing.T) {
 	}
 	if s, _ := r.Snapshot("eu"); s.Reason == flotillav1.ReasonNotRegistered || s.ID != "id-eu" {
 		t.Errorf("re-registered cluster = %+v", s)
+	}
+}
+
+// recordingTunnels fails every dial, naming the cluster, and records which clusters were dialled.
+type recordingTunnels struct{ dialled chan string }
+
+func (t recordingTunnels) Dialer(cluster string) func(context.Context, string, string) (net.Conn, error) {
+	return func(context.Context, string, string) (net.Conn, error) {
+		t.dialled <- cluster
+		return nil, fmt.Errorf("no tunnel from %s in this test", cluster)
+	}
+}
+
+func TestAPulledClusterIsDialledOnlyThroughItsTunnel(t *testing.T) {
+	raw := kubeconfig(t, map[string]string{"edge": "https://192.0.2.1:6443", "core": "https://192.0.2.2:6443"})
+	pulled := map[string]string{"edge": ModePull}
+
+	// A manager serving no tunnel says so, and never dials the address.
+	r := NewRegistry(Options{PrimaryID: "p"}, logr.Discard())
+	r.SetModes(pulled)
+	if err := r.Apply(raw); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := r.Snapshot("edge")
+	if s.Mode != ModePull || s.Reason != flotillav1.ReasonInvalidContext || !strings.Contains(s.Message, "--tunnel-bind-address") {
+		t.Fatalf("edge without a tunnel = %+v", s)
+	}
+
+	// With one, every connection of the pulled cluster is a tunnel dial; the other's are not.
+	tunnels := recordingTunnels{dialled: make(chan string, 10)}
+	r = NewRegistry(Options{PrimaryID: "p", Tunnels: tunnels, CallTimeout: time.Second}, logr.Discard())
+	r.SetModes(pulled)
+	if err := r.Apply(raw); err != nil {
+		t.Fatal(err)
+	}
+	edge := r.clusters["edge"]
+	if _, err := edge.client.Discovery().ServerVersion(); err == nil || !strings.Contains(err.Error(), "no tunnel from edge") {
+		t.Fatalf("a request to edge = %v; want the tunnel's dial error", err)
+	}
+	if got := <-tunnels.dialled; got != "edge" {
+		t.Fatalf("dialled %q", got)
+	}
+	if s, _ := r.Snapshot("core"); s.Mode != "" {
+		t.Fatalf("core's mode = %q", s.Mode)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := r.clusters["core"].client.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Raw(); err == nil || strings.Contains(err.Error(), "no tunnel") {
+		t.Fatalf("a request to core = %v; want a direct dial's error", err)
+	}
+	if len(tunnels.dialled) != 0 {
+		t.Fatal("a cluster registered without the mode went through a tunnel")
+	}
+
+	// A change of mode restarts the connection; an unknown mode is refused.
+	r.SetModes(map[string]string{"edge": "carrier-pigeon"})
+	if err := r.Apply(raw); err != nil {
+		t.Fatal(err)
+	}
+	if r.clusters["edge"] == edge {
+		t.Fatal("a change of mode kept the connection")
+	}
+	if s, _ := r.Snapshot("edge"); s.Reason != flotillav1.ReasonInvalidContext || !strings.Contains(s.Message, `unknown mode "carrier-pigeon"`) {
+		t.Fatalf("edge in an unknown mode = %+v", s)
 	}
 }

@@ -49,12 +49,20 @@ func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, tp *tracin
 	}
 	log.WithName("setup").Info("Primary identified", "primaryID", primary.ID, "version", primary.Version, "knownClusters", len(primary.KnownIDs))
 
-	registry := clusters.NewRegistry(clusters.Options{
+	tunnels, err := addTunnel(mgr, primaryClient, opts.Clusters, log.WithName("tunnel"))
+	if err != nil {
+		return nil, err
+	}
+	registryOpts := clusters.Options{
 		PrimaryID: primary.ID, KnownIDs: primary.KnownIDs,
 		ProbeInterval: opts.Clusters.ProbeInterval, ProbeTimeout: opts.Clusters.ProbeTimeout,
 		TokenRenewer: clusters.SecretTokenRenewer(mgr.GetClient()), RenewalFraction: opts.Clusters.TokenRenewalFraction,
 		Elected: mgr.Elected(), Clock: opts.Clock, WrapTransport: wrapTransport(tp),
-	}, log.WithName("clusters"))
+	}
+	if tunnels != nil {
+		registryOpts.Tunnels = tunnels
+	}
+	registry := clusters.NewRegistry(registryOpts, log.WithName("clusters"))
 	if err := mgr.Add(registry); err != nil {
 		return nil, fmt.Errorf("adding the cluster registry: %w", err)
 	}

@@ -100,6 +100,13 @@ type ClusterOptions struct {
 	// cluster imported in all (--multicluster-services). It runs only where the primary has
 	// the MCS API's CRDs.
 	MulticlusterServices bool
+	// TunnelBindAddress is where the leader accepts the agents of secondaries in pull mode;
+	// empty: no tunnel, and a cluster registered in pull mode is InvalidContext
+	// (--tunnel-bind-address).
+	TunnelBindAddress string
+	// TunnelCertDir holds the tunnel endpoint's serving certificate, tls.crt and tls.key, read
+	// again when they change (--tunnel-cert-dir).
+	TunnelCertDir string
 }
 
 // VirtualNodeOptions configure the virtual nodes and their kubelet API.
@@ -274,6 +281,9 @@ func (o Options) Validate() error {
 	}
 	if o.Election.QuietStart < 0 {
 		errs = append(errs, fmt.Errorf("--quiet-start %s: want 0 (none) or more", o.Election.QuietStart))
+	}
+	if c := o.Clusters; c.TunnelBindAddress != "" && c.TunnelCertDir == "" {
+		errs = append(errs, fmt.Errorf("--tunnel-bind-address %s: --tunnel-cert-dir must hold the endpoint's serving certificate (tls.crt, tls.key)", c.TunnelBindAddress))
 	}
 	if n := o.VirtualNodes; n.KubeletPort > 0 && (n.KubeletPortCount < 1 || int64(n.KubeletPort)+int64(n.KubeletPortCount)-1 > 65535) {
 		errs = append(errs, fmt.Errorf("--kubelet-port %d --kubelet-port-count %d: want at least one port, the last at most 65535", n.KubeletPort, n.KubeletPortCount))

@@ -21,6 +21,7 @@ type Registry interface {
 	SetRemoved(removed map[string]bool)
 	SetPinned(pinned map[string]string)
 	SetStorageClasses(classes map[string]string)
+	SetModes(modes map[string]string)
 }
 
 var _ Registry = (*clusters.Registry)(nil)
@@ -52,6 +53,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.Registry.SetRemoved(clusters.RemovedClusters(&secret))
 	r.Registry.SetPinned(clusters.PinnedIDs(&secret))
 	r.Registry.SetStorageClasses(clusters.StorageClasses(&secret))
+	r.Registry.SetModes(clusters.Modes(&secret))
 	if err := r.Registry.Apply(raw); err != nil && r.Recorder != nil {
 		r.Recorder.Eventf(&secret, nil, corev1.EventTypeWarning, flotillav1.ReasonKubeconfigUnparsable, "Register",
 			"Registration kubeconfig not applied, the last good one stays in force: %s", err.Error())

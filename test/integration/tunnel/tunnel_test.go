@@ -25,9 +25,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/tunnel"
 	"github.com/flotilla-dev/flotilla/test/integration/clusterenv"
@@ -169,6 +173,50 @@ var _ = Describe("a secondary reached through its agent's tunnel", func() {
 		defer w.Stop()
 		Expect(secondary.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "seen-through-the-tunnel"}})).To(Succeed())
 		Eventually(w.ResultChan()).WithTimeout(10 * time.Second).Should(Receive(HaveField("Object", HaveField("ObjectMeta.Name", "seen-through-the-tunnel"))))
+	}, SpecTimeout(time.Minute))
+
+	It("makes a secondary registered in pull mode Running in the manager's registry, with its identity, reached only through its agent", func(ctx SpecContext) {
+		// The registration's context, as join writes it: the secondary's CA and credentials, a
+		// server address the manager cannot dial, and the name the server's certificate holds.
+		u, err := url.Parse(secondary.Config.Host)
+		Expect(err).NotTo(HaveOccurred())
+		cfg := clientcmdapi.NewConfig()
+		cfg.Clusters["edge"] = &clientcmdapi.Cluster{Server: "https://" + unroutable, TLSServerName: u.Hostname(), CertificateAuthorityData: secondary.Config.CAData}
+		cfg.AuthInfos["edge"] = &clientcmdapi.AuthInfo{ClientCertificateData: secondary.Config.CertData, ClientKeyData: secondary.Config.KeyData}
+		cfg.Contexts["edge"] = &clientcmdapi.Context{Cluster: "edge", AuthInfo: "edge"}
+		raw, err := clientcmd.Write(*cfg)
+		Expect(err).NotTo(HaveOccurred())
+
+		Expect(primary.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
+			Namespace: flotillav1.SystemNamespace, Name: tunnel.AgentServiceAccountPrefix + "edge"}})).To(Succeed())
+		registry := clusters.NewRegistry(clusters.Options{PrimaryID: "the-primary", Tunnels: server, ProbeInterval: time.Second}, GinkgoLogr)
+		registry.SetModes(map[string]string{"edge": clusters.ModePull})
+		Expect(registry.Apply(raw)).To(Succeed())
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = registry.Start(rctx)
+		}()
+		DeferCleanup(func() {
+			stop()
+			<-done
+		})
+		// No agent yet: the cluster does not answer.
+		Consistently(func() flotillav1.ClusterStatus {
+			s, _ := registry.Snapshot("edge")
+			return s.Status
+		}).WithTimeout(3 * time.Second).ShouldNot(Equal(flotillav1.ClusterRunning))
+
+		runAgent("edge", agentToken(ctx, "edge"))
+		var ks corev1.Namespace
+		Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: "kube-system"}, &ks)).To(Succeed())
+		Eventually(func(g Gomega) {
+			s, _ := registry.Snapshot("edge")
+			g.Expect(s.Status).To(Equal(flotillav1.ClusterRunning), "%s: %s", s.Reason, s.Message)
+			g.Expect(s.ID).To(Equal(string(ks.UID)))
+			g.Expect(s.Mode).To(Equal(clusters.ModePull))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
 	}, SpecTimeout(time.Minute))
 
 	It("refuses an agent whose credential is another cluster's, naming the cluster it claimed, and one with none valid", func(ctx SpecContext) {
