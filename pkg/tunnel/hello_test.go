@@ -85,7 +85,7 @@ func TestAgentCluster(t *testing.T) {
 		"system:serviceaccount:flotilla-system:flotilla-agent-Bad_Name":   "",
 		"system:serviceaccount:default:flotilla-agent-secondary2":         "",
 		"system:serviceaccount:flotilla-system:flotilla":                  "",
-		"admin":                                                           "",
+		"admin": "",
 	} {
 		got, err := AgentCluster(user, "flotilla-system")
 		if got != want || (want == "") != (err != nil) {
