@@ -432,6 +432,24 @@ func runList(ctx context.Context, g *GlobalOptions, out io.Writer) error {
 	return listClusters(ctx, primary, out)
 }
 
+// modeColumn says how the manager reaches a context's cluster: push (it dials it), or pull with
+// its tunnel's state as the leader last reported it.
+func modeColumn(st flotillav1.ClusterDetectorStatus) string {
+	if st.Mode != flotillav1.ModePull {
+		return "push"
+	}
+	switch t := st.Tunnel; {
+	case t == nil:
+		return "pull"
+	case t.Connected && t.RoundTrip != nil:
+		return "pull, tunnel up (" + t.RoundTrip.Duration.String() + ")"
+	case t.Connected:
+		return "pull, tunnel up"
+	default:
+		return "pull, no tunnel"
+	}
+}
+
 // listClusters prints the registered contexts with their ClusterDetector's status. A context the
 // registration refuses (clusters.ValidateContext) shows InvalidContext and, under the table, the
 // fields refused, whether or not a manager has reported it yet.
@@ -449,7 +467,7 @@ func listClusters(ctx context.Context, primary client.Reader, out io.Writer) err
 		byContext[d.Spec.Context] = d
 	}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "CONTEXT\tCLUSTER\tUSER\tNAME\tROLE\tSTATUS\tREASON\tSTORAGECLASS")
+	fmt.Fprintln(w, "CONTEXT\tCLUSTER\tUSER\tNAME\tROLE\tSTATUS\tREASON\tSTORAGECLASS\tMODE")
 	contexts := make([]string, 0, len(reg.Contexts))
 	for name := range reg.Contexts {
 		contexts = append(contexts, name)
@@ -459,6 +477,7 @@ func listClusters(ctx context.Context, primary client.Reader, out io.Writer) err
 	for _, c := range contexts {
 		kctx := reg.Contexts[c]
 		status, reason, role, name, class := "Pending", "", "", clusters.ClusterName(c), ""
+		mode := modeColumn(byContext[c].Status)
 		if d, ok := byContext[c]; ok {
 			status, reason, role, name = string(d.Status.ClusterStatus), d.Status.Reason, d.Labels[flotillav1.LabelRole], d.Name
 			if d.Status.VirtualNode != "" {
@@ -470,7 +489,7 @@ func listClusters(ctx context.Context, primary client.Reader, out io.Writer) err
 			status, reason = string(flotillav1.ClusterUnknown), flotillav1.ReasonInvalidContext
 			refused = append(refused, err)
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c, kctx.Cluster, kctx.AuthInfo, name, role, status, reason, class)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c, kctx.Cluster, kctx.AuthInfo, name, role, status, reason, class, mode)
 	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("printing the clusters: %w", err)

@@ -28,6 +28,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
+	"github.com/flotilla-dev/flotilla/pkg/tunnel"
 )
 
 // Entry is the raw kubeconfig entries a cluster was registered with.
@@ -66,6 +67,8 @@ type Snapshot struct {
 	StorageClass string
 	// Mode is how the manager reaches the cluster: ModePull through its agent's tunnel, "" directly.
 	Mode string
+	// Tunnel is a pulled cluster's tunnel as the endpoint sees it (nil for others, or with no endpoint).
+	Tunnel *tunnel.Status
 }
 
 // UsableSecondary says whether the cluster should have a virtual node: a secondary whose identity

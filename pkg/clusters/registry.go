@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/tunnel"
 )
 
 // Role says what a registered cluster is to this primary.
@@ -80,6 +81,8 @@ type Options struct {
 type Tunnels interface {
 	// Dialer returns the dial function of the cluster's connections (rest.Config.Dial).
 	Dialer(cluster string) func(ctx context.Context, network, addr string) (net.Conn, error)
+	// Status is what the endpoint knows of the cluster's tunnel.
+	Status(cluster string) tunnel.Status
 }
 
 func (o *Options) defaults() {
@@ -325,7 +328,16 @@ func (r *Registry) Snapshot(name string) (Snapshot, bool) {
 	}
 	s := c.snapshot()
 	s.StorageClass = class
+	r.withTunnel(&s)
 	return s, true
+}
+
+// withTunnel adds a pulled cluster's tunnel state to its snapshot.
+func (r *Registry) withTunnel(s *Snapshot) {
+	if s.Mode == ModePull && r.opts.Tunnels != nil {
+		st := r.opts.Tunnels.Status(s.Name)
+		s.Tunnel = &st
+	}
 }
 
 // Snapshots returns the state of every cluster, sorted by name.
@@ -341,6 +353,7 @@ func (r *Registry) Snapshots() []Snapshot {
 	for _, c := range all {
 		s := c.snapshot()
 		s.StorageClass = classes[s.Name]
+		r.withTunnel(&s)
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })

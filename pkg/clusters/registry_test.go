@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/tunnel"
 )
 
 func kubeconfig(t *testing.T, contexts map[string]string) []byte {
@@ -328,6 +329,10 @@ func TestAManagerStartingWithoutTheSecretKeepsTheClustersItKnew(t *testing.T) {
 // recordingTunnels fails every dial, naming the cluster, and records which clusters were dialled.
 type recordingTunnels struct{ dialled chan string }
 
+func (recordingTunnels) Status(cluster string) tunnel.Status {
+	return tunnel.Status{LastError: "no agent of " + cluster + " in this test"}
+}
+
 func (t recordingTunnels) Dialer(cluster string) func(context.Context, string, string) (net.Conn, error) {
 	return func(context.Context, string, string) (net.Conn, error) {
 		t.dialled <- cluster
@@ -364,8 +369,11 @@ func TestAPulledClusterIsDialledOnlyThroughItsTunnel(t *testing.T) {
 	if got := <-tunnels.dialled; got != "edge" {
 		t.Fatalf("dialled %q", got)
 	}
-	if s, _ := r.Snapshot("core"); s.Mode != "" {
-		t.Fatalf("core's mode = %q", s.Mode)
+	if s, _ := r.Snapshot("edge"); s.Tunnel == nil || s.Tunnel.LastError != "no agent of edge in this test" {
+		t.Fatalf("edge's tunnel = %+v", s.Tunnel)
+	}
+	if s, _ := r.Snapshot("core"); s.Mode != "" || s.Tunnel != nil {
+		t.Fatalf("core's mode = %q, tunnel %+v", s.Mode, s.Tunnel)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()

@@ -49,6 +49,13 @@ type ClusterDetectorStatus struct {
 	// flotilla: its registration's setting (flotilla.dev/storage-classes on the registration
 	// Secret), "none" when it takes none; empty for its default StorageClass.
 	StorageClass string `json:"storageClass,omitempty"`
+	// Mode is how the manager reaches the cluster: Pull through the tunnel its agent holds (the
+	// registration Secret's flotilla.dev/cluster-modes), empty when it dials the cluster.
+	// +optional
+	Mode string `json:"mode,omitempty"`
+	// Tunnel is the state of a pulled cluster's tunnel, as the leader last saw it.
+	// +optional
+	Tunnel *TunnelStatus `json:"tunnel,omitempty"`
 	// KubernetesVersion is the cluster's API server version.
 	// +optional
 	KubernetesVersion string `json:"kubernetesVersion,omitempty"`
@@ -78,6 +85,27 @@ type ClusterDetectorStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
+// ModePull is ClusterDetectorStatus.Mode of a cluster reached through its agent's tunnel.
+const ModePull = "Pull"
+
+// TunnelStatus is the state of a pulled cluster's tunnel.
+type TunnelStatus struct {
+	// Connected says whether the cluster's agent holds a session with the leader.
+	Connected bool `json:"connected"`
+	// Since is when the current session opened, or when the last one closed.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// RoundTrip is the last keepalive's round trip.
+	// +optional
+	RoundTrip *metav1.Duration `json:"roundTrip,omitempty"`
+	// Connects counts the sessions the leader accepted since it started; past the first, reconnects.
+	// +optional
+	Connects int32 `json:"connects,omitempty"`
+	// LastError is why the last session ended, or why the last agent claiming the cluster was refused.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+}
+
 // ClusterDetector is one registered cluster, the primary included, as plumber named it.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -88,6 +116,7 @@ type ClusterDetectorStatus struct {
 // +kubebuilder:printcolumn:name="ClusterStatus",type=string,JSONPath=`.status.clusterStatus`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,priority=1
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.virtualNode`,priority=1
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`,priority=1
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.kubernetesVersion`,priority=1
 // +kubebuilder:printcolumn:name="StorageClass",type=string,JSONPath=`.status.storageClass`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

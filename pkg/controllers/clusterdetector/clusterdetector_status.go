@@ -3,6 +3,7 @@ package clusterdetector
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -52,6 +53,20 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 		st.KubernetesVersion = in.PrimaryVersion
 		st.Reason = flotillav1.ReasonPrimary
 		st.Message = "The primary cluster, where Flotilla runs: the manager reaches it in cluster, so no context of the registration Secret names it"
+	}
+	st.Mode, st.Tunnel = "", nil
+	if s.Mode == clusters.ModePull {
+		st.Mode = flotillav1.ModePull
+	}
+	if t := s.Tunnel; t != nil {
+		st.Tunnel = &flotillav1.TunnelStatus{Connected: t.Connected, Connects: int32(min(t.Connects, math.MaxInt32)), LastError: t.LastError} //nolint:gosec // bounded above
+		if !t.Since.IsZero() {
+			since := metav1.NewTime(t.Since.Truncate(time.Second))
+			st.Tunnel.Since = &since
+		}
+		if t.RTT > 0 {
+			st.Tunnel.RoundTrip = &metav1.Duration{Duration: t.RTT.Round(100 * time.Microsecond)}
+		}
 	}
 	st.VirtualNode, st.StorageClass = "", ""
 	if s.UsableSecondary() {

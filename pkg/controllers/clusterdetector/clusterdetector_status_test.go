@@ -7,12 +7,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/tunnel"
 )
 
 func TestSetStatus(t *testing.T) {
@@ -128,5 +130,24 @@ func TestSetReplacementMirrorsTheAnnotation(t *testing.T) {
 	setReplacement(cd)
 	if c := meta.FindStatusCondition(cd.Status.Conditions, flotillav1.ConditionReplacement); c != nil {
 		t.Fatalf("done: %+v", c)
+	}
+}
+
+func TestSetStatusShowsAPulledClustersTunnel(t *testing.T) {
+	since := time.Date(2030, 1, 1, 0, 0, 0, 500, time.UTC)
+	pulled := clusters.Snapshot{Name: "edge", Role: clusters.RoleSecondary, ID: "uid", Status: flotillav1.ClusterRunning, Mode: clusters.ModePull,
+		Tunnel: &tunnel.Status{Connected: true, Since: since, RTT: 1234567 * time.Nanosecond, Connects: 3, LastError: "the session closed"}}
+	var cd flotillav1.ClusterDetector
+	setStatus(&cd, StatusInput{Snapshot: pulled})
+	want := flotillav1.TunnelStatus{Connected: true, Since: &metav1.Time{Time: since.Truncate(time.Second)},
+		RoundTrip: &metav1.Duration{Duration: 1200 * time.Microsecond}, Connects: 3, LastError: "the session closed"}
+	if cd.Status.Mode != flotillav1.ModePull || cd.Status.Tunnel == nil || !equality.Semantic.DeepEqual(*cd.Status.Tunnel, want) {
+		t.Fatalf("mode %q, tunnel %+v; want Pull, %+v", cd.Status.Mode, cd.Status.Tunnel, want)
+	}
+	// Dialled again: neither stays.
+	pulled.Mode, pulled.Tunnel = "", nil
+	setStatus(&cd, StatusInput{Snapshot: pulled})
+	if cd.Status.Mode != "" || cd.Status.Tunnel != nil {
+		t.Fatalf("after push mode: %q, %+v", cd.Status.Mode, cd.Status.Tunnel)
 	}
 }
