@@ -100,7 +100,7 @@ func startServer(t *testing.T, opts Options) *bed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	b := &bed{server: NewServer(opts, logr.Discard()), addr: l.Addr().String(), pool: pool, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
@@ -122,7 +122,7 @@ func (b *bed) startAgent(t *testing.T, cluster, token, upstream string) (*Agent,
 		Token:      func(context.Context) (string, error) { return token, nil },
 		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond,
 	}, logr.Discard())
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

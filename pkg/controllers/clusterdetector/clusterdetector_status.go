@@ -54,20 +54,7 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 		st.Reason = flotillav1.ReasonPrimary
 		st.Message = "The primary cluster, where Flotilla runs: the manager reaches it in cluster, so no context of the registration Secret names it"
 	}
-	st.Mode, st.Tunnel = "", nil
-	if s.Mode == clusters.ModePull {
-		st.Mode = flotillav1.ModePull
-	}
-	if t := s.Tunnel; t != nil {
-		st.Tunnel = &flotillav1.TunnelStatus{Connected: t.Connected, Connects: int32(min(t.Connects, math.MaxInt32)), LastError: t.LastError} //nolint:gosec // bounded above
-		if !t.Since.IsZero() {
-			since := metav1.NewTime(t.Since.Truncate(time.Second))
-			st.Tunnel.Since = &since
-		}
-		if t.RTT > 0 {
-			st.Tunnel.RoundTrip = &metav1.Duration{Duration: t.RTT.Round(100 * time.Microsecond)}
-		}
-	}
+	st.Mode, st.Tunnel = modeStatus(s)
 	st.VirtualNode, st.StorageClass = "", ""
 	if s.UsableSecondary() {
 		st.VirtualNode = flotillav1.VirtualNodeName(cd.Name)
@@ -153,4 +140,24 @@ func setReplacement(cd *flotillav1.ClusterDetector) {
 		cond.Message += " (flotillactl cluster replace " + cd.Name + " --with " + st.With + " resumes it)"
 	}
 	meta.SetStatusCondition(&cd.Status.Conditions, cond)
+}
+
+// modeStatus is how the manager reaches the cluster and, for a pulled one, its tunnel.
+func modeStatus(s clusters.Snapshot) (string, *flotillav1.TunnelStatus) {
+	if s.Mode != clusters.ModePull {
+		return "", nil
+	}
+	t := s.Tunnel
+	if t == nil {
+		return flotillav1.ModePull, nil
+	}
+	out := &flotillav1.TunnelStatus{Connected: t.Connected, Connects: int32(min(t.Connects, math.MaxInt32)), LastError: t.LastError} //nolint:gosec // bounded above
+	if !t.Since.IsZero() {
+		since := metav1.NewTime(t.Since.Truncate(time.Second))
+		out.Since = &since
+	}
+	if t.RTT > 0 {
+		out.RoundTrip = &metav1.Duration{Duration: t.RTT.Round(100 * time.Microsecond)}
+	}
+	return flotillav1.ModePull, out
 }

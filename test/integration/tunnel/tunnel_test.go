@@ -86,7 +86,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	endpoint = l.Addr().String()
 	var sctx context.Context
-	sctx, stopServer = context.WithCancel(context.Background())
+	sctx, stopServer = context.WithCancel(context.Background()) //nolint:forbidigo // the endpoint outlives every spec
 	serverDone = make(chan struct{})
 	go func() {
 		defer close(serverDone)
@@ -117,7 +117,7 @@ func agentToken(ctx context.Context, cluster string) string {
 
 // runAgent runs an agent claiming cluster with token, forwarding to the secondary's API server,
 // until the spec ends.
-func runAgent(cluster, token string) *tunnel.Agent {
+func runAgent(ctx context.Context, cluster, token string) *tunnel.Agent {
 	u, err := url.Parse(secondary.Config.Host)
 	Expect(err).NotTo(HaveOccurred())
 	a := tunnel.NewAgent(tunnel.AgentOptions{
@@ -126,7 +126,7 @@ func runAgent(cluster, token string) *tunnel.Agent {
 		Token:      func(context.Context) (string, error) { return token, nil },
 		MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
 	}, logr.Discard())
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -147,7 +147,7 @@ func throughTunnel(cluster string) kubernetes.Interface {
 	u, err := url.Parse(cfg.Host)
 	Expect(err).NotTo(HaveOccurred())
 	// Verified as the name its certificate holds (envtest's: 127.0.0.1), whatever the address.
-	cfg.TLSClientConfig.ServerName = u.Hostname()
+	cfg.ServerName = u.Hostname()
 	cfg.Host = "https://" + unroutable
 	cfg.Dial = server.Dialer(cluster)
 	cfg.Timeout = 10 * time.Second
@@ -161,7 +161,7 @@ var _ = Describe("a secondary reached through its agent's tunnel", func() {
 		_, err := d.DialContext(ctx, "tcp", unroutable)
 		Expect(err).To(HaveOccurred())
 
-		runAgent("secondary2", agentToken(ctx, "secondary2"))
+		runAgent(ctx, "secondary2", agentToken(ctx, "secondary2"))
 		Eventually(func() bool { return server.Status("secondary2").Connected }).WithTimeout(20 * time.Second).Should(BeTrue())
 		cs := throughTunnel("secondary2")
 		ns, err := cs.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
@@ -208,7 +208,7 @@ var _ = Describe("a secondary reached through its agent's tunnel", func() {
 			return s.Status
 		}).WithTimeout(3 * time.Second).ShouldNot(Equal(flotillav1.ClusterRunning))
 
-		runAgent("edge", agentToken(ctx, "edge"))
+		runAgent(ctx, "edge", agentToken(ctx, "edge"))
 		var ks corev1.Namespace
 		Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: "kube-system"}, &ks)).To(Succeed())
 		Eventually(func(g Gomega) {
@@ -220,14 +220,14 @@ var _ = Describe("a secondary reached through its agent's tunnel", func() {
 	}, SpecTimeout(time.Minute))
 
 	It("refuses an agent whose credential is another cluster's, naming the cluster it claimed, and one with none valid", func(ctx SpecContext) {
-		a := runAgent("secondary1", agentToken(ctx, "secondary2"))
+		a := runAgent(ctx, "secondary1", agentToken(ctx, "secondary2"))
 		Eventually(func() string { return a.Status().LastError }).WithTimeout(20 * time.Second).Should(ContainSubstring("not authorized for this cluster"))
 		Expect(server.Status("secondary1").LastError).To(ContainSubstring(`an agent of cluster "secondary2" claimed cluster "secondary1"`))
 		Expect(server.Status("secondary1").Connected).To(BeFalse())
 		_, err := throughTunnel("secondary1").CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
 		Expect(errors.Is(err, tunnel.ErrNoTunnel)).To(BeTrue(), "%v", err)
 
-		forged := runAgent("secondary1", "not-a-token")
+		forged := runAgent(ctx, "secondary1", "not-a-token")
 		Eventually(func() string { return forged.Status().LastError }).WithTimeout(20 * time.Second).Should(ContainSubstring("not authorized"))
 		Expect(server.Status("secondary1").Connects).To(BeZero())
 	}, SpecTimeout(time.Minute))
