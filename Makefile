@@ -170,14 +170,17 @@ unit: ## Unit tests (no clusters)
 	go test -count=1 $(UNIT_PKGS)
 
 FUZZTIME ?= 15s
+FUZZ_TUNNEL_TIME ?= 10s
 
 .PHONY: fuzz
-fuzz: ## Fuzz the admission decision and the delegate translation briefly (FUZZTIME=15s); seeds in pkg/election/fuzz_test.go
+fuzz: ## Fuzz the admission decision and the delegate translation (FUZZTIME=15s; seeds in pkg/election/fuzz_test.go), then the tunnel's hello (FUZZ_TUNNEL_TIME=10s)
 	@# -trimpath: a build that names no checkout's path, so that a clean clone (CI's) finds the
 	@# fuzzing build (every package instrumented) in the Go build cache any other checkout filled.
 	@# The target is in the pure election package: a third of the packages the webhook links, so a
 	@# cold build instruments that much less.
 	go test -trimpath ./pkg/election -run '^$$' -fuzz FuzzAdmitAndDelegate -fuzztime $(FUZZTIME)
+	@# The tunnel's hello, what an agent (or anyone who reaches the endpoint) sends first.
+	go test -trimpath ./pkg/tunnel -run '^$$' -fuzz FuzzReadHello -fuzztime $(FUZZ_TUNNEL_TIME)
 
 .PHONY: chart
 chart: ## Helm chart: helm lint --strict of both roles, and its rendering specs (every value, the schema's refusals, the alerts fire on their cases)

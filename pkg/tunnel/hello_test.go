@@ -95,7 +95,8 @@ func TestAgentCluster(t *testing.T) {
 }
 
 // FuzzReadHello: whatever the bytes, readHello never panics, never reads a line past its bound,
-// and what it accepts is a hello writeHello writes again to a line it reads back the same.
+// and what it accepts is a hello writeHello writes again (unless escaping makes it too long) to a
+// line it reads back the same.
 func FuzzReadHello(f *testing.F) {
 	f.Add([]byte(protocolLine + ` {"cluster":"secondary2","token":"t"}` + "\n"))
 	f.Add([]byte(protocolLine + " {}\n"))
@@ -114,6 +115,11 @@ func FuzzReadHello(f *testing.F) {
 		}
 		var buf bytes.Buffer
 		if err := writeHello(&buf, h); err != nil {
+			// JSON may escape what came raw (a "<" is six bytes written), so a hello read near
+			// the bound may write past it: refused by length, and only so.
+			if errors.Is(err, errHello) && strings.Contains(err.Error(), "at most") {
+				return
+			}
 			t.Fatalf("an accepted hello does not write again: %v", err)
 		}
 		again, err := readHello(bufio.NewReader(&buf))
