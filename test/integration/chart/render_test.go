@@ -12,11 +12,13 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -84,6 +86,25 @@ type valueCase struct {
 }
 
 func set(s string) []string { return []string{"--set", s} }
+
+// tunnelOn and agentOn are the least settings of pull mode's two sides.
+func tunnelOn() []string {
+	return []string{"--set", "tunnel.enabled=true", "--set", "tunnel.certificateSecret=flotilla-tunnel-tls"}
+}
+
+func agentOn() []string {
+	return []string{"--set", "role=secondary", "--set", "agent.enabled=true", "--set", "agent.cluster=edge",
+		"--set", "agent.tunnelAddress=primary.example.com:8444"}
+}
+
+// agentContainer is the container of a secondary's agent Deployment.
+func agentContainer(objs []*unstructured.Unstructured) corev1.Container {
+	u := find(objs, "Deployment", "flotilla-agent")
+	ExpectWithOffset(1, u).NotTo(BeNil(), "no Deployment flotilla-agent")
+	d := &appsv1.Deployment{}
+	ExpectWithOffset(1, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, d)).To(Succeed())
+	return d.Spec.Template.Spec.Containers[0]
+}
 
 // serviceMonitorAPI makes helm render as if the API server served monitoring.coreos.com/v1.
 var serviceMonitorAPI = []string{"--api-versions", "monitoring.coreos.com/v1", "--set", "metrics.serviceMonitor.enabled=true"}
@@ -296,6 +317,43 @@ var valueCases = map[string]valueCase{
 	}},
 	"election.rebalanceAfter": {set("election.rebalanceAfter=90s"), func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElement("--rebalance-after=90s"))
+	}},
+	// Pull mode: in the primary, the leader's tunnel endpoint, its certificate, Service and port.
+	"tunnel.enabled": {tunnelOn(), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElements("--tunnel-bind-address=:8444", "--tunnel-cert-dir=/var/run/flotilla/tunnel-certs"))
+		Expect(container(objs).Ports).To(ContainElement(And(HaveField("Name", "tunnel"), HaveField("ContainerPort", int32(8444)))))
+		Expect(nested(find(objs, "Service", "flotilla-tunnel"), "spec", "ports")).To(ConsistOf(HaveKeyWithValue("targetPort", "tunnel")))
+		raw, err := find(objs, "NetworkPolicy", "flotilla-manager-kubelet").MarshalJSON()
+		Expect(err).NotTo(HaveOccurred())
+		Expect(string(raw)).To(ContainSubstring(`{"port":"tunnel","protocol":"TCP"}`), "the agents reach the port")
+	}},
+	"tunnel.port": {append(tunnelOn(), "--set", "tunnel.port=9444"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--tunnel-bind-address=:9444"))
+		Expect(nested(find(objs, "Service", "flotilla-tunnel"), "spec", "ports")).To(ConsistOf(HaveKeyWithValue("port", BeNumerically("==", 9444))))
+	}},
+	"tunnel.certificateSecret": {[]string{"--set", "tunnel.enabled=true", "--set", "tunnel.certificateSecret=edge-tunnel-tls"}, func(objs []*unstructured.Unstructured) {
+		pod := managerDeployment(objs).Spec.Template.Spec
+		Expect(pod.Volumes).To(ContainElement(And(HaveField("Name", "tunnel-certs"), HaveField("Secret.SecretName", "edge-tunnel-tls"))))
+	}},
+	"tunnel.service.type": {append(tunnelOn(), "--set", "tunnel.service.type=NodePort"), func(objs []*unstructured.Unstructured) {
+		Expect(nested(find(objs, "Service", "flotilla-tunnel"), "spec", "type")).To(Equal("NodePort"))
+	}},
+	// In a secondary, the agent.
+	"agent.enabled": {agentOn(), func(objs []*unstructured.Unstructured) {
+		c := agentContainer(objs)
+		Expect(c.Args).To(HaveExactElements("agent", "--cluster=edge", "--tunnel-address=primary.example.com:8444", "--tunnel-ca-file=/var/run/flotilla/agent/ca.crt",
+			"--token-file=/var/run/flotilla/agent/token", "--log-format=json"))
+		Expect(nested(find(objs, "ServiceAccount", "flotilla-agent"), "automountServiceAccountToken")).To(BeFalse(), "the agent needs no credential here")
+	}},
+	"agent.cluster": {append(agentOn(), "--set", "agent.cluster=store-12"), func(objs []*unstructured.Unstructured) {
+		Expect(agentContainer(objs).Args).To(ContainElement("--cluster=store-12"))
+	}},
+	"agent.tunnelAddress": {append(agentOn(), "--set", "agent.tunnelAddress=tunnel.example.com:443"), func(objs []*unstructured.Unstructured) {
+		Expect(agentContainer(objs).Args).To(ContainElement("--tunnel-address=tunnel.example.com:443"))
+	}},
+	"agent.secretName": {append(agentOn(), "--set", "agent.secretName=edge-agent"), func(objs []*unstructured.Unstructured) {
+		u := find(objs, "Deployment", "flotilla-agent")
+		Expect(nested(u, "spec", "template", "spec", "volumes")).To(ConsistOf(HaveKeyWithValue("secret", HaveKeyWithValue("secretName", "edge-agent"))))
 	}},
 	"tenancy.defaultDeny": {set("tenancy.defaultDeny=true"), func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElement("--tenancy-default-deny=true"))
@@ -538,6 +596,21 @@ var _ = Describe("the chart's rendering", Label("render"), func() {
 		Entry("a sampling rate above 1", "tracing.samplingRate=1.5", "/tracing/samplingRate"),
 		Entry("no kubelet port", "kubeletAPI.portCount=0", "/kubeletAPI/portCount"),
 		Entry("a kubelet port past 65535", "kubeletAPI.port=70000", "/kubeletAPI/port"),
+		Entry("a tunnel Service of another type", "tunnel.service.type=ExternalName", "/tunnel/service/type"),
+	)
+
+	DescribeTable("refuses pull mode's settings that cannot work, saying why",
+		func(ctx SpecContext, says string, args ...string) {
+			_, out, err := helmTemplate(ctx, args...)
+			Expect(err).To(HaveOccurred(), "%v rendered", args)
+			Expect(out).To(ContainSubstring(says))
+		},
+		Entry("a tunnel without its certificate", "tunnel.enabled needs tunnel.certificateSecret", "--set", "tunnel.enabled=true"),
+		Entry("a tunnel in a secondary", "tunnel.enabled is the primary's", "--set", "role=secondary", "--set", "tunnel.enabled=true", "--set", "tunnel.certificateSecret=x"),
+		Entry("an agent in the primary", "agent.enabled is a secondary's", "--set", "agent.enabled=true"),
+		Entry("an agent without its cluster", `agent.cluster "": this cluster's name in the primary`, "--set", "role=secondary", "--set", "agent.enabled=true"),
+		Entry("an agent without the endpoint's port", `agent.tunnelAddress "primary.example.com": HOST:PORT`,
+			"--set", "role=secondary", "--set", "agent.enabled=true", "--set", "agent.cluster=edge", "--set", "agent.tunnelAddress=primary.example.com"),
 	)
 
 	It("refuses kubelet ports that run past 65535", func(ctx SpecContext) {
