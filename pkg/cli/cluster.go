@@ -3,9 +3,12 @@ package cli
 import (
 	"cmp"
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -190,6 +193,7 @@ func newJoinCommand(g *GlobalOptions) *cobra.Command {
 	var contextName, name, server, storageClass string
 	var duration time.Duration
 	var namespaces, ingressHosts, serviceTypes []string
+	var pull pullOptions
 	cmd := &cobra.Command{
 		Use:   "join --context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*] [--ingress-hosts HOST,*.DOMAIN] [--service-types TYPE]",
 		Short: "Register a secondary with a least-privilege identity of Flotilla's own",
@@ -212,21 +216,33 @@ renews the token at half its lifetime through the secondary itself, so with the 
 secondary may be unreachable for up to 3.5 days; one that stayed away longer shows TokenExpired in
 its ClusterDetector, and running join again (same context, same name) mints a new token. Running
 join again is always safe. This works for contexts whose own credentials the manager cannot use
-(GKE, EKS, AKS exec plugins).`,
+(GKE, EKS, AKS exec plugins).
+
+With --pull the manager never dials the cluster: its agent dials out to the primary's tunnel
+endpoint (--tunnel-address, whose certificate --tunnel-ca-file's CA signed) and carries the
+manager's connections. join then also makes the primary's ServiceAccount
+flotilla-system/flotilla-agent-<name> (no role: its token proves the cluster to the endpoint),
+writes a token of it and the CA into the secondary's Secret flotilla-system/flotilla-agent, marks
+the cluster pulled in the registration, and prints the helm command that starts the agent.`,
 		Example: "  flotillactl cluster join --context secondary1 --name eu-west\n" +
 			"  # a local cluster whose kubeconfig says 127.0.0.1, for a manager running in a pod:\n" +
 			"  flotillactl cluster join --context kind-eu --server https://192.168.1.20:6443\n" +
 			"  # only namespace web and those whose names start with team-:\n" +
 			"  flotillactl cluster join --context secondary1 --namespaces web,team-*\n" +
 			"  # Ingresses only under eu.example.com, and no Service beyond ClusterIP:\n" +
-			"  flotillactl cluster join --context secondary1 --ingress-hosts '*.eu.example.com'",
+			"  flotillactl cluster join --context secondary1 --ingress-hosts '*.eu.example.com'\n" +
+			"  # a cluster the primary cannot reach, whose agent dials the primary's tunnel:\n" +
+			"  flotillactl cluster join --context edge --pull --tunnel-address tunnel.example.com:8444 --tunnel-ca-file tunnel-ca.crt",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkStorageClass(storageClass); err != nil {
 				return err
 			}
+			if err := pull.check(); err != nil {
+				return err
+			}
 			return runJoin(cmd.Context(), g, joinOptions{contextName: contextName, name: name, server: server, duration: duration,
-				namespaces: namespaces, exposure: exposureOf(ingressHosts, serviceTypes), storageClass: storageClass}, cmd.OutOrStdout())
+				namespaces: namespaces, exposure: exposureOf(ingressHosts, serviceTypes), storageClass: storageClass, pull: pull}, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
@@ -241,8 +257,49 @@ join again is always safe. This works for contexts whose own credentials the man
 		"the only Ingress hosts Flotilla may create there: names and *.domain, comma-separated (default: any host)")
 	cmd.Flags().StringSliceVar(&serviceTypes, "service-types", nil,
 		"the Service types beyond ClusterIP Flotilla may create there: NodePort, LoadBalancer, ExternalName (default: any type; with --ingress-hosts, none)")
+	cmd.Flags().BoolVar(&pull.enabled, "pull", false,
+		"the manager cannot reach this cluster: register it in pull mode, reached only through the tunnel its agent dials out to the primary (docs/pull-mode.md); needs --tunnel-address and --tunnel-ca-file. Joining again without it registers the cluster as dialled again")
+	cmd.Flags().StringVar(&pull.address, "tunnel-address", "", "with --pull: HOST:PORT of the primary's tunnel endpoint as the secondary reaches it (the chart's tunnel.* in the primary)")
+	cmd.Flags().StringVar(&pull.caFile, "tunnel-ca-file", "", "with --pull: PEM file of the CA that signed the tunnel endpoint's certificate, given to the agent")
+	cmd.Flags().DurationVar(&pull.tokenDuration, "agent-token-duration", 90*24*time.Hour,
+		"with --pull: lifetime of the agent's credential (a token of the primary's ServiceAccount flotilla-system/flotilla-agent-<name>); join again before it expires")
 	_ = cmd.MarkFlagRequired("context")
 	return cmd
+}
+
+// pullOptions are join's --pull and the flags that go with it.
+type pullOptions struct {
+	enabled         bool
+	address, caFile string
+	tokenDuration   time.Duration
+	ca              []byte
+}
+
+// check refuses --pull without what the agent needs, and the tunnel's flags without --pull.
+func (p *pullOptions) check() error {
+	if !p.enabled {
+		if p.address != "" || p.caFile != "" {
+			return errors.New("--tunnel-address and --tunnel-ca-file go with --pull")
+		}
+		return nil
+	}
+	var errs []error
+	if _, port, err := net.SplitHostPort(p.address); err != nil || port == "" {
+		errs = append(errs, fmt.Errorf("--pull needs --tunnel-address HOST:PORT of the primary's tunnel endpoint, not %q", p.address))
+	}
+	if p.caFile == "" {
+		errs = append(errs, errors.New("--pull needs --tunnel-ca-file, the CA of the tunnel endpoint's certificate"))
+	} else if raw, err := os.ReadFile(p.caFile); err != nil {
+		errs = append(errs, fmt.Errorf("--tunnel-ca-file: %w", err))
+	} else if !x509.NewCertPool().AppendCertsFromPEM(raw) {
+		errs = append(errs, fmt.Errorf("--tunnel-ca-file %s holds no PEM certificate", p.caFile))
+	} else {
+		p.ca = raw
+	}
+	if p.tokenDuration < 10*time.Minute {
+		errs = append(errs, fmt.Errorf("--agent-token-duration %s: at least 10m", p.tokenDuration))
+	}
+	return errors.Join(errs...)
 }
 
 // exposureOf is join's --ingress-hosts and --service-types.
@@ -261,6 +318,7 @@ type joinOptions struct {
 	duration                  time.Duration
 	namespaces                access.Namespaces
 	exposure                  access.Exposure
+	pull                      pullOptions
 }
 
 // joinableCluster is the cluster entry join registers for a context: the context's own, at
@@ -316,7 +374,7 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	if err := checkServer(ctx, user, contextName, o.server, secondary, out); err != nil {
 		return err
 	}
-	if w := loopbackWarning(cluster.Server); w != "" {
+	if w := loopbackWarning(cluster.Server); w != "" && !o.pull.enabled {
 		if _, err := fmt.Fprint(out, w); err != nil {
 			return err
 		}
@@ -351,19 +409,28 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 		// manager accepts a cluster rebuilt behind the same URL (IdentityChanged).
 		r.Pinned[name] = secondaryID
 		setStorageClass(r, name, o.storageClass)
+		setMode(r, name, o.pull.enabled)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "Joined context %s as cluster %s at %s (virtual node %s) with identity %s; token expires %s.\n",
-		contextName, name, cluster.Server, flotillav1.VirtualNodeName(name), names.Username(), tr.Status.ExpirationTimestamp.UTC().Format(time.RFC3339))
+	if err := joinPulled(ctx, primary, secondary, contextName, name, o.pull, out); err != nil {
+		return err
+	}
+	return printJoined(out, contextName, name, cluster.Server, names, tr.Status.ExpirationTimestamp.Time, o.namespaces)
+}
+
+// printJoined says what join registered and where Flotilla may write.
+func printJoined(out io.Writer, contextName, name, server string, names access.Names, expires time.Time, namespaces access.Namespaces) error {
+	_, err := fmt.Fprintf(out, "Joined context %s as cluster %s at %s (virtual node %s) with identity %s; token expires %s.\n",
+		contextName, name, server, flotillav1.VirtualNodeName(name), names.Username(), expires.UTC().Format(time.RFC3339))
 	if err != nil {
 		return err
 	}
 	allowed := "every name but kube-*, default and " + flotillav1.SystemNamespace + " (--namespaces to list them)"
-	if len(o.namespaces) > 0 {
-		allowed = "only " + o.namespaces.String()
+	if len(namespaces) > 0 {
+		allowed = "only " + namespaces.String()
 	}
 	_, err = fmt.Fprintf(out, "Namespaces Flotilla may use in %s: %s.\n", name, allowed)
 	return err
@@ -823,6 +890,12 @@ func copyDesired(live, desired client.Object) error {
 	case *corev1.Namespace, *corev1.ServiceAccount:
 	case *corev1.ConfigMap:
 		live.(*corev1.ConfigMap).Data = d.Data
+	case *corev1.Secret:
+		// Only a Secret of join's own (its type cannot change): the pulled secondary's agent's.
+		live.(*corev1.Secret).Data = d.Data
+		if live.(*corev1.Secret).Type == "" {
+			live.(*corev1.Secret).Type = d.Type
+		}
 	case *rbacv1.ClusterRole:
 		live.(*rbacv1.ClusterRole).Rules = d.Rules
 	case *rbacv1.ClusterRoleBinding:

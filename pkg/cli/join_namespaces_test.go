@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,5 +33,28 @@ func TestJoinTakesANamespaceAllowList(t *testing.T) {
 	_, err = run(t, "--kubeconfig", path, "cluster", "join", "--context", "eu", "--namespaces", "web,kube-*")
 	if err == nil || !strings.Contains(err.Error(), "--namespaces") || !strings.Contains(err.Error(), `"kube-*"`) {
 		t.Errorf("err = %v; want --namespaces refused, naming kube-*", err)
+	}
+}
+
+func TestJoinPullChecksItsFlagsFirst(t *testing.T) {
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, []byte("no certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		says []string
+	}{
+		{[]string{"--pull"}, []string{"--pull needs --tunnel-address HOST:PORT", "--pull needs --tunnel-ca-file"}},
+		{[]string{"--pull", "--tunnel-address", "primary.example.com", "--tunnel-ca-file", ca, "--agent-token-duration", "1m"},
+			[]string{`not "primary.example.com"`, "holds no PEM certificate", "--agent-token-duration 1m0s: at least 10m"}},
+		{[]string{"--tunnel-address", "primary.example.com:8444"}, []string{"go with --pull"}},
+	} {
+		_, err := run(t, append([]string{"--kubeconfig", filepath.Join(t.TempDir(), "none"), "cluster", "join", "--context", "eu"}, tc.args...)...)
+		for _, want := range tc.says {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("join %v = %v; want it to say %q", tc.args, err, want)
+			}
+		}
 	}
 }

@@ -5,6 +5,7 @@
 package tunnel_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -12,6 +13,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -31,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/cli"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/pkg/tunnel"
@@ -47,6 +51,7 @@ var (
 	server             *tunnel.Server
 	endpoint           string
 	endpointCA         *x509.CertPool
+	endpointCAPEM      []byte
 	stopServer         context.CancelFunc
 	serverDone         chan struct{}
 )
@@ -76,6 +81,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	endpointCA = x509.NewCertPool()
 	endpointCA.AddCert(ca.Cert)
+	endpointCAPEM = ca.CertPEM
 
 	cs := kubernetes.NewForConfigOrDie(primary.Config)
 	server = tunnel.NewServer(tunnel.Options{
@@ -218,6 +224,54 @@ var _ = Describe("a secondary reached through its agent's tunnel", func() {
 			g.Expect(s.Mode).To(Equal(clusters.ModePull))
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 	}, SpecTimeout(time.Minute))
+
+	It("joins a secondary with flotillactl cluster join --pull: its agent's credential and the endpoint's CA in the secondary, the cluster pulled in the registration, and Running through the agent", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		raw, err := clusterenv.Kubeconfig(primary, secondary)
+		Expect(err).NotTo(HaveOccurred())
+		kubeconfig, caFile := filepath.Join(dir, "kubeconfig"), filepath.Join(dir, "ca.crt")
+		Expect(os.WriteFile(kubeconfig, raw, 0o600)).To(Succeed())
+		Expect(os.WriteFile(caFile, endpointCAPEM, 0o600)).To(Succeed())
+		var out, errOut bytes.Buffer
+		root := cli.NewRootCommand(&out, &errOut)
+		root.SetArgs([]string{"--kubeconfig", kubeconfig, "--primary-context", primary.Name, "cluster", "join", "--context", secondary.Name,
+			"--name", "pulled", "--pull", "--tunnel-address", endpoint, "--tunnel-ca-file", caFile})
+		Expect(root.ExecuteContext(ctx)).To(Succeed(), "%s%s", out.String(), errOut.String())
+		Expect(out.String()).To(ContainSubstring("--set agent.enabled=true --set agent.cluster=pulled --set agent.tunnelAddress=" + endpoint))
+
+		// What the agent is given, in the secondary.
+		var agentSecret corev1.Secret
+		Expect(secondary.Client.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: cli.AgentSecretName}, &agentSecret)).To(Succeed())
+		Expect(agentSecret.Data).To(HaveKeyWithValue("ca.crt", endpointCAPEM))
+		Expect(agentSecret.Data).To(HaveKeyWithValue("token", Not(BeEmpty())))
+		// What the manager reads, in the primary.
+		var registration corev1.Secret
+		Expect(primary.Client.Get(ctx, clusters.RegistrationKey(), &registration)).To(Succeed())
+		Expect(clusters.Modes(&registration)).To(HaveKeyWithValue("pulled", clusters.ModePull))
+
+		registry := clusters.NewRegistry(clusters.Options{PrimaryID: "the-primary", Tunnels: server, ProbeInterval: time.Second}, GinkgoLogr)
+		registry.SetModes(clusters.Modes(&registration))
+		Expect(registry.Apply(registration.Data[flotillav1.KubeconfigSecretKey])).To(Succeed())
+		rctx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = registry.Start(rctx)
+		}()
+		DeferCleanup(func() {
+			stop()
+			<-done
+		})
+		runAgent(ctx, "pulled", string(agentSecret.Data["token"]))
+		var ks corev1.Namespace
+		Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: "kube-system"}, &ks)).To(Succeed())
+		Eventually(func(g Gomega) {
+			s, _ := registry.Snapshot("pulled")
+			g.Expect(s.Status).To(Equal(flotillav1.ClusterRunning), "%s: %s", s.Reason, s.Message)
+			g.Expect(s.ID).To(Equal(string(ks.UID)))
+			g.Expect(s.Tunnel).To(HaveField("Connected", BeTrue()))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	}, SpecTimeout(2*time.Minute))
 
 	It("refuses an agent whose credential is another cluster's, naming the cluster it claimed, and one with none valid", func(ctx SpecContext) {
 		a := runAgent(ctx, "secondary1", agentToken(ctx, "secondary2"))
