@@ -180,7 +180,7 @@ fuzz: ## Fuzz the admission decision and the delegate translation (FUZZTIME=15s;
 	@# cold build instruments that much less.
 	go test -trimpath ./pkg/election -run '^$$' -fuzz FuzzAdmitAndDelegate -fuzztime $(FUZZTIME)
 	@# The tunnel's hello, what an agent (or anyone who reaches the endpoint) sends first.
-	go test -trimpath ./pkg/tunnel -run '^$$' -fuzz FuzzReadHello -fuzztime $(FUZZ_TUNNEL_TIME)
+	go test -trimpath ./pkg/tunnel/hello -run '^$$' -fuzz FuzzReadHello -fuzztime $(FUZZ_TUNNEL_TIME)
 
 .PHONY: chart
 chart: ## Helm chart: helm lint --strict of both roles, and its rendering specs (every value, the schema's refusals, the alerts fire on their cases)

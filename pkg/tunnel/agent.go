@@ -14,6 +14,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/yamux"
+
+	"github.com/flotilla-dev/flotilla/pkg/tunnel/hello"
 )
 
 // AgentOptions configure an Agent.
@@ -96,7 +98,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.mu.Lock()
 		a.status.Connected, a.status.Since, a.status.LastError = false, time.Now(), err.Error()
 		a.mu.Unlock()
-		var refused *RefusedError
+		var refused *hello.RefusedError
 		if errors.As(err, &refused) {
 			a.log.Error(err, "the tunnel endpoint refused this agent", "cluster", a.opts.Cluster)
 		} else {
@@ -164,15 +166,15 @@ func (a *Agent) connect(ctx context.Context) (*yamux.Session, error) {
 	if err := conn.HandshakeContext(dctx); err != nil {
 		return fail(fmt.Errorf("TLS with the tunnel endpoint %s: %w", a.opts.Address, err))
 	}
-	if err := writeHello(conn, Hello{Cluster: a.opts.Cluster, Token: token}); err != nil {
+	if err := hello.Write(conn, hello.Hello{Cluster: a.opts.Cluster, Token: token}); err != nil {
 		return fail(err)
 	}
 	br := bufio.NewReaderSize(conn, 4096)
-	if err := readReply(br); err != nil {
+	if err := hello.ReadReply(br); err != nil {
 		return fail(err)
 	}
 	if br.Buffered() > 0 {
-		return fail(fmt.Errorf("%w: the endpoint sent data before the session", errHello))
+		return fail(fmt.Errorf("%w: the endpoint sent data before the session", hello.ErrMalformed))
 	}
 	_ = conn.SetDeadline(time.Time{})
 	cfg := yamux.DefaultConfig()

@@ -14,7 +14,7 @@
 // # Implementation considerations
 //
 //   - The handshake is one line from the agent, FLOTILLA-TUNNEL/1 then a JSON hello (the cluster
-//     it claims and its credential), of at most MaxHelloBytes, and one line back (OK or ERR with
+//     it claims and its credential), of at most hello.MaxBytes (package hello, the framing), and one line back (OK or ERR with
 //     the reason). It is read under a deadline: a client that sends nothing or too much costs one
 //     short-lived goroutine, and the server handshakes at most Options.MaxHandshakes at once,
 //     closing further connections at once rather than queueing them.

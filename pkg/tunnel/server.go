@@ -13,6 +13,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/yamux"
+
+	"github.com/flotilla-dev/flotilla/pkg/tunnel/hello"
 )
 
 // Options configure a Server.
@@ -164,25 +166,25 @@ func (s *Server) handshake(ctx context.Context, conn net.Conn) (string, *bufio.R
 		}
 	}
 	br := bufio.NewReaderSize(conn, 4096)
-	hello, err := readHello(br)
+	h, err := hello.Read(br)
 	if err != nil {
-		_ = writeReply(conn, err)
+		_ = hello.WriteReply(conn, err)
 		return "", nil, err
 	}
-	cluster, err := s.opts.Authenticate(hctx, hello.Token)
+	cluster, err := s.opts.Authenticate(hctx, h.Token)
 	switch {
 	case err != nil:
-		err = fmt.Errorf("the credential of an agent claiming cluster %q was refused: %w", hello.Cluster, err)
-	case cluster != hello.Cluster:
-		err = fmt.Errorf("an agent of cluster %q claimed cluster %q", cluster, hello.Cluster)
+		err = fmt.Errorf("the credential of an agent claiming cluster %q was refused: %w", h.Cluster, err)
+	case cluster != h.Cluster:
+		err = fmt.Errorf("an agent of cluster %q claimed cluster %q", cluster, h.Cluster)
 	}
 	if err != nil {
-		s.log.Info("tunnel agent refused", "claimed", hello.Cluster, "remote", conn.RemoteAddr().String(), "reason", err.Error())
-		s.refused(hello.Cluster, err)
-		_ = writeReply(conn, errors.New("not authorized for this cluster"))
+		s.log.Info("tunnel agent refused", "claimed", h.Cluster, "remote", conn.RemoteAddr().String(), "reason", err.Error())
+		s.refused(h.Cluster, err)
+		_ = hello.WriteReply(conn, errors.New("not authorized for this cluster"))
 		return "", nil, err
 	}
-	if err := writeReply(conn, nil); err != nil {
+	if err := hello.WriteReply(conn, nil); err != nil {
 		return "", nil, err
 	}
 	if err := conn.SetDeadline(time.Time{}); err != nil {

@@ -1,4 +1,4 @@
-package tunnel
+package hello
 
 import (
 	"bufio"
@@ -11,17 +11,17 @@ import (
 func TestHelloRoundTrips(t *testing.T) {
 	var buf bytes.Buffer
 	want := Hello{Cluster: "secondary2", Token: "eyJ.token"}
-	if err := writeHello(&buf, want); err != nil {
+	if err := Write(&buf, want); err != nil {
 		t.Fatal(err)
 	}
-	got, err := readHello(bufio.NewReader(&buf))
+	got, err := Read(bufio.NewReader(&buf))
 	if err != nil || got != want {
 		t.Fatalf("readHello = %+v, %v; want %+v", got, err, want)
 	}
 }
 
 func TestReadHelloRefuses(t *testing.T) {
-	long := protocolLine + ` {"cluster":"a","token":"` + strings.Repeat("x", MaxHelloBytes) + `"}` + "\n"
+	long := protocolLine + ` {"cluster":"a","token":"` + strings.Repeat("x", MaxBytes) + `"}` + "\n"
 	for name, tc := range map[string]struct{ line, says string }{
 		"another protocol":    {"GET / HTTP/1.1\r\n", "not FLOTILLA-TUNNEL/1"},
 		"another version":     {"FLOTILLA-TUNNEL/2 {}\n", "not FLOTILLA-TUNNEL/1"},
@@ -30,13 +30,13 @@ func TestReadHelloRefuses(t *testing.T) {
 		"not JSON":            {protocolLine + " hello\n", "invalid character"},
 		"an unknown field":    {protocolLine + ` {"cluster":"a","token":"t","admin":true}` + "\n", "unknown field"},
 		"two values":          {protocolLine + ` {"cluster":"a","token":"t"} {}` + "\n", "data after the hello"},
-		"a bad cluster name":  {protocolLine + ` {"cluster":"A_b","token":"t"}` + "\n", `cluster "A_b"`},
-		"no cluster":          {protocolLine + ` {"token":"t"}` + "\n", `cluster ""`},
+		"a bad cluster name":  {protocolLine + ` {"cluster":"A_b","token":"t"}` + "\n", `cluster "A_b" is no DNS label`},
+		"no cluster":          {protocolLine + ` {"token":"t"}` + "\n", `cluster "" is no DNS label`},
 		"no token":            {protocolLine + ` {"cluster":"a"}` + "\n", "no token"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := readHello(bufio.NewReaderSize(strings.NewReader(tc.line), 4096))
-			if !errors.Is(err, errHello) || !strings.Contains(err.Error(), tc.says) {
+			_, err := Read(bufio.NewReaderSize(strings.NewReader(tc.line), 4096))
+			if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("readHello = %v; want a malformed hello saying %q", err, tc.says)
 			}
 		})
@@ -44,8 +44,8 @@ func TestReadHelloRefuses(t *testing.T) {
 }
 
 func TestWriteHelloRefusesAHelloPastTheBound(t *testing.T) {
-	err := writeHello(&bytes.Buffer{}, Hello{Cluster: "a", Token: strings.Repeat("x", MaxHelloBytes)})
-	if !errors.Is(err, errHello) {
+	err := Write(&bytes.Buffer{}, Hello{Cluster: "a", Token: strings.Repeat("x", MaxBytes)})
+	if !errors.Is(err, ErrMalformed) {
 		t.Fatalf("writeHello = %v; want a malformed hello", err)
 	}
 }
@@ -60,10 +60,10 @@ func TestReplies(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := writeReply(&buf, tc.refusal); err != nil {
+			if err := WriteReply(&buf, tc.refusal); err != nil {
 				t.Fatal(err)
 			}
-			err := readReply(bufio.NewReader(&buf))
+			err := ReadReply(bufio.NewReader(&buf))
 			var refused *RefusedError
 			switch {
 			case tc.refused == "" && err != nil:
@@ -73,24 +73,8 @@ func TestReplies(t *testing.T) {
 			}
 		})
 	}
-	if err := readReply(bufio.NewReader(strings.NewReader("HTTP/1.1 400\n"))); !errors.Is(err, errHello) {
+	if err := ReadReply(bufio.NewReader(strings.NewReader("HTTP/1.1 400\n"))); !errors.Is(err, ErrMalformed) {
 		t.Fatalf("readReply of another protocol = %v", err)
-	}
-}
-
-func TestAgentCluster(t *testing.T) {
-	for user, want := range map[string]string{
-		"system:serviceaccount:flotilla-system:flotilla-agent-secondary2": "secondary2",
-		"system:serviceaccount:flotilla-system:flotilla-agent-":           "",
-		"system:serviceaccount:flotilla-system:flotilla-agent-Bad_Name":   "",
-		"system:serviceaccount:default:flotilla-agent-secondary2":         "",
-		"system:serviceaccount:flotilla-system:flotilla":                  "",
-		"admin": "",
-	} {
-		got, err := AgentCluster(user, "flotilla-system")
-		if got != want || (want == "") != (err != nil) {
-			t.Errorf("AgentCluster(%q) = %q, %v; want %q", user, got, err, want)
-		}
 	}
 }
 
@@ -103,26 +87,26 @@ func FuzzReadHello(f *testing.F) {
 	f.Add([]byte("GET / HTTP/1.1\r\n\r\n"))
 	f.Add([]byte(protocolLine + ` {"cluster":"a","token":"t"}` + "\nmore"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		h, err := readHello(bufio.NewReaderSize(bytes.NewReader(data), 4096))
-		if end := bytes.IndexByte(data, '\n'); err == nil && (end < 0 || end > MaxHelloBytes) {
+		h, err := Read(bufio.NewReaderSize(bytes.NewReader(data), 4096))
+		if end := bytes.IndexByte(data, '\n'); err == nil && (end < 0 || end > MaxBytes) {
 			t.Fatalf("accepted a first line of %d bytes", end)
 		}
 		if err != nil {
-			if !errors.Is(err, errHello) {
+			if !errors.Is(err, ErrMalformed) {
 				t.Fatalf("an error outside the malformed class: %v", err)
 			}
 			return
 		}
 		var buf bytes.Buffer
-		if err := writeHello(&buf, h); err != nil {
+		if err := Write(&buf, h); err != nil {
 			// JSON may escape what came raw (a "<" is six bytes written), so a hello read near
 			// the bound may write past it: refused by length, and only so.
-			if errors.Is(err, errHello) && strings.Contains(err.Error(), "at most") {
+			if errors.Is(err, ErrMalformed) && strings.Contains(err.Error(), "at most") {
 				return
 			}
 			t.Fatalf("an accepted hello does not write again: %v", err)
 		}
-		again, err := readHello(bufio.NewReader(&buf))
+		again, err := Read(bufio.NewReader(&buf))
 		if err != nil || again != h {
 			t.Fatalf("an accepted hello reads back as %+v, %v", again, err)
 		}

@@ -1,4 +1,8 @@
-package tunnel
+// Package hello is the tunnel's handshake framing (pkg/tunnel): the agent's one line, the
+// protocol and a JSON hello naming the cluster it claims and its credential, and the endpoint's
+// one-line answer. It imports nothing but the standard library, so that fuzzing it instruments
+// little more than itself.
+package hello
 
 import (
 	"bufio"
@@ -7,18 +11,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 const (
 	// protocolLine opens every tunnel connection, so that a client of another protocol is told
 	// apart at its first bytes.
 	protocolLine = "FLOTILLA-TUNNEL/1"
-	// MaxHelloBytes bounds the handshake's first line (the protocol, a space, the JSON hello): a
+	// MaxBytes bounds the handshake's first line (the protocol, a space, the JSON hello): a
 	// ServiceAccount token is about 1 KiB, a cluster name at most 63 bytes.
-	MaxHelloBytes = 16 << 10
+	MaxBytes = 16 << 10
 	// replyOK accepts a hello; anything else is "ERR <reason>".
 	replyOK = "OK"
 )
@@ -31,49 +34,52 @@ type Hello struct {
 	Token string `json:"token"`
 }
 
-// errHello is the class of every malformed hello.
-var errHello = errors.New("malformed hello")
+// ErrMalformed is the class of every malformed hello or answer.
+var ErrMalformed = errors.New("malformed hello")
 
-// writeHello writes the handshake's first line.
-func writeHello(w io.Writer, h Hello) error {
+// dnsLabel is a cluster name: a DNS-1123 label.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// Write writes the handshake's first line.
+func Write(w io.Writer, h Hello) error {
 	raw, err := json.Marshal(h)
 	if err != nil {
 		return fmt.Errorf("encoding the hello: %w", err)
 	}
 	line := protocolLine + " " + string(raw) + "\n"
-	if len(line) > MaxHelloBytes {
-		return fmt.Errorf("%w: %d bytes, at most %d", errHello, len(line), MaxHelloBytes)
+	if len(line) > MaxBytes {
+		return fmt.Errorf("%w: %d bytes, at most %d", ErrMalformed, len(line), MaxBytes)
 	}
 	_, err = io.WriteString(w, line)
 	return err
 }
 
-// readHello reads the handshake's first line from r, reading no more than MaxHelloBytes: a line
+// Read reads the handshake's first line from r, reading no more than MaxBytes: a line
 // that does not end within them, or that is not the protocol followed by a hello naming a valid
 // cluster and a token, is refused.
-func readHello(r *bufio.Reader) (Hello, error) {
-	line, err := readLine(r, MaxHelloBytes)
+func Read(r *bufio.Reader) (Hello, error) {
+	line, err := readLine(r, MaxBytes)
 	if err != nil {
 		return Hello{}, err
 	}
 	rest, ok := bytes.CutPrefix(line, []byte(protocolLine+" "))
 	if !ok {
-		return Hello{}, fmt.Errorf("%w: not %s", errHello, protocolLine)
+		return Hello{}, fmt.Errorf("%w: not %s", ErrMalformed, protocolLine)
 	}
 	dec := json.NewDecoder(bytes.NewReader(rest))
 	dec.DisallowUnknownFields()
 	var h Hello
 	if err := dec.Decode(&h); err != nil {
-		return Hello{}, fmt.Errorf("%w: %w", errHello, err)
+		return Hello{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if dec.More() {
-		return Hello{}, fmt.Errorf("%w: data after the hello", errHello)
+		return Hello{}, fmt.Errorf("%w: data after the hello", ErrMalformed)
 	}
-	if msgs := validation.IsDNS1123Label(h.Cluster); len(msgs) > 0 {
-		return Hello{}, fmt.Errorf("%w: cluster %q: %s", errHello, h.Cluster, strings.Join(msgs, "; "))
+	if !dnsLabel.MatchString(h.Cluster) {
+		return Hello{}, fmt.Errorf("%w: cluster %q is no DNS label", ErrMalformed, h.Cluster)
 	}
 	if h.Token == "" {
-		return Hello{}, fmt.Errorf("%w: no token", errHello)
+		return Hello{}, fmt.Errorf("%w: no token", ErrMalformed)
 	}
 	return h, nil
 }
@@ -85,7 +91,7 @@ func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 	for {
 		chunk, err := r.ReadSlice('\n')
 		if len(line)+len(chunk) > limit {
-			return nil, fmt.Errorf("%w: longer than %d bytes", errHello, limit)
+			return nil, fmt.Errorf("%w: longer than %d bytes", ErrMalformed, limit)
 		}
 		line = append(line, chunk...)
 		switch {
@@ -94,13 +100,13 @@ func readLine(r *bufio.Reader, limit int) ([]byte, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		default:
-			return nil, fmt.Errorf("%w: %w", errHello, err)
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 	}
 }
 
-// writeReply answers a hello: OK, or ERR and the reason on one line.
-func writeReply(w io.Writer, refusal error) error {
+// WriteReply answers a hello: OK, or ERR and the reason on one line.
+func WriteReply(w io.Writer, refusal error) error {
 	line := replyOK
 	if refusal != nil {
 		line = "ERR " + strings.ReplaceAll(refusal.Error(), "\n", " ")
@@ -109,8 +115,8 @@ func writeReply(w io.Writer, refusal error) error {
 	return err
 }
 
-// readReply reads the server's answer: nil for OK, else the refusal it gave.
-func readReply(r *bufio.Reader) error {
+// ReadReply reads the server's answer: nil for OK, else the refusal it gave.
+func ReadReply(r *bufio.Reader) error {
 	line, err := readLine(r, 4096)
 	if err != nil {
 		return fmt.Errorf("reading the tunnel endpoint's answer: %w", err)
@@ -121,7 +127,7 @@ func readReply(r *bufio.Reader) error {
 	if reason, ok := strings.CutPrefix(string(line), "ERR "); ok {
 		return &RefusedError{Reason: reason}
 	}
-	return fmt.Errorf("%w: the tunnel endpoint answered %q", errHello, line)
+	return fmt.Errorf("%w: the tunnel endpoint answered %q", ErrMalformed, line)
 }
 
 // RefusedError is the tunnel endpoint's refusal of an agent's hello.
