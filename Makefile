@@ -12,6 +12,11 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/flotilla-dev/flotilla/pkg/version.version=$(VERSION) -X github.com/flotilla-dev/flotilla/pkg/version.commit=$(COMMIT)
 
+# One build configuration for every step, static as the image and the e2e suite build the
+# manager: the Go build cache one step fills then serves the others (a cgo build of the same
+# packages is a second compile of all of them, which cost the e2e suite 3.5 minutes from cold).
+export CGO_ENABLED := 0
+
 TOOLS_DIR := $(shell test/tools/install.sh print-dir)
 export FLOTILLA_TOOLS_DIR := $(TOOLS_DIR)
 KUBECTL := $(TOOLS_DIR)/kubectl

@@ -461,7 +461,7 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 			out, err := flotillactl(ctx, "cluster", "list")
 			g.Expect(err).NotTo(HaveOccurred(), out)
 			g.Expect(out).To(ContainSubstring("STORAGECLASS"))
-			g.Expect(out).To(MatchRegexp(`(?m)^` + s2.Name + `\s.*\snone\s+push\s*$`), "STORAGECLASS none, then MODE push")
+			g.Expect(out).To(MatchRegexp(`(?m)^`+s2.Name+`\s.*\snone\s+push\s*$`), "STORAGECLASS none, then MODE push")
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 
 		_, err = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "nowhere"},

@@ -65,6 +65,9 @@ if command -v flock >/dev/null; then
 fi
 export GOFLAGS=-mod=mod
 export CGO_ENABLED=0
+# No DWARF for the tools: their binaries are stripped anyway (-s -w), and not generating it makes
+# their compile about an eighth cheaper (tracebacks use the symbol table, not DWARF).
+gcflags="all=-dwarf=false"
 
 step=""
 trap 'rc=$?; if [[ $rc -ne 0 ]]; then echo "tools: FAILED at step: $step (exit $rc)" >&2; fi' EXIT
@@ -146,7 +149,7 @@ build_module() {
     step="$label: ${missing[*]}"
     echo "tools: $label: building ${missing[*]} in one go build..."
     out=$(mktemp -d)
-    (cd "$here/$dir" && go build -trimpath -ldflags "$ldflags" -o "$out/" "${pkgs[@]}")
+    (cd "$here/$dir" && go build -trimpath -gcflags "$gcflags" -ldflags "$ldflags" -o "$out/" "${pkgs[@]}")
     mkdir -p "$bin/$folder"
     for i in "${!missing[@]}"; do
       built="$out/$(basename "${pkgs[$i]}")"
@@ -164,7 +167,7 @@ build_module() {
 go_install() { # binary, package@version
   local tmp
   tmp=$(mktemp -d)
-  GOBIN="$tmp" go install -trimpath -ldflags "-s -w" "$2"
+  GOBIN="$tmp" go install -trimpath -gcflags "$gcflags" -ldflags "-s -w" "$2"
   mv "$tmp/$1" "$bin/$1"
   rmdir "$tmp"
 }
@@ -240,7 +243,7 @@ fi
 # the jaeger module's cmd/jaeger; named with its version as the ones above.
 build_jaeger() {
   require_version jaeger github.com/jaegertracing/jaeger JAEGER_VERSION
-  (cd "$here/jaeger" && go build -trimpath -ldflags "-s -w" -o "$bin/$1" github.com/jaegertracing/jaeger/cmd/jaeger)
+  (cd "$here/jaeger" && go build -trimpath -gcflags "$gcflags" -ldflags "-s -w" -o "$bin/$1" github.com/jaegertracing/jaeger/cmd/jaeger)
 }
 if wanted tracing; then
   run_step "jaeger $JAEGER_VERSION" "jaeger-$JAEGER_VERSION" build_jaeger "jaeger-$JAEGER_VERSION"
@@ -257,7 +260,7 @@ promrules_name() {
 }
 build_promrules() {
   require_version promrules github.com/prometheus/prometheus PROMETHEUS_VERSION
-  (cd "$here/promrules" && go build -trimpath -ldflags "-s -w" -o "$bin/$1" .)
+  (cd "$here/promrules" && go build -trimpath -gcflags "$gcflags" -ldflags "-s -w" -o "$bin/$1" .)
 }
 if wanted promrules; then
   name=$(promrules_name)
