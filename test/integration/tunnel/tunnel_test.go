@@ -132,17 +132,32 @@ func runAgent(ctx context.Context, cluster, token string) *tunnel.Agent {
 		Token:      func(context.Context) (string, error) { return token, nil },
 		MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
 	}, logr.Discard())
+	untilSpecEnds(ctx, func(ctx context.Context) { _ = a.Run(ctx) })
+	return a
+}
+
+// untilSpecEnds runs run on a goroutine of its own until the spec ends, then waits for it.
+func untilSpecEnds(ctx context.Context, run func(context.Context)) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_ = a.Run(ctx)
+		run(ctx)
 	}()
 	DeferCleanup(func() {
 		cancel()
 		<-done
 	})
-	return a
+}
+
+// startRegistry runs the manager's registry of the kubeconfig raw, with modes, dialling pulled
+// clusters through the suite's endpoint, until the spec ends.
+func startRegistry(ctx context.Context, modes map[string]string, raw []byte) *clusters.Registry {
+	registry := clusters.NewRegistry(clusters.Options{PrimaryID: "the-primary", Tunnels: server, ProbeInterval: time.Second}, GinkgoLogr)
+	registry.SetModes(modes)
+	Expect(registry.Apply(raw)).To(Succeed())
+	untilSpecEnds(ctx, func(ctx context.Context) { _ = registry.Start(ctx) })
+	return registry
 }
 
 // throughTunnel is the manager's client of cluster: the secondary's own credentials and CA, its
@@ -195,19 +210,7 @@ var _ = Describe("a secondary reached through its agent's tunnel", func() {
 
 		Expect(primary.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 			Namespace: flotillav1.SystemNamespace, Name: tunnel.AgentServiceAccountPrefix + "edge"}})).To(Succeed())
-		registry := clusters.NewRegistry(clusters.Options{PrimaryID: "the-primary", Tunnels: server, ProbeInterval: time.Second}, GinkgoLogr)
-		registry.SetModes(map[string]string{"edge": clusters.ModePull})
-		Expect(registry.Apply(raw)).To(Succeed())
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = registry.Start(rctx)
-		}()
-		DeferCleanup(func() {
-			stop()
-			<-done
-		})
+		registry := startRegistry(ctx, map[string]string{"edge": clusters.ModePull}, raw)
 		// No agent yet: the cluster does not answer.
 		Consistently(func() flotillav1.ClusterStatus {
 			s, _ := registry.Snapshot("edge")
@@ -249,19 +252,7 @@ var _ = Describe("a secondary reached through its agent's tunnel", func() {
 		Expect(primary.Client.Get(ctx, clusters.RegistrationKey(), &registration)).To(Succeed())
 		Expect(clusters.Modes(&registration)).To(HaveKeyWithValue("pulled", clusters.ModePull))
 
-		registry := clusters.NewRegistry(clusters.Options{PrimaryID: "the-primary", Tunnels: server, ProbeInterval: time.Second}, GinkgoLogr)
-		registry.SetModes(clusters.Modes(&registration))
-		Expect(registry.Apply(registration.Data[flotillav1.KubeconfigSecretKey])).To(Succeed())
-		rctx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = registry.Start(rctx)
-		}()
-		DeferCleanup(func() {
-			stop()
-			<-done
-		})
+		registry := startRegistry(ctx, clusters.Modes(&registration), registration.Data[flotillav1.KubeconfigSecretKey])
 		runAgent(ctx, "pulled", string(agentSecret.Data["token"]))
 		var ks corev1.Namespace
 		Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: "kube-system"}, &ks)).To(Succeed())
