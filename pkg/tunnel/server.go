@@ -246,9 +246,16 @@ func (s *Server) keepAlive(ctx context.Context, cluster string, sess *session) {
 	}
 }
 
+// maxRefusedNames bounds how many cluster names the server remembers a refusal for without ever
+// having had their session: a stranger may claim any name, and each would otherwise cost an entry.
+const maxRefusedNames = 1024
+
 func (s *Server) refused(cluster string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if _, known := s.status[cluster]; !known && len(s.status) >= maxRefusedNames {
+		return
+	}
 	s.statusLocked(cluster).LastError = err.Error()
 }
 

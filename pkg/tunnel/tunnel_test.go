@@ -1,6 +1,7 @@
 package tunnel
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -17,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/flotilla-dev/flotilla/pkg/pki"
+	"github.com/flotilla-dev/flotilla/pkg/tunnel/hello"
 )
 
 // servingCert returns a certificate for 127.0.0.1 and a pool of the CA that issued it.
@@ -269,4 +271,32 @@ func TestUnauthenticatedClientsCostBoundedGoroutines(t *testing.T) {
 	// And an agent still gets in.
 	b.startAgent(t, "secondary2", "token-of-secondary2", echo(t, "api2"))
 	eventually(t, "an agent connected after the flood", func() bool { return b.server.Status("secondary2").Connected })
+}
+
+// Hellos claiming ever new names with a bad credential leave at most maxRefusedNames refusals
+// remembered, whatever their number.
+func TestRefusalsOfStrangersAreRememberedWithinABound(t *testing.T) {
+	b := startServer(t, Options{})
+	for i := range maxRefusedNames + 200 {
+		conn, err := tls.Dial("tcp", b.addr, &tls.Config{RootCAs: b.pool, MinVersion: tls.VersionTLS13})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := hello.Write(conn, hello.Hello{Cluster: fmt.Sprintf("claimed-%d", i), Token: "forged"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := hello.ReadReply(bufio.NewReader(conn)); err == nil {
+			t.Fatal("a forged token was accepted")
+		}
+		_ = conn.Close()
+	}
+	b.server.mu.Lock()
+	remembered := len(b.server.status)
+	b.server.mu.Unlock()
+	if remembered > maxRefusedNames {
+		t.Fatalf("%d refusals remembered; at most %d", remembered, maxRefusedNames)
+	}
+	if st := b.server.Status("claimed-0"); !strings.Contains(st.LastError, "was refused") {
+		t.Fatalf("the first refusal = %+v", st)
+	}
 }
