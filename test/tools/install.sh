@@ -162,7 +162,6 @@ build_module() {
   for name in "${names[@]}"; do
     ln -sfn "$folder/$name" "$bin/$name"
   done
-  module_folder=$folder
 }
 go_install() { # binary, package@version
   local tmp
@@ -276,7 +275,7 @@ if wanted csi; then
   build_module addons "-s -w" "the resizing CSI stack" csi-mock=./csi-mock \
     csi-provisioner=github.com/kubernetes-csi/external-provisioner/v6/cmd/csi-provisioner \
     csi-resizer=github.com/kubernetes-csi/external-resizer/v2/cmd/csi-resizer
-  ln -sfn "$module_folder" "$bin/csi"
+  ln -sfn "$(module_dir addons "-s -w")" "$bin/csi"
 fi
 
 # kwok's own stage manifests (node and pod lifecycles) ship in its module; the test bed loads them.
