@@ -275,11 +275,12 @@ BENCH_RENEW_DEADLINE ?= 10s
 BENCH_MCS_ENDPOINTS ?= 1000
 BENCH_STEADY_RATE ?= 0
 BENCH_STEADY_DURATION ?= 5m
+BENCH_PULL ?= false
 
 .PHONY: bench
-bench: ## Benchmark: N pods direct in one secondary, split over the secondaries, and elected (BENCH_PODS=200, BENCH_CLUSTERS=2, BENCH_MEMORY_LIMIT=512Mi: the chart's manager limit, BENCH_SKIP_DIRECT=true: no run in one secondary, BENCH_SKIP_SPLIT=true: no split-direct floor either, BENCH_RENEW_DEADLINE=10s: the managers' leader renewal deadline, BENCH_MCS_ENDPOINTS=1000: endpoints exported from every cluster for the Multi-Cluster Services run, 0 for none, BENCH_TRACING=1: the bed with Jaeger, and the elected run again untraced and traced for the manager's tracing cost, BENCH_STEADY_RATE=20: the steady-load run, pods created one by one at 20 a second directly then elected, their startup latency percentiles, 0 for none, BENCH_STEADY_DURATION=5m: how long it creates them); JSON in bench.json
+bench: ## Benchmark: N pods direct in one secondary, split over the secondaries, and elected (BENCH_PODS=200, BENCH_CLUSTERS=2, BENCH_MEMORY_LIMIT=512Mi: the chart's manager limit, BENCH_SKIP_DIRECT=true: no run in one secondary, BENCH_SKIP_SPLIT=true: no split-direct floor either, BENCH_RENEW_DEADLINE=10s: the managers' leader renewal deadline, BENCH_MCS_ENDPOINTS=1000: endpoints exported from every cluster for the Multi-Cluster Services run, 0 for none, BENCH_TRACING=1: the bed with Jaeger, and the elected run again untraced and traced for the manager's tracing cost, BENCH_STEADY_RATE=20: the steady-load run, pods created one by one at 20 a second directly then elected, their startup latency percentiles, 0 for none, BENCH_STEADY_DURATION=5m: how long it creates them, BENCH_PULL=true: every secondary joined in pull mode, reached only through the tunnel of an agent); JSON in bench.json
 	$(call tools-for,bed $(if $(BENCH_TRACING),tracing))
-	go run ./test/bench --pods $(BENCH_PODS) --clusters $(BENCH_CLUSTERS) --memory-limit $(BENCH_MEMORY_LIMIT) --skip-direct=$(BENCH_SKIP_DIRECT) --skip-split=$(BENCH_SKIP_SPLIT) --renew-deadline $(BENCH_RENEW_DEADLINE) --mcs-endpoints $(BENCH_MCS_ENDPOINTS) $(if $(BENCH_TRACING),--tracing) --steady-rate $(BENCH_STEADY_RATE) --steady-duration $(BENCH_STEADY_DURATION) --out bench.json
+	go run ./test/bench --pods $(BENCH_PODS) --clusters $(BENCH_CLUSTERS) --memory-limit $(BENCH_MEMORY_LIMIT) --skip-direct=$(BENCH_SKIP_DIRECT) --skip-split=$(BENCH_SKIP_SPLIT) --renew-deadline $(BENCH_RENEW_DEADLINE) --mcs-endpoints $(BENCH_MCS_ENDPOINTS) $(if $(BENCH_TRACING),--tracing) --steady-rate $(BENCH_STEADY_RATE) --steady-duration $(BENCH_STEADY_DURATION) --pull=$(BENCH_PULL) --out bench.json
 
 .PHONY: dev-up
 # REAL_NODE=1 gives the primary a real node (root, Debian's containerd; make demo asks for it);

@@ -23,6 +23,7 @@ type Names struct {
 	ServiceAccount string // in flotilla-system
 	ClusterRole    string // and its ClusterRoleBinding
 	TokenRole      string // Role (and RoleBinding) in flotilla-system for the token renewal
+	AgentRole      string // Role (and RoleBinding) in flotilla-system for the agent's credential (pull mode)
 	Params         string // ConfigMap in flotilla-system that held the policy's parameters (joins before v0.2; removed by `cluster remove`)
 	Policy         string // ValidatingAdmissionPolicy and its binding
 	DelegatePolicy string // ValidatingAdmissionPolicy (and binding) keeping a delegate's flotilla.dev/* the identity's alone
@@ -36,7 +37,7 @@ func NamesFor(primaryID string) Names {
 	}
 	base := "flotilla-" + short
 	return Names{PrimaryID: primaryID, ServiceAccount: base, ClusterRole: "flotilla:primary:" + short,
-		TokenRole: base + "-token", Params: base + "-params", Policy: base + "-managed-namespaces",
+		TokenRole: base + "-token", AgentRole: base + "-agent", Params: base + "-params", Policy: base + "-managed-namespaces",
 		DelegatePolicy: base + "-delegates"}
 }
 
@@ -157,6 +158,12 @@ func policyExpression(primaryID string) string {
   namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelManagedBy + `'].orValue('') == ` + id + ` &&
   request.resource.group == '` + mcs.Group + `' && request.resource.resource == '` + mcs.ServiceExports.Resource + `' &&
   request.?subResource.orValue('') == 'status' && request.operation == 'UPDATE'
+) ||
+(
+  request.resource.group == '' && request.resource.resource == 'secrets' && request.namespace == '` + flotillav1.SystemNamespace + `' &&
+  request.name == '` + flotillav1.AgentSecretName + `' && request.operation == 'UPDATE' && request.?subResource.orValue('') == '' &&
+  oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == ` + id + ` &&
+  object.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == ` + id + `
 )`
 }
 
@@ -253,6 +260,9 @@ func celString(s string) string { return strconv.Quote(s) }
 type Limits struct {
 	Namespaces Namespaces
 	Exposure   Exposure
+	// Pull: the cluster is reached through its agent, whose credential in the primary the
+	// manager renews by writing the Secret flotilla-system/flotilla-agent (AgentRole).
+	Pull bool
 }
 
 // Objects returns everything `join` applies in a secondary for a primary, in apply order
@@ -299,7 +309,7 @@ func Objects(n Names, clusterName string, limits Limits) []client.Object {
 			Reason: ptrTo(metav1.StatusReasonForbidden),
 		})
 	}
-	return []client.Object{
+	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: meta(ns, "")},
 		&corev1.ServiceAccount{ObjectMeta: meta(n.ServiceAccount, ns)},
 		&rbacv1.ClusterRole{ObjectMeta: meta(n.ClusterRole, ""), Rules: Rules(n.PrimaryID)},
@@ -355,6 +365,26 @@ func Objects(n Names, clusterName string, limits Limits) []client.Object {
 			}},
 		&flotillav1.FlotillaPrimary{ObjectMeta: metav1.ObjectMeta{Name: n.PrimaryID, Labels: labels},
 			Spec: flotillav1.FlotillaPrimarySpec{ClusterName: clusterName, ServiceAccount: ns + "/" + n.ServiceAccount}},
+	}
+	if limits.Pull {
+		objs = append(objs, AgentObjects(n)...)
+	}
+	return objs
+}
+
+// AgentObjects are what a cluster in pull mode grants besides: the manager may replace the
+// agent's credential in the Secret flotilla-system/flotilla-agent, that Secret alone, and never
+// read it (the admission policy lets that one write through the fence).
+func AgentObjects(n Names) []client.Object {
+	ns := flotillav1.SystemNamespace
+	meta := metav1.ObjectMeta{Name: n.AgentRole, Namespace: ns,
+		Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla", flotillav1.LabelPrimary: n.PrimaryID}}
+	return []client.Object{
+		&rbacv1.Role{ObjectMeta: meta, Rules: []rbacv1.PolicyRule{{APIGroups: []string{""},
+			Resources: []string{"secrets"}, Verbs: []string{"update", "patch"}, ResourceNames: []string{flotillav1.AgentSecretName}}}},
+		&rbacv1.RoleBinding{ObjectMeta: meta,
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.AgentRole},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: n.ServiceAccount, Namespace: ns}}},
 	}
 }
 

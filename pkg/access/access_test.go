@@ -1,6 +1,7 @@
 package access
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -71,5 +72,30 @@ func TestObjectsNameThePrimaryAndConfineItsIdentity(t *testing.T) {
 	}
 	if fp.Name != n.PrimaryID || fp.Spec.ClusterName != "eu" {
 		t.Errorf("FlotillaPrimary = %+v", fp)
+	}
+}
+
+func TestPullModeGrantsTheAgentSecretAlone(t *testing.T) {
+	n := NamesFor("0123456789abcdef")
+	roles := func(limits Limits) map[string]*rbacv1.Role {
+		out := map[string]*rbacv1.Role{}
+		for _, o := range Objects(n, "eu", limits) {
+			if r, ok := o.(*rbacv1.Role); ok {
+				out[r.Name] = r
+			}
+		}
+		return out
+	}
+	if _, ok := roles(Limits{})[n.AgentRole]; ok {
+		t.Error("a dialled cluster grants the agent's Secret")
+	}
+	r, ok := roles(Limits{Pull: true})[n.AgentRole]
+	if !ok {
+		t.Fatal("a pulled cluster lacks the agent's Role")
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"update", "patch"},
+		ResourceNames: []string{flotillav1.AgentSecretName}}}
+	if !reflect.DeepEqual(r.Rules, want) || r.Namespace != flotillav1.SystemNamespace {
+		t.Errorf("agent Role %s/%s: %+v", r.Namespace, r.Name, r.Rules)
 	}
 }

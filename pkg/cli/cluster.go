@@ -261,8 +261,8 @@ the cluster pulled in the registration, and prints the helm command that starts 
 		"the manager cannot reach this cluster: register it in pull mode, reached only through the tunnel its agent dials out to the primary (docs/pull-mode.md); needs --tunnel-address and --tunnel-ca-file. Joining again without it registers the cluster as dialled again")
 	cmd.Flags().StringVar(&pull.address, "tunnel-address", "", "with --pull: HOST:PORT of the primary's tunnel endpoint as the secondary reaches it (the chart's tunnel.* in the primary)")
 	cmd.Flags().StringVar(&pull.caFile, "tunnel-ca-file", "", "with --pull: PEM file of the CA that signed the tunnel endpoint's certificate, given to the agent")
-	cmd.Flags().DurationVar(&pull.tokenDuration, "agent-token-duration", 90*24*time.Hour,
-		"with --pull: lifetime of the agent's credential (a token of the primary's ServiceAccount flotilla-system/flotilla-agent-<name>); join again before it expires")
+	cmd.Flags().DurationVar(&pull.tokenDuration, "agent-token-duration", time.Hour,
+		"with --pull: lifetime of the agent's bootstrap credential (a token of the primary's ServiceAccount flotilla-system/flotilla-agent-<name>, bound to the Secret flotilla-agent-bootstrap-<name> there): the agent must first connect within it; the manager then gives it a credential of its own, renewed before it expires, and deletes that Secret, which ends the bootstrap one")
 	_ = cmd.MarkFlagRequired("context")
 	return cmd
 }
@@ -383,7 +383,7 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 		return err
 	}
 	names := access.NamesFor(primaryID)
-	for _, obj := range access.Objects(names, name, access.Limits{Namespaces: o.namespaces, Exposure: o.exposure}) {
+	for _, obj := range access.Objects(names, name, access.Limits{Namespaces: o.namespaces, Exposure: o.exposure, Pull: o.pull.enabled}) {
 		if err := apply(ctx, secondary, obj); err != nil {
 			return fmt.Errorf("context %s: %w", contextName, err)
 		}
@@ -415,7 +415,7 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	if err != nil {
 		return err
 	}
-	if err := joinPulled(ctx, primary, secondary, contextName, name, o.pull, out); err != nil {
+	if err := joinPulled(ctx, primary, secondary, contextName, name, names, o.pull, out); err != nil {
 		return err
 	}
 	return printJoined(out, contextName, name, cluster.Server, names, tr.Status.ExpirationTimestamp.Time, o.namespaces)

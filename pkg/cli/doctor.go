@@ -170,7 +170,9 @@ per finding, then a summary. It checks:
                  a context of the registration Secret with a field it refuses (InvalidContext:
                  exec, auth-provider, tokenFile, file paths, impersonation, proxy-url...), or a
                  cluster that answers with another identity than the one pinned for it
-                 (IdentityChanged: join it again to accept it). ERROR, with the reason.
+                 (IdentityChanged: join it again to accept it). ERROR, with the reason. And the
+                 tunnel of each cluster in pull mode: up, with its round trip and reconnects (OK),
+                 or held by no agent, since when and why (WARN).
   webhook        The MutatingWebhookConfiguration ` + flotillav1.WebhookConfigurationName + `: without it, elected
                  pods run in the primary and DaemonSets are not kept off virtual nodes (ERROR).
 
@@ -288,6 +290,9 @@ func clusterFindings(ctx context.Context, c client.Client) ([]finding, error) {
 	var out []finding
 	for i := range list.Items {
 		cd := &list.Items[i]
+		if f, ok := tunnelFinding(cd); ok {
+			out = append(out, f)
+		}
 		if !unusedClusterReasons[cd.Status.Reason] {
 			continue
 		}
@@ -296,6 +301,43 @@ func clusterFindings(ctx context.Context, c client.Client) ([]finding, error) {
 			Message: fmt.Sprintf("cluster %s is not used: %s: %s", cd.Name, cd.Status.Reason, cd.Status.Message)})
 	}
 	return out, nil
+}
+
+// tunnelFinding reports the tunnel of a cluster in pull mode: up, with its round trip and
+// reconnects, or down, with why it last ended; nothing for a dialled cluster.
+func tunnelFinding(cd *flotillav1.ClusterDetector) (finding, bool) {
+	if cd.Status.Mode != flotillav1.ModePull {
+		return finding{}, false
+	}
+	f := finding{Check: checkClusters, Cluster: cd.Name, Object: flotillav1.SystemNamespace + "/" + cd.Name}
+	t := cd.Status.Tunnel
+	if t == nil || !t.Connected {
+		since, why := "", ""
+		if t != nil && t.Since != nil {
+			since = " since " + t.Since.UTC().Format(time.RFC3339)
+		}
+		if t != nil && t.LastError != "" {
+			why = ": " + t.LastError
+		}
+		f.Severity = severityWarning
+		f.Message = fmt.Sprintf("cluster %s is in pull mode and its agent holds no tunnel%s%s", cd.Name, since, why)
+		f.Fix = "In a cluster in pull mode, check its agent: kubectl --context <its context> -n " + flotillav1.SystemNamespace +
+			" logs deploy/flotilla-agent; it must reach the primary's tunnel endpoint and hold a valid credential (docs/pull-mode.md)."
+		return f, true
+	}
+	parts := []string{"pull mode, tunnel up"}
+	if t.Since != nil {
+		parts[0] += " since " + t.Since.UTC().Format(time.RFC3339)
+	}
+	if t.RoundTrip != nil {
+		parts = append(parts, "round trip "+t.RoundTrip.Duration.String())
+	}
+	if t.Connects > 1 {
+		parts = append(parts, plural(int(t.Connects)-1, "reconnect"))
+	}
+	f.Severity = severityOK
+	f.Message = fmt.Sprintf("cluster %s: %s", cd.Name, strings.Join(parts, ", "))
+	return f, true
 }
 
 // listVirtualNodes lists Flotilla's virtual nodes, by name.

@@ -132,6 +132,44 @@ func TestExclusionYAMLIsTheWebhooksTerm(t *testing.T) {
 	}
 }
 
+func TestTunnelFinding(t *testing.T) {
+	since := metav1.NewTime(time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC))
+	pulled := func(tunnel *flotillav1.TunnelStatus) *flotillav1.ClusterDetector {
+		return &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Name: "edge"},
+			Status: flotillav1.ClusterDetectorStatus{Mode: flotillav1.ModePull, Tunnel: tunnel}}
+	}
+	for name, tc := range map[string]struct {
+		cd       *flotillav1.ClusterDetector
+		severity severity
+		message  string
+	}{
+		"dialled":     {cd: &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Name: "eu"}}},
+		"never heard": {cd: pulled(nil), severity: severityWarning, message: "cluster edge is in pull mode and its agent holds no tunnel"},
+		"down": {cd: pulled(&flotillav1.TunnelStatus{Since: &since, LastError: "keepalive: i/o deadline reached", Connects: 3}),
+			severity: severityWarning, message: "cluster edge is in pull mode and its agent holds no tunnel since 2026-11-29T10:00:00Z: keepalive: i/o deadline reached"},
+		"up first time": {cd: pulled(&flotillav1.TunnelStatus{Connected: true, Since: &since, Connects: 1}),
+			severity: severityOK, message: "cluster edge: pull mode, tunnel up since 2026-11-29T10:00:00Z"},
+		"up again": {cd: pulled(&flotillav1.TunnelStatus{Connected: true, Since: &since, Connects: 3, RoundTrip: &metav1.Duration{Duration: 1500 * time.Microsecond}}),
+			severity: severityOK, message: "cluster edge: pull mode, tunnel up since 2026-11-29T10:00:00Z, round trip 1.5ms, 2 reconnects"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f, ok := tunnelFinding(tc.cd)
+			if ok != (tc.message != "") {
+				t.Fatalf("reported %v (%+v), want %v", ok, f, tc.message != "")
+			}
+			if !ok {
+				return
+			}
+			if f.Severity != tc.severity || f.Message != tc.message || f.Cluster != "edge" {
+				t.Errorf("got %s %q (cluster %q), want %s %q", f.Severity, f.Message, f.Cluster, tc.severity, tc.message)
+			}
+			if (f.Fix != "") != (tc.severity == severityWarning) {
+				t.Errorf("fix %q for a %s finding", f.Fix, f.Severity)
+			}
+		})
+	}
+}
+
 func TestPendingProxyFinding(t *testing.T) {
 	unbound := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}, Status: corev1.PodStatus{Phase: corev1.PodPending,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: "Unschedulable", Message: "0/3 nodes are available"}}}}

@@ -41,9 +41,11 @@ func removeAccess(ctx context.Context, c client.Client, cluster, primaryID strin
 	objs := []client.Object{
 		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: n.ClusterRole}},
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: n.TokenRole, Namespace: ns}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: n.AgentRole, Namespace: ns}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: n.ServiceAccount, Namespace: ns}},
 		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: n.ClusterRole}},
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: n.TokenRole, Namespace: ns}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: n.AgentRole, Namespace: ns}},
 		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n.Policy}},
 		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n.Policy}},
 		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n.DelegatePolicy}},

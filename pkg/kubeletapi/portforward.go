@@ -58,7 +58,7 @@ func (k *Server) dialDelegate(ctx context.Context, namespace, pod string) (clust
 // dialPortForward opens an SPDY connection to a pod's pods/portforward subresource. ctx bounds the
 // dial and upgrade only; the connection outlives it.
 func dialPortForward(ctx context.Context, sec clusters.Secondary, namespace, pod string) (httpstream.Connection, error) {
-	transport, upgrader, err := spdy.RoundTripperFor(sec.Config)
+	transport, upgrader, err := spdyRoundTripperFor(sec.Config)
 	if err != nil {
 		return nil, fmt.Errorf("port-forward transport for %s: %w", sec.Name, err)
 	}

@@ -400,7 +400,11 @@ func (k *Server) streamContainer(ctx context.Context, subresource, namespace, po
 		return err
 	}
 	u := containerStreamURL(sec.Clientset.CoreV1().RESTClient(), subresource, namespace, pod, container, cmd, attach)
-	exec, err := remotecommand.NewSPDYExecutor(sec.Config, http.MethodPost, u)
+	transport, upgrader, err := spdyRoundTripperFor(sec.Config)
+	if err != nil {
+		return fmt.Errorf("%s in %s: %w", subresource, sec.Name, err)
+	}
+	exec, err := remotecommand.NewSPDYExecutorForTransports(transport, upgrader, http.MethodPost, u)
 	if err != nil {
 		return fmt.Errorf("%s in %s: %w", subresource, sec.Name, err)
 	}

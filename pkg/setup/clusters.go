@@ -24,6 +24,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/internal/apicalls"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/agentcredential"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterdetector"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/clusterset"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/quota"
@@ -68,6 +69,14 @@ func addClusters(ctx context.Context, mgr ctrl.Manager, opts Options, tp *tracin
 	}
 	if err := addClusterControllers(ctx, mgr, registry, primary.Version, opts, tp); err != nil {
 		return nil, err
+	}
+	if tunnels != nil {
+		if err := (&agentcredential.Reconciler{Registry: registry, Tokens: primaryClient.CoreV1().ServiceAccounts(flotillav1.SystemNamespace),
+			Primary: mgr.GetClient(), Lifetime: opts.Clusters.AgentCredentialLifetime, Fraction: opts.Clusters.TokenRenewalFraction,
+			Recorder: mgr.GetEventRecorder(eventSource), Clock: opts.Clock}).
+			SetupWithManager(ctx, mgr, agentCredentialOptions()); err != nil {
+			return nil, fmt.Errorf("setting up the agent credential controller: %w", err)
+		}
 	}
 	first, count := opts.VirtualNodes.kubeletPorts()
 	nodes := virtualnode.NewManager(registry, primaryClient, virtualnode.Options{

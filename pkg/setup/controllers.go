@@ -29,6 +29,9 @@ func clusterSetOptions() controller.Options { return controller.Options{} }
 // clusterDetectorOptions: one worker writes the ClusterDetectors' status.
 func clusterDetectorOptions() controller.Options { return controller.Options{} }
 
+// agentCredentialOptions: one worker; a credential written is a token minted and one patch.
+func agentCredentialOptions() controller.Options { return controller.Options{} }
+
 // replicatorOptions: Replicators applied in parallel, each to its clusters in parallel too.
 // inventoryOptions: one key, the whole inventory.
 func inventoryOptions() controller.Options {

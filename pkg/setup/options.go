@@ -107,6 +107,10 @@ type ClusterOptions struct {
 	// TunnelCertDir holds the tunnel endpoint's serving certificate, tls.crt and tls.key, read
 	// again when they change (--tunnel-cert-dir).
 	TunnelCertDir string
+	// AgentCredentialLifetime is the life of the credentials the leader gives pulled
+	// secondaries' agents, each replaced past TokenRenewalFraction of it
+	// (--agent-credential-lifetime).
+	AgentCredentialLifetime time.Duration
 }
 
 // VirtualNodeOptions configure the virtual nodes and their kubelet API.
@@ -223,7 +227,7 @@ func DefaultOptions() Options {
 			MulticlusterServices: true,
 			ProbeInterval:        clusters.DefaultProbeInterval,
 			ProbeTimeout:         clusters.DefaultProbeTimeout,
-			TokenRenewalFraction: clusters.DefaultRenewalFraction,
+			TokenRenewalFraction: clusters.DefaultRenewalFraction, AgentCredentialLifetime: 24 * time.Hour,
 		},
 		VirtualNodes: VirtualNodeOptions{
 			KubeletPort:      10250,
@@ -284,6 +288,9 @@ func (o Options) Validate() error {
 	}
 	if c := o.Clusters; c.TunnelBindAddress != "" && c.TunnelCertDir == "" {
 		errs = append(errs, fmt.Errorf("--tunnel-bind-address %s: --tunnel-cert-dir must hold the endpoint's serving certificate (tls.crt, tls.key)", c.TunnelBindAddress))
+	}
+	if c := o.Clusters; c.AgentCredentialLifetime < 10*time.Minute {
+		errs = append(errs, fmt.Errorf("--agent-credential-lifetime %s: at least 10m (the API server's shortest token)", c.AgentCredentialLifetime))
 	}
 	if n := o.VirtualNodes; n.KubeletPort > 0 && (n.KubeletPortCount < 1 || int64(n.KubeletPort)+int64(n.KubeletPortCount)-1 > 65535) {
 		errs = append(errs, fmt.Errorf("--kubelet-port %d --kubelet-port-count %d: want at least one port, the last at most 65535", n.KubeletPort, n.KubeletPortCount))

@@ -14,6 +14,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/hashicorp/yamux"
 
+	"github.com/flotilla-dev/flotilla/internal/satoken"
 	"github.com/flotilla-dev/flotilla/pkg/tunnel/hello"
 )
 
@@ -62,6 +63,9 @@ type Status struct {
 	Connects int
 	// LastError is why the last session ended or the last hello claiming the cluster was refused.
 	LastError string
+	// Credential is what the current session's agent proved itself with (its token's claims, read
+	// once the primary accepted it): when it expires, and the bootstrap Secret it is bound to.
+	Credential satoken.Claims
 }
 
 // Server is the manager's tunnel endpoint: it accepts agents' connections, authenticates them,
@@ -125,7 +129,7 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 
 // handle handshakes one connection and, once the agent is authenticated, keeps its session.
 func (s *Server) handle(ctx context.Context, conn net.Conn) {
-	cluster, br, err := s.handshake(ctx, conn)
+	cluster, cred, br, err := s.handshake(ctx, conn)
 	<-s.handshakes
 	if err != nil {
 		s.log.V(1).Info("tunnel handshake failed", "remote", conn.RemoteAddr().String(), "error", err.Error())
@@ -148,28 +152,28 @@ func (s *Server) handle(ctx context.Context, conn net.Conn) {
 		return
 	}
 	sess := &session{y: y}
-	s.open(cluster, sess, conn.RemoteAddr().String())
+	s.open(cluster, cred, sess, conn.RemoteAddr().String())
 	s.keepAlive(ctx, cluster, sess)
 }
 
 // handshake runs the TLS handshake and reads the hello under one deadline, and answers it.
-func (s *Server) handshake(ctx context.Context, conn net.Conn) (string, *bufio.Reader, error) {
+func (s *Server) handshake(ctx context.Context, conn net.Conn) (string, satoken.Claims, *bufio.Reader, error) {
 	deadline := s.opts.Now().Add(s.opts.HandshakeTimeout)
 	if err := conn.SetDeadline(deadline); err != nil {
-		return "", nil, err
+		return "", satoken.Claims{}, nil, err
 	}
 	hctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	if tc, ok := conn.(*tls.Conn); ok {
 		if err := tc.HandshakeContext(hctx); err != nil {
-			return "", nil, fmt.Errorf("TLS handshake: %w", err)
+			return "", satoken.Claims{}, nil, fmt.Errorf("TLS handshake: %w", err)
 		}
 	}
 	br := bufio.NewReaderSize(conn, 4096)
 	h, err := hello.Read(br)
 	if err != nil {
 		_ = hello.WriteReply(conn, err)
-		return "", nil, err
+		return "", satoken.Claims{}, nil, err
 	}
 	cluster, err := s.opts.Authenticate(hctx, h.Token)
 	switch {
@@ -182,24 +186,27 @@ func (s *Server) handshake(ctx context.Context, conn net.Conn) (string, *bufio.R
 		s.log.Info("tunnel agent refused", "claimed", h.Cluster, "remote", conn.RemoteAddr().String(), "reason", err.Error())
 		s.refused(h.Cluster, err)
 		_ = hello.WriteReply(conn, errors.New("not authorized for this cluster"))
-		return "", nil, err
+		return "", satoken.Claims{}, nil, err
 	}
 	if err := hello.WriteReply(conn, nil); err != nil {
-		return "", nil, err
+		return "", satoken.Claims{}, nil, err
 	}
 	if err := conn.SetDeadline(time.Time{}); err != nil {
-		return "", nil, err
+		return "", satoken.Claims{}, nil, err
 	}
-	return cluster, br, nil
+	// Accepted by the primary, so its claims are the API server's: an unreadable one is only
+	// a credential whose expiry is unknown here.
+	cred, _ := satoken.Parse(h.Token)
+	return cluster, cred, br, nil
 }
 
 // open makes sess the cluster's session, closing the one it replaces.
-func (s *Server) open(cluster string, sess *session, remote string) {
+func (s *Server) open(cluster string, cred satoken.Claims, sess *session, remote string) {
 	s.mu.Lock()
 	old := s.sessions[cluster]
 	s.sessions[cluster] = sess
 	st := s.statusLocked(cluster)
-	st.Connected, st.Since, st.Remote, st.RTT = true, s.opts.Now(), remote, 0
+	st.Connected, st.Since, st.Remote, st.RTT, st.Credential = true, s.opts.Now(), remote, 0, cred
 	st.Connects++
 	s.mu.Unlock()
 	if old != nil {

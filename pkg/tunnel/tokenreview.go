@@ -56,3 +56,11 @@ func AgentCluster(username, namespace string) (string, error) {
 	}
 	return name, nil
 }
+
+// BootstrapSecretPrefix names the Secret of the primary's flotilla-system that a cluster's
+// bootstrap credential is bound to: flotilla-agent-bootstrap-<cluster>. join makes it; the manager
+// deletes it once it has given the agent a credential of its own, which ends the bootstrap one.
+const BootstrapSecretPrefix = "flotilla-agent-bootstrap-"
+
+// BootstrapSecretName is the Secret a cluster's bootstrap credential is bound to.
+func BootstrapSecretName(cluster string) string { return BootstrapSecretPrefix + cluster }

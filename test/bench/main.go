@@ -94,6 +94,8 @@ type APICalls struct {
 type Report struct {
 	Pods     int `json:"pods"`
 	Clusters int `json:"clusters"`
+	// Pull: every secondary was reached through its agent's tunnel (--pull).
+	Pull bool `json:"pull"`
 	// Direct is the N pods created in one secondary; SplitDirect the same N split evenly over
 	// every secondary, created in parallel: what a user could reach by hand with the same
 	// clusters, the floor Flotilla steers by (RatioToSplit).
@@ -171,6 +173,7 @@ func main() {
 	flag.BoolVar(&o.tracing, "tracing", false, "start the bed with Jaeger and tracing API servers, and after the other runs measure the elected run twice more with one manager each: untraced, then tracing (sampling 1.0)")
 	flag.Float64Var(&o.steadyRate, "steady-rate", 0, "the steady-load run: pods created one by one at this rate a second, directly then elected, their startup latency percentiles (0: no run)")
 	flag.DurationVar(&o.steadyDuration, "steady-duration", 5*time.Minute, "how long the steady-load run creates pods, directly and again elected")
+	flag.BoolVar(&o.pull, "pull", false, "join every secondary in pull mode: the managers reach each only through the tunnel of an agent on this host (loopback), as a secondary they cannot dial")
 	flag.Parse()
 	if o.clusters < 1 || o.pods < o.clusters {
 		fmt.Fprintln(os.Stderr, "bench: --clusters must be at least 1 and at most --pods")
@@ -203,6 +206,10 @@ type options struct {
 	// steadyRate (pods a second, 0: no run) and steadyDuration are the steady-load run's.
 	steadyRate     float64
 	steadyDuration time.Duration
+	// pull joins every secondary in pull mode, reached through agents on this host.
+	pull bool
+	// managerArgs are more flags for every manager (the tunnel's).
+	managerArgs []string
 }
 
 func run(ctx context.Context, o options) (err error) {
@@ -242,18 +249,27 @@ func run(ctx context.Context, o options) (err error) {
 	if err := prepareBed(ctx, bed, o); err != nil {
 		return err
 	}
+	var tunnel *benchTunnel
+	if o.pull {
+		if tunnel, err = newBenchTunnel(dir); err != nil {
+			return err
+		}
+		o.managerArgs = tunnel.managerArgs()
+	}
 	mgr, leaderWebhook, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir, "", o)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = mgr.Stop(20 * time.Second) }()
 	for _, c := range bed.Secondaries {
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, "flotillactl"), "--kubeconfig", bed.KubeconfigPath,
-			"--primary-context", testbed.PrimaryName, "cluster", "join", "--context", c.Name)
-		if outb, err := cmd.CombinedOutput(); err != nil {
+		if outb, err := joinCommand(ctx, bin, bed, c, tunnel).CombinedOutput(); err != nil {
 			return fmt.Errorf("joining %s: %w: %s", c.Name, err, outb)
 		}
 	}
+	if err := tunnel.startAgents(ctx, bed, filepath.Join(bin, "flotilla-manager"), dir); err != nil {
+		return err
+	}
+	defer tunnel.stop()
 	if err := waitNodesReady(ctx, bed); err != nil {
 		return err
 	}
@@ -268,7 +284,7 @@ func run(ctx context.Context, o options) (err error) {
 	defer func() { _ = standby.Stop(20 * time.Second) }()
 	time.Sleep(15 * time.Second) // its informers synced, its registry fed
 
-	rep := Report{Pods: n, Clusters: clusters, TargetRatio: 1.5, TargetRatioToSplit: 1.2, TargetAddedP50Millis: 100, TargetManagerMiB: 150,
+	rep := Report{Pods: n, Clusters: clusters, Pull: o.pull, TargetRatio: 1.5, TargetRatioToSplit: 1.2, TargetAddedP50Millis: 100, TargetManagerMiB: 150,
 		TargetManagerCores: 0.5, TargetRatioDelete: 1.2, StandbyStartMiB: procMiB(standby.PID(), "VmRSS:"), BedMiB: round(bedMiB)}
 	if n >= 10000 { // the scale targets at 10,000 elected pods (over 10 secondaries)
 		rep.TargetRatioToSplit, rep.TargetManagerMiB = 1.3, 300
@@ -799,7 +815,11 @@ func print(r Report) {
 	for _, x := range []Result{r.Direct, r.SplitDirect, r.Elected} {
 		fmt.Printf("%-8s %6d %10.2f %10.0f %10.0f %8.1f %10.2f\n", x.Mode, x.Pods, x.TotalSeconds, x.P50Millis, x.P99Millis, x.PodsPerSecond, x.DeleteSeconds)
 	}
-	fmt.Printf("\nratio elected/split-direct: %.2f (target <= %.1f; %d secondaries)\n", r.RatioToSplit, r.TargetRatioToSplit, r.Clusters)
+	reached := "dialled"
+	if r.Pull {
+		reached = "each through its agent's tunnel"
+	}
+	fmt.Printf("\nratio elected/split-direct: %.2f (target <= %.1f; %d secondaries, %s)\n", r.RatioToSplit, r.TargetRatioToSplit, r.Clusters, reached)
 	fmt.Printf("ratio elected/direct: %.2f (target <= %.1f)\n", r.Ratio, r.TargetRatio)
 	fmt.Printf("added p50 latency:    %.0f ms against direct; Flotilla's own %.0f ms (elected p50 less the delegates' own %.0f ms; target <= %.0f)\n",
 		r.AddedP50Millis, r.OwnAddedP50Millis, r.DelegateP50Millis, r.TargetAddedP50Millis)
@@ -980,7 +1000,7 @@ func startManager(bin, kubeconfig, dir, webhookURL string, o options) (*benchMan
 	if webhookURL == "" {
 		webhookURL = fmt.Sprintf("https://127.0.0.1:%d", ports[2])
 	}
-	p, err := testbed.StartProcess("flotilla-manager", bin, []string{"--kubeconfig", kubeconfig,
+	p, err := testbed.StartProcess("flotilla-manager", bin, append([]string{"--kubeconfig", kubeconfig,
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--metrics-secure=false",
 		"--webhook-port", strconv.Itoa(ports[2]), "--webhook-bind-host", "127.0.0.1", "--webhook-url", webhookURL,
@@ -988,7 +1008,7 @@ func startManager(bin, kubeconfig, dir, webhookURL string, o options) (*benchMan
 		"--kubelet-port-count", strconv.Itoa(benchKubeletPorts),
 		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]), "--container-memory-limit", o.memoryLimit,
 		"--leader-elect-renew-deadline", o.renewDeadline.String(), "--leader-elect-lease-duration", (o.renewDeadline * 3 / 2).String(),
-		"--tracing-endpoint", o.tracingEndpoint, "--quiet-start", quietStart.String()}, filepath.Join(dir, "manager.log"))
+		"--tracing-endpoint", o.tracingEndpoint, "--quiet-start", quietStart.String()}, o.managerArgs...), filepath.Join(dir, "manager.log"))
 	if err != nil {
 		return nil, "", err
 	}

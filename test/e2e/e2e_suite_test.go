@@ -257,6 +257,10 @@ func startSuite(ctx SpecContext) {
 		Expect(err).NotTo(HaveOccurred(), "helm install (%s): %s", s.Name, out)
 	}
 	lap("the chart is installed in every cluster")
+	// Where secondary2 has a real node, its agent can run there and hold a tunnel to the manager.
+	if secondaryRealNodesErr == nil {
+		setUpTunnel()
+	}
 	managerKubeconfig = filepath.Join(workDir, "manager.kubeconfig")
 	Expect(serviceAccountKubeconfig(ctx, bed.Primary, "flotilla-system", "flotilla", managerKubeconfig)).To(Succeed())
 	manager, err = startManager(managerBin, managerKubeconfig, filepath.Join(workDir, "manager.log"))

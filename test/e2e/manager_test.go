@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,7 +110,9 @@ func startManagerOnce(bin, kubeconfig, logPath string, extraArgs ...string) (*ma
 		"--kubelet-port", fmt.Sprint(kubeletPort), "--kubelet-port-count", fmt.Sprint(kubeletPortCount),
 		"--node-address", hostIP.String(),
 		"--pod-network", string(managerPodNetwork()),
-	}, append(tracingArgs(), extraArgs...)...), logPath)
+	}, slices.Concat(tracingArgs(), tunnelArgs(), extraArgs)...), logPath,
+		// Its packets are told from the test's own: the pull-mode specs drop those to secondary2.
+		testbed.InIsolatedGroup())
 	if err != nil {
 		return nil, err
 	}

@@ -41,8 +41,22 @@ func (p *Process) errAttached() error {
 	return fmt.Errorf("%s (pid %d) was started by another process, which stops it", p.Name, p.pid)
 }
 
+// ProcessOption changes how StartProcess starts a program.
+type ProcessOption func(*exec.Cmd)
+
+// InIsolatedGroup starts the program with IsolatedGroup among its groups (as root; no change
+// otherwise), so that a Drop with Group picks out its packets.
+func InIsolatedGroup() ProcessOption {
+	return func(c *exec.Cmd) {
+		if c.SysProcAttr == nil {
+			c.SysProcAttr = &syscall.SysProcAttr{}
+		}
+		inGroup(c.SysProcAttr)
+	}
+}
+
 // StartProcess starts bin with args, its output appended to logPath.
-func StartProcess(name, bin string, args []string, logPath string) (*Process, error) {
+func StartProcess(name, bin string, args []string, logPath string, opts ...ProcessOption) (*Process, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("opening log of %s: %w", name, err)
@@ -51,6 +65,9 @@ func StartProcess(name, bin string, args []string, logPath string) (*Process, er
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// Its own process group, so a terminal's Ctrl-C reaches the test, which then stops it in order.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	for _, o := range opts {
+		o(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)

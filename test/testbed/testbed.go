@@ -557,6 +557,9 @@ func (b *Bed) Stop(ctx context.Context) error {
 		}
 	}
 	errs = append(errs, stopJaeger(b.WorkDir))
+	if b.releaseBedLock != nil { // drops are made by the one bed with real nodes, not by one beside it
+		errs = append(errs, liftAllDrops(ctx))
+	}
 	b.release()
 	return errors.Join(errs...)
 }
@@ -609,6 +612,9 @@ func StopDir(ctx context.Context, workDir, toolsDir string, log io.Writer) error
 		errs = append(errs, err)
 	}
 	errs = append(errs, stopJaeger(workDir))
+	if nodes, _ := filepath.Glob(filepath.Join(workDir, "realnode*")); len(nodes) > 0 {
+		errs = append(errs, liftAllDrops(ctx))
+	}
 	entries, err := os.ReadDir(filepath.Join(workDir, "kwok", "clusters"))
 	if errors.Is(err, os.ErrNotExist) {
 		return errors.Join(errs...)

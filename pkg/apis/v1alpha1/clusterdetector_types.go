@@ -104,6 +104,10 @@ type TunnelStatus struct {
 	// LastError is why the last session ended, or why the last agent claiming the cluster was refused.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
+	// CredentialExpires is when the credential the connected agent proved itself with expires; the
+	// manager gives the agent a new one before then.
+	// +optional
+	CredentialExpires *metav1.Time `json:"credentialExpires,omitempty"`
 }
 
 // ClusterDetector is one registered cluster, the primary included, as plumber named it.

@@ -32,6 +32,10 @@ const (
 const (
 	// ReasonProbeSucceeded: the cluster answered /readyz.
 	ReasonProbeSucceeded = "ProbeSucceeded"
+	// ReasonAgentCredentialRotated: the manager gave a pulled cluster's agent a new credential.
+	ReasonAgentCredentialRotated = "AgentCredentialRotated"
+	// ReasonAgentCredentialFailed: giving a pulled cluster's agent a new credential failed.
+	ReasonAgentCredentialFailed = "AgentCredentialFailed"
 	// ReasonProbeFailed: the cluster did not answer /readyz in time, or answered not ready.
 	ReasonProbeFailed = "ProbeFailed"
 	// ReasonProbing: the cluster has not been probed yet.

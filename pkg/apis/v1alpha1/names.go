@@ -143,6 +143,10 @@ const (
 	AnnotationElect = "flotilla.dev/elect"
 	// AnnotationAdmiraltyElect is Admiralty's election annotation, honoured with --accept-admiralty-annotation.
 	AnnotationAdmiraltyElect = "multicluster.admiralty.io/elect"
+	// AgentSecretName is the Secret in a pulled secondary's flotilla-system that gives its agent the
+	// tunnel endpoint's CA (ca.crt) and its credential in the primary (token). join writes it; the
+	// manager replaces the token before it expires.
+	AgentSecretName = "flotilla-agent"
 	// AnnotationClusters restricts election to a comma-separated list of cluster names.
 	AnnotationClusters = "flotilla.dev/clusters"
 	// AnnotationNoClusterFits is set by the webhook on a proxy no cluster takes at admission: why

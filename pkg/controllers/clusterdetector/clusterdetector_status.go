@@ -159,5 +159,9 @@ func modeStatus(s clusters.Snapshot) (string, *flotillav1.TunnelStatus) {
 	if t.RTT > 0 {
 		out.RoundTrip = &metav1.Duration{Duration: t.RTT.Round(100 * time.Microsecond)}
 	}
+	if t.Connected && !t.Credential.Expires.IsZero() {
+		expires := metav1.NewTime(t.Credential.Expires)
+		out.CredentialExpires = &expires
+	}
 	return flotillav1.ModePull, out
 }

@@ -4,6 +4,7 @@
 package access_test
 
 import (
+	"encoding/base64"
 	"testing"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -269,5 +272,40 @@ var _ = Describe("the fence in a secondary, for Multi-Cluster Services", func() 
 		Expect(flotilla.Status().Update(ctx, export)).To(Succeed())
 		export.Spec.ExportedLabels = map[string]string{"taken": "yes"}
 		Expect(flotilla.Update(ctx, export)).To(HaveOccurred())
+	})
+
+	It("lets the joined identity of a pulled cluster replace its agent's credential, in that one Secret labelled for its primary, and never read it", func(ctx SpecContext) {
+		for _, o := range access.AgentObjects(names) {
+			Expect(secondary.Client.Create(ctx, o)).To(Succeed(), "%T %s", o, o.GetName())
+		}
+		agentSecret := func(name, primary string) *corev1.Secret {
+			return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: name,
+				Labels: map[string]string{flotillav1.LabelPrimary: primary}}, Data: map[string][]byte{"token": []byte("join's")}}
+		}
+		Expect(secondary.Client.Create(ctx, agentSecret(flotillav1.AgentSecretName, names.PrimaryID))).To(Succeed())
+		Expect(secondary.Client.Create(ctx, agentSecret("other", names.PrimaryID))).To(Succeed())
+		replace := []byte(`{"data":{"token":"` + base64.StdEncoding.EncodeToString([]byte("the manager's")) + `"}}`)
+		secrets := asFlotilla.CoreV1().Secrets(flotillav1.SystemNamespace)
+		// RBAC is compiled a moment after the Role is made.
+		Eventually(func() error {
+			_, err := secrets.Patch(ctx, flotillav1.AgentSecretName, types.MergePatchType, replace, metav1.PatchOptions{})
+			return err
+		}).WithContext(ctx).WithTimeout(10 * time.Second).Should(Succeed())
+		var got corev1.Secret
+		Expect(secondary.Client.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.AgentSecretName}, &got)).To(Succeed())
+		Expect(string(got.Data["token"])).To(Equal("the manager's"))
+
+		_, err := secrets.Get(ctx, flotillav1.AgentSecretName, metav1.GetOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "reading it: %v", err)
+		_, err = secrets.Patch(ctx, "other", types.MergePatchType, replace, metav1.PatchOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "another Secret there: %v", err)
+		// Taking the label away, or writing the Secret once it is another primary's: the fence.
+		unlabel := []byte(`{"metadata":{"labels":{"` + flotillav1.LabelPrimary + `":null}}}`)
+		_, err = secrets.Patch(ctx, flotillav1.AgentSecretName, types.MergePatchType, unlabel, metav1.PatchOptions{})
+		Expect(err).To(MatchError(ContainSubstring(refused)))
+		got.Labels[flotillav1.LabelPrimary] = "another-primary"
+		Expect(secondary.Client.Update(ctx, &got)).To(Succeed())
+		_, err = secrets.Patch(ctx, flotillav1.AgentSecretName, types.MergePatchType, replace, metav1.PatchOptions{})
+		Expect(err).To(MatchError(ContainSubstring(refused)))
 	})
 })

@@ -355,6 +355,16 @@ var valueCases = map[string]valueCase{
 		u := find(objs, "Deployment", "flotilla-agent")
 		Expect(nested(u, "spec", "template", "spec", "volumes")).To(ConsistOf(HaveKeyWithValue("secret", HaveKeyWithValue("secretName", "edge-agent"))))
 	}},
+	"agent.nodeSelector": {append(agentOn(), "--set-string", `agent.nodeSelector.egress\.example/allowed=true`), func(objs []*unstructured.Unstructured) {
+		u := find(objs, "Deployment", "flotilla-agent")
+		Expect(nested(u, "spec", "template", "spec", "nodeSelector")).To(HaveKeyWithValue("egress.example/allowed", "true"))
+	}},
+	"agent.tolerations": {append(agentOn(), "--set-json", `agent.tolerations=[{"key":"edge","operator":"Exists","effect":"NoSchedule"}]`),
+		func(objs []*unstructured.Unstructured) {
+			u := find(objs, "Deployment", "flotilla-agent")
+			Expect(nested(u, "spec", "template", "spec", "tolerations")).To(ConsistOf(And(HaveKeyWithValue("key", "edge"),
+				HaveKeyWithValue("operator", "Exists"), HaveKeyWithValue("effect", "NoSchedule"))))
+		}},
 	"tenancy.defaultDeny": {set("tenancy.defaultDeny=true"), func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElement("--tenancy-default-deny=true"))
 	}},
