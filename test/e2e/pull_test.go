@@ -485,7 +485,7 @@ var _ = Describe("a secondary the manager cannot reach, through the tunnel its a
 		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Patch(ctx, "spread", types.MergePatchType, []byte(`{"spec":{"replicas":6}}`), metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
-			g.Expect(spreadOn(ctx, g, s1)+spreadOn(ctx, g, s2)).To(Equal(6))
+			g.Expect(spreadOn(ctx, g, s1) + spreadOn(ctx, g, s2)).To(Equal(6))
 			g.Expect(spreadOn(ctx, g, s2)).To(BeNumerically(">=", 1), "new replicas in secondary2")
 		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
 		DeferCleanup(func(ctx SpecContext) {
