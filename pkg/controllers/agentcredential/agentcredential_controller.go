@@ -85,7 +85,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := client.IgnoreNotFound(r.Primary.Delete(ctx, bootstrap)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("deleting the bootstrap Secret %s/%s: %w", bootstrap.Namespace, bootstrap.Name, err)
 	}
-	return ctrl.Result{RequeueAfter: time.Until(claims.RenewAt(r.Fraction))}, nil
+	return ctrl.Result{RequeueAfter: claims.RenewAt(r.Fraction).Sub(clocks.Now(r.Clock))}, nil
 }
 
 // rotate mints a token of the cluster's agent ServiceAccount and writes it into the agent's
