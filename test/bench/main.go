@@ -249,26 +249,11 @@ func run(ctx context.Context, o options) (err error) {
 	if err := prepareBed(ctx, bed, o); err != nil {
 		return err
 	}
-	var tunnel *benchTunnel
-	if o.pull {
-		if tunnel, err = newBenchTunnel(dir); err != nil {
-			return err
-		}
-		o.managerArgs = tunnel.managerArgs()
-	}
-	mgr, leaderWebhook, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir, "", o)
+	mgr, leaderWebhook, tunnel, err := startAndJoin(ctx, bed, bin, dir, &o)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = mgr.Stop(20 * time.Second) }()
-	for _, c := range bed.Secondaries {
-		if outb, err := joinCommand(ctx, bin, bed, c, tunnel).CombinedOutput(); err != nil {
-			return fmt.Errorf("joining %s: %w: %s", c.Name, err, outb)
-		}
-	}
-	if err := tunnel.startAgents(ctx, bed, filepath.Join(bin, "flotilla-manager"), dir); err != nil {
-		return err
-	}
 	defer tunnel.stop()
 	if err := waitNodesReady(ctx, bed); err != nil {
 		return err

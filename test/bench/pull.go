@@ -113,3 +113,34 @@ func joinCommand(ctx context.Context, bin string, bed *testbed.Bed, c *testbed.C
 	return exec.CommandContext(ctx, filepath.Join(bin, "flotillactl"), append([]string{"--kubeconfig", bed.KubeconfigPath,
 		"--primary-context", testbed.PrimaryName, "cluster", "join", "--context", c.Name}, t.joinArgs()...)...)
 }
+
+// startAndJoin starts the leader and joins every secondary, in pull mode with their agents when
+// o.pull (o then gives every manager the tunnel's flags).
+func startAndJoin(ctx context.Context, bed *testbed.Bed, bin, dir string, o *options) (*benchManager, string, *benchTunnel, error) {
+	var tunnel *benchTunnel
+	if o.pull {
+		var err error
+		if tunnel, err = newBenchTunnel(dir); err != nil {
+			return nil, "", nil, err
+		}
+		o.managerArgs = tunnel.managerArgs()
+	}
+	mgr, leaderWebhook, err := startManager(filepath.Join(bin, "flotilla-manager"), bed.Primary.KubeconfigPath, dir, "", *o)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	fail := func(err error) (*benchManager, string, *benchTunnel, error) {
+		tunnel.stop()
+		_ = mgr.Stop(20 * time.Second)
+		return nil, "", nil, err
+	}
+	for _, c := range bed.Secondaries {
+		if outb, err := joinCommand(ctx, bin, bed, c, tunnel).CombinedOutput(); err != nil {
+			return fail(fmt.Errorf("joining %s: %w: %s", c.Name, err, outb))
+		}
+	}
+	if err := tunnel.startAgents(ctx, bed, filepath.Join(bin, "flotilla-manager"), dir); err != nil {
+		return fail(err)
+	}
+	return mgr, leaderWebhook, tunnel, nil
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -91,21 +92,8 @@ agent:
 	return []string{"-f", path}
 }
 
-// agentPods are the live pods of a secondary's agent.
-func agentPods(ctx context.Context, g Gomega, c *testbed.Cluster) []corev1.Pod {
-	pods, err := c.Clientset.CoreV1().Pods(flotillav1.SystemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=flotilla-agent"})
-	g.Expect(err).NotTo(HaveOccurred())
-	var live []corev1.Pod
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil {
-			live = append(live, p)
-		}
-	}
-	return live
-}
-
 // expectPulled checks that a secondary is Running, reached through a connected tunnel, its node Ready.
-func expectPulled(g Gomega, ctx context.Context, name string) *flotillav1.ClusterDetector {
+func expectPulled(ctx context.Context, g Gomega, name string) *flotillav1.ClusterDetector {
 	cd, err := detector(ctx, name)
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(cd.Status.Mode).To(Equal(flotillav1.ModePull))
@@ -123,11 +111,13 @@ func agentToken(ctx context.Context, g Gomega, c *testbed.Cluster) string {
 	return string(s.Data["token"])
 }
 
-// listRequests is how many LIST requests a cluster's API server has served since it started.
-func listRequests(ctx context.Context, c *testbed.Cluster) int {
+// listRequests counts the LIST requests a cluster's API server has served since it started, by
+// resource.
+func listRequests(ctx context.Context, c *testbed.Cluster) map[string]int {
 	raw, err := c.Clientset.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	Expect(err).NotTo(HaveOccurred())
-	n := 0
+	resource := regexp.MustCompile(`[{,]resource="([^"]*)"`)
+	n := map[string]int{}
 	for _, line := range strings.Split(string(raw), "\n") {
 		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `verb="LIST"`) {
 			continue
@@ -135,7 +125,11 @@ func listRequests(ctx context.Context, c *testbed.Cluster) int {
 		fields := strings.Fields(line)
 		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
 		Expect(err).NotTo(HaveOccurred(), line)
-		n += int(v)
+		name := "?"
+		if m := resource.FindStringSubmatch(line); m != nil {
+			name = m[1]
+		}
+		n[name] += int(v)
 	}
 	return n
 }

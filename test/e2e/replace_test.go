@@ -26,9 +26,7 @@ import (
 // objects healthy in NEW before any elected pod moves, then every elected pod out of OLD, then
 // OLD gone from the Replicators and the fleet; SIGKILLed after the replication step and run again,
 // it resumes. On this bed NEW is secondary2, which the Replicator did not target before.
-// It needs no real node, but runs on the bed with them (bed-with-real-nodes): the other bed's
-// disruptive groups take longer.
-var _ = Describe("cluster replace", Ordered, Serial, Label("disruptive", "bed-with-real-nodes"), func() {
+var _ = Describe("cluster replace", Ordered, Serial, Label("disruptive"), func() {
 	const ns = "replace"
 
 	BeforeAll(func(ctx SpecContext) { movingNamespace(ctx, ns) }, NodeTimeout(2*time.Minute))

@@ -1,7 +1,6 @@
 package agentcredential
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -83,7 +82,7 @@ func TestReconcileReplacesTheBootstrapCredentialThenRenewsIt(t *testing.T) {
 	r := &Reconciler{Registry: reg, Tokens: tokens.CoreV1().ServiceAccounts(flotillav1.SystemNamespace), Primary: primary,
 		Lifetime: 24 * time.Hour, Fraction: 0.5, Clock: clock}
 	req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: "edge"}}
-	ctx := context.Background()
+	ctx := t.Context()
 
 	res, err := r.Reconcile(ctx, req)
 	if err != nil {
