@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,6 +53,7 @@ var (
 	endpoint           string
 	endpointCA         *x509.CertPool
 	endpointCAPEM      []byte
+	endpointCert       tls.Certificate
 	stopServer         context.CancelFunc
 	serverDone         chan struct{}
 )
@@ -67,7 +69,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	secondary, err = clusterenv.Start("secondary")
 	Expect(err).NotTo(HaveOccurred())
 	Expect(primary.Namespace(ctx, flotillav1.SystemNamespace, nil)).To(Succeed())
-	for _, c := range []string{"secondary1", "secondary2"} {
+	for _, c := range []string{"secondary1", "secondary2", "stalled"} {
 		Expect(primary.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{
 			Namespace: flotillav1.SystemNamespace, Name: tunnel.AgentServiceAccountPrefix + c}})).To(Succeed())
 	}
@@ -79,6 +81,7 @@ var _ = BeforeSuite(func(ctx SpecContext) {
 	Expect(err).NotTo(HaveOccurred())
 	cert, err := tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
 	Expect(err).NotTo(HaveOccurred())
+	endpointCert = cert
 	endpointCA = x509.NewCertPool()
 	endpointCA.AddCert(ca.Cert)
 	endpointCAPEM = ca.CertPEM
@@ -126,14 +129,47 @@ func agentToken(ctx context.Context, cluster string) string {
 func runAgent(ctx context.Context, cluster, token string) *tunnel.Agent {
 	u, err := url.Parse(secondary.Config.Host)
 	Expect(err).NotTo(HaveOccurred())
+	return runAgentTo(ctx, endpoint, cluster, token, u.Host)
+}
+
+// runAgentTo runs an agent of the endpoint at address, forwarding to upstream, until the spec ends.
+func runAgentTo(ctx context.Context, address, cluster, token, upstream string) *tunnel.Agent {
 	a := tunnel.NewAgent(tunnel.AgentOptions{
-		Cluster: cluster, Address: endpoint, Upstream: u.Host,
+		Cluster: cluster, Address: address, Upstream: upstream,
 		TLS:        &tls.Config{RootCAs: endpointCA, MinVersion: tls.VersionTLS13},
 		Token:      func(context.Context) (string, error) { return token, nil },
 		MinBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
 	}, logr.Discard())
 	untilSpecEnds(ctx, func(ctx context.Context) { _ = a.Run(ctx) })
 	return a
+}
+
+// serveAt runs a tunnel endpoint of its own on address (a free one for "127.0.0.1:0") until stop
+// is called or the spec ends, and says where it listens.
+func serveAt(ctx context.Context, address string) (s *tunnel.Server, at string, stop func()) {
+	var l net.Listener
+	// The port a stopped endpoint let go of is free again at once (SO_REUSEADDR); a moment is allowed.
+	Eventually(func() (err error) {
+		l, err = tls.Listen("tcp", address, &tls.Config{Certificates: []tls.Certificate{endpointCert}, MinVersion: tls.VersionTLS13})
+		return err
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+	cs := kubernetes.NewForConfigOrDie(primary.Config)
+	s = tunnel.NewServer(tunnel.Options{
+		Authenticate: tunnel.TokenReviewer{Reviews: cs.AuthenticationV1().TokenReviews(), Namespace: flotillav1.SystemNamespace}.Authenticate,
+		KeepAlive:    time.Second,
+	}, GinkgoLogr)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Serve(sctx, l)
+	}()
+	stop = func() {
+		cancel()
+		<-done
+	}
+	DeferCleanup(stop)
+	return s, l.Addr().String(), stop
 }
 
 // untilSpecEnds runs run on a goroutine of its own until the spec ends, then waits for it.
@@ -275,6 +311,87 @@ var _ = Describe("a secondary reached through its agent's tunnel", func() {
 		forged := runAgent(ctx, "secondary1", "not-a-token")
 		Eventually(func() string { return forged.Status().LastError }).WithTimeout(20 * time.Second).Should(ContainSubstring("not authorized"))
 		Expect(server.Status("secondary1").Connects).To(BeZero())
+	}, SpecTimeout(time.Minute))
+
+	It("brings an agent's session back to a new leader at the same address within the agent's backoff, and carries requests again", func(ctx SpecContext) {
+		old, address, stopOld := serveAt(ctx, "127.0.0.1:0")
+		u, err := url.Parse(secondary.Config.Host)
+		Expect(err).NotTo(HaveOccurred())
+		a := runAgentTo(ctx, address, "secondary2", agentToken(ctx, "secondary2"), u.Host)
+		Eventually(func() bool { return old.Status("secondary2").Connected }).WithTimeout(20 * time.Second).Should(BeTrue())
+
+		// The leader goes; another takes its place at the same address.
+		stopOld()
+		gone := time.Now()
+		next, _, _ := serveAt(ctx, address)
+		Eventually(func() bool { return next.Status("secondary2").Connected }).WithTimeout(10 * time.Second).Should(BeTrue())
+		AddReportEntry("the old leader gone to the agent's session with the new one", time.Since(gone).Round(10*time.Millisecond).String())
+		Expect(a.Status().Connects).To(BeNumerically(">=", 2))
+		cfg := rest.CopyConfig(secondary.Config)
+		cfg.ServerName, cfg.Host, cfg.Dial, cfg.Timeout = u.Hostname(), "https://"+unroutable, next.Dialer("secondary2"), 10*time.Second
+		_, err = kubernetes.NewForConfigOrDie(cfg).CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}, SpecTimeout(time.Minute))
+
+	It("never lets a cluster whose tunnel stalls slow another's: 20 requests hung in one, the other's answered as fast as before", func(ctx SpecContext) {
+		// The stalled cluster's agent forwards to a server that accepts and never answers.
+		hole, err := net.Listen("tcp", "127.0.0.1:0")
+		Expect(err).NotTo(HaveOccurred())
+		var mu sync.Mutex
+		var held []net.Conn
+		accepted := make(chan struct{})
+		go func() {
+			defer close(accepted)
+			for {
+				c, err := hole.Accept()
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				held = append(held, c)
+				mu.Unlock()
+			}
+		}()
+		DeferCleanup(func() {
+			_ = hole.Close()
+			<-accepted
+			mu.Lock()
+			defer mu.Unlock()
+			for _, c := range held {
+				_ = c.Close()
+			}
+		})
+		runAgentTo(ctx, endpoint, "stalled", agentToken(ctx, "stalled"), hole.Addr().String())
+		runAgent(ctx, "secondary2", agentToken(ctx, "secondary2"))
+		Eventually(func() bool { return server.Status("stalled").Connected && server.Status("secondary2").Connected }).
+			WithTimeout(20 * time.Second).Should(BeTrue())
+
+		healthy := throughTunnel("secondary2")
+		slowest := func() time.Duration {
+			var worst time.Duration
+			for range 20 {
+				began := time.Now()
+				_, err := healthy.CoreV1().Namespaces().Get(ctx, "kube-system", metav1.GetOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				worst = max(worst, time.Since(began))
+			}
+			return worst
+		}
+		before := slowest()
+		hung := throughTunnel("stalled")
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Go(func() {
+				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				_, _ = hung.CoreV1().Namespaces().Get(rctx, "kube-system", metav1.GetOptions{})
+			})
+		}
+		time.Sleep(500 * time.Millisecond) // the 20 hung
+		during := slowest()
+		wg.Wait()
+		AddReportEntry("slowest of 20 requests to the healthy cluster, before and while 20 hang in the stalled one", fmt.Sprintf("%s, %s", before, during))
+		Expect(during).To(BeNumerically("<", max(10*before, 500*time.Millisecond)))
 	}, SpecTimeout(time.Minute))
 
 	It("holds its memory and goroutines flat over 10,000 unauthenticated connection attempts", func(ctx SpecContext) {
