@@ -6,9 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -214,14 +212,8 @@ var _ = Describe("a secondary the manager cannot reach, through the tunnel its a
 		DeferCleanup(func() { _ = forward.Stop(5 * time.Second) })
 
 		path := fmt.Sprintf("/through-the-tunnel-%d", time.Now().UnixNano())
-		httpClient := &http.Client{Timeout: 5 * time.Second}
 		Eventually(func(g Gomega) {
-			resp, err := httpClient.Get(fmt.Sprintf("http://127.0.0.1:%d%s", local, path))
-			g.Expect(err).NotTo(HaveOccurred())
-			defer func() { _ = resp.Body.Close() }()
-			body, err := io.ReadAll(resp.Body)
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(string(body)).To(ContainSubstring("pod=talk"))
+			g.Expect(localGet(g, local, path)).To(ContainSubstring("pod=talk"))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
 		Eventually(func(g Gomega) {
 			out, err := exec.CommandContext(ctx, kubectl, args("logs", "talk")...).CombinedOutput()

@@ -147,16 +147,10 @@ var _ = Describe("real delegates", Ordered, Label("real-nodes"), func() {
 
 		// Each request through the port-forward is answered by the delegate's own server, and
 		// shows up in the followed log and the attached stream while they stay open.
-		httpClient := &http.Client{Timeout: 5 * time.Second}
 		for i := range 3 {
 			path := fmt.Sprintf("/hello-%d-%d", i, time.Now().UnixNano())
 			Eventually(func(g Gomega) {
-				resp, err := httpClient.Get(fmt.Sprintf("http://127.0.0.1:%d%s", local, path))
-				g.Expect(err).NotTo(HaveOccurred())
-				defer func() { _ = resp.Body.Close() }()
-				body, err := io.ReadAll(resp.Body)
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(string(body)).To(ContainSubstring("pod=talk"))
+				g.Expect(localGet(g, local, path)).To(ContainSubstring("pod=talk"))
 				for _, file := range []string{followLog, attachLog} {
 					raw, err := os.ReadFile(file)
 					g.Expect(err).NotTo(HaveOccurred())

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"sync"
@@ -193,4 +194,15 @@ func enabledNamespace(ctx SpecContext, ns string) {
 		Expect(err).NotTo(HaveOccurred())
 	}
 	DeferCleanup(func(ctx SpecContext) { deleteNamespaceEverywhere(ctx, ns) }, NodeTimeout(3*time.Minute))
+}
+
+// localGet is the body of a GET of path on this host's port (a kubectl port-forward's), within 5 s.
+func localGet(g Gomega, port int, path string) string {
+	client := &http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
+	g.Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	g.Expect(err).NotTo(HaveOccurred())
+	return string(body)
 }
