@@ -221,9 +221,13 @@ join again is always safe. This works for contexts whose own credentials the man
 With --pull the manager never dials the cluster: its agent dials out to the primary's tunnel
 endpoint (--tunnel-address, whose certificate --tunnel-ca-file's CA signed) and carries the
 manager's connections. join then also makes the primary's ServiceAccount
-flotilla-system/flotilla-agent-<name> (no role: its token proves the cluster to the endpoint),
-writes a token of it and the CA into the secondary's Secret flotilla-system/flotilla-agent, marks
-the cluster pulled in the registration, and prints the helm command that starts the agent.`,
+flotilla-system/flotilla-agent-<name> (no role: its tokens prove the cluster to the endpoint),
+writes a bootstrap token of it (--agent-token-duration, bound to the primary's Secret
+flotilla-agent-bootstrap-<name>) and the CA into the secondary's Secret
+flotilla-system/flotilla-agent, lets the manager's identity there replace that Secret (and no
+other), marks the cluster pulled in the registration, and prints the helm command that starts the
+agent. Once the agent connects, the manager gives it a credential of its own, renewed before it
+expires, and deletes the bootstrap Secret, which ends the bootstrap token.`,
 		Example: "  flotillactl cluster join --context secondary1 --name eu-west\n" +
 			"  # a local cluster whose kubeconfig says 127.0.0.1, for a manager running in a pod:\n" +
 			"  flotillactl cluster join --context kind-eu --server https://192.168.1.20:6443\n" +
