@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -31,25 +30,11 @@ func newBenchTunnel(dir string) (*benchTunnel, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &benchTunnel{address: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), certDir: filepath.Join(dir, "tunnel-certs"),
-		caFile: filepath.Join(dir, "tunnel-ca.crt")}
-	now := time.Now()
-	ca, err := pki.NewCA("flotilla-bench-tunnel", now, 24*time.Hour)
+	certs, err := testbed.WriteTunnelCerts(dir, net.ParseIP("127.0.0.1"))
 	if err != nil {
 		return nil, err
 	}
-	kp, err := ca.IssueServer(nil, []net.IP{net.ParseIP("127.0.0.1")}, now, 24*time.Hour)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(t.certDir, 0o700); err != nil {
-		return nil, err
-	}
-	for path, raw := range map[string][]byte{filepath.Join(t.certDir, "tls.crt"): kp.CertPEM, filepath.Join(t.certDir, "tls.key"): kp.KeyPEM, t.caFile: ca.CertPEM} {
-		if err := os.WriteFile(path, raw, 0o600); err != nil {
-			return nil, err
-		}
-	}
+	t := &benchTunnel{address: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), certDir: certs.Dir, caFile: certs.CAFile}
 	return t, nil
 }
 

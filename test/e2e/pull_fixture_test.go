@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/flotilla-dev/flotilla/internal/ociimage"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
-	"github.com/flotilla-dev/flotilla/pkg/pki"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -42,17 +40,9 @@ func setUpTunnel() {
 	port, err := testbed.FreePort()
 	Expect(err).NotTo(HaveOccurred())
 	pullTunnel.address = net.JoinHostPort(node.HostIP, strconv.Itoa(port))
-	pullTunnel.certDir = filepath.Join(workDir, "tunnel-certs")
-	pullTunnel.caFile = filepath.Join(workDir, "tunnel-ca.crt")
-	now := time.Now()
-	ca, err := pki.NewCA("flotilla-e2e-tunnel", now, 24*time.Hour)
+	certs, err := testbed.WriteTunnelCerts(workDir, net.ParseIP(node.HostIP))
 	Expect(err).NotTo(HaveOccurred())
-	kp, err := ca.IssueServer(nil, []net.IP{net.ParseIP(node.HostIP)}, now, 24*time.Hour)
-	Expect(err).NotTo(HaveOccurred())
-	Expect(os.MkdirAll(pullTunnel.certDir, 0o700)).To(Succeed())
-	Expect(os.WriteFile(filepath.Join(pullTunnel.certDir, "tls.crt"), kp.CertPEM, 0o600)).To(Succeed())
-	Expect(os.WriteFile(filepath.Join(pullTunnel.certDir, "tls.key"), kp.KeyPEM, 0o600)).To(Succeed())
-	Expect(os.WriteFile(pullTunnel.caFile, ca.CertPEM, 0o600)).To(Succeed())
+	pullTunnel.certDir, pullTunnel.caFile = certs.Dir, certs.CAFile
 }
 
 // tunnelArgs are the manager's flags for the endpoint (none where the bed has no tunnel).
