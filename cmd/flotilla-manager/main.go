@@ -137,11 +137,14 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == "agent" {
 		os.Exit(runAgent(os.Args[2:]))
 	}
+	if len(os.Args) > 1 && os.Args[1] == "lender" {
+		os.Exit(runLender(os.Args[2:]))
+	}
 	opts := newOptions()
 	fs := pflag.NewFlagSet("flotilla-manager", pflag.ContinueOnError)
 	opts.addFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(os.Stderr, "flotilla-manager runs Flotilla in the primary cluster.\n\nUsage:\n  flotilla-manager [flags]\n  flotilla-manager uninstall --help   (what the chart's pre-delete hook runs)\n  flotilla-manager agent --help       (a secondary's agent in pull mode: its tunnel to the manager)\n\nFlags:\n%s", fs.FlagUsages())
+		fmt.Fprintf(os.Stderr, "flotilla-manager runs Flotilla in the primary cluster.\n\nUsage:\n  flotilla-manager [flags]\n  flotilla-manager uninstall --help   (what the chart's pre-delete hook runs)\n  flotilla-manager agent --help       (a secondary's agent in pull mode: its tunnel to the manager)\n  flotilla-manager lender --help      (a secondary's lender: holds each primary to its PrimaryAllowance)\n\nFlags:\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {

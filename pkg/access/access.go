@@ -27,6 +27,9 @@ type Names struct {
 	Params         string // ConfigMap in flotilla-system that held the policy's parameters (joins before v0.2; removed by `cluster remove`)
 	Policy         string // ValidatingAdmissionPolicy and its binding
 	DelegatePolicy string // ValidatingAdmissionPolicy (and binding) keeping a delegate's flotilla.dev/* the identity's alone
+	// AllowancePolicy is the ValidatingAdmissionPolicy (and binding) that, while the primary's
+	// PrimaryAllowance exists, admits its workloads only in namespaces whose quota is in force.
+	AllowancePolicy string
 }
 
 // NamesFor returns the names for a primary ID.
@@ -38,7 +41,7 @@ func NamesFor(primaryID string) Names {
 	base := "flotilla-" + short
 	return Names{PrimaryID: primaryID, ServiceAccount: base, ClusterRole: "flotilla:primary:" + short,
 		TokenRole: base + "-token", AgentRole: base + "-agent", Params: base + "-params", Policy: base + "-managed-namespaces",
-		DelegatePolicy: base + "-delegates"}
+		DelegatePolicy: base + "-delegates", AllowancePolicy: base + "-allowance"}
 }
 
 // Username is the identity the secondary's API server sees for the primary's ServiceAccount.
@@ -100,6 +103,8 @@ func Grants(primaryID string) []Grant {
 		Grant{group(flotillav1.GroupVersion.Group, []string{"get", "list", "watch", "create"}, "flotillaprimaries"), "the FlotillaPrimary that owns everything of this primary there"},
 		Grant{rbacv1.PolicyRule{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"},
 			Verbs: []string{"update", "patch", "delete"}, ResourceNames: []string{primaryID}}, "its own FlotillaPrimary only"},
+		Grant{rbacv1.PolicyRule{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"primaryallowances"},
+			Verbs: []string{"get"}, ResourceNames: []string{primaryID}}, "the most this secondary lends it (its PrimaryAllowance, read, never written): the virtual node's allocatable is the lesser of it and what is free"},
 	)
 }
 
@@ -263,6 +268,9 @@ type Limits struct {
 	// Pull: the cluster is reached through its agent, whose credential in the primary the
 	// manager renews by writing the Secret flotilla-system/flotilla-agent (AgentRole).
 	Pull bool
+	// Allowance, when set, is the most the primary may use of the secondary: join writes it as
+	// the primary's PrimaryAllowance there (its admin edits that object afterwards).
+	Allowance corev1.ResourceList
 }
 
 // Objects returns everything `join` applies in a secondary for a primary, in apply order
@@ -347,6 +355,11 @@ func Objects(n Names, clusterName string, limits Limits) []client.Object {
 						`* Services, and those only of type ClusterIP without selector: ' + request.resource.resource + ' ' + request.namespace + '/' + request.name + ' refused'`,
 					Reason: ptrTo(metav1.StatusReasonForbidden),
 				}, admissionregistrationv1.Validation{
+					Expression: allowanceLabelExpression,
+					MessageExpression: `'Flotilla (primary ' + ` + id + ` + ') may not set or change the label ` + flotillav1.LabelAllowance +
+						` of namespace ' + request.name + ': this cluster\'s lender sets it once the namespace\'s quota is in force'`,
+					Reason: ptrTo(metav1.StatusReasonForbidden),
+				}, admissionregistrationv1.Validation{
 					Expression:        podSecurityExpression,
 					MessageExpression: `'Flotilla (primary ' + ` + id + `+ ') may only tighten the Pod Security levels of namespace ' + request.name + ', never loosen or remove one'`,
 					Reason:            ptrTo(metav1.StatusReasonForbidden),
@@ -363,8 +376,21 @@ func Objects(n Names, clusterName string, limits Limits) []client.Object {
 				PolicyName:        n.DelegatePolicy,
 				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
 			}},
+		allowancePolicy(n, meta(n.AllowancePolicy, "")),
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: meta(n.AllowancePolicy, ""),
+			Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+				PolicyName: n.AllowancePolicy,
+				// No PrimaryAllowance, no limit: the policy admits everything.
+				ParamRef: &admissionregistrationv1.ParamRef{Name: n.PrimaryID,
+					ParameterNotFoundAction: ptrTo(admissionregistrationv1.AllowAction)},
+				ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			}},
 		&flotillav1.FlotillaPrimary{ObjectMeta: metav1.ObjectMeta{Name: n.PrimaryID, Labels: labels},
 			Spec: flotillav1.FlotillaPrimarySpec{ClusterName: clusterName, ServiceAccount: ns + "/" + n.ServiceAccount}},
+	}
+	if limits.Allowance != nil {
+		objs = append(objs, &flotillav1.PrimaryAllowance{ObjectMeta: metav1.ObjectMeta{Name: n.PrimaryID, Labels: labels},
+			Spec: flotillav1.PrimaryAllowanceSpec{Hard: limits.Allowance}})
 	}
 	if limits.Pull {
 		objs = append(objs, AgentObjects(n)...)
@@ -386,6 +412,44 @@ func AgentObjects(n Names) []client.Object {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.AgentRole},
 			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: n.ServiceAccount, Namespace: ns}}},
 	}
+}
+
+// allowanceLabelExpression keeps a namespace's flotilla.dev/allowance label the lender's: the
+// identity may neither set it on a namespace it creates nor change it on one it updates.
+var allowanceLabelExpression = `request.resource.group != '' || request.resource.resource != 'namespaces' || request.operation == 'DELETE' ||
+  object.metadata.?labels[?'` + flotillav1.LabelAllowance + `'].orValue('') ==
+    (request.operation == 'UPDATE' ? oldObject.metadata.?labels[?'` + flotillav1.LabelAllowance + `'].orValue('') : '')`
+
+// allowancePolicy admits the identity's new workloads (pods, and the controllers that make
+// pods) only in a namespace the lender has labelled flotilla.dev/allowance=<primary>, its quota
+// in force, while the primary's PrimaryAllowance (the binding's parameter) exists: without it, a
+// namespace the primary just created would hold pods no quota counts yet. Only the primary's own
+// managed namespaces are matched, so a broken parameter fails closed for them alone.
+func allowancePolicy(n Names, meta metav1.ObjectMeta) *admissionregistrationv1.ValidatingAdmissionPolicy {
+	failClosed := admissionregistrationv1.Fail
+	id := celString(n.PrimaryID)
+	rule := func(group string, resources ...string) admissionregistrationv1.NamedRuleWithOperations {
+		return admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+			Rule:       admissionregistrationv1.Rule{APIGroups: []string{group}, APIVersions: []string{"*"}, Resources: resources}}}
+	}
+	return &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: meta,
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy: &failClosed,
+			ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: flotillav1.GroupVersion.String(), Kind: "PrimaryAllowance"},
+			MatchConstraints: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{flotillav1.LabelManagedBy: n.PrimaryID}},
+				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{
+					rule("", "pods"), rule("apps", "deployments", "statefulsets", "replicasets", "daemonsets"), rule("batch", "jobs", "cronjobs")}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "flotilla-identity",
+				Expression: fmt.Sprintf("request.userInfo.username == '%s'", n.Username())}},
+			Validations: []admissionregistrationv1.Validation{{
+				Expression: `namespaceObject != null && namespaceObject.metadata.?labels[?'` + flotillav1.LabelAllowance + `'].orValue('') == ` + id,
+				MessageExpression: `'this cluster lends Flotilla (primary ' + ` + id + ` + ') part of itself (PrimaryAllowance ' + ` + id +
+					` + '): its lender has not yet put the quota of namespace ' + request.namespace + ' in force; ' + request.resource.resource + ' refused for now'`,
+				Reason: ptrTo(metav1.StatusReasonForbidden),
+			}},
+		}}
 }
 
 func ptrTo[T any](v T) *T { return &v }

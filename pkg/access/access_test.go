@@ -2,8 +2,12 @@ package access
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -44,9 +48,13 @@ func TestObjectsNameThePrimaryAndConfineItsIdentity(t *testing.T) {
 	for _, o := range Objects(n, "eu", Limits{}) {
 		switch v := o.(type) {
 		case *admissionregistrationv1.ValidatingAdmissionPolicy:
-			policy = v
+			if v.Name == n.Policy {
+				policy = v
+			}
 		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
-			binding = v
+			if v.Name == n.Policy {
+				binding = v
+			}
 		case *flotillav1.FlotillaPrimary:
 			fp = v
 		}
@@ -67,11 +75,53 @@ func TestObjectsNameThePrimaryAndConfineItsIdentity(t *testing.T) {
 	if policy.Spec.ParamKind != nil || binding.Spec.ParamRef != nil {
 		t.Errorf("the policy takes parameters: %+v, %+v", policy.Spec.ParamKind, binding.Spec.ParamRef)
 	}
-	if !strings.Contains(policy.Spec.Validations[0].Expression, `"`+n.PrimaryID+`"`) {
-		t.Errorf("the primary's ID is not a literal of the expression: %s", policy.Spec.Validations[0].Expression)
+	if !slices.ContainsFunc(policy.Spec.Validations, func(v admissionregistrationv1.Validation) bool {
+		return strings.Contains(v.Expression, `"`+n.PrimaryID+`"`)
+	}) {
+		t.Errorf("the primary's ID is not a literal of the fence's expressions: %+v", policy.Spec.Validations)
 	}
 	if fp.Name != n.PrimaryID || fp.Spec.ClusterName != "eu" {
 		t.Errorf("FlotillaPrimary = %+v", fp)
+	}
+}
+
+func TestTheAllowancePolicyAdmitsAllWithoutItsParameterAndMatchesThePrimarysNamespacesAlone(t *testing.T) {
+	n := NamesFor("0123456789abcdef")
+	var policy *admissionregistrationv1.ValidatingAdmissionPolicy
+	var binding *admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	var allowance *flotillav1.PrimaryAllowance
+	for _, o := range Objects(n, "eu", Limits{Allowance: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10")}}) {
+		switch v := o.(type) {
+		case *admissionregistrationv1.ValidatingAdmissionPolicy:
+			if v.Name == n.AllowancePolicy {
+				policy = v
+			}
+		case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+			if v.Name == n.AllowancePolicy {
+				binding = v
+			}
+		case *flotillav1.PrimaryAllowance:
+			allowance = v
+		}
+	}
+	if policy == nil || binding == nil || allowance == nil {
+		t.Fatal("the allowance's policy, binding or PrimaryAllowance missing")
+	}
+	// A missing parameter must admit: it is how a primary that lends without limit is told apart.
+	if binding.Spec.ParamRef == nil || binding.Spec.ParamRef.Name != n.PrimaryID ||
+		binding.Spec.ParamRef.ParameterNotFoundAction == nil || *binding.Spec.ParamRef.ParameterNotFoundAction != admissionregistrationv1.AllowAction {
+		t.Errorf("binding's parameter %+v: want the PrimaryAllowance %s, admitting when it is missing", binding.Spec.ParamRef, n.PrimaryID)
+	}
+	if sel := policy.Spec.MatchConstraints.NamespaceSelector; sel == nil || sel.MatchLabels[flotillav1.LabelManagedBy] != n.PrimaryID {
+		t.Errorf("the policy matches namespaces %+v: want only the primary's", sel)
+	}
+	if allowance.Name != n.PrimaryID || allowance.Spec.Hard.Pods().Value() != 10 {
+		t.Errorf("PrimaryAllowance = %+v", allowance)
+	}
+	for _, o := range Objects(n, "eu", Limits{}) {
+		if _, ok := o.(*flotillav1.PrimaryAllowance); ok {
+			t.Error("a join without an allowance writes one")
+		}
 	}
 }
 

@@ -75,6 +75,7 @@ func TestRulesGrantExactly(t *testing.T) {
 		verbs("get create update", "about.k8s.io/clusterproperties"),
 		verbs(informed, "multicluster.x-k8s.io/serviceimports"), verbs("update patch", "multicluster.x-k8s.io/serviceimports/status"), verbs("get", "networking.k8s.io/ingressclasses"),
 		verbs("get list watch create", "flotilla.dev/flotillaprimaries"), verbs("update patch delete", "flotilla.dev/flotillaprimaries/abc"),
+		verbs("get", "flotilla.dev/primaryallowances/abc"),
 	} {
 		want = append(want, l...)
 	}

@@ -50,6 +50,10 @@ func removeAccess(ctx context.Context, c client.Client, cluster, primaryID strin
 		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n.Policy}},
 		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n.DelegatePolicy}},
 		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n.DelegatePolicy}},
+		&admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: n.AllowancePolicy}},
+		&admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: n.AllowancePolicy}},
+		// What it lends the primary: the lender then removes the quotas it wrote.
+		&flotillav1.PrimaryAllowance{ObjectMeta: metav1.ObjectMeta{Name: primaryID}},
 		// The policy's parameters, as joins before v0.2 made them: last, and only once the API
 		// server's admission has had time to drop the binding (a binding it still holds whose
 		// parameters are gone denies every request, every user's).

@@ -227,3 +227,18 @@ const (
 	// ReasonWaveApplied (an Event): a wave got the current generation.
 	ReasonWaveApplied = "WaveApplied"
 )
+
+// A PrimaryAllowance in a secondary: its condition and reasons.
+const (
+	// ConditionEnforced says, on a PrimaryAllowance, whether every namespace of its primary holds
+	// its part in a ResourceQuota the secondary's API server enforces.
+	ConditionEnforced = "Enforced"
+	// ReasonQuotasInForce: every namespace's quota is written and counted by the API server.
+	ReasonQuotasInForce = "QuotasInForce"
+	// ReasonQuotasPending: some namespace's quota is not yet written or not yet counted (its
+	// status lags its spec); the message names it.
+	ReasonQuotasPending = "QuotasPending"
+	// ReasonOverAllowance (also a Warning Event): the primary uses more than Hard (lowered below
+	// what runs, or used before the allowance existed): nothing is evicted, nothing more admitted.
+	ReasonOverAllowance = "OverAllowance"
+)

@@ -58,6 +58,16 @@ const (
 	LabelPrimary = "flotilla.dev/primary"
 	// LabelManagedBy marks a secondary's namespace as writable by the primary whose ID it holds.
 	LabelManagedBy = "flotilla.dev/managed-by"
+	// LabelAllowance marks a secondary's namespace whose ResourceQuota AllowanceQuotaName holds
+	// the primary whose ID it holds to its PrimaryAllowance: set by the secondary's lender once
+	// that quota is in force, never by the primary (the fence refuses it), and required on a
+	// namespace before the primary may create a workload there while an allowance exists.
+	LabelAllowance = "flotilla.dev/allowance"
+	// AllowanceQuotaName is the ResourceQuota the lender writes in each namespace of a primary
+	// that has a PrimaryAllowance.
+	AllowanceQuotaName = "flotilla-allowance"
+	// AllowanceFinalizer keeps a PrimaryAllowance until the lender has removed its quotas.
+	AllowanceFinalizer = "flotilla.dev/allowance"
 	// LabelOS, LabelArch, LabelRegion and LabelZone describe a secondary on its virtual node
 	// (the standard kubernetes.io/os|arch and topology keys are deliberately not used).
 	LabelOS     = "flotilla.dev/os"
