@@ -194,8 +194,9 @@ func newJoinCommand(g *GlobalOptions) *cobra.Command {
 	var duration time.Duration
 	var namespaces, ingressHosts, serviceTypes []string
 	var pull pullOptions
+	var allow map[string]string
 	cmd := &cobra.Command{
-		Use:   "join --context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*] [--ingress-hosts HOST,*.DOMAIN] [--service-types TYPE]",
+		Use:   "join --context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*] [--ingress-hosts HOST,*.DOMAIN] [--service-types TYPE] [--allow pods=N,cpu=Q,...]",
 		Short: "Register a secondary with a least-privilege identity of Flotilla's own",
 		Long: `join uses the context's (admin) credentials once, to install in the secondary:
   - the FlotillaPrimary CRD and this primary's FlotillaPrimary object;
@@ -245,8 +246,13 @@ expires, and deletes the bootstrap Secret, which ends the bootstrap token.`,
 			if err := pull.check(); err != nil {
 				return err
 			}
+			lent, err := parseAllowance(allow)
+			if err != nil {
+				return fmt.Errorf("--allow: %w", err)
+			}
 			return runJoin(cmd.Context(), g, joinOptions{contextName: contextName, name: name, server: server, duration: duration,
-				namespaces: namespaces, exposure: exposureOf(ingressHosts, serviceTypes), storageClass: storageClass, pull: pull}, cmd.OutOrStdout())
+				namespaces: namespaces, exposure: exposureOf(ingressHosts, serviceTypes), storageClass: storageClass, pull: pull,
+				allowance: lent}, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
@@ -261,6 +267,11 @@ expires, and deletes the bootstrap Secret, which ends the bootstrap token.`,
 		"the only Ingress hosts Flotilla may create there: names and *.domain, comma-separated (default: any host)")
 	cmd.Flags().StringSliceVar(&serviceTypes, "service-types", nil,
 		"the Service types beyond ClusterIP Flotilla may create there: NodePort, LoadBalancer, ExternalName (default: any type; with --ingress-hosts, none)")
+	cmd.Flags().StringToStringVar(&allow, "allow", nil,
+		"the most this primary may use of the secondary, over every namespace it manages there: RESOURCE=QUANTITY pairs, comma-separated (pods=50,cpu=16,memory=64Gi,nvidia.com/gpu=4); "+
+			"written as the PrimaryAllowance named by the primary's ID, which the secondary's admin edits afterwards and the primary may only read. "+
+			"The secondary's lender (the chart's role secondary) holds the primary to it with ResourceQuotas; a cap on cpu or memory refuses pods that do not request them. "+
+			"Joining again without it leaves the allowance as it is (delete the PrimaryAllowance to lend without limit)")
 	cmd.Flags().BoolVar(&pull.enabled, "pull", false,
 		"the manager cannot reach this cluster: register it in pull mode, reached only through the tunnel its agent dials out to the primary (docs/pull-mode.md); needs --tunnel-address and --tunnel-ca-file. Joining again without it registers the cluster as dialled again")
 	cmd.Flags().StringVar(&pull.address, "tunnel-address", "", "with --pull: HOST:PORT of the primary's tunnel endpoint as the secondary reaches it (the chart's tunnel.* in the primary)")
@@ -323,6 +334,8 @@ type joinOptions struct {
 	namespaces                access.Namespaces
 	exposure                  access.Exposure
 	pull                      pullOptions
+	// allowance is --allow: the most the primary may use of the secondary (nil: not stated).
+	allowance corev1.ResourceList
 }
 
 // joinableCluster is the cluster entry join registers for a context: the context's own, at
@@ -383,11 +396,14 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 			return err
 		}
 	}
-	if err := installCRD(ctx, secondary, "flotillaprimaries"); err != nil {
-		return err
+	// PrimaryAllowance's CRD before the objects: the allowance policy takes one as its parameter.
+	for _, plural := range []string{"flotillaprimaries", "primaryallowances"} {
+		if err := installCRD(ctx, secondary, plural); err != nil {
+			return err
+		}
 	}
 	names := access.NamesFor(primaryID)
-	for _, obj := range access.Objects(names, name, access.Limits{Namespaces: o.namespaces, Exposure: o.exposure, Pull: o.pull.enabled}) {
+	for _, obj := range access.Objects(names, name, access.Limits{Namespaces: o.namespaces, Exposure: o.exposure, Pull: o.pull.enabled, Allowance: o.allowance}) {
 		if err := apply(ctx, secondary, obj); err != nil {
 			return fmt.Errorf("context %s: %w", contextName, err)
 		}
@@ -422,7 +438,14 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	if err := joinPulled(ctx, primary, secondary, contextName, name, names, o.pull, out); err != nil {
 		return err
 	}
-	return printJoined(out, contextName, name, cluster.Server, names, tr.Status.ExpirationTimestamp.Time, o.namespaces)
+	if err := printJoined(out, contextName, name, cluster.Server, names, tr.Status.ExpirationTimestamp.Time, o.namespaces); err != nil {
+		return err
+	}
+	if o.allowance != nil {
+		_, err = fmt.Fprintf(out, "Cluster %s lends this primary at most %s (PrimaryAllowance %s there; its lender holds the primary to it).\n",
+			name, allowanceString(o.allowance), primaryID)
+	}
+	return err
 }
 
 // printJoined says what join registered and where Flotilla may write.

@@ -1,6 +1,8 @@
 package clusters
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -26,6 +28,27 @@ type Capacity struct {
 	// Free are zero, nothing offered rather than room that may be taken, until a list of its pods
 	// finds them within the limit again.
 	PodsOverLimit bool
+}
+
+// Lend is the allocatable a virtual node shows when its secondary lends the primary at most
+// allowance (a PrimaryAllowance's hard limits; nil: no limit): for each resource, the lesser of
+// what is free and the limit (a resource the node does not offer stays unoffered). A limit on requests.<name> (or <name>) bounds <name>; limits.* and
+// object counts bound nothing a node shows.
+func Lend(allocatable, allowance corev1.ResourceList) corev1.ResourceList {
+	if len(allowance) == 0 || allocatable == nil {
+		return allocatable
+	}
+	out := allocatable.DeepCopy()
+	for name, limit := range allowance {
+		node := corev1.ResourceName(strings.TrimPrefix(string(name), "requests."))
+		if strings.HasPrefix(string(node), "limits.") || strings.Contains(string(node), "count/") {
+			continue
+		}
+		if free, ok := out[node]; ok && limit.Cmp(free) < 0 {
+			out[node] = limit.DeepCopy()
+		}
+	}
+	return out
 }
 
 // PodUsage is what capacity reads of a pod: where it runs and what it takes of its node.

@@ -309,3 +309,26 @@ func TestCapacityPodsControllerStoresRecords(t *testing.T) {
 		t.Fatalf("the delete did not reach the store: %v", records.usages())
 	}
 }
+
+func TestLendShowsTheLesserOfTheAllowanceAndWhatIsFree(t *testing.T) {
+	free := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceCPU: resource.MustParse("2"),
+		corev1.ResourceMemory: resource.MustParse("4Gi")}
+	got := Lend(free, corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10"), "requests.cpu": resource.MustParse("8"),
+		"limits.memory": resource.MustParse("1Gi"), "nvidia.com/gpu": resource.MustParse("4")})
+	want := corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10"), corev1.ResourceCPU: resource.MustParse("2"),
+		corev1.ResourceMemory: resource.MustParse("4Gi")}
+	if len(got) != len(want) {
+		t.Fatalf("Lend = %v, want %v (a resource the node lacks is not offered)", got, want)
+	}
+	for name, q := range want {
+		if g := got[name]; g.Cmp(q) != 0 {
+			t.Errorf("%s = %s, want %s", name, g.String(), q.String())
+		}
+	}
+	if p := free[corev1.ResourcePods]; p.Value() != 110 {
+		t.Error("Lend changed its input")
+	}
+	if got := Lend(free, nil); got[corev1.ResourcePods] != free[corev1.ResourcePods] {
+		t.Error("no allowance: what is free")
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +64,10 @@ type Snapshot struct {
 	TokenExpiry *time.Time
 	// OwnerMessage is non-empty when the FlotillaPrimary object could not be ensured there.
 	OwnerMessage string
+	// Allowance is the most the secondary lends this primary (its PrimaryAllowance's hard
+	// limits), nil when it lends without limit; Capacity.Allocatable is already the lesser of it
+	// and what is free.
+	Allowance corev1.ResourceList
 	// StorageClass is the class the cluster gives real claims: its registration's setting, ""
 	// for its default StorageClass, StorageClassNone for none.
 	StorageClass string
@@ -102,7 +108,10 @@ type cluster struct {
 	// ownerChecked says the FlotillaPrimary was ensured once; it is checked again every ownerRecheckProbes.
 	ownerChecked          bool
 	probesSinceOwnerCheck int
-	ownerUID              string
+	// probesSinceAllowanceRead counts the good probes since the PrimaryAllowance was last read.
+	probesSinceAllowanceRead int
+	allowanceRead            bool
+	ownerUID                 string
 	// probesSinceIdentify counts good probes since the identity was last read; it is read again
 	// every identityRecheckProbes, after any failed probe, and while it is IdentityChanged.
 	probesSinceIdentify int
@@ -292,6 +301,7 @@ func (c *cluster) snapshot() Snapshot {
 		// A restarted watch that has not synced yet: what it knew before serves meanwhile.
 		s.Capacity, s.CapacitySynced = *last, true
 	}
+	s.Capacity.Allocatable = Lend(s.Capacity.Allocatable, s.Allowance)
 	return s
 }
 
@@ -585,6 +595,7 @@ func (c *cluster) settleRole(ctx context.Context, log logr.Logger, id string, ti
 	if needRemote {
 		c.startRemoteWatch(ctx)
 	}
+	c.readAllowance(ctx, log, timeout)
 	c.mu.Lock()
 	c.probesSinceOwnerCheck++
 	due := c.state.OwnerMessage != "" || !c.ownerChecked || c.probesSinceOwnerCheck >= ownerRecheckProbes
@@ -625,6 +636,45 @@ func (c *cluster) startRemoteWatch(ctx context.Context) {
 	}
 	for _, s := range reg.objectSinks() {
 		rw.attach(s)
+	}
+}
+
+// allowanceRereadProbes is how many good probes pass between two reads of the PrimaryAllowance:
+// an admin's edit shows on the virtual node within a few probes (one small get per cluster).
+const allowanceRereadProbes = 3
+
+// readAllowance reads, every allowanceRereadProbes good probes, the most the secondary lends this
+// primary (its PrimaryAllowance, which the identity may get by name and nothing more), and
+// announces a change. Missing, or not readable (a join from before allowances), it lends without
+// limit; any other failure keeps what was read last.
+func (c *cluster) readAllowance(ctx context.Context, log logr.Logger, timeout time.Duration) {
+	c.mu.Lock()
+	c.probesSinceAllowanceRead++
+	due := !c.allowanceRead || c.probesSinceAllowanceRead >= allowanceRereadProbes
+	c.mu.Unlock()
+	if !due {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var a flotillav1.PrimaryAllowance
+	var hard corev1.ResourceList
+	switch err := c.ctrl.Get(actx, client.ObjectKey{Name: c.registry.opts.PrimaryID}, &a); {
+	case err == nil:
+		hard = a.Spec.Hard
+	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err):
+	default:
+		log.V(1).Info("Cannot read what the secondary lends this primary; keeping what was read last", "error", err.Error())
+		return
+	}
+	c.mu.Lock()
+	changed := !equality.Semantic.DeepEqual(c.state.Allowance, hard)
+	c.state.Allowance = hard
+	c.allowanceRead, c.probesSinceAllowanceRead = true, 0
+	c.mu.Unlock()
+	if changed {
+		log.Info("The secondary lends this primary", "allowance", fmt.Sprint(hard))
+		c.registry.notify(c.name)
 	}
 }
 
