@@ -174,6 +174,10 @@ const (
 	// ReasonQuotaExceeded (an Event and the reason on a proxy): its namespace's FleetQuota has no
 	// room for it now; it waits gated and starts when room frees.
 	ReasonQuotaExceeded = "QuotaExceeded"
+	// ReasonAllowanceExceeded (the reason on a proxy): its secondary lends this primary a limited
+	// part of itself (a PrimaryAllowance there) and has no room for the delegate now; it is created
+	// once the secondary's lender gives its namespace room.
+	ReasonAllowanceExceeded = "AllowanceExceeded"
 	// ReasonQuotaAdmitted (an Event on a proxy): its FleetQuotas had room, its gate is removed.
 	ReasonQuotaAdmitted = "QuotaAdmitted"
 	// ReasonPriorityClassMissing: the proxy's priority class does not exist in its secondary.

@@ -66,6 +66,10 @@ const (
 	// AllowanceQuotaName is the ResourceQuota the lender writes in each namespace of a primary
 	// that has a PrimaryAllowance.
 	AllowanceQuotaName = "flotilla-allowance"
+	// AnnotationAllowanceWanted, on a secondary's namespace, is when the primary managing it was
+	// last refused there for want of room in its allowance (RFC 3339): the lender gives the room
+	// that is free to the namespaces that want it.
+	AnnotationAllowanceWanted = "flotilla.dev/allowance-wanted"
 	// AllowanceFinalizer keeps a PrimaryAllowance until the lender has removed its quotas.
 	AllowanceFinalizer = "flotilla.dev/allowance"
 	// LabelOS, LabelArch, LabelRegion and LabelZone describe a secondary on its virtual node

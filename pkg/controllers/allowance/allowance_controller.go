@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -12,17 +13,24 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/flotilla-dev/flotilla/internal/clocks"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
+
+// wantedFor is how long a namespace counts as wanting room after the primary last said so.
+const wantedFor = 2 * time.Minute
 
 // Reconciler holds one primary to its PrimaryAllowance in this cluster.
 type Reconciler struct {
 	Client   client.Client
 	Recorder events.EventRecorder
+	// Clock dates the namespaces' wants (nil: the real clock).
+	Clock clock.PassiveClock
 }
 
 // Reconcile gathers the primary's namespaces and their quotas, writes the split, labels the
@@ -55,8 +63,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 	}
 	hard := QuotaHard(a.Spec.Hard)
 	parts := make([]Part, len(namespaces))
+	now := clocks.Now(r.Clock)
+	var recheck time.Duration
 	for i, ns := range namespaces {
 		parts[i] = Part{Namespace: ns.Name}
+		if until, ok := wantedUntil(&ns, now); ok {
+			parts[i].Wanting = true
+			if recheck == 0 || until.Sub(now) < recheck {
+				recheck = until.Sub(now) // shared again once the want lapses
+			}
+		}
 		if q := quotas[ns.Name]; q != nil {
 			parts[i].Spec, parts[i].Counted, parts[i].Used = q.Spec.Hard, q.Status.Hard, q.Status.Used
 		}
@@ -73,7 +89,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		}
 	}
 	r.setStatus(a, hard, parts, split, pending)
-	return ctrl.Result{}, nil
+	return ctrl.Result{RequeueAfter: recheck}, nil
+}
+
+// wantedUntil is when a namespace's want of room lapses, if it still holds at now.
+func wantedUntil(ns *corev1.Namespace, now time.Time) (time.Time, bool) {
+	at, err := time.Parse(time.RFC3339, ns.Annotations[flotillav1.AnnotationAllowanceWanted])
+	if err != nil {
+		return time.Time{}, false
+	}
+	// A date ahead of this clock counts from now: the primary's clock is not this one's.
+	if at.After(now) {
+		at = now
+	}
+	until := at.Add(wantedFor)
+	return until, until.After(now)
 }
 
 // gather lists the namespaces the primary manages here (by their managed-by label), in name

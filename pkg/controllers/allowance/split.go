@@ -1,6 +1,7 @@
 package allowance
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -15,6 +16,9 @@ type Part struct {
 	// server's admission holds pods to (it lags Spec until the quota controller syncs it); Used
 	// its status.used.
 	Spec, Counted, Used corev1.ResourceList
+	// Wanting says the primary was refused there lately for want of room (it says so on the
+	// namespace, flotilla.dev/allowance-wanted).
+	Wanting bool
 }
 
 // QuotaResource is the ResourceQuota name of an allowance's resource: an extended resource is
@@ -36,8 +40,9 @@ func QuotaHard(hard corev1.ResourceList) corev1.ResourceList {
 }
 
 // Split is each namespace's new spec.hard under an allowance (hard, in quota names), in the
-// order of parts. What is free (hard less what every namespace uses) is shared equally, each
-// namespace's target its usage plus its share. A namespace's committed amount is the most of its
+// order of parts. What is free (hard less what every namespace uses) is shared equally among the
+// namespaces that want room, the others held to what they use; when none wants any, among all.
+// Each namespace's target is its usage plus its share. A namespace's committed amount is the most of its
 // spec, its counted limit and its usage: a lowered spec binds only once counted, and usage may
 // sit above a limit lowered under it. Lowering is always written; raising only into the room
 // hard leaves over the committed amounts, namespaces in name order, so at every moment the
@@ -78,13 +83,17 @@ func Split(hard corev1.ResourceList, parts []Part) []corev1.ResourceList {
 			usedSum += used[i]
 		}
 		free := max(limit-usedSum, 0)
-		target := make([]int64, len(parts))
-		for k, i := range order {
-			share := free / int64(len(parts))
-			if int64(k) < free%int64(len(parts)) {
+		sharing := order
+		if wanting := wantingOf(parts, order); len(wanting) > 0 {
+			sharing = wanting
+		}
+		target := slices.Clone(used)
+		for k, i := range sharing {
+			share := free / int64(len(sharing))
+			if int64(k) < free%int64(len(sharing)) {
 				share++ // the remainder to the first names: the shares add up to free
 			}
-			target[i] = used[i] + share
+			target[i] += share
 		}
 		// Lowered (or kept) first; what they still commit is counted against hard.
 		var held int64
@@ -104,6 +113,17 @@ func Split(hard corev1.ResourceList, parts []Part) []corev1.ResourceList {
 			grant := min(target[i]-committed[i], room)
 			room -= grant
 			out[i][name] = quantity(committed[i]+grant, milli)
+		}
+	}
+	return out
+}
+
+// wantingOf is the indexes of the parts that want room, in the given order.
+func wantingOf(parts []Part, order []int) []int {
+	var out []int
+	for _, i := range order {
+		if parts[i].Wanting {
+			out = append(out, i)
 		}
 	}
 	return out

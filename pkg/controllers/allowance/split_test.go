@@ -41,6 +41,13 @@ func TestSplit(t *testing.T) {
 		{"usage over a lowered limit counts, and nothing is raised past hard", "4",
 			[]Part{{Namespace: "a", Spec: pods("2"), Counted: pods("2"), Used: pods("6")}, {Namespace: "b", Spec: pods("0"), Counted: pods("0")}},
 			[]string{"6", "0"}},
+		{"the free room goes to the namespaces that want it, the others held to their use (lowered first)", "10",
+			[]Part{{Namespace: "a", Spec: pods("5"), Counted: pods("5"), Used: pods("1")}, {Namespace: "b", Spec: pods("5"), Counted: pods("5"), Used: pods("5"), Wanting: true}},
+			// a is lowered to 1 but counts 5 until synced: b may not rise yet.
+			[]string{"1", "5"}},
+		{"then the wanting one gets it all", "10",
+			[]Part{{Namespace: "a", Spec: pods("1"), Counted: pods("1"), Used: pods("1")}, {Namespace: "b", Spec: pods("5"), Counted: pods("5"), Used: pods("5"), Wanting: true}},
+			[]string{"1", "9"}},
 		{"an allowance lowered under usage: limits at usage, none raised", "3",
 			[]Part{{Namespace: "a", Spec: pods("5"), Counted: pods("5"), Used: pods("4")}, {Namespace: "b", Spec: pods("5"), Counted: pods("5"), Used: pods("1")}},
 			[]string{"4", "1"}},

@@ -102,6 +102,9 @@ type Reconciler struct {
 	// default ServiceAccount, with the Pod Security labels they were given: checked once, not for
 	// every pod (forgotten when a create says the namespace is gone, forgetNamespace).
 	readyNamespaces sync.Map
+	// allowanceWanted remembers, per "cluster/namespace", when the lender there was last told the
+	// namespace wants room (wantAllowance).
+	allowanceWanted sync.Map
 
 	// events remembers what of each delegate's Events its proxy already shows.
 	events eventForwarding
@@ -344,6 +347,32 @@ func (r *Reconciler) changeDelegate(ctx context.Context, sec clusters.Secondary,
 	return nil
 }
 
+// allowanceRefused says whether a secondary refused a delegate for want of room in what it lends
+// this primary: its lender's quota is full, or not yet in force in the namespace.
+func allowanceRefused(err error) bool {
+	return apierrors.IsForbidden(err) && (strings.Contains(err.Error(), "exceeded quota: "+flotillav1.AllowanceQuotaName) ||
+		strings.Contains(err.Error(), "its lender has not yet put the quota"))
+}
+
+// wantAllowanceEvery bounds how often the primary says, per secondary namespace, that it wants room.
+const wantAllowanceEvery = 5 * time.Second
+
+// wantAllowance tells the secondary's lender that this namespace wants room (its
+// flotilla.dev/allowance-wanted annotation), at most every wantAllowanceEvery: the lender gives
+// what is free to the namespaces that want it. Best effort: a failure is retried with the proxy.
+func (r *Reconciler) wantAllowance(ctx context.Context, sec clusters.Secondary, namespace string) {
+	key, now := sec.Name+"/"+namespace, r.now()
+	if last, ok := r.allowanceWanted.Load(key); ok && now.Sub(last.(time.Time)) < wantAllowanceEvery {
+		return
+	}
+	r.allowanceWanted.Store(key, now)
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, flotillav1.AnnotationAllowanceWanted, now.UTC().Format(time.RFC3339))
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+	if err := sec.Client.Patch(ctx, ns, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Cannot tell the secondary's lender the namespace wants room", "cluster", sec.Name, "namespace", namespace, "error", err.Error())
+	}
+}
+
 // missingPriorityClass says whether a secondary refused a delegate for a priority class it lacks.
 func missingPriorityClass(err error) bool {
 	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "no PriorityClass with name")
@@ -470,6 +499,10 @@ func (r *Reconciler) create(ctx context.Context, proxy *corev1.Pod, sec clusters
 	case missingPriorityClass(err):
 		return r.pending(proxy, flotillav1.ReasonPriorityClassMissing, fmt.Sprintf(
 			"Cluster %s has no PriorityClass %s: an admin of %s may create it (the delegate is created then)", sec.Name, delegate.Spec.PriorityClassName, sec.Name))
+	case allowanceRefused(err):
+		r.wantAllowance(ctx, sec, proxy.Namespace)
+		return r.pending(proxy, flotillav1.ReasonAllowanceExceeded, fmt.Sprintf(
+			"Cluster %s lends this primary a limited part of itself and has no room in namespace %s now (the delegate is created when its lender gives room): %v", sec.Name, proxy.Namespace, err))
 	case permanent(err):
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, fmt.Sprintf("Cluster %s refused the delegate: %v", sec.Name, err))
 	default:

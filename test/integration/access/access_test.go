@@ -14,6 +14,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -307,5 +308,70 @@ var _ = Describe("the fence in a secondary, for Multi-Cluster Services", func() 
 		Expect(secondary.Client.Update(ctx, &got)).To(Succeed())
 		_, err = secrets.Patch(ctx, flotillav1.AgentSecretName, types.MergePatchType, replace, metav1.PatchOptions{})
 		Expect(err).To(MatchError(ContainSubstring(refused)))
+	})
+})
+
+var _ = Describe("what a secondary lends a primary", Ordered, func() {
+	const ns = "lent"
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{flotillav1.LabelPrimary: names.PrimaryID}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+	}
+	createPod := func(ctx SpecContext, name string) error {
+		_, err := asFlotilla.CoreV1().Pods(ns).Create(ctx, pod(name), metav1.CreateOptions{})
+		return err
+	}
+
+	BeforeAll(func(ctx SpecContext) {
+		Expect(secondary.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+			Labels: map[string]string{flotillav1.LabelManagedBy: names.PrimaryID}}})).To(Succeed())
+		Expect(secondary.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "default"}})).To(Succeed())
+	})
+
+	It("admits the identity's workloads only where the lender put the quota in force while its allowance exists, everywhere it may write without one; never lets it set that label or write its allowance", func(ctx SpecContext) {
+		By("without an allowance: a pod in a managed namespace is admitted (the policy's missing parameter admits)")
+		Expect(createPod(ctx, "free")).To(Succeed())
+
+		By("with one: refused in a namespace the lender has not labelled, naming the allowance")
+		allowance := &flotillav1.PrimaryAllowance{ObjectMeta: metav1.ObjectMeta{Name: names.PrimaryID},
+			Spec: flotillav1.PrimaryAllowanceSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("5")}}}
+		Expect(secondary.Client.Create(ctx, allowance)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { _ = secondary.Client.Delete(ctx, allowance) })
+		Eventually(func() error { return createPod(ctx, "held") }).WithContext(ctx).WithTimeout(30 * time.Second).
+			Should(MatchError(ContainSubstring("its lender has not yet put the quota of namespace " + ns + " in force")))
+		// Others' pods there are not the policy's: the quota counts them, the policy lets them be.
+		Expect(secondary.Client.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "admins"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}})).To(Succeed())
+
+		By("the identity may not set the label itself, on a namespace it updates or creates")
+		managed, err := asFlotilla.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		managed.Labels[flotillav1.LabelAllowance] = names.PrimaryID
+		_, err = asFlotilla.CoreV1().Namespaces().Update(ctx, managed, metav1.UpdateOptions{})
+		Expect(err).To(MatchError(ContainSubstring("may not set or change the label " + flotillav1.LabelAllowance)))
+		_, err = asFlotilla.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "self-lent",
+			Labels: map[string]string{flotillav1.LabelManagedBy: names.PrimaryID, flotillav1.LabelAllowance: names.PrimaryID}}}, metav1.CreateOptions{})
+		Expect(err).To(MatchError(ContainSubstring("may not set or change the label " + flotillav1.LabelAllowance)))
+
+		By("labelled by the lender (here the admin): admitted")
+		Expect(secondary.Client.Get(ctx, client.ObjectKey{Name: ns}, managed)).To(Succeed())
+		managed.Labels[flotillav1.LabelAllowance] = names.PrimaryID
+		Expect(secondary.Client.Update(ctx, managed)).To(Succeed())
+		Eventually(func() error { return createPod(ctx, "lent") }).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("the identity reads its allowance, never writes or deletes it, and reads no other primary's")
+		cfg := rest.CopyConfig(secondary.Config)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: names.Username(),
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + flotillav1.SystemNamespace, "system:authenticated"}}
+		asFlotillaCtrl, err := client.New(cfg, client.Options{Scheme: secondary.Client.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		var read flotillav1.PrimaryAllowance
+		Expect(asFlotillaCtrl.Get(ctx, client.ObjectKey{Name: names.PrimaryID}, &read)).To(Succeed())
+		read.Spec.Hard[corev1.ResourcePods] = resource.MustParse("500")
+		Expect(apierrors.IsForbidden(asFlotillaCtrl.Update(ctx, &read))).To(BeTrue())
+		Expect(apierrors.IsForbidden(asFlotillaCtrl.Delete(ctx, &read))).To(BeTrue())
+		Expect(apierrors.IsForbidden(asFlotillaCtrl.Create(ctx, &flotillav1.PrimaryAllowance{ObjectMeta: metav1.ObjectMeta{Name: "another-primary"},
+			Spec: flotillav1.PrimaryAllowanceSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("500")}}}))).To(BeTrue())
+		Expect(apierrors.IsForbidden(asFlotillaCtrl.Get(ctx, client.ObjectKey{Name: "another-primary"}, &read))).To(BeTrue())
 	})
 })
