@@ -1,11 +1,15 @@
 package proxy
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -186,5 +190,19 @@ func TestBudgetBoundsTheWorkOnOneSecondary(t *testing.T) {
 	a()
 	if _, ok := r.budget("slow"); !ok {
 		t.Fatal("a released slot is free again")
+	}
+}
+
+func TestAllowanceRefused(t *testing.T) {
+	gr := schema.GroupResource{Resource: "pods"}
+	for err, want := range map[error]bool{
+		apierrors.NewForbidden(gr, "p", errors.New("exceeded quota: "+flotillav1.AllowanceQuotaName+", requested: pods=1, used: pods=3, limited: pods=3")):                                                             true,
+		apierrors.NewForbidden(gr, "p", errors.New("this cluster lends Flotilla (primary x) part of itself (PrimaryAllowance x): its lender has not yet put the quota of namespace n in force; pods refused for now")): true,
+		apierrors.NewForbidden(gr, "p", errors.New("exceeded quota: team-quota, requested: pods=1")):                                                                                                                   false,
+		apierrors.NewInternalError(errors.New("exceeded quota: " + flotillav1.AllowanceQuotaName)):                                                                                                                     false,
+	} {
+		if got := allowanceRefused(err); got != want {
+			t.Errorf("allowanceRefused(%v) = %v, want %v", err, got, want)
+		}
 	}
 }
