@@ -51,6 +51,42 @@ func Lend(allocatable, allowance corev1.ResourceList) corev1.ResourceList {
 	return out
 }
 
+// Room is what a secondary still lends the primary, by node resource name: each resource its
+// allowance limits (requests.<name> read as <name>; limits.* and object counts left out) less
+// what its quotas count used (under the same names, or as the quotas name them). Nil when it
+// lends without limit. Never below zero.
+func Room(allowance, used corev1.ResourceList) corev1.ResourceList {
+	if len(allowance) == 0 {
+		return nil
+	}
+	nodeName := func(name corev1.ResourceName) (corev1.ResourceName, bool) {
+		n := corev1.ResourceName(strings.TrimPrefix(string(name), "requests."))
+		return n, !strings.HasPrefix(string(n), "limits.") && !strings.Contains(string(n), "count/")
+	}
+	usedBy := corev1.ResourceList{}
+	for name, q := range used {
+		if n, ok := nodeName(name); ok {
+			usedBy[n] = q
+		}
+	}
+	out := corev1.ResourceList{}
+	for name, limit := range allowance {
+		n, ok := nodeName(name)
+		if !ok {
+			continue
+		}
+		room := limit.DeepCopy()
+		room.Sub(usedBy[n])
+		if room.Sign() < 0 {
+			room = resource.Quantity{}
+		}
+		if have, seen := out[n]; !seen || room.Cmp(have) < 0 {
+			out[n] = room
+		}
+	}
+	return out
+}
+
 // PodUsage is what capacity reads of a pod: where it runs and what it takes of its node.
 type PodUsage struct {
 	NodeName string

@@ -332,3 +332,22 @@ func TestLendShowsTheLesserOfTheAllowanceAndWhatIsFree(t *testing.T) {
 		t.Error("no allowance: what is free")
 	}
 }
+
+func TestRoomIsWhatIsLentLessWhatIsUsed(t *testing.T) {
+	got := Room(corev1.ResourceList{corev1.ResourcePods: resource.MustParse("10"), "nvidia.com/gpu": resource.MustParse("4"),
+		"limits.cpu": resource.MustParse("8"), "requests.memory": resource.MustParse("1Gi")},
+		corev1.ResourceList{corev1.ResourcePods: resource.MustParse("12"), "requests.nvidia.com/gpu": resource.MustParse("1"),
+			"requests.memory": resource.MustParse("256Mi")})
+	want := map[corev1.ResourceName]string{corev1.ResourcePods: "0", "nvidia.com/gpu": "3", corev1.ResourceMemory: "768Mi"}
+	if len(got) != len(want) {
+		t.Fatalf("Room = %v, want %v (limits.* left out)", got, want)
+	}
+	for name, q := range want {
+		if g := got[name]; g.String() != q {
+			t.Errorf("%s = %s, want %s", name, g.String(), q)
+		}
+	}
+	if Room(nil, nil) != nil {
+		t.Error("no allowance: no limit")
+	}
+}

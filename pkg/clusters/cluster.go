@@ -66,8 +66,8 @@ type Snapshot struct {
 	OwnerMessage string
 	// Allowance is the most the secondary lends this primary (its PrimaryAllowance's hard
 	// limits), nil when it lends without limit; Capacity.Allocatable is already the lesser of it
-	// and what is free.
-	Allowance corev1.ResourceList
+	// and what is free. AllowanceUsed is what the secondary's lender counts used against it.
+	Allowance, AllowanceUsed corev1.ResourceList
 	// StorageClass is the class the cluster gives real claims: its registration's setting, ""
 	// for its default StorageClass, StorageClassNone for none.
 	StorageClass string
@@ -658,22 +658,22 @@ func (c *cluster) readAllowance(ctx context.Context, log logr.Logger, timeout ti
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var a flotillav1.PrimaryAllowance
-	var hard corev1.ResourceList
+	var hard, used corev1.ResourceList
 	switch err := c.ctrl.Get(actx, client.ObjectKey{Name: c.registry.opts.PrimaryID}, &a); {
 	case err == nil:
-		hard = a.Spec.Hard
+		hard, used = a.Spec.Hard, a.Status.Used
 	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err) || meta.IsNoMatchError(err):
 	default:
 		log.V(1).Info("Cannot read what the secondary lends this primary; keeping what was read last", "error", err.Error())
 		return
 	}
 	c.mu.Lock()
-	changed := !equality.Semantic.DeepEqual(c.state.Allowance, hard)
-	c.state.Allowance = hard
+	changed := !equality.Semantic.DeepEqual(c.state.Allowance, hard) || !equality.Semantic.DeepEqual(c.state.AllowanceUsed, used)
+	c.state.Allowance, c.state.AllowanceUsed = hard, used
 	c.allowanceRead, c.probesSinceAllowanceRead = true, 0
 	c.mu.Unlock()
 	if changed {
-		log.Info("The secondary lends this primary", "allowance", fmt.Sprint(hard))
+		log.V(1).Info("The secondary lends this primary", "allowance", fmt.Sprint(hard), "used", fmt.Sprint(used))
 		c.registry.notify(c.name)
 	}
 }

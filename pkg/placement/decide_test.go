@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
@@ -48,6 +49,12 @@ func TestDecidePlacement(t *testing.T) {
 			clusters: []placement.ClusterView{placementtest.ClusterOf("eu", false, "4", nil), twoClusters[1]}, choose: pickFirst,
 			want: placement.Decision{Fit: placement.Fit{Feasible: []string{"us"}, Waiting: []string{"eu"}}, Affinity: []string{"eu", "us"},
 				Spread: []corev1.TopologySpreadConstraint{overClusters}}},
+		"a cluster that lends the primary no more pods waits; the pod goes to the other": {pod: placementtest.Elected(), clusters: func() []placement.ClusterView {
+			c := withSiblings(0, 5)
+			c[0].Lent = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0"), corev1.ResourceCPU: resource.MustParse("8")}
+			return c
+		}(), choose: pickFirst,
+			want: placement.Decision{Fit: placement.Fit{Feasible: []string{"us"}, Waiting: []string{"eu"}}, Affinity: []string{"us"}, Cluster: "us"}},
 		"fewest siblings first": {pod: placementtest.Elected(), clusters: withSiblings(2, 1), choose: pickFirst,
 			want: placement.Decision{Fit: placement.Fit{Feasible: []string{"eu", "us"}}, Affinity: []string{"eu", "us"}, Cluster: "us"}},
 		"weights before fewest siblings": {pod: placementtest.Elected(placementtest.Annotate(flotillav1.AnnotationClusterWeights, "eu=3,us=1")), clusters: withSiblings(2, 1),

@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -122,6 +123,9 @@ func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.Resourc
 	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), cl.Taints, ProxyTolerations(0), Scheduling, false); untolerated {
 		return fmt.Sprintf("its virtual node has taint %s", t.ToString()), true
 	}
+	if short := outOfLent(cl.Lent, requests); short != "" {
+		return "it lends this primary no more room (" + short + ")", true
+	}
 	if cl.NodesUnknown {
 		return "", false
 	}
@@ -144,6 +148,25 @@ func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.Resourc
 		reasons = append(reasons, fmt.Sprintf("and %d more nodes", len(cl.Nodes)-len(reasons)))
 	}
 	return strings.Join(reasons, ", "), forNow
+}
+
+// outOfLent says what a pod needs beyond what its cluster still lends the primary ("" when it
+// fits, or nothing is lent with a limit): its requests, and one pod.
+func outOfLent(lent, requests corev1.ResourceList) string {
+	if lent == nil {
+		return ""
+	}
+	var short []string
+	need := requests.DeepCopy()
+	need[corev1.ResourcePods] = resource.MustParse("1")
+	for name, want := range need {
+		room, limited := lent[name]
+		if limited && !want.IsZero() && room.Cmp(want) < 0 {
+			short = append(short, fmt.Sprintf("%s %s left of what it lends, %s requested", name, room.String(), want.String()))
+		}
+	}
+	sort.Strings(short)
+	return strings.Join(short, ", ")
 }
 
 // nodeMisfit says why a node cannot take the delegate ("" when it can), and whether it is only

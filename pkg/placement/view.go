@@ -45,6 +45,11 @@ type ClusterView struct {
 	// Draining: `flotillactl cluster drain` is moving the cluster's pods away (its virtual node's
 	// flotilla.dev/draining): a pod that chose recreate leaves its data there at once.
 	Draining bool
+	// Lent is the room the secondary still lends this primary, by node resource name (pods, cpu,
+	// memory, nvidia.com/gpu): its PrimaryAllowance less what its quotas count used; nil when it
+	// lends without limit. A pod that needs more waits for this cluster rather than being sent
+	// there to be refused (the secondary's quotas refuse it anyway).
+	Lent corev1.ResourceList
 }
 
 // UnreachableFor is how long a virtual node's failover taint has been there at now (0: none, or

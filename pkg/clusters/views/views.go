@@ -168,6 +168,7 @@ func FromSnapshots(snaps []clusters.Snapshot) []placement.ClusterView {
 		for _, n := range s.Capacity.Nodes {
 			v.Nodes = append(v.Nodes, placement.NodeView{Name: n.Name, Labels: n.Labels, Taints: n.Taints, Free: n.Free})
 		}
+		v.Lent = clusters.Room(s.Allowance, s.AllowanceUsed)
 		out = append(out, v)
 	}
 	return out
