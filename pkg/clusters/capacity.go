@@ -40,8 +40,8 @@ func Lend(allocatable, allowance corev1.ResourceList) corev1.ResourceList {
 	}
 	out := allocatable.DeepCopy()
 	for name, limit := range allowance {
-		node := corev1.ResourceName(strings.TrimPrefix(string(name), "requests."))
-		if strings.HasPrefix(string(node), "limits.") || strings.Contains(string(node), "count/") {
+		node, shown := nodeResource(name)
+		if !shown {
 			continue
 		}
 		if free, ok := out[node]; ok && limit.Cmp(free) < 0 {
@@ -49,6 +49,14 @@ func Lend(allocatable, allowance corev1.ResourceList) corev1.ResourceList {
 		}
 	}
 	return out
+}
+
+// nodeResource is the resource a node offers that a quota's limit bounds (requests.cpu: cpu, as
+// placement.QuotaResource names it), and whether a node shows one at all (limits.* and object
+// counts bound nothing it shows).
+func nodeResource(name corev1.ResourceName) (corev1.ResourceName, bool) {
+	n := placement.QuotaResource(name)
+	return n, !strings.HasPrefix(string(n), "limits.") && !strings.Contains(string(n), "count/")
 }
 
 // Room is what a secondary still lends the primary, by node resource name: each resource its
@@ -59,19 +67,15 @@ func Room(allowance, used corev1.ResourceList) corev1.ResourceList {
 	if len(allowance) == 0 {
 		return nil
 	}
-	nodeName := func(name corev1.ResourceName) (corev1.ResourceName, bool) {
-		n := corev1.ResourceName(strings.TrimPrefix(string(name), "requests."))
-		return n, !strings.HasPrefix(string(n), "limits.") && !strings.Contains(string(n), "count/")
-	}
 	usedBy := corev1.ResourceList{}
 	for name, q := range used {
-		if n, ok := nodeName(name); ok {
+		if n, ok := nodeResource(name); ok {
 			usedBy[n] = q
 		}
 	}
 	out := corev1.ResourceList{}
 	for name, limit := range allowance {
-		n, ok := nodeName(name)
+		n, ok := nodeResource(name)
 		if !ok {
 			continue
 		}
