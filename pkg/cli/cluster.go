@@ -396,17 +396,10 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 			return err
 		}
 	}
-	// PrimaryAllowance's CRD before the objects: the allowance policy takes one as its parameter.
-	for _, plural := range []string{"flotillaprimaries", "primaryallowances"} {
-		if err := installCRD(ctx, secondary, plural); err != nil {
-			return err
-		}
-	}
 	names := access.NamesFor(primaryID)
-	for _, obj := range access.Objects(names, name, access.Limits{Namespaces: o.namespaces, Exposure: o.exposure, Pull: o.pull.enabled, Allowance: o.allowance}) {
-		if err := apply(ctx, secondary, obj); err != nil {
-			return fmt.Errorf("context %s: %w", contextName, err)
-		}
+	if err := installAccess(ctx, secondary, contextName, names, name, access.Limits{Namespaces: o.namespaces,
+		Exposure: o.exposure, Pull: o.pull.enabled, Allowance: o.allowance}); err != nil {
+		return err
 	}
 	cs, err := kubernetes.NewForConfig(secondaryRC)
 	if err != nil {
@@ -438,18 +431,29 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	if err := joinPulled(ctx, primary, secondary, contextName, name, names, o.pull, out); err != nil {
 		return err
 	}
-	if err := printJoined(out, contextName, name, cluster.Server, names, tr.Status.ExpirationTimestamp.Time, o.namespaces); err != nil {
-		return err
+	return printJoined(out, contextName, name, cluster.Server, names, tr.Status.ExpirationTimestamp.Time, o.namespaces, o.allowance)
+}
+
+// installAccess applies in the secondary what join makes there for this primary: Flotilla's
+// CRDs of a secondary (PrimaryAllowance's before the objects: the allowance policy takes one as
+// its parameter), then the identity, its RBAC, the fence and the FlotillaPrimary.
+func installAccess(ctx context.Context, secondary client.Client, contextName string, names access.Names, name string, limits access.Limits) error {
+	for _, plural := range []string{"flotillaprimaries", "primaryallowances"} {
+		if err := installCRD(ctx, secondary, plural); err != nil {
+			return err
+		}
 	}
-	if o.allowance != nil {
-		_, err = fmt.Fprintf(out, "Cluster %s lends this primary at most %s (PrimaryAllowance %s there; its lender holds the primary to it).\n",
-			name, allowanceString(o.allowance), primaryID)
+	for _, obj := range access.Objects(names, name, limits) {
+		if err := apply(ctx, secondary, obj); err != nil {
+			return fmt.Errorf("context %s: %w", contextName, err)
+		}
 	}
-	return err
+	return nil
 }
 
 // printJoined says what join registered and where Flotilla may write.
-func printJoined(out io.Writer, contextName, name, server string, names access.Names, expires time.Time, namespaces access.Namespaces) error {
+func printJoined(out io.Writer, contextName, name, server string, names access.Names, expires time.Time, namespaces access.Namespaces,
+	allowance corev1.ResourceList) error {
 	_, err := fmt.Fprintf(out, "Joined context %s as cluster %s at %s (virtual node %s) with identity %s; token expires %s.\n",
 		contextName, name, server, flotillav1.VirtualNodeName(name), names.Username(), expires.UTC().Format(time.RFC3339))
 	if err != nil {
@@ -460,6 +464,11 @@ func printJoined(out io.Writer, contextName, name, server string, names access.N
 		allowed = "only " + namespaces.String()
 	}
 	_, err = fmt.Fprintf(out, "Namespaces Flotilla may use in %s: %s.\n", name, allowed)
+	if err != nil || allowance == nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "Cluster %s lends this primary at most %s (PrimaryAllowance %s there; its lender holds the primary to it).\n",
+		name, allowanceString(allowance), names.PrimaryID)
 	return err
 }
 

@@ -34,7 +34,7 @@ const lenderLeaseName = "flotilla-lender.flotilla.dev"
 
 // NewLender builds the lender's manager: its cache holds only PrimaryAllowances, the namespaces
 // a primary manages (label-selected) and the lender's own quotas (label-selected).
-func NewLender(_ context.Context, cfg *rest.Config, opts LenderOptions, log logr.Logger) (ctrl.Manager, error) {
+func NewLender(ctx context.Context, cfg *rest.Config, opts LenderOptions, log logr.Logger) (ctrl.Manager, error) {
 	has := func(label string) labels.Selector {
 		r, err := labels.NewRequirement(label, selection.Exists, nil)
 		if err != nil {
@@ -67,7 +67,7 @@ func NewLender(_ context.Context, cfg *rest.Config, opts LenderOptions, log logr
 		return nil, err
 	}
 	r := &allowance.Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("flotilla-lender")}
-	if err := r.SetupWithManager(context.Background(), mgr, controller.Options{}); err != nil {
+	if err := r.SetupWithManager(ctx, mgr, controller.Options{}); err != nil {
 		return nil, fmt.Errorf("setting up the lender: %w", err)
 	}
 	return mgr, nil
