@@ -946,6 +946,8 @@ func copyDesired(live, desired client.Object) error {
 		live.(*admissionregistrationv1.ValidatingAdmissionPolicyBinding).Spec = d.Spec
 	case *flotillav1.FlotillaPrimary:
 		live.(*flotillav1.FlotillaPrimary).Spec = d.Spec
+	case *flotillav1.PrimaryAllowance:
+		live.(*flotillav1.PrimaryAllowance).Spec = d.Spec // join --allow again: the cap it names
 	case *apiextensionsv1.CustomResourceDefinition:
 		live.(*apiextensionsv1.CustomResourceDefinition).Spec = d.Spec
 	default:
