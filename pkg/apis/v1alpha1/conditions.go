@@ -178,6 +178,10 @@ const (
 	// part of itself (a PrimaryAllowance there) and has no room for the delegate now; it is created
 	// once the secondary's lender gives its namespace room.
 	ReasonAllowanceExceeded = "AllowanceExceeded"
+	// ReasonOverrideFailed (a Warning Event and the reason on a proxy or a Replicator's
+	// condition): an Override rule cannot apply to what goes to a cluster (a patch path that does
+	// not exist, a change the object has no place for); nothing half-changed is sent.
+	ReasonOverrideFailed = "OverrideFailed"
 	// ReasonQuotaAdmitted (an Event on a proxy): its FleetQuotas had room, its gate is removed.
 	ReasonQuotaAdmitted = "QuotaAdmitted"
 	// ReasonPriorityClassMissing: the proxy's priority class does not exist in its secondary.

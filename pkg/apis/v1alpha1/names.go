@@ -70,6 +70,9 @@ const (
 	// last refused there for want of room in its allowance (RFC 3339): the lender gives the room
 	// that is free to the namespaces that want it.
 	AnnotationAllowanceWanted = "flotilla.dev/allowance-wanted"
+	// AnnotationOverrides, on what Flotilla sends to a secondary (a delegate, a Replicator's
+	// copy), names the Override and ClusterOverride rules that changed it for that cluster.
+	AnnotationOverrides = "flotilla.dev/overrides"
 	// AllowanceFinalizer keeps a PrimaryAllowance until the lender has removed its quotas.
 	AllowanceFinalizer = "flotilla.dev/allowance"
 	// LabelOS, LabelArch, LabelRegion and LabelZone describe a secondary on its virtual node

@@ -36,6 +36,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
 	"github.com/flotilla-dev/flotilla/pkg/copies"
 	"github.com/flotilla-dev/flotilla/pkg/delegates"
+	"github.com/flotilla-dev/flotilla/pkg/overrides"
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 	"github.com/flotilla-dev/flotilla/pkg/seal"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
@@ -235,7 +236,15 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 // updateImages carries a changed container image of the proxy (`kubectl set image` on a bare
 // pod: the one change Kubernetes allows to a running pod's containers) to its delegate.
 func (r *Reconciler) updateImages(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) error {
-	updates := translate.ImageUpdates(proxy, delegate)
+	// The images the proxy's containers have as this cluster's Overrides rewrite them: an
+	// override's registry is not a change to carry back.
+	want, err := r.overridden(ctx, proxy, proxy, sec.Name)
+	if err != nil {
+		// Not known what this cluster's images should be (a rule that cannot apply now): the
+		// delegate keeps its own rather than lose an override's.
+		return nil //nolint:nilerr // said when a delegate is created; nothing to carry now
+	}
+	updates := translate.ImageUpdates(want, delegate)
 	return r.changeDelegate(ctx, sec, proxy, delegate, len(updates) > 0, "", "Update", "images updated", func(d *corev1.Pod) {
 		for _, list := range [][]corev1.Container{d.Spec.InitContainers, d.Spec.Containers} {
 			for i := range list {
@@ -347,6 +356,28 @@ func (r *Reconciler) changeDelegate(ctx context.Context, sec clusters.Secondary,
 	return nil
 }
 
+// overridden is the delegate as the Overrides of its namespace (and the ClusterOverrides) make
+// it for this cluster, annotated with the rules that applied; the delegate itself when none do.
+func (r *Reconciler) overridden(ctx context.Context, proxy, delegate *corev1.Pod, cluster string) (*corev1.Pod, error) {
+	sources, err := views.Overrides(ctx, r.Client, proxy.Namespace)
+	if err != nil || len(sources) == 0 {
+		return delegate, err
+	}
+	c, err := views.OverrideCluster(ctx, r.Client, cluster)
+	if err != nil {
+		return delegate, err
+	}
+	out, applied, err := overrides.ApplyPod(delegate, overrides.PodSubject(proxy), c, sources)
+	if err != nil || len(applied) == 0 {
+		return delegate, err
+	}
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[flotillav1.AnnotationOverrides] = overrides.Names(applied)
+	return out, nil
+}
+
 // allowanceRefused says whether a secondary refused a delegate for want of room in what it lends
 // this primary: its lender's quota is full, or not yet in force in the namespace.
 func allowanceRefused(err error) bool {
@@ -421,6 +452,20 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 	delegate, err := translate.Delegate(proxy, primaryID, ownerRef)
 	if err != nil {
 		return r.fail(proxy, flotillav1.ReasonDelegateRejected, err.Error())
+	}
+	// What this cluster gets may differ: the Overrides (before the checks below, which judge the
+	// result). One that cannot apply keeps the proxy Pending, the delegate not made half-changed.
+	delegate, err = r.overridden(ctx, proxy, delegate, sec.Name)
+	var failed *overrides.Failure
+	switch {
+	case errors.As(err, &failed):
+		msg := fmt.Sprintf("For cluster %s, %v: fix or remove the rule (the delegate is created then)", sec.Name, failed)
+		if proxy.Status.Message != msg {
+			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonOverrideFailed, "Create", "%s", msg)
+		}
+		return r.pending(proxy, flotillav1.ReasonOverrideFailed, msg)
+	case err != nil:
+		return ctrl.Result{}, err
 	}
 	// Every ConfigMap or Secret the delegate names is one copied in this pass: an optional
 	// reference to anything else is dropped, so that it never resolves to the secondary's own

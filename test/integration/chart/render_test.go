@@ -30,9 +30,13 @@ import (
 
 // The chart's CRDs, by name.
 var (
-	mcsCRDs       = []string{"serviceexports.multicluster.x-k8s.io", "serviceimports.multicluster.x-k8s.io"}
-	primaryCRDs   = append([]string{"clusterdetectors.flotilla.dev", "clustersetbindings.flotilla.dev", "clustersets.flotilla.dev", "fleetquotas.flotilla.dev", "flotillaprimaries.flotilla.dev", "replicators.flotilla.dev"}, mcsCRDs...)
-	secondaryCRDs = append([]string{"flotillaprimaries.flotilla.dev"}, mcsCRDs...)
+	mcsCRDs     = []string{"serviceexports.multicluster.x-k8s.io", "serviceimports.multicluster.x-k8s.io"}
+	primaryCRDs = append([]string{"clusterdetectors.flotilla.dev", "clusteroverrides.flotilla.dev", "clustersetbindings.flotilla.dev", "clustersets.flotilla.dev",
+		"fleetquotas.flotilla.dev", "flotillaprimaries.flotilla.dev", "overrides.flotilla.dev", "primaryallowances.flotilla.dev", "replicators.flotilla.dev"}, mcsCRDs...)
+	secondaryCRDs = append([]string{"flotillaprimaries.flotilla.dev", "primaryallowances.flotilla.dev"}, mcsCRDs...)
+	// lenderObjects are what a secondary's chart renders besides its CRDs: the lender.
+	lenderObjects = []string{"ClusterRole/flotilla-lender", "ClusterRoleBinding/flotilla-lender", "Deployment/flotilla-lender",
+		"Role/flotilla-lender", "RoleBinding/flotilla-lender", "ServiceAccount/flotilla-lender"}
 )
 
 const keepPolicy = "helm.sh/resource-policy"
@@ -159,7 +163,7 @@ var valueCases = map[string]valueCase{
 		Expect(managerDeployment(objs)).NotTo(BeNil(), "the rest is rendered")
 	}},
 	"crds.multiclusterServices": {set("crds.multiclusterServices=false"), func(objs []*unstructured.Unstructured) {
-		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs[:6]), "Flotilla's own only")
+		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs[:len(primaryCRDs)-len(mcsCRDs)]), "Flotilla's own only")
 	}},
 	"crds.keep": {set("crds.keep=false"), func(objs []*unstructured.Unstructured) {
 		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(primaryCRDs))
@@ -365,6 +369,21 @@ var valueCases = map[string]valueCase{
 			Expect(nested(u, "spec", "template", "spec", "tolerations")).To(ConsistOf(And(HaveKeyWithValue("key", "edge"),
 				HaveKeyWithValue("operator", "Exists"), HaveKeyWithValue("effect", "NoSchedule"))))
 		}},
+	// In a secondary, the lender.
+	"lender.enabled": {[]string{"--set", "role=secondary", "--set", "lender.enabled=false"}, func(objs []*unstructured.Unstructured) {
+		Expect(ofKind(objs, "Deployment")).To(BeEmpty(), "no lender")
+		Expect(ofKind(objs, "ClusterRole")).To(BeEmpty())
+	}},
+	"lender.nodeSelector": {[]string{"--set", "role=secondary", "--set-string", `lender.nodeSelector.pool=system`}, func(objs []*unstructured.Unstructured) {
+		u := find(objs, "Deployment", "flotilla-lender")
+		Expect(nested(u, "spec", "template", "spec", "nodeSelector")).To(HaveKeyWithValue("pool", "system"))
+		Expect(nested(u, "spec", "template", "spec", "containers")).To(ConsistOf(HaveKeyWithValue("args", ContainElement("lender"))))
+	}},
+	"lender.tolerations": {[]string{"--set", "role=secondary", "--set-json", `lender.tolerations=[{"key":"system","operator":"Exists","effect":"NoSchedule"}]`},
+		func(objs []*unstructured.Unstructured) {
+			u := find(objs, "Deployment", "flotilla-lender")
+			Expect(nested(u, "spec", "template", "spec", "tolerations")).To(ConsistOf(HaveKeyWithValue("key", "system")))
+		}},
 	"tenancy.defaultDeny": {set("tenancy.defaultDeny=true"), func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElement("--tenancy-default-deny=true"))
 	}},
@@ -568,15 +587,28 @@ var _ = Describe("the chart's rendering", Label("render"), func() {
 		Expect(ofKind(render(ctx, "manager.replicas=1"), "PodDisruptionBudget")).To(BeEmpty())
 	})
 
-	It("renders only the FlotillaPrimary and the MCS API's CRDs in a secondary, kept like the primary's, and nothing with crds.install=false", func(ctx SpecContext) {
-		objs := render(ctx, "role=secondary")
-		Expect(objs).To(HaveLen(len(secondaryCRDs)))
-		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(secondaryCRDs))
-		for _, o := range objs {
-			Expect(o.GetAnnotations()).To(HaveKeyWithValue(keepPolicy, "keep"), o.GetName())
-			Expect(o.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "Helm"), o.GetName())
+	It("renders only the FlotillaPrimary, PrimaryAllowance and MCS API's CRDs in a secondary, kept like the primary's, and the lender; only the lender with crds.install=false", func(ctx SpecContext) {
+		kindNames := func(objs []*unstructured.Unstructured) []string {
+			var out []string
+			for _, o := range objs {
+				if o.GetKind() != "CustomResourceDefinition" {
+					out = append(out, o.GetKind()+"/"+o.GetName())
+				}
+			}
+			sort.Strings(out)
+			return out
 		}
-		Expect(render(ctx, "role=secondary", "crds.install=false")).To(BeEmpty())
+		objs := render(ctx, "role=secondary")
+		Expect(objs).To(HaveLen(len(secondaryCRDs) + len(lenderObjects)))
+		Expect(ofKind(objs, "CustomResourceDefinition")).To(Equal(secondaryCRDs))
+		Expect(kindNames(objs)).To(Equal(lenderObjects))
+		for _, o := range objs {
+			Expect(o.GetLabels()).To(HaveKeyWithValue("app.kubernetes.io/managed-by", "Helm"), o.GetName())
+			if o.GetKind() == "CustomResourceDefinition" {
+				Expect(o.GetAnnotations()).To(HaveKeyWithValue(keepPolicy, "keep"), o.GetName())
+			}
+		}
+		Expect(kindNames(render(ctx, "role=secondary", "crds.install=false"))).To(Equal(lenderObjects))
 	})
 
 	DescribeTable("refuses values the schema does not allow, naming the value",
