@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
+	"github.com/flotilla-dev/flotilla/pkg/overrides"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -86,7 +88,19 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 		pr.sync.Message = err.Error()
 		return pr
 	}
+	if !primary && len(in.Overrides) > 0 {
+		c, err := views.OverrideCluster(ctx, r.Client, cluster)
+		if err != nil {
+			pr.sync.Message = err.Error()
+			return pr
+		}
+		place.Overrides = c
+	}
 	objs, err := Desired(in, place)
+	var failed *overrides.Failure
+	if errors.As(err, &failed) {
+		r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonOverrideFailed, "Apply", "In %s, %v: nothing there changed", cluster, err)
+	}
 	if err != nil {
 		pr.sync.Message = err.Error()
 		return pr

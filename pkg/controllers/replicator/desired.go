@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/overrides"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -51,6 +52,8 @@ type Place struct {
 	LiveDeployment *appsv1.Deployment
 	// HPA says a HorizontalPodAutoscaler targets the Deployment there: replicas are left to it.
 	HPA bool
+	// Overrides is what their cluster selectors see of the cluster (a secondary's).
+	Overrides overrides.Cluster
 }
 
 // Inputs are what every place shares.
@@ -65,6 +68,9 @@ type Inputs struct {
 	// namespace in each secondary carries them, so that a workload the primary would refuse is
 	// refused there too.
 	PodSecurityLabels map[string]string
+	// Overrides are the ClusterOverrides and the replication namespace's Overrides: what they
+	// change in a secondary's copies.
+	Overrides []overrides.Source
 }
 
 // Desired lists the objects a Replicator applies in one place, in apply order. It is pure: the
@@ -113,6 +119,25 @@ func Desired(in Inputs, at Place) ([]*unstructured.Unstructured, error) {
 			return nil, fmt.Errorf("resources[%d]: %w", i, err)
 		}
 		out = append(out, u)
+	}
+	if !at.Primary && len(in.Overrides) > 0 {
+		// What this cluster's Overrides change, before the marks (which no rule may take away). A
+		// rule that cannot apply fails the place: nothing half-changed is applied there.
+		for i, u := range out {
+			changed, applied, err := overrides.Apply(u, overrides.ObjectSubject(u), at.Overrides, in.Overrides)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+			}
+			if len(applied) > 0 {
+				ann := changed.GetAnnotations()
+				if ann == nil {
+					ann = map[string]string{}
+				}
+				ann[flotillav1.AnnotationOverrides] = overrides.Names(applied)
+				changed.SetAnnotations(ann)
+			}
+			out[i] = changed
+		}
 	}
 	for _, u := range out {
 		mark(u, in, at)

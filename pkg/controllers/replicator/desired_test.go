@@ -1,6 +1,7 @@
 package replicator
 
 import (
+	"errors"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/overrides"
 )
 
 func sample() *flotillav1.Replicator {
@@ -122,5 +124,36 @@ func TestLabelValueFitsLongNames(t *testing.T) {
 	}
 	if flotillav1.ReplicatorLabelValue("short") != "short" {
 		t.Error("a short name is kept")
+	}
+}
+
+func TestDesiredAppliesTheClustersOverridesToItsCopiesOnly(t *testing.T) {
+	two := int32(2)
+	in := Inputs{Replicator: sample(), PrimaryID: "p1", Overrides: []overrides.Source{{Kind: "Override", Namespace: "shop", Name: "edge",
+		Spec: flotillav1.OverrideSpec{Rules: []flotillav1.OverrideRule{{Name: "small",
+			Targets:  []flotillav1.OverrideTarget{{Kind: "Deployment", Names: []string{"nginx"}}},
+			Clusters: flotillav1.OverrideClusters{Names: []string{"edge-1"}}, Replicas: &two,
+			Env: []flotillav1.EnvOverride{{Op: "Add", Name: "REGION", Value: "edge"}}}}}}}}
+	replicas := func(at Place) (int64, string) {
+		objs, err := Desired(in, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := find(t, objs, "Deployment", "nginx")
+		n, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+		return n, d.GetAnnotations()[flotillav1.AnnotationOverrides]
+	}
+	if n, ann := replicas(Place{Cluster: "edge-1", Overrides: overrides.Cluster{Name: "edge-1"}}); n != 2 || ann != "Override shop/edge rule small" {
+		t.Errorf("edge-1: %d replicas, annotation %q", n, ann)
+	}
+	for _, at := range []Place{{Cluster: "big-1", Overrides: overrides.Cluster{Name: "big-1"}}, {Cluster: PrimaryName, Primary: true}} {
+		if n, ann := replicas(at); n != 3 || ann != "" {
+			t.Errorf("%s: %d replicas, annotation %q: the rule is edge-1's", at.Cluster, n, ann)
+		}
+	}
+	in.Overrides[0].Spec.Rules[0].JSONPatch = []flotillav1.JSONPatchOperation{{Op: "remove", Path: "/spec/nothing"}}
+	var failed *overrides.Failure
+	if _, err := Desired(in, Place{Cluster: "edge-1", Overrides: overrides.Cluster{Name: "edge-1"}}); !errors.As(err, &failed) {
+		t.Errorf("a rule that cannot apply: %v, want an overrides.Failure", err)
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/flotilla-dev/flotilla/internal/clocks"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
 	"github.com/flotilla-dev/flotilla/pkg/ssa"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
 )
@@ -145,6 +146,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replic
 		res = res.Deny(denied)
 	}
 	in := Inputs{Replicator: rep, PrimaryID: r.Registry.PrimaryID(), ElectClusters: res.Clusters}
+	sources, err := views.Overrides(ctx, r.Client, rep.Spec.ReplicationNamespace)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	in.Overrides = sources
 	// First, before anything is written anywhere (cert-manager Certificates included): a namespace
 	// of the primary the Replicator did not create must opt in, and its verdict holds for every
 	// cluster (their namespaces of that name mirror it).

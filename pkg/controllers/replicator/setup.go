@@ -30,6 +30,10 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 		Named("replicator").
 		For(&flotillav1.Replicator{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{},
 			predicate.AnnotationChangedPredicate{}, deletionPredicate())))
+	// A changed Override reaches the copies at once: the Replicators of its namespace (every
+	// Replicator, for a ClusterOverride) apply again.
+	b = b.Watches(&flotillav1.Override{}, handler.EnqueueRequestsFromMapFunc(r.replicatorsOfNamespace)).
+		Watches(&flotillav1.ClusterOverride{}, handler.EnqueueRequestsFromMapFunc(r.replicatorsOfNamespace))
 	watched, err := watchedKinds(mgr.GetScheme())
 	if err != nil {
 		return err
@@ -114,4 +118,21 @@ func (r *Reconciler) replicatorOf(ctx context.Context, o client.Object) []reconc
 		}
 	}
 	return nil
+}
+
+// replicatorsOfNamespace are the Replicators whose replication namespace is the object's (every
+// Replicator for a cluster-scoped object).
+func (r *Reconciler) replicatorsOfNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var reps flotillav1.ReplicatorList
+	if err := r.Client.List(ctx, &reps); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing Replicators to apply an Override's change")
+		return nil
+	}
+	var out []reconcile.Request
+	for _, rep := range reps.Items {
+		if o.GetNamespace() == "" || rep.Spec.ReplicationNamespace == o.GetNamespace() {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKey{Name: rep.Name}})
+		}
+	}
+	return out
 }
