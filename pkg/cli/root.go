@@ -45,7 +45,7 @@ Replicator copies a namespace's resources to chosen clusters.`,
 	root.PersistentFlags().StringVar(&g.Kubeconfig, "kubeconfig", "", "path of the kubeconfig (default: $KUBECONFIG or ~/.kube/config)")
 	root.PersistentFlags().StringVar(&g.PrimaryContext, "primary-context", "", "kubeconfig context of the primary cluster (default: the current context)")
 	root.AddCommand(newVersionCommand(), newClusterCommand(&g), newDoctorCommand(doctorDeps{primary: g.primaryClient, contexts: g.userContexts}),
-		newUninstallCommand(&g), newRebalanceCommand(&g), newReplicateCommand(g.primaryClient), newTraceCommand(g.primaryClient))
+		newUninstallCommand(&g), newRebalanceCommand(&g), newReplicateCommand(g.primaryClient), newTraceCommand(g.primaryClient), newRenderCommand(g.primaryClient))
 	return root
 }
 
