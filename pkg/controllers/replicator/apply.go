@@ -72,6 +72,29 @@ func roleOf(primary bool) string {
 	return flotillav1.RoleSecondary
 }
 
+// desiredIn is what a Replicator applies in one cluster: what is known of it (its live selector
+// and HPA, what its Overrides see of it) and the objects. An Override rule that cannot apply is a
+// Warning Event too.
+func (r *Reconciler) desiredIn(ctx context.Context, in Inputs, cluster string, primary bool, live client.Reader) (Place, []*unstructured.Unstructured, error) {
+	place := Place{Cluster: cluster, Primary: primary}
+	if err := readLive(ctx, live, in.Replicator, &place); err != nil {
+		return place, nil, err
+	}
+	if !primary && len(in.Overrides) > 0 {
+		c, err := views.OverrideCluster(ctx, r.Client, cluster)
+		if err != nil {
+			return place, nil, err
+		}
+		place.Overrides = c
+	}
+	objs, err := Desired(in, place)
+	var failed *overrides.Failure
+	if errors.As(err, &failed) {
+		r.event(in.Replicator, corev1.EventTypeWarning, flotillav1.ReasonOverrideFailed, "Apply", "In %s, %v: nothing there changed", cluster, err)
+	}
+	return place, objs, err
+}
+
 // applyPlace ensures the namespace and applies every desired object in one cluster.
 func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, live client.Reader) (pr placeResult) {
 	rep := in.Replicator
@@ -83,24 +106,7 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 		pr.sync.Message, pr.problem = err.Error(), reason
 		return pr
 	}
-	place := Place{Cluster: cluster, Primary: primary}
-	if err := readLive(ctx, live, rep, &place); err != nil {
-		pr.sync.Message = err.Error()
-		return pr
-	}
-	if !primary && len(in.Overrides) > 0 {
-		c, err := views.OverrideCluster(ctx, r.Client, cluster)
-		if err != nil {
-			pr.sync.Message = err.Error()
-			return pr
-		}
-		place.Overrides = c
-	}
-	objs, err := Desired(in, place)
-	var failed *overrides.Failure
-	if errors.As(err, &failed) {
-		r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonOverrideFailed, "Apply", "In %s, %v: nothing there changed", cluster, err)
-	}
+	place, objs, err := r.desiredIn(ctx, in, cluster, primary, live)
 	if err != nil {
 		pr.sync.Message = err.Error()
 		return pr

@@ -73,6 +73,31 @@ type Inputs struct {
 	Overrides []overrides.Source
 }
 
+// overridden is what this cluster's Overrides change in the copies, before the marks (which no
+// rule may take away); the primary's are left alone. A rule that cannot apply fails the place:
+// nothing half-changed is applied there.
+func overridden(objs []*unstructured.Unstructured, in Inputs, at Place) ([]*unstructured.Unstructured, error) {
+	if at.Primary || len(in.Overrides) == 0 {
+		return objs, nil
+	}
+	for i, u := range objs {
+		changed, applied, err := overrides.Apply(u, overrides.ObjectSubject(u), at.Overrides, in.Overrides)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		if len(applied) > 0 {
+			ann := changed.GetAnnotations()
+			if ann == nil {
+				ann = map[string]string{}
+			}
+			ann[flotillav1.AnnotationOverrides] = overrides.Names(applied)
+			changed.SetAnnotations(ann)
+		}
+		objs[i] = changed
+	}
+	return objs, nil
+}
+
 // Desired lists the objects a Replicator applies in one place, in apply order. It is pure: the
 // caller reads the live selector and HPAs, and the TLS material.
 func Desired(in Inputs, at Place) ([]*unstructured.Unstructured, error) {
@@ -120,24 +145,9 @@ func Desired(in Inputs, at Place) ([]*unstructured.Unstructured, error) {
 		}
 		out = append(out, u)
 	}
-	if !at.Primary && len(in.Overrides) > 0 {
-		// What this cluster's Overrides change, before the marks (which no rule may take away). A
-		// rule that cannot apply fails the place: nothing half-changed is applied there.
-		for i, u := range out {
-			changed, applied, err := overrides.Apply(u, overrides.ObjectSubject(u), at.Overrides, in.Overrides)
-			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
-			}
-			if len(applied) > 0 {
-				ann := changed.GetAnnotations()
-				if ann == nil {
-					ann = map[string]string{}
-				}
-				ann[flotillav1.AnnotationOverrides] = overrides.Names(applied)
-				changed.SetAnnotations(ann)
-			}
-			out[i] = changed
-		}
+	out, err := overridden(out, in, at)
+	if err != nil {
+		return nil, err
 	}
 	for _, u := range out {
 		mark(u, in, at)
