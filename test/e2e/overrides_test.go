@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+)
+
+// Every cluster a little different: Overrides change, per cluster, the delegates of elected pods
+// and the copies of Replicators.
+var _ = Describe("per-cluster overrides", Ordered, func() {
+	const ns, copies = "overridden", "overridden-copies"
+	primary := func() client.Client { return clientOf(bed.Primary) }
+
+	BeforeAll(func(ctx SpecContext) {
+		joinBothSecondaries(ctx)
+		enabledNamespace(ctx, ns)
+	})
+
+	It("rewrites an elected pod's registry in one cluster only, shows it with render, and new pods use the original once the override goes", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		regional := &flotillav1.Override{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regional-registry"}, Spec: flotillav1.OverrideSpec{
+			Rules: []flotillav1.OverrideRule{{Name: "mirror", Targets: []flotillav1.OverrideTarget{{Kind: "Pod",
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
+				Clusters: flotillav1.OverrideClusters{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{flotillav1.LabelCluster: s2.Name}}},
+				Image:    &flotillav1.ImageOverride{Registry: "mirror.example.com"}}}}}
+		Expect(primary().Create(ctx, regional)).To(Succeed())
+		elected := func(name, cluster string) {
+			_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "web"},
+				Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: cluster}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10"}}}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		imageIn := func(g Gomega, name string, inS2 bool) (string, string) {
+			c := s1
+			if inS2 {
+				c = s2
+			}
+			d, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			return d.Spec.Containers[0].Image, d.Annotations[flotillav1.AnnotationOverrides]
+		}
+		elected("web-a", s1.Name)
+		elected("web-b", s2.Name)
+		Eventually(func(g Gomega) {
+			img, rules := imageIn(g, "web-a", false)
+			g.Expect(img).To(Equal("registry.k8s.io/pause:3.10"))
+			g.Expect(rules).To(BeEmpty())
+			img, rules = imageIn(g, "web-b", true)
+			g.Expect(img).To(Equal("mirror.example.com/pause:3.10"))
+			g.Expect(rules).To(Equal("Override " + ns + "/regional-registry rule mirror"))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		// The proxy keeps its own image: the override is the cluster's, not a change to carry back.
+		Consistently(func(g Gomega) {
+			img, _ := imageIn(g, "web-b", true)
+			g.Expect(img).To(Equal("mirror.example.com/pause:3.10"))
+		}).WithContext(ctx).WithTimeout(5 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("render shows both")
+		out, err := flotillactl(ctx, "render", "pod", ns+"/web-b", "--cluster", s2.Name)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(And(ContainSubstring("Override "+ns+"/regional-registry rule mirror"), ContainSubstring("image: mirror.example.com/pause:3.10")))
+		out, err = flotillactl(ctx, "render", "pod", ns+"/web-b", "--cluster", s1.Name)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(And(ContainSubstring("no Override rule applies"), ContainSubstring("image: registry.k8s.io/pause:3.10")))
+
+		By("the override removed: a new pod there runs the original")
+		Expect(primary().Delete(ctx, regional)).To(Succeed())
+		elected("web-c", s2.Name)
+		Eventually(func(g Gomega) {
+			img, rules := imageIn(g, "web-c", true)
+			g.Expect(img).To(Equal("registry.k8s.io/pause:3.10"))
+			g.Expect(rules).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+	})
+
+	It("gives a replicated Deployment its replicas and env per cluster, repairs drift back to the overridden values, and leaves a copy untouched when a rule cannot apply", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		rep := &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: "overridden"}, Spec: flotillav1.ReplicatorSpec{
+			ReplicationNamespace: copies, TargetCluster: []string{s1.Name, s2.Name},
+			DeploymentName: "web", DeploymentSpec: &flotillav1.ReplicatedDeploymentSpec{Replicas: ptr.To[int32](2), Template: corev1.PodTemplateSpec{
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10"}}}}},
+			ConfigMapName: "settings", ConfigMapData: map[string]string{"mode": "plain"},
+		}}
+		Expect(primary().Create(ctx, rep)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { _ = primary().Delete(ctx, rep) })
+		per := func(cluster, region string, replicas int32) flotillav1.OverrideRule {
+			return flotillav1.OverrideRule{Name: cluster, Targets: []flotillav1.OverrideTarget{{Kind: "Deployment", Names: []string{"web"}}},
+				Clusters: flotillav1.OverrideClusters{Names: []string{cluster}}, Replicas: ptr.To(replicas),
+				Env: []flotillav1.EnvOverride{{Op: "Replace", Name: "REGION", Value: region}}}
+		}
+		sizes := &flotillav1.Override{ObjectMeta: metav1.ObjectMeta{Namespace: copies, Name: "sizes"}, Spec: flotillav1.OverrideSpec{
+			Rules: []flotillav1.OverrideRule{per(s1.Name, "big", 3), per(s2.Name, "edge", 1)}}}
+		// The namespace is the Replicator's to create: the Override follows it there.
+		Eventually(func() error { return primary().Create(ctx, sizes) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+		copyOf := func(g Gomega, c client.Client) (int32, string) {
+			var d appsv1.Deployment
+			g.Expect(c.Get(ctx, client.ObjectKey{Namespace: copies, Name: "web"}, &d)).To(Succeed())
+			env := ""
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				if e.Name == "REGION" {
+					env = e.Value
+				}
+			}
+			return ptr.Deref(d.Spec.Replicas, 0), env
+		}
+		Eventually(func(g Gomega) {
+			n, env := copyOf(g, clientOf(s1))
+			g.Expect(n).To(Equal(int32(3)))
+			g.Expect(env).To(Equal("big"))
+			n, env = copyOf(g, clientOf(s2))
+			g.Expect(n).To(Equal(int32(1)))
+			g.Expect(env).To(Equal("edge"))
+			n, env = copyOf(g, primary())
+			g.Expect(n).To(Equal(int32(2)), "the primary's is the Replicator's own")
+			g.Expect(env).To(BeEmpty())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("drift in secondary2 is repaired back to the overridden value")
+		Expect(clientOf(s2).Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: copies, Name: "web"}},
+			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":5}}`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			n, _ := copyOf(g, clientOf(s2))
+			g.Expect(n).To(Equal(int32(1)))
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("a JSON patch whose path does not exist: the Replicator says so, secondary1's copies untouched")
+		Expect(primary().Create(ctx, &flotillav1.Override{ObjectMeta: metav1.ObjectMeta{Namespace: copies, Name: "broken"}, Spec: flotillav1.OverrideSpec{
+			Rules: []flotillav1.OverrideRule{{Name: "no-such-path", Targets: []flotillav1.OverrideTarget{{Kind: "ConfigMap"}},
+				Clusters:  flotillav1.OverrideClusters{Names: []string{s1.Name}},
+				JSONPatch: []flotillav1.JSONPatchOperation{{Op: "replace", Path: "/data/nothing", Value: &apiextensionsv1.JSON{Raw: []byte(`"x"`)}}}}}}})).To(Succeed())
+		Expect(primary().Patch(ctx, &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: rep.Name}},
+			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"configMapData":{"mode":"changed"}}}`)))).To(Succeed())
+		Eventually(func(g Gomega) {
+			st, err := replicatorStatus(ctx, rep.Name)
+			g.Expect(err).NotTo(HaveOccurred())
+			var msg string
+			for _, c := range st.Status.Clusters {
+				if c.Name == s1.Name {
+					msg = c.Message
+				}
+			}
+			g.Expect(msg).To(ContainSubstring("Override " + copies + "/broken rule no-such-path cannot apply"))
+			var cm corev1.ConfigMap
+			g.Expect(clientOf(s2).Get(ctx, client.ObjectKey{Namespace: copies, Name: "settings"}, &cm)).To(Succeed())
+			g.Expect(cm.Data).To(HaveKeyWithValue("mode", "changed"), "secondary2 has no broken rule")
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		var cm corev1.ConfigMap
+		Expect(clientOf(s1).Get(ctx, client.ObjectKey{Namespace: copies, Name: "settings"}, &cm)).To(Succeed())
+		Expect(cm.Data).To(HaveKeyWithValue("mode", "plain"), "nothing half-changed in secondary1")
+		events, err := bed.Primary.Clientset.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + rep.Name})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(events.Items).To(ContainElement(HaveField("Reason", flotillav1.ReasonOverrideFailed)))
+	})
+})
