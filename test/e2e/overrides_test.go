@@ -40,6 +40,9 @@ var _ = Describe("per-cluster overrides", Ordered, func() {
 				Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: cluster}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10"}}}}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) {
+				_ = bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
+			})
 		}
 		imageIn := func(g Gomega, name string, inS2 bool) (string, string) {
 			c := s1
