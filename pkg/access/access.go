@@ -424,9 +424,14 @@ var allowanceLabelExpression = `request.resource.group != '' || request.resource
 // pods) only in a namespace the lender has labelled flotilla.dev/allowance=<primary>, its quota
 // in force, while the primary's PrimaryAllowance (the binding's parameter) exists: without it, a
 // namespace the primary just created would hold pods no quota counts yet. Only the primary's own
-// managed namespaces are matched, so a broken parameter fails closed for them alone.
+// managed namespaces are matched.
+//
+// It fails open: an API server that has just started cannot resolve the parameter's kind for a
+// moment ("failed to configure policy"), and failing closed then refused every delegate of every
+// primary as invalid. The quotas hold the cap wherever the lender put them; only a namespace the
+// primary creates in that moment may hold pods before its quota does.
 func allowancePolicy(n Names, meta metav1.ObjectMeta) *admissionregistrationv1.ValidatingAdmissionPolicy {
-	failClosed := admissionregistrationv1.Fail
+	failOpen := admissionregistrationv1.Ignore
 	id := celString(n.PrimaryID)
 	rule := func(group string, resources ...string) admissionregistrationv1.NamedRuleWithOperations {
 		return admissionregistrationv1.NamedRuleWithOperations{RuleWithOperations: admissionregistrationv1.RuleWithOperations{
@@ -435,7 +440,7 @@ func allowancePolicy(n Names, meta metav1.ObjectMeta) *admissionregistrationv1.V
 	}
 	return &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: meta,
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			FailurePolicy: &failClosed,
+			FailurePolicy: &failOpen,
 			ParamKind:     &admissionregistrationv1.ParamKind{APIVersion: flotillav1.GroupVersion.String(), Kind: "PrimaryAllowance"},
 			MatchConstraints: &admissionregistrationv1.MatchResources{
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{flotillav1.LabelManagedBy: n.PrimaryID}},

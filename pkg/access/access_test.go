@@ -112,6 +112,11 @@ func TestTheAllowancePolicyAdmitsAllWithoutItsParameterAndMatchesThePrimarysName
 		binding.Spec.ParamRef.ParameterNotFoundAction == nil || *binding.Spec.ParamRef.ParameterNotFoundAction != admissionregistrationv1.AllowAction {
 		t.Errorf("binding's parameter %+v: want the PrimaryAllowance %s, admitting when it is missing", binding.Spec.ParamRef, n.PrimaryID)
 	}
+	// Fail open: an API server just started cannot resolve the parameter's kind for a moment, and a
+	// closed policy then refused every delegate as invalid (seen in the e2e suite after a restart).
+	if *policy.Spec.FailurePolicy != admissionregistrationv1.Ignore {
+		t.Errorf("the allowance policy fails %s, want Ignore", *policy.Spec.FailurePolicy)
+	}
 	if sel := policy.Spec.MatchConstraints.NamespaceSelector; sel == nil || sel.MatchLabels[flotillav1.LabelManagedBy] != n.PrimaryID {
 		t.Errorf("the policy matches namespaces %+v: want only the primary's", sel)
 	}

@@ -84,6 +84,8 @@ var _ = Describe("a secondary that lends part of itself", Ordered, Serial, Label
 				var nss corev1.NamespaceList
 				g.Expect(admin.List(ctx, &nss, client.HasLabels{flotillav1.LabelAllowance})).To(Succeed())
 				g.Expect(nss.Items).To(BeEmpty(), "and its label from the namespaces")
+				err := admin.Get(ctx, client.ObjectKey{Name: id}, &flotillav1.PrimaryAllowance{})
+				g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "and its finalizer: %v", err)
 			}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 		})
 		enabledNamespace(ctx, ns)
