@@ -62,7 +62,7 @@ func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConf
 			ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
 				Key: flotillav1.LabelPrimary, Operator: metav1.LabelSelectorOpDoesNotExist}}},
 			MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "elected", Expression: elect}},
-		}, daemonSetWebhook(o), replicatorWebhook(o)},
+		}, daemonSetWebhook(o), replicatorWebhook(o), overrideWebhook(o)},
 	}
 }
 
@@ -117,6 +117,17 @@ func replicatorWebhook(o ConfigOptions) admissionregistrationv1.MutatingWebhook 
 		MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "spec-changed",
 			Expression: "request.operation == 'CREATE' || object.spec != oldObject.spec"}},
 	}
+}
+
+// overrideWebhook sends Overrides created, or updated with a changed spec, to the check of their
+// author's rights and of the fence (OverrideHandler). Fail closed, as the Replicators': without
+// it an Override would change what goes to secondaries with the manager's rights.
+func overrideWebhook(o ConfigOptions) admissionregistrationv1.MutatingWebhook {
+	w := replicatorWebhook(o)
+	w.Name = "overrides.flotilla.dev"
+	w.ClientConfig = o.clientConfig(OverridePath)
+	w.Rules[0].Resources = []string{"overrides"}
+	return w
 }
 
 // clientConfig is how the API server reaches the webhook served at path.

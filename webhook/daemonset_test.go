@@ -53,8 +53,8 @@ func TestExcludeVirtualNodesKeepsDaemonSetPodsOffVirtualNodesOnly(t *testing.T) 
 
 func TestConfigurationSendsOnlyChangedDaemonSetTemplatesAndIgnoresOutages(t *testing.T) {
 	cfg := Configuration(ConfigOptions{URL: "https://127.0.0.1:9443"})
-	if len(cfg.Webhooks) != 3 {
-		t.Fatalf("webhooks = %d, want 3 (pods, DaemonSets, Replicators)", len(cfg.Webhooks))
+	if len(cfg.Webhooks) != 4 {
+		t.Fatalf("webhooks = %d, want 4 (pods, DaemonSets, Replicators, Overrides)", len(cfg.Webhooks))
 	}
 	ds := cfg.Webhooks[1]
 	if *ds.FailurePolicy != "Ignore" || *ds.ClientConfig.URL != "https://127.0.0.1:9443"+DaemonSetPath {

@@ -242,6 +242,12 @@ func (h *ReplicatorHandler) deniedTargets(ctx context.Context, rep *flotillav1.R
 
 // DenialMessage names the user and the first missing rights.
 func DenialMessage(replicator, user string, missing []Right) string {
+	return fmt.Sprintf("Replicator %s: user %q may not %s; a Replicator writes only what its author may write (the manager's rights are not lent)",
+		replicator, user, namedRights(missing))
+}
+
+// namedRights names the first mostNamed rights, and how many more.
+func namedRights(missing []Right) string {
 	names := make([]string, 0, mostNamed)
 	for i, r := range missing {
 		if i == mostNamed {
@@ -253,8 +259,7 @@ func DenialMessage(replicator, user string, missing []Right) string {
 	if len(missing) > mostNamed {
 		more = fmt.Sprintf(" (and %d more)", len(missing)-mostNamed)
 	}
-	return fmt.Sprintf("Replicator %s: user %q may not %s%s; a Replicator writes only what its author may write (the manager's rights are not lent)",
-		replicator, user, strings.Join(names, "; nor "), more)
+	return strings.Join(names, "; nor ") + more
 }
 
 func (h *ReplicatorHandler) namespaceExists(ctx context.Context, name string) (bool, error) {
@@ -271,6 +276,12 @@ func (h *ReplicatorHandler) namespaceExists(ctx context.Context, name string) (b
 
 // missing asks the API server, for each right, whether the user holds it.
 func (h *ReplicatorHandler) missing(ctx context.Context, user authenticationv1.UserInfo, rights []Right) ([]Right, error) {
+	return missingRights(ctx, h.Reviews, user, rights)
+}
+
+// missingRights asks the API server, for each right, whether the user holds it (one
+// SubjectAccessReview each, as that user, with their groups, UID and extra).
+func missingRights(ctx context.Context, reviews client.Writer, user authenticationv1.UserInfo, rights []Right) ([]Right, error) {
 	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
 	for k, v := range user.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
@@ -282,7 +293,7 @@ func (h *ReplicatorHandler) missing(ctx context.Context, user authenticationv1.U
 			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: r.Namespace, Verb: r.Verb, Group: r.Group,
 				Resource: r.Resource, Name: r.Name},
 		}}
-		if err := h.Reviews.Create(ctx, sar); err != nil {
+		if err := reviews.Create(ctx, sar); err != nil {
 			return nil, fmt.Errorf("asking whether %s may %s: %w", user.Username, r, err)
 		}
 		if !sar.Status.Allowed {

@@ -127,7 +127,10 @@ func Apply(obj *unstructured.Unstructured, subject Subject, cluster Cluster, sou
 			}
 			match, err := matches(rule, subject, cluster)
 			if err == nil && match {
-				err = applyRule(out, rule)
+				before := out.DeepCopy()
+				if err = applyRule(out, rule); err == nil {
+					err = marksKept(before, out)
+				}
 			}
 			if err != nil {
 				return obj, nil, &Failure{Source: src.String(), Rule: name, Err: err}

@@ -180,6 +180,9 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, gat
 	// SubjectAccessReview per right); the namespace is read live, a cached miss would ask too much.
 	server.Register(webhook.ReplicatorPath, callers(&admission.Webhook{Handler: &webhook.ReplicatorHandler{
 		Decoder: decoder, Reviews: direct, Namespaces: mgr.GetAPIReader(), Clusters: gatherer.Registry, Tenancy: gatherer}}))
+	// An Override is admitted only when its author may write what it changes, and it adds nothing
+	// the fence keeps out of secondaries.
+	server.Register(webhook.OverridePath, callers(&admission.Webhook{Handler: &webhook.OverrideHandler{Decoder: decoder, Reviews: direct}}))
 	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
 		return nil, fmt.Errorf("adding the webhook readiness check: %w", err)
 	}

@@ -7,9 +7,11 @@ import (
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -164,5 +166,36 @@ var _ = Describe("per-cluster overrides", Ordered, func() {
 		events, err := bed.Primary.Clientset.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + rep.Name})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(events.Items).To(ContainElement(HaveField("Reason", flotillav1.ReasonOverrideFailed)))
+	})
+})
+
+var _ = Describe("per-cluster overrides, written by a tenant", func() {
+	It("refuses a tenant's Override that adds a hostPath volume, naming the fence, and one changing a kind its author may not write, naming the right", func(ctx SpecContext) {
+		const ns = "overrides-tenant"
+		enabledNamespace(ctx, ns)
+		admin := clientOf(bed.Primary)
+		// The tenant may write pods and Overrides there, not Deployments.
+		Expect(admin.Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pods-and-overrides"}, Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"create", "update"}},
+			{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"overrides"}, Verbs: []string{"create", "update", "get"}}}})).To(Succeed())
+		Expect(admin.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "tenant"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pods-and-overrides"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "tenant"}}})).To(Succeed())
+		cfg := rest.CopyConfig(bed.Primary.RESTConfig)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "tenant", Groups: []string{"system:authenticated"}}
+		tenant, err := client.New(cfg, client.Options{Scheme: e2eScheme})
+		Expect(err).NotTo(HaveOccurred())
+		override := func(name string, rule flotillav1.OverrideRule) *flotillav1.Override {
+			return &flotillav1.Override{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: flotillav1.OverrideSpec{Rules: []flotillav1.OverrideRule{rule}}}
+		}
+		rootfs := override("rootfs", flotillav1.OverrideRule{Name: "mount-root", Targets: []flotillav1.OverrideTarget{{Kind: "Pod"}},
+			JSONPatch: []flotillav1.JSONPatchOperation{{Op: "add", Path: "/spec/volumes/-",
+				Value: &apiextensionsv1.JSON{Raw: []byte(`{"name":"root","hostPath":{"path":"/"}}`)}}}})
+		Expect(tenant.Create(ctx, rootfs)).To(MatchError(And(ContainSubstring("rule mount-root"), ContainSubstring("writes hostPath, which the fence of every secondary keeps out"))))
+		sizes := override("sizes", flotillav1.OverrideRule{Name: "small", Targets: []flotillav1.OverrideTarget{{Kind: "Deployment"}}, Replicas: ptr.To[int32](1)})
+		Expect(tenant.Create(ctx, sizes)).To(MatchError(ContainSubstring(`user "tenant" may not create deployments.apps in namespace ` + ns)))
+		env := override("env", flotillav1.OverrideRule{Name: "region", Targets: []flotillav1.OverrideTarget{{Kind: "Pod"}},
+			Env: []flotillav1.EnvOverride{{Op: "Replace", Name: "REGION", Value: "eu"}}})
+		Expect(tenant.Create(ctx, env)).To(Succeed(), "what the tenant may write")
 	})
 })
