@@ -87,6 +87,8 @@ func ObjectSubject(u *unstructured.Unstructured) Subject {
 type Applied struct {
 	Source string
 	Rule   string
+	// Kind, Namespace and Name are the Override or ClusterOverride of the rule.
+	Kind, Namespace, Name string
 }
 
 func (a Applied) String() string { return a.Source + " rule " + a.Rule }
@@ -104,7 +106,9 @@ func Names(applied []Applied) string {
 // Failure is a rule that could not apply: the object is left as it was.
 type Failure struct {
 	Source, Rule string
-	Err          error
+	// Kind, Namespace and Name are the Override or ClusterOverride of the rule.
+	Kind, Namespace, Name string
+	Err                   error
 }
 
 func (f *Failure) Error() string {
@@ -133,10 +137,10 @@ func Apply(obj *unstructured.Unstructured, subject Subject, cluster Cluster, sou
 				}
 			}
 			if err != nil {
-				return obj, nil, &Failure{Source: src.String(), Rule: name, Err: err}
+				return obj, nil, &Failure{Source: src.String(), Rule: name, Kind: src.Kind, Namespace: src.Namespace, Name: src.Name, Err: err}
 			}
 			if match {
-				applied = append(applied, Applied{Source: src.String(), Rule: name})
+				applied = append(applied, Applied{Source: src.String(), Rule: name, Kind: src.Kind, Namespace: src.Namespace, Name: src.Name})
 			}
 		}
 	}
@@ -157,7 +161,9 @@ func ApplyPod(delegate *corev1.Pod, subject Subject, cluster Cluster, sources []
 	}
 	var out corev1.Pod
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(changed.Object, &out); err != nil {
-		return nil, nil, &Failure{Source: applied[len(applied)-1].Source, Rule: applied[len(applied)-1].Rule, Err: fmt.Errorf("the result is not a pod: %w", err)}
+		last := applied[len(applied)-1]
+		return nil, nil, &Failure{Source: last.Source, Rule: last.Rule, Kind: last.Kind, Namespace: last.Namespace, Name: last.Name,
+			Err: fmt.Errorf("the result is not a pod: %w", err)}
 	}
 	return &out, applied, nil
 }

@@ -5,6 +5,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/controllers/inventory"
+	"github.com/flotilla-dev/flotilla/pkg/controllers/override"
 	"github.com/flotilla-dev/flotilla/pkg/mcs"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -115,13 +116,20 @@ func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clus
 		SetupWithManager(ctx, mgr, clusterDetectorOptions()); err != nil {
 		return fmt.Errorf("setting up the ClusterDetector controller: %w", err)
 	}
+	overridesServed, err := served(mgr, "Override")
+	if err != nil {
+		return err
+	}
 	if err := (&replicator.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry,
-		Tenancy: newGatherer(mgr, registry, opts), Recorder: recorder, Tracer: tp.Tracer(),
+		Tenancy: newGatherer(mgr, registry, opts), Recorder: recorder, Tracer: tp.Tracer(), WatchOverrides: overridesServed,
 		Timeout: opts.Replicator.Timeout, Resync: opts.Replicator.Resync, Retry: opts.Replicator.Retry}).
 		SetupWithManager(ctx, mgr, replicatorOptions()); err != nil {
 		return fmt.Errorf("setting up the Replicator controller: %w", err)
 	}
 	if err := addClusterSets(ctx, mgr, registry, opts); err != nil {
+		return err
+	}
+	if err := addOverrides(ctx, mgr, overridesServed); err != nil {
 		return err
 	}
 	// Whether each Replicator is synced, computed from the cache at each scrape (on the leader).
@@ -171,6 +179,21 @@ func addClusterSets(ctx context.Context, mgr ctrl.Manager, registry *clusters.Re
 	if err := (&clusterset.Reconciler{Client: mgr.GetClient(), Views: newGatherer(mgr, registry, opts)}).
 		SetupWithManager(ctx, mgr, registry, clusterSetOptions()); err != nil {
 		return fmt.Errorf("setting up the ClusterSet controller: %w", err)
+	}
+	return nil
+}
+
+// addOverrides adds the Overrides' and ClusterOverrides' status writers, where the primary serves
+// them.
+func addOverrides(ctx context.Context, mgr ctrl.Manager, served bool) error {
+	if !served {
+		return nil
+	}
+	for _, cluster := range []bool{false, true} {
+		if err := (&override.Reconciler{Client: mgr.GetClient(), Cluster: cluster}).
+			SetupWithManager(ctx, mgr, overrideOptions()); err != nil {
+			return fmt.Errorf("setting up the override status controller: %w", err)
+		}
 	}
 	return nil
 }

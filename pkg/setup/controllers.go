@@ -26,6 +26,9 @@ func fleetQuotaOptions() controller.Options { return controller.Options{} }
 // clusterSetOptions: one worker writes the ClusterSets' status (a few sets, each cheap).
 func clusterSetOptions() controller.Options { return controller.Options{} }
 
+// overrideOptions: one worker; an Override's status changes only with its spec.
+func overrideOptions() controller.Options { return controller.Options{MaxConcurrentReconciles: 1} }
+
 // clusterDetectorOptions: one worker writes the ClusterDetectors' status.
 func clusterDetectorOptions() controller.Options { return controller.Options{} }
 

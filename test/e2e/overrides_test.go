@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -166,6 +167,14 @@ var _ = Describe("per-cluster overrides", Ordered, func() {
 		events, err := bed.Primary.Clientset.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + rep.Name})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(events.Items).To(ContainElement(HaveField("Reason", flotillav1.ReasonOverrideFailed)))
+		Eventually(func(g Gomega) {
+			var broken flotillav1.Override
+			g.Expect(primary().Get(ctx, client.ObjectKey{Namespace: copies, Name: "broken"}, &broken)).To(Succeed())
+			c := meta.FindStatusCondition(broken.Status.Conditions, flotillav1.ConditionApplied)
+			g.Expect(c).NotTo(BeNil())
+			g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(c.Message).To(ContainSubstring("Rule no-such-path cannot apply to Replicator overridden for cluster " + s1.Name))
+		}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(time.Second).Should(Succeed(), "the override says so too")
 	})
 })
 

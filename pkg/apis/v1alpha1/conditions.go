@@ -236,6 +236,15 @@ const (
 	ReasonWaveApplied = "WaveApplied"
 )
 
+// An Override or ClusterOverride: its condition and reasons (ReasonOverrideFailed too).
+const (
+	// ConditionApplied says whether the rules apply to what they match: False, with the rule,
+	// object and cluster, once one could not at this generation.
+	ConditionApplied = "Applied"
+	// ReasonRulesValid: no object has failed the rules at this generation.
+	ReasonRulesValid = "RulesValid"
+)
+
 // A PrimaryAllowance in a secondary: its condition and reasons.
 const (
 	// ConditionEnforced says, on a PrimaryAllowance, whether every namespace of its primary holds

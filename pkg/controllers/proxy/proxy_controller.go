@@ -462,6 +462,9 @@ func (r *Reconciler) createDelegate(ctx context.Context, proxy *corev1.Pod, sec 
 		msg := fmt.Sprintf("For cluster %s, %v: fix or remove the rule (the delegate is created then)", sec.Name, failed)
 		if proxy.Status.Message != msg {
 			r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonOverrideFailed, "Create", "%s", msg)
+			if err := views.RecordOverrideFailure(ctx, r.Client, failed, "pod "+proxy.Namespace+"/"+proxy.Name, sec.Name); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Cannot say on the override that a rule cannot apply")
+			}
 		}
 		return r.pending(proxy, flotillav1.ReasonOverrideFailed, msg)
 	case err != nil:

@@ -21,6 +21,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -91,6 +92,9 @@ func (r *Reconciler) desiredIn(ctx context.Context, in Inputs, cluster string, p
 	var failed *overrides.Failure
 	if errors.As(err, &failed) {
 		r.event(in.Replicator, corev1.EventTypeWarning, flotillav1.ReasonOverrideFailed, "Apply", "In %s, %v: nothing there changed", cluster, err)
+		if rerr := views.RecordOverrideFailure(ctx, r.Client, failed, "Replicator "+in.Replicator.Name, cluster); rerr != nil {
+			ctrl.LoggerFrom(ctx).Error(rerr, "Cannot say on the override that a rule cannot apply")
+		}
 	}
 	return place, objs, err
 }

@@ -55,6 +55,9 @@ type Tenancy interface {
 type Reconciler struct {
 	// Client writes to the primary and reads Replicators and proxies from the cache.
 	Client client.Client
+	// WatchOverrides applies the Replicators of a namespace again when an Override there (or any
+	// ClusterOverride) changes: where the primary serves those kinds.
+	WatchOverrides bool
 	// Live reads the primary without a cache (Deployments not yet Flotilla's, HPAs, the CA Secret).
 	Live     client.Reader
 	Registry Registry

@@ -32,8 +32,10 @@ func (r *Reconciler) SetupWithManager(_ context.Context, mgr ctrl.Manager, optio
 			predicate.AnnotationChangedPredicate{}, deletionPredicate())))
 	// A changed Override reaches the copies at once: the Replicators of its namespace (every
 	// Replicator, for a ClusterOverride) apply again.
-	b = b.Watches(&flotillav1.Override{}, handler.EnqueueRequestsFromMapFunc(r.replicatorsOfNamespace)).
-		Watches(&flotillav1.ClusterOverride{}, handler.EnqueueRequestsFromMapFunc(r.replicatorsOfNamespace))
+	if r.WatchOverrides {
+		b = b.Watches(&flotillav1.Override{}, handler.EnqueueRequestsFromMapFunc(r.replicatorsOfNamespace)).
+			Watches(&flotillav1.ClusterOverride{}, handler.EnqueueRequestsFromMapFunc(r.replicatorsOfNamespace))
+	}
 	watched, err := watchedKinds(mgr.GetScheme())
 	if err != nil {
 		return err
