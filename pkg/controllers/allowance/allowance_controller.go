@@ -3,6 +3,8 @@ package allowance
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -218,7 +220,7 @@ func (r *Reconciler) setStatus(a *flotillav1.PrimaryAllowance, hard corev1.Resou
 	a.Status.Used = used
 	var summary []string
 	var over []string
-	for _, name := range sortedNames(hard) {
+	for _, name := range slices.Sorted(maps.Keys(hard)) {
 		u, h := used[name], hard[name]
 		summary = append(summary, fmt.Sprintf("%s %s/%s", name, u.String(), h.String()))
 		if u.Cmp(h) > 0 {
@@ -241,15 +243,6 @@ func (r *Reconciler) setStatus(a *flotillav1.PrimaryAllowance, hard corev1.Resou
 		cond.Message = "Quota not yet written or counted in: " + strings.Join(pending, ", ")
 	}
 	meta.SetStatusCondition(&a.Status.Conditions, cond)
-}
-
-func sortedNames(l corev1.ResourceList) []corev1.ResourceName {
-	out := make([]corev1.ResourceName, 0, len(l))
-	for name := range l {
-		out = append(out, name)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // sameList compares two lists by value (1000m equals 1).

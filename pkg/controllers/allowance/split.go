@@ -1,6 +1,7 @@
 package allowance
 
 import (
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -52,11 +53,7 @@ func Split(hard corev1.ResourceList, parts []Part) []corev1.ResourceList {
 	for i := range parts {
 		out[i] = corev1.ResourceList{}
 	}
-	names := make([]corev1.ResourceName, 0, len(hard))
-	for name := range hard {
-		names = append(names, name)
-	}
-	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	names := slices.Sorted(maps.Keys(hard))
 	order := make([]int, len(parts))
 	for i := range order {
 		order[i] = i
