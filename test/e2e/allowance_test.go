@@ -96,14 +96,31 @@ var _ = Describe("a secondary that lends part of itself", Ordered, Serial, Label
 		out, err := flotillactl(ctx, "cluster", "join", "--context", s1.Name, "--token-duration", "10m", "--allow", "pods=1000")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("lends this primary at most pods=1k"))
+		// What the primary uses there must hold still: an earlier spec's pods may still be going
+		// (a 200-pod rollout's), and a cap of "what it uses + 3" measured then lends more later.
+		// Held still: nothing terminating in its namespaces, and the quotas count what runs.
 		var used int64
 		Eventually(func(g Gomega) {
 			a := allowance(ctx, g, id)
 			c := meta.FindStatusCondition(a.Status.Conditions, flotillav1.ConditionEnforced)
 			g.Expect(c).NotTo(BeNil())
 			g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
-			used = usedPods(a)
-		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+			var nss corev1.NamespaceList
+			g.Expect(admin.List(ctx, &nss, client.MatchingLabels{flotillav1.LabelManagedBy: id})).To(Succeed())
+			var live int64
+			for _, n := range nss.Items {
+				pods, err := s1.Clientset.CoreV1().Pods(n.Name).List(ctx, metav1.ListOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				for _, p := range pods.Items {
+					g.Expect(p.DeletionTimestamp).To(BeNil(), "pod %s/%s is still going", p.Namespace, p.Name)
+					if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+						live++
+					}
+				}
+			}
+			g.Expect(usedPods(a)).To(Equal(live), "the quotas count what runs")
+			used = live
+		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(time.Second).Should(Succeed())
 		GinkgoWriter.Printf("pods the primary uses in %s: %d\n", s1.Name, used)
 
 		By("the admin lends 3 pods more than it uses: the virtual node's allocatable says so")
