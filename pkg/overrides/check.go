@@ -14,23 +14,15 @@ import (
 )
 
 // TargetKinds are the kinds a rule may target, with the resource an Override's author must be
-// allowed to write to change them: what Flotilla sends to secondaries.
-var TargetKinds = map[string]schema.GroupResource{
-	"Pod":                     {Resource: "pods"},
-	"ConfigMap":               {Resource: "configmaps"},
-	"Service":                 {Resource: "services"},
-	"ServiceAccount":          {Resource: "serviceaccounts"},
-	"Deployment":              {Group: "apps", Resource: "deployments"},
-	"StatefulSet":             {Group: "apps", Resource: "statefulsets"},
-	"ReplicaSet":              {Group: "apps", Resource: "replicasets"},
-	"DaemonSet":               {Group: "apps", Resource: "daemonsets"},
-	"Job":                     {Group: "batch", Resource: "jobs"},
-	"CronJob":                 {Group: "batch", Resource: "cronjobs"},
-	"Ingress":                 {Group: "networking.k8s.io", Resource: "ingresses"},
-	"NetworkPolicy":           {Group: "networking.k8s.io", Resource: "networkpolicies"},
-	"HorizontalPodAutoscaler": {Group: "autoscaling", Resource: "horizontalpodautoscalers"},
-	"PodDisruptionBudget":     {Group: "policy", Resource: "poddisruptionbudgets"},
-}
+// allowed to write to change them: what Flotilla sends to secondaries, an elected pod's delegate
+// and the kinds a Replicator writes (flotillav1.ReplicatedKinds, the one table of them).
+var TargetKinds = func() map[string]schema.GroupResource {
+	out := map[string]schema.GroupResource{"Pod": {Resource: "pods"}}
+	for _, k := range flotillav1.ReplicatedKinds {
+		out[k.Kind] = schema.GroupResource{Group: k.Group, Resource: k.Resource}
+	}
+	return out
+}()
 
 // fenced are the fields no tenant's Override may write into what goes to a secondary, whatever
 // the namespace's Pod Security level: each would take the pod out of its namespace's confinement

@@ -29,7 +29,7 @@ func TestRefusals(t *testing.T) {
 		"another namespace":           {patch("/metadata/namespace", `"kube-system"`), "writes namespace"},
 		"a mark by patch":             {patch("/metadata/labels/flotilla.dev~1primary", `"x"`), "flotilla.dev/ mark"},
 		"a mark by label":             {flotillav1.OverrideRule{Name: "l", Targets: []flotillav1.OverrideTarget{{Kind: "Pod"}}, Labels: map[string]string{flotillav1.LabelPrimary: ""}}, "Flotilla's own mark"},
-		"a kind Flotilla never sends": {flotillav1.OverrideRule{Name: "k", Targets: []flotillav1.OverrideTarget{{Kind: "Secret"}}, Replicas: ptr.To[int32](1)}, "kind Secret is not one"},
+		"a kind Flotilla never sends": {flotillav1.OverrideRule{Name: "k", Targets: []flotillav1.OverrideTarget{{Kind: "Node"}}, Replicas: ptr.To[int32](1)}, "kind Node is not one"},
 		"an env value is fine":        {flotillav1.OverrideRule{Name: "e", Targets: []flotillav1.OverrideTarget{{Kind: "Pod"}}, Env: []flotillav1.EnvOverride{{Op: "Add", Name: "HOST", Value: "hostPath"}}}, ""},
 		"a harmless patch":            {patch("/spec/priorityClassName", `"batch"`), ""},
 	} {

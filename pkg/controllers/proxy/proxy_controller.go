@@ -236,6 +236,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 // updateImages carries a changed container image of the proxy (`kubectl set image` on a bare
 // pod: the one change Kubernetes allows to a running pod's containers) to its delegate.
 func (r *Reconciler) updateImages(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) error {
+	updates := translate.ImageUpdates(proxy, delegate)
+	if len(updates) == 0 {
+		return nil // the common pass: no Override read
+	}
 	// The images the proxy's containers have as this cluster's Overrides rewrite them: an
 	// override's registry is not a change to carry back.
 	want, err := r.overridden(ctx, proxy, proxy, sec.Name)
@@ -244,7 +248,7 @@ func (r *Reconciler) updateImages(ctx context.Context, sec clusters.Secondary, p
 		// delegate keeps its own rather than lose an override's.
 		return nil //nolint:nilerr // said when a delegate is created; nothing to carry now
 	}
-	updates := translate.ImageUpdates(want, delegate)
+	updates = translate.ImageUpdates(want, delegate)
 	return r.changeDelegate(ctx, sec, proxy, delegate, len(updates) > 0, "", "Update", "images updated", func(d *corev1.Pod) {
 		for _, list := range [][]corev1.Container{d.Spec.InitContainers, d.Spec.Containers} {
 			for i := range list {
