@@ -101,11 +101,8 @@ CHART := charts/flotilla
 CHART_CRDS := $(CHART)/templates/crds
 
 .PHONY: generate
-generate: ## The rule on a Replicator's resource kinds (hack/replicatedkinds); deep copies and CRDs from pkg/apis (controller-gen); CRDs also as chart templates; the chart's README
+generate: ## Deep copies and CRDs from pkg/apis (controller-gen); CRDs also as chart templates; the chart's README
 	$(call tools-for,generate)
-	@# The kinds a Replicator's resources may hold are v1alpha1.ReplicatedKinds: their CEL rule is
-	@# generated into pkg/apis before controller-gen carries it into the CRD.
-	go run ./hack/replicatedkinds
 	$(CONTROLLER_GEN) object paths=./pkg/apis/...
 	$(CONTROLLER_GEN) crd paths=./pkg/apis/... output:crd:artifacts:config=config/crd/bases
 	@# The Replicator embeds core types (pod template, Service, Ingress): without their long
@@ -149,10 +146,9 @@ verify-generated: generate ## Fail when generated files are not up to date
 		echo "generated files changed: run make generate and commit"; exit 1; fi
 
 .PHONY: verify
-verify: ## gofmt, go vet, a tidy go.mod, generated kinds rule up to date, docs/architecture.svg rendered from its source, no work-log numbering
+verify: ## gofmt, go vet, a tidy go.mod, docs/architecture.svg rendered from its source, no work-log numbering
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
-	go run ./hack/replicatedkinds -verify
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
 	@hack/docs-picture.sh --check $(PICTURE_SRC) $(PICTURE)
 	@hack/worklog-check.sh

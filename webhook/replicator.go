@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -54,11 +55,11 @@ var writeVerbs = []string{"create", "patch", "delete"}
 // replication namespace, create that namespace when it does not exist yet, and use a
 // ClusterIssuer it names (cert-manager's own approval right). The author's rights in the
 // primary's namespace stand for the secondaries too, where the joined identity's fence and the
-// namespace opt-in bound the rest. A kind the CRD does not allow is left to the CRD's rule. An
-// error is a spec no right can cover.
-func ReplicatorRights(spec *flotillav1.ReplicatorSpec, namespaceExists bool) ([]Right, error) {
+// namespace opt-in bound the rest. mapper finds the resource of a kind of resources without
+// special handling (any kind the primary serves). An error is a spec no right can cover.
+func ReplicatorRights(spec *flotillav1.ReplicatorSpec, namespaceExists bool, mapper meta.RESTMapper) ([]Right, error) {
 	ns := spec.ReplicationNamespace
-	kinds, err := replicatedKinds(spec)
+	kinds, err := replicatedKinds(spec, mapper)
 	if err != nil {
 		return nil, err
 	}
@@ -66,17 +67,13 @@ func ReplicatorRights(spec *flotillav1.ReplicatorSpec, namespaceExists bool) ([]
 	if !namespaceExists {
 		out = append(out, Right{Verb: "create", Resource: "namespaces", Name: ns})
 	}
-	seen := map[string]bool{}
+	seen := map[schema.GroupResource]bool{}
 	for _, k := range kinds {
-		if seen[k] {
+		gr := k.GroupResource()
+		if seen[gr] {
 			continue
 		}
-		seen[k] = true
-		rk, ok := flotillav1.ReplicatedKindOf(k)
-		if !ok {
-			return nil, fmt.Errorf("a Replicator does not write %s objects", k)
-		}
-		gr := rk.GroupResource()
+		seen[gr] = true
 		for _, v := range writeVerbs {
 			out = append(out, Right{Verb: v, Group: gr.Group, Resource: gr.Resource, Namespace: ns})
 		}
@@ -94,46 +91,62 @@ func ReplicatorRights(spec *flotillav1.ReplicatorSpec, namespaceExists bool) ([]
 	return out, nil
 }
 
-// replicatedKinds lists the kinds a Replicator writes, in its apply order: each one of
-// flotillav1.ReplicatedKinds, whose group is fixed by the kind (a manifest whose apiVersion names
-// another group would make the manager write some other API's object of that kind, which no right
-// checked here covers).
-func replicatedKinds(spec *flotillav1.ReplicatorSpec) ([]string, error) {
-	var kinds []string
+// replicatedKinds lists the kinds a Replicator writes, in its apply order: plumber's fields'
+// kinds, then each manifest's, as the primary serves it (its resource, found by mapper; the
+// rights checked are that resource's, so a manifest naming another group's kind of the same name
+// is checked as that kind). A kind the primary does not serve, or serves cluster-scoped, is an
+// error.
+func replicatedKinds(spec *flotillav1.ReplicatorSpec, mapper meta.RESTMapper) ([]flotillav1.ReplicatedKind, error) {
+	var names []string
 	if spec.ConfigMapName != "" {
-		kinds = append(kinds, "ConfigMap")
+		names = append(names, "ConfigMap")
 	}
 	if spec.IngressSecureEnabled {
-		kinds = append(kinds, "Secret") // ca-secret, cli-secret
+		names = append(names, "Secret") // ca-secret, cli-secret
 		if spec.TLS != nil && spec.TLS.IssuerRef != nil {
-			kinds = append(kinds, "Certificate")
+			names = append(names, "Certificate")
 		}
 	}
 	if spec.DeploymentName != "" && spec.DeploymentSpec != nil {
-		kinds = append(kinds, "Deployment")
+		names = append(names, "Deployment")
 	}
 	if spec.ServiceName != "" {
-		kinds = append(kinds, "Service")
+		names = append(names, "Service")
 	}
 	if spec.IngressName != "" && spec.IngressSpec != nil {
-		kinds = append(kinds, "Ingress")
+		names = append(names, "Ingress")
+	}
+	kinds := make([]flotillav1.ReplicatedKind, 0, len(names)+len(spec.Resources))
+	for _, n := range names {
+		k, _ := flotillav1.ReplicatedKindOf(n)
+		kinds = append(kinds, k)
 	}
 	for i, m := range spec.Resources {
-		k, ok := flotillav1.ReplicatedKindOf(m.Kind)
-		if !ok || !k.InResources {
-			// The CRD's own rule refuses it, after this webhook (a mutating webhook runs before
-			// validation): a denial here would hide the schema's message, and the object is never
-			// stored either way.
-			continue
-		}
 		gv, err := schema.ParseGroupVersion(m.APIVersion)
 		if err != nil {
 			return nil, fmt.Errorf("resources[%d]: apiVersion %q: %w", i, m.APIVersion, err)
 		}
-		if gv.Group != k.Group {
-			return nil, fmt.Errorf("resources[%d]: a %s must have an apiVersion of group %q, not %q", i, m.Kind, k.Group, m.APIVersion)
+		gvk := gv.WithKind(m.Kind)
+		if flotillav1.FlotillaGroup(gvk.Group) {
+			return nil, fmt.Errorf("resources[%d]: a Replicator does not carry Flotilla's own kinds (%s)", i, m.APIVersion)
 		}
-		kinds = append(kinds, m.Kind)
+		if k, ok := flotillav1.SpecialKind(gvk.GroupKind()); ok {
+			kinds = append(kinds, k)
+			continue
+		}
+		if mapper == nil {
+			return nil, fmt.Errorf("resources[%d]: kind %s (%s) cannot be looked up", i, m.Kind, m.APIVersion)
+		}
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		switch {
+		case meta.IsNoMatchError(err):
+			return nil, fmt.Errorf("resources[%d]: kind %s (%s) is not served by the primary: install its CustomResourceDefinition there first", i, m.Kind, m.APIVersion)
+		case err != nil:
+			return nil, fmt.Errorf("resources[%d]: finding kind %s (%s): %w", i, m.Kind, m.APIVersion, err)
+		case mapping.Scope.Name() != meta.RESTScopeNameNamespace:
+			return nil, fmt.Errorf("resources[%d]: kind %s (%s) is cluster-scoped: a Replicator's resources are objects of its replicationNamespace", i, m.Kind, m.APIVersion)
+		}
+		kinds = append(kinds, flotillav1.KindFor(gvk, mapping.Resource.Resource, true))
 	}
 	return kinds, nil
 }
@@ -154,6 +167,9 @@ type ReplicatorHandler struct {
 	Decoder admission.Decoder
 	// Reviews creates the SubjectAccessReviews (the API server answers them).
 	Reviews client.Writer
+	// Mapper finds the resource and scope of a kind of resources without special handling (the
+	// primary's discovery).
+	Mapper meta.RESTMapper
 	// Namespaces reads whether the replication namespace exists (uncached: a namespace made a
 	// moment ago must count, and a missing one means the author must be able to create it).
 	Namespaces client.Reader
@@ -204,7 +220,7 @@ func (h *ReplicatorHandler) Handle(ctx context.Context, req admission.Request) a
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
-	rights, err := ReplicatorRights(&rep.Spec, exists)
+	rights, err := ReplicatorRights(&rep.Spec, exists, h.Mapper)
 	if err != nil {
 		return admission.Denied(fmt.Sprintf("Replicator %s: %v", rep.Name, err))
 	}

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -83,18 +85,34 @@ func TestReplicatorRights(t *testing.T) {
 			writes("", "serviceaccounts", "y"), writes("batch", "cronjobs", "y"), writes("policy", "poddisruptionbudgets", "y"),
 			writes("autoscaling", "horizontalpodautoscalers", "y"), writes("networking.k8s.io", "networkpolicies", "y")),
 	}, {
-		name:    "a kind whose apiVersion names another group (some other API's object) is refused",
-		spec:    flotillav1.ReplicatorSpec{ReplicationNamespace: "x", Resources: []flotillav1.Manifest{manifest(t, "evil.example/v1", "Secret", "s")}},
-		wantErr: `resources[0]: a Secret must have an apiVersion of group "", not "evil.example/v1"`,
-	}, {
-		name: "a kind the CRD does not allow (nor Certificates, Flotilla's to make) is left to the CRD's rule, which refuses it after this webhook",
+		name: "a custom kind: the resource the primary serves it as; a special kind's name in another group is that group's kind",
 		spec: flotillav1.ReplicatorSpec{ReplicationNamespace: "x", Resources: []flotillav1.Manifest{
-			manifest(t, "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "s"), manifest(t, "cert-manager.io/v1", "Certificate", "c")}},
+			manifest(t, "example.com/v1", "Widget", "w"), manifest(t, "example.com/v1", "Secret", "s"), manifest(t, "cert-manager.io/v1", "Certificate", "c")}},
 		exists: true,
+		want:   concat(writes("example.com", "widgets", "x"), writes("example.com", "lookalikes", "x"), writes("cert-manager.io", "certificates", "x")),
+	}, {
+		name:    "a kind the primary does not serve is refused, naming it",
+		spec:    flotillav1.ReplicatorSpec{ReplicationNamespace: "x", Resources: []flotillav1.Manifest{manifest(t, "evil.example/v1", "Secret", "s")}},
+		wantErr: `resources[0]: kind Secret (evil.example/v1) is not served by the primary`,
+	}, {
+		name:    "a cluster-scoped kind is refused",
+		spec:    flotillav1.ReplicatorSpec{ReplicationNamespace: "x", Resources: []flotillav1.Manifest{manifest(t, "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "s")}},
+		wantErr: `resources[0]: kind ClusterRoleBinding (rbac.authorization.k8s.io/v1) is cluster-scoped`,
+	}, {
+		name:    "Flotilla's own kinds are refused",
+		spec:    flotillav1.ReplicatorSpec{ReplicationNamespace: "x", Resources: []flotillav1.Manifest{manifest(t, "flotilla.dev/v1alpha1", "Override", "o")}},
+		wantErr: `resources[0]: a Replicator does not carry Flotilla's own kinds`,
 	}}
+	mapper := meta.NewDefaultRESTMapper(nil)
+	mapper.AddSpecific(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
+		schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}, schema.GroupVersionResource{}, meta.RESTScopeNamespace)
+	mapper.AddSpecific(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Secret"},
+		schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "lookalikes"}, schema.GroupVersionResource{}, meta.RESTScopeNamespace)
+	mapper.AddSpecific(schema.GroupVersionKind{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
+		schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterrolebindings"}, schema.GroupVersionResource{}, meta.RESTScopeRoot)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := ReplicatorRights(&tc.spec, tc.exists)
+			got, err := ReplicatorRights(&tc.spec, tc.exists, mapper)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)

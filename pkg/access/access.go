@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -108,10 +109,15 @@ func Grants(primaryID string) []Grant {
 	)
 }
 
-// Rules are the ClusterRole rules of a primary in a secondary (Grants without the reasons).
+// Rules are the ClusterRole rules of a primary in a secondary (Grants without the reasons), the
+// kinds an admin allows at join aside (Limits).
 func Rules(primaryID string) []rbacv1.PolicyRule {
+	return rulesOf(Grants(primaryID))
+}
+
+func rulesOf(grants []Grant) []rbacv1.PolicyRule {
 	var out []rbacv1.PolicyRule
-	for _, g := range Grants(primaryID) {
+	for _, g := range grants {
 		out = append(out, g.Rule)
 	}
 	return out
@@ -139,13 +145,25 @@ func ForbiddenNamespace(name string) bool {
 // match, before the match conditions narrow them to Flotilla's identity, so a deleted parameter
 // ConfigMap (or a binding the API server still caches after it) stopped every user's writes in
 // the secondary.
-func policyExpression(primaryID string) string {
+func policyExpression(primaryID string, definitions []string) string {
 	id := celString(primaryID)
+	definitionClause := ""
+	if len(definitions) > 0 {
+		// The definitions the admin allowed, created labelled as this primary's and changed only
+		// while they are (a definition the cluster installed itself is never taken).
+		definitionClause = `
+(
+  request.resource.group == 'apiextensions.k8s.io' && request.resource.resource == 'customresourcedefinitions' &&
+  request.?subResource.orValue('') == '' && request.operation in ['CREATE', 'UPDATE'] && request.name in [` + celStrings(definitions) + `] &&
+  object.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == ` + id + ` &&
+  (request.operation == 'CREATE' || oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == ` + id + `)
+) ||`
+	}
 	var forbidden []string
 	for _, f := range forbiddenNamespaces {
 		forbidden = append(forbidden, celString(f))
 	}
-	return `request.resource.resource == 'flotillaprimaries' ||
+	return `request.resource.resource == 'flotillaprimaries' ||` + definitionClause + `
 (request.resource.group == 'about.k8s.io' && request.resource.resource == 'clusterproperties' &&
   (request.operation == 'CREATE' || oldObject.metadata.?labels[?'` + flotillav1.LabelPrimary + `'].orValue('') == ` + id + `)) ||
 (
@@ -271,6 +289,46 @@ type Limits struct {
 	// Allowance, when set, is the most the primary may use of the secondary: join writes it as
 	// the primary's PrimaryAllowance there (its admin edits that object afterwards).
 	Allowance corev1.ResourceList
+	// Kinds are further resources the primary's Replicators may write there (RESOURCE.GROUP, a
+	// custom resource's definition name): granted like the built-in kinds, fenced alike.
+	Kinds []schema.GroupResource
+	// Definitions lets the primary create and update the CustomResourceDefinitions of Kinds (a
+	// Replicator's replicateCRDs), those alone, and only those it created; never delete one.
+	Definitions bool
+}
+
+// definitionNames are the names of the CustomResourceDefinitions the primary may write: those of
+// the custom kinds allowed, when Definitions is set.
+func (l Limits) definitionNames() []string {
+	if !l.Definitions {
+		return nil
+	}
+	var out []string
+	for _, k := range l.Kinds {
+		if k.Group != "" {
+			out = append(out, k.String())
+		}
+	}
+	return out
+}
+
+// kindGrantsAllowed are the rules of the kinds the admin allowed at join (Kinds, Definitions).
+func (l Limits) kindGrantsAllowed() []Grant {
+	var out []Grant
+	for _, k := range l.Kinds {
+		out = append(out, Grant{rbacv1.PolicyRule{APIGroups: []string{k.Group}, Resources: []string{k.Resource},
+			Verbs: []string{"get", "list", "create", "update", "patch", "delete"}},
+			"allowed by this cluster's admin at join (--kinds): a Replicator's objects of this kind (applied, read to judge their health, pruned, listed before a namespace it created is deleted)"})
+	}
+	if names := l.definitionNames(); len(names) > 0 {
+		out = append(out,
+			Grant{rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"},
+				Verbs: []string{"get", "update", "patch"}, ResourceNames: names},
+				"allowed by this cluster's admin at join (--crds): the definitions of the kinds allowed, copied from the primary (replicateCRDs); never deleted"},
+			Grant{rbacv1.PolicyRule{APIGroups: []string{"apiextensions.k8s.io"}, Resources: []string{"customresourcedefinitions"}, Verbs: []string{"create"}},
+				"allowed by this cluster's admin at join (--crds): creating a definition (RBAC cannot name what is created; the admission policy admits only the names allowed)"})
+	}
+	return out
 }
 
 // Objects returns everything `join` applies in a secondary for a primary, in apply order
@@ -320,7 +378,7 @@ func Objects(n Names, clusterName string, limits Limits) []client.Object {
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: meta(ns, "")},
 		&corev1.ServiceAccount{ObjectMeta: meta(n.ServiceAccount, ns)},
-		&rbacv1.ClusterRole{ObjectMeta: meta(n.ClusterRole, ""), Rules: Rules(n.PrimaryID)},
+		&rbacv1.ClusterRole{ObjectMeta: meta(n.ClusterRole, ""), Rules: append(Rules(n.PrimaryID), rulesOf(limits.kindGrantsAllowed())...)},
 		&rbacv1.ClusterRoleBinding{ObjectMeta: meta(n.ClusterRole, ""),
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: n.ClusterRole},
 			Subjects: []rbacv1.Subject{sa}},
@@ -343,7 +401,7 @@ func Objects(n Names, clusterName string, limits Limits) []client.Object {
 				MatchConditions: []admissionregistrationv1.MatchCondition{{Name: "flotilla-identity",
 					Expression: fmt.Sprintf("request.userInfo.username == '%s'", n.Username())}},
 				Validations: append(allowList, admissionregistrationv1.Validation{
-					Expression: policyExpression(n.PrimaryID),
+					Expression: policyExpression(n.PrimaryID, limits.definitionNames()),
 					MessageExpression: `'Flotilla (primary ' + ` + id + ` + ') may write only in namespaces labelled ` +
 						flotillav1.LabelManagedBy + `=' + ` + id + ` + ', never in kube-*, default or flotilla-system, and may change only objects labelled ` +
 						flotillav1.LabelPrimary + `=' + ` + id + ` + ': ' + ` +

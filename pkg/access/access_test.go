@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -152,5 +153,59 @@ func TestPullModeGrantsTheAgentSecretAlone(t *testing.T) {
 		ResourceNames: []string{flotillav1.AgentSecretName}}}
 	if !reflect.DeepEqual(r.Rules, want) || r.Namespace != flotillav1.SystemNamespace {
 		t.Errorf("agent Role %s/%s: %+v", r.Namespace, r.Name, r.Rules)
+	}
+}
+
+// The kinds an admin allows at join are granted, and only with --crds their definitions: those
+// alone by name, created only through the policy's clause naming them.
+func TestKindsAllowedAtJoinAreGrantedAndDefinitionsOnlyByName(t *testing.T) {
+	n := NamesFor("0123456789abcdef")
+	widgets := schema.GroupResource{Group: "example.com", Resource: "widgets"}
+	parts := func(limits Limits) (*rbacv1.ClusterRole, string) {
+		var role *rbacv1.ClusterRole
+		var expr string
+		for _, o := range Objects(n, "eu", limits) {
+			switch v := o.(type) {
+			case *rbacv1.ClusterRole:
+				role = v
+			case *admissionregistrationv1.ValidatingAdmissionPolicy:
+				if v.Name == n.Policy {
+					for _, val := range v.Spec.Validations {
+						expr += val.Expression
+					}
+				}
+			}
+		}
+		return role, expr
+	}
+	grants := func(role *rbacv1.ClusterRole, group, resource string) []rbacv1.PolicyRule {
+		var out []rbacv1.PolicyRule
+		for _, r := range role.Rules {
+			if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	role, expr := parts(Limits{})
+	if len(grants(role, "example.com", "widgets")) > 0 || len(grants(role, "apiextensions.k8s.io", "customresourcedefinitions")) > 0 ||
+		strings.Contains(expr, "customresourcedefinitions' &&\n  request.?subResource") {
+		t.Fatal("a join without --kinds grants custom kinds or definitions")
+	}
+	role, expr = parts(Limits{Kinds: []schema.GroupResource{widgets}})
+	if g := grants(role, "example.com", "widgets"); len(g) != 1 || !reflect.DeepEqual(g[0].Verbs, []string{"get", "list", "create", "update", "patch", "delete"}) {
+		t.Errorf("widgets granted %+v", g)
+	}
+	if len(grants(role, "apiextensions.k8s.io", "customresourcedefinitions")) > 0 || strings.Contains(expr, `request.name in ["widgets.example.com"]`) {
+		t.Error("definitions granted without --crds")
+	}
+	role, expr = parts(Limits{Kinds: []schema.GroupResource{widgets, {Resource: "limitranges"}}, Definitions: true})
+	defs := grants(role, "apiextensions.k8s.io", "customresourcedefinitions")
+	if len(defs) != 2 || !reflect.DeepEqual(defs[0].ResourceNames, []string{"widgets.example.com"}) || slices.Contains(defs[0].Verbs, "delete") ||
+		!reflect.DeepEqual(defs[1].Verbs, []string{"create"}) {
+		t.Errorf("definitions granted %+v", defs)
+	}
+	if !strings.Contains(expr, `request.name in ["widgets.example.com"]`) {
+		t.Errorf("the policy does not name the definitions allowed:\n%s", expr)
 	}
 }

@@ -79,6 +79,7 @@ func allowListExpression(a Namespaces) string {
 		allowed = append(allowed, `[`+celStrings(prefixes)+`].exists(p, `+ns+`.startsWith(p))`)
 	}
 	return `request.resource.resource == 'flotillaprimaries' || request.operation == 'DELETE' ||
+  (request.resource.group == 'apiextensions.k8s.io' && request.resource.resource == 'customresourcedefinitions') ||
   ` + strings.Join(allowed, " ||\n  ")
 }
 

@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
@@ -195,8 +196,10 @@ func newJoinCommand(g *GlobalOptions) *cobra.Command {
 	var namespaces, ingressHosts, serviceTypes []string
 	var pull pullOptions
 	var allow map[string]string
+	var kinds []string
+	var crds bool
 	cmd := &cobra.Command{
-		Use:   "join --context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*] [--ingress-hosts HOST,*.DOMAIN] [--service-types TYPE] [--allow pods=N,cpu=Q,...]",
+		Use:   "join --context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*] [--ingress-hosts HOST,*.DOMAIN] [--service-types TYPE] [--allow pods=N,cpu=Q,...] [--kinds RESOURCE.GROUP,... [--crds]]",
 		Short: "Register a secondary with a least-privilege identity of Flotilla's own",
 		Long: `join uses the context's (admin) credentials once, to install in the secondary:
   - the FlotillaPrimary CRD and this primary's FlotillaPrimary object;
@@ -228,7 +231,14 @@ flotilla-agent-bootstrap-<name>) and the CA into the secondary's Secret
 flotilla-system/flotilla-agent, lets the manager's identity there replace that Secret (and no
 other), marks the cluster pulled in the registration, and prints the helm command that starts the
 agent. Once the agent connects, the manager gives it a credential of its own, renewed before it
-expires, and deletes the bootstrap Secret, which ends the bootstrap token.`,
+expires, and deletes the bootstrap Secret, which ends the bootstrap token.
+
+A Replicator writes the built-in kinds it handles (ConfigMaps, Secrets, Services, Ingresses,
+workloads, ServiceAccounts, PodDisruptionBudgets, HorizontalPodAutoscalers, NetworkPolicies)
+wherever it is allowed to write at all. Any other kind (a custom resource) it writes only where
+this cluster's admin allowed it with --kinds; with --crds the primary may also create and update
+those kinds' CustomResourceDefinitions, never another's, never one it did not create, and never
+delete one.`,
 		Example: "  flotillactl cluster join --context secondary1 --name eu-west\n" +
 			"  # a local cluster whose kubeconfig says 127.0.0.1, for a manager running in a pod:\n" +
 			"  flotillactl cluster join --context kind-eu --server https://192.168.1.20:6443\n" +
@@ -236,6 +246,8 @@ expires, and deletes the bootstrap Secret, which ends the bootstrap token.`,
 			"  flotillactl cluster join --context secondary1 --namespaces web,team-*\n" +
 			"  # Ingresses only under eu.example.com, and no Service beyond ClusterIP:\n" +
 			"  flotillactl cluster join --context secondary1 --ingress-hosts '*.eu.example.com'\n" +
+			"  # Replicators may also carry ServiceMonitors, and copy their definition here:\n" +
+			"  flotillactl cluster join --context secondary1 --kinds servicemonitors.monitoring.coreos.com --crds\n" +
 			"  # a cluster the primary cannot reach, whose agent dials the primary's tunnel:\n" +
 			"  flotillactl cluster join --context edge --pull --tunnel-address tunnel.example.com:8444 --tunnel-ca-file tunnel-ca.crt",
 		Args: cobra.NoArgs,
@@ -250,9 +262,13 @@ expires, and deletes the bootstrap Secret, which ends the bootstrap token.`,
 			if err != nil {
 				return fmt.Errorf("--allow: %w", err)
 			}
+			allowed, err := parseKinds(kinds, crds)
+			if err != nil {
+				return err
+			}
 			return runJoin(cmd.Context(), g, joinOptions{contextName: contextName, name: name, server: server, duration: duration,
 				namespaces: namespaces, exposure: exposureOf(ingressHosts, serviceTypes), storageClass: storageClass, pull: pull,
-				allowance: lent}, cmd.OutOrStdout())
+				allowance: lent, kinds: allowed, crds: crds}, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
@@ -272,6 +288,11 @@ expires, and deletes the bootstrap Secret, which ends the bootstrap token.`,
 			"written as the PrimaryAllowance named by the primary's ID, which the secondary's admin edits afterwards and the primary may only read. "+
 			"The secondary's lender (the chart's role secondary) holds the primary to it with ResourceQuotas; a cap on cpu or memory refuses pods that do not request them. "+
 			"Joining again without it leaves the allowance as it is (delete the PrimaryAllowance to lend without limit)")
+	cmd.Flags().StringSliceVar(&kinds, "kinds", nil,
+		"further kinds this primary's Replicators may write there, beyond the built-in ones: RESOURCE.GROUP, comma-separated, as a CustomResourceDefinition is named "+
+			"(servicemonitors.monitoring.coreos.com,externalsecrets.external-secrets.io); fenced to its managed namespaces like the others. Joining again replaces the list")
+	cmd.Flags().BoolVar(&crds, "crds", false,
+		"with --kinds: let the primary also create and update the CustomResourceDefinitions of those kinds (a Replicator's replicateCRDs), only those and only as it made them; it never deletes one")
 	cmd.Flags().BoolVar(&pull.enabled, "pull", false,
 		"the manager cannot reach this cluster: register it in pull mode, reached only through the tunnel its agent dials out to the primary (docs/pull-mode.md); needs --tunnel-address and --tunnel-ca-file. Joining again without it registers the cluster as dialled again")
 	cmd.Flags().StringVar(&pull.address, "tunnel-address", "", "with --pull: HOST:PORT of the primary's tunnel endpoint as the secondary reaches it (the chart's tunnel.* in the primary)")
@@ -336,6 +357,9 @@ type joinOptions struct {
 	pull                      pullOptions
 	// allowance is --allow: the most the primary may use of the secondary (nil: not stated).
 	allowance corev1.ResourceList
+	// kinds and crds are --kinds and --crds: further kinds Replicators may write there.
+	kinds []schema.GroupResource
+	crds  bool
 }
 
 // joinableCluster is the cluster entry join registers for a context: the context's own, at
@@ -398,7 +422,7 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	}
 	names := access.NamesFor(primaryID)
 	if err := installAccess(ctx, secondary, contextName, names, name, access.Limits{Namespaces: o.namespaces,
-		Exposure: o.exposure, Pull: o.pull.enabled, Allowance: o.allowance}); err != nil {
+		Exposure: o.exposure, Pull: o.pull.enabled, Allowance: o.allowance, Kinds: o.kinds, Definitions: o.crds}); err != nil {
 		return err
 	}
 	cs, err := kubernetes.NewForConfig(secondaryRC)

@@ -258,8 +258,8 @@ func namespaceObjects(ctx context.Context, c client.Client, namespace, replicato
 	var out []unstructured.Unstructured
 	var notes []string
 	for _, k := range flotillav1.ReplicatedKinds {
-		if !k.InResources {
-			continue
+		if k.PrimaryOnly {
+			continue // cert-manager's Certificates: the Replicator's tls.issuerRef makes its own
 		}
 		if k.WriteOnly {
 			// Secrets: named only, their data is never read.

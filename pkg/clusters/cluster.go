@@ -1,6 +1,7 @@
 package clusters
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"context"
 	"errors"
 	"fmt"
@@ -134,6 +135,8 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flotillav1.AddToScheme(s))
 	utilruntime.Must(mcsv1beta1.Install(s))
+	// A Replicator's replicateCRDs reads definitions in the primary and writes them in secondaries.
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }
 

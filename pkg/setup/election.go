@@ -179,7 +179,7 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, gat
 	// A Replicator is admitted only when its author may write what it will write (one
 	// SubjectAccessReview per right); the namespace is read live, a cached miss would ask too much.
 	server.Register(webhook.ReplicatorPath, callers(&admission.Webhook{Handler: &webhook.ReplicatorHandler{
-		Decoder: decoder, Reviews: direct, Namespaces: mgr.GetAPIReader(), Clusters: gatherer.Registry, Tenancy: gatherer}}))
+		Decoder: decoder, Reviews: direct, Namespaces: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Clusters: gatherer.Registry, Tenancy: gatherer}}))
 	// An Override is admitted only when its author may write what it changes, and it adds nothing
 	// the fence keeps out of secondaries.
 	server.Register(webhook.OverridePath, callers(&admission.Webhook{Handler: &webhook.OverrideHandler{Decoder: decoder, Reviews: direct}}))

@@ -137,6 +137,13 @@ const (
 	ReasonSynced = "Synced"
 	// ReasonApplyFailed: a cluster refused or did not answer in time.
 	ReasonApplyFailed = "ApplyFailed"
+	// ReasonKindMissing: a cluster does not serve a kind of the resources (its CRD is not
+	// installed there, and replicateCRDs is off or its admin did not allow it).
+	ReasonKindMissing = "KindMissing"
+	// ReasonKindNotAllowed: a cluster's admin has not allowed the joined identity to write a kind
+	// of the resources (flotillactl cluster join --kinds), or the manager may not write it in the
+	// primary (the chart's replicator.kinds).
+	ReasonKindNotAllowed = "KindNotAllowed"
 	// ReasonUnknownTargets: targetCluster names a cluster that is not registered, or is ambiguous.
 	ReasonUnknownTargets = "UnknownTargets"
 	// ReasonTargetDenied: targetCluster names a cluster the Replicator's namespace, or its

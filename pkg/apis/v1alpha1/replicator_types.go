@@ -113,10 +113,19 @@ type ReplicatorSpec struct {
 	// +optional
 	TLS *ReplicatorTLS `json:"tls,omitempty"`
 
-	// Resources are further namespaced manifests (at most MaxResources), of the kinds
-	// ReplicatedKinds allows in them: the rules are Manifests', generated from that table.
+	// Resources are further namespaced manifests (at most MaxResources) of any kind the primary
+	// serves, custom resources included (Flotilla's own kinds aside). In a secondary, a kind it does
+	// not serve is a condition naming it; one the joined identity may not write there is a kind its
+	// admin has not allowed (flotillactl cluster join --kinds).
 	// +optional
 	Resources Manifests `json:"resources,omitempty"`
+
+	// ReplicateCRDs applies, in each secondary, the primary's CustomResourceDefinition of every
+	// custom kind of resources before them, where the secondary's admin allowed it (cluster join
+	// --kinds ... --crds). A definition is created or updated, never deleted (that would delete
+	// every object of the kind there); one the secondary installed itself is left alone.
+	// +optional
+	ReplicateCRDs bool `json:"replicateCRDs,omitempty"`
 
 	// Rollout orders the clusters in waves: a new generation of the spec reaches a wave only once
 	// every earlier wave is Healthy with it. Without it every cluster gets a change at once.
@@ -151,6 +160,13 @@ type RolloutWave struct {
 
 // MaxResources is how many manifests a Replicator's resources may hold.
 const MaxResources = 100
+
+// Manifests are a Replicator's further resources.
+//
+// +kubebuilder:validation:MaxItems=100
+// +kubebuilder:validation:XValidation:rule="self.all(r, !r.apiVersion.startsWith('flotilla.dev/') && !r.apiVersion.contains('.flotilla.dev/'))",message="resources may not hold Flotilla's own kinds (flotilla.dev)"
+// +kubebuilder:validation:XValidation:rule="self.all(r, !(r.kind in ['Namespace', 'CustomResourceDefinition']))",message="resources are namespaced objects of the replication namespace: no Namespace or CustomResourceDefinition (replicateCRDs copies the definitions of custom kinds)"
+type Manifests []Manifest
 
 // Manifest is one Kubernetes object of Resources: its kind and metadata are in the schema (so that
 // CEL can check them at apply time), the rest is kept as written.
@@ -245,7 +261,11 @@ type IssuerRef struct {
 // AppliedResource is one resource in one cluster (plumber's applied[]).
 type AppliedResource struct {
 	Cluster string `json:"cluster"`
-	Kind    string `json:"kind"`
+	// APIVersion is the object's group and version (empty in what older versions recorded: the
+	// kind's of ReplicatedKinds).
+	// +optional
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind"`
 	Name    string `json:"name"`
 	// ApplyStatus is "applied", "not applied", or "dependency copy" (in a secondary, Flotilla's
 	// dependency reflection holds it for the elected pods using it: left to it).

@@ -21,6 +21,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -116,28 +117,47 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 		return pr
 	}
 	var failures []string
+	fail := func(ar flotillav1.AppliedResource, o *unstructured.Unstructured, err error) {
+		ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
+		failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
+		pr.applied = append(pr.applied, ar)
+		if reason := kindProblemOf(err); reason != "" {
+			pr.problem = reason
+		}
+	}
+	if !primary && rep.Spec.ReplicateCRDs {
+		defs, err := r.replicateDefinitions(ctx, in, cluster, w, objs)
+		pr.applied = append(pr.applied, defs...)
+		if err != nil {
+			failures = append(failures, err.Error())
+			if reason := kindProblemOf(err); reason != "" {
+				pr.problem = reason
+			}
+		}
+	}
 	for _, o := range objs {
-		ar := flotillav1.AppliedResource{Cluster: cluster, Kind: o.GetKind(), Name: o.GetName(), ApplyStatus: flotillav1.ApplyStatusOK}
-		if err := r.serviceAccountAllowed(ctx, live, in, place, o, objs); err != nil {
-			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
-			failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
-			pr.applied = append(pr.applied, ar)
+		ar := flotillav1.AppliedResource{Cluster: cluster, APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), ApplyStatus: flotillav1.ApplyStatusOK}
+		kind, err := kindIn(w.RESTMapper(), o, cluster, primary)
+		if err != nil {
+			fail(ar, o, err)
 			continue
 		}
-		foreign, liveVersion, err := notOurs(ctx, live, rep, in.PrimaryID, o, place)
+		if err := r.serviceAccountAllowed(ctx, live, in, place, o, objs); err != nil {
+			fail(ar, o, err)
+			continue
+		}
+		foreign, liveVersion, err := notOurs(ctx, live, rep, in.PrimaryID, o, place, kind)
 		if err != nil || foreign != "" {
 			if err == nil {
 				err = errors.New(foreign)
 				r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonObjectNotOurs, "Apply", "In %s, %s", cluster, foreign)
 			}
-			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
-			failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
-			pr.applied = append(pr.applied, ar)
+			fail(ar, o, notAllowed(err, kind, cluster, primary))
 			continue
 		}
-		key := appliedKey(rep, cluster, o.GetKind(), o.GetName())
+		key := appliedKey(rep, cluster, o.GroupVersionKind().GroupKind(), o.GetName())
 		hash, err := ssa.Hash(o.Object)
-		readable := readableIn(o.GetKind(), primary)
+		readable := primary || !kind.WriteOnly
 		if err == nil && r.applied.Unchanged(key, hash, liveVersion, readable, r.now(), blindReapply) {
 			pr.applied = append(pr.applied, ar)
 			continue
@@ -150,8 +170,8 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 		}
 		switch {
 		case err != nil:
-			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusFailed, err.Error()
-			failures = append(failures, fmt.Sprintf("%s %s: %v", o.GetKind(), o.GetName(), err))
+			fail(ar, o, notAllowed(err, kind, cluster, primary))
+			continue
 		case holder != "":
 			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusDependencyCopy,
 				"copied first by Flotilla's dependency reflection for the elected pods that use it, which keeps it in sync: left to it"
@@ -188,8 +208,8 @@ func endApplySpan(span trace.Span, pr placeResult) {
 
 // readableIn says whether Flotilla reads objects of a kind in a cluster: everything in the primary,
 // and in a secondary all but the kinds it only writes (Secrets).
-func readableIn(kind string, primary bool) bool {
-	k, _ := flotillav1.ReplicatedKindOf(kind)
+func readableIn(gk schema.GroupKind, primary bool) bool {
+	k, _ := flotillav1.SpecialKind(gk)
 	return primary || !k.WriteOnly
 }
 
@@ -201,9 +221,10 @@ func readableIn(kind string, primary bool) bool {
 // overwritten, so never deleted with the Replicator either. Secrets are never read in a
 // secondary; there the admission policy installed by join refuses overwriting what is not
 // Flotilla's.
-func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, place Place) (foreign, liveVersion string, err error) {
+func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, place Place,
+	kind flotillav1.ReplicatedKind) (foreign, liveVersion string, err error) {
 	primary := place.Primary
-	if !readableIn(o.GetKind(), primary) {
+	if !primary && kind.WriteOnly {
 		return "", "", nil
 	}
 	var have metav1.Object
@@ -357,8 +378,14 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, cluster str
 }
 
 // appliedKey names an object of a Replicator in a cluster in the ledger of what was applied.
-func appliedKey(rep *flotillav1.Replicator, cluster, kind, name string) string {
-	return appliedPrefix(rep, cluster) + kind + "/" + rep.Spec.ReplicationNamespace + "/" + name
+func appliedKey(rep *flotillav1.Replicator, cluster string, gk schema.GroupKind, name string) string {
+	return appliedPrefix(rep, cluster) + gk.String() + "/" + rep.Spec.ReplicationNamespace + "/" + name
+}
+
+// groupKindOf is the group and kind of what a Replicator's status says it applied.
+func groupKindOf(a flotillav1.AppliedResource) schema.GroupKind {
+	gvk, _ := appliedGVK(a)
+	return schema.GroupKind{Group: gvk.Group, Kind: a.Kind}
 }
 
 func appliedPrefix(rep *flotillav1.Replicator, cluster string) string {

@@ -12,7 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -33,6 +35,10 @@ const (
 	HealthInvalid                  = "Invalid"
 	HealthExpired                  = "Expired"
 	HealthNotYetValid              = "NotYetValid"
+	// HealthCurrent, HealthStalled and HealthTerminating judge a kind by its status (StatusHealth).
+	HealthCurrent     = "Current"
+	HealthStalled     = "Stalled"
+	HealthTerminating = "Terminating"
 )
 
 // pullFailures and containerFailures are the waiting reasons of a kubelet that say a container
@@ -230,6 +236,36 @@ func CertificateHealth(secret string, certPEM []byte, now time.Time) flotillav1.
 		h.Reason, h.Failing, h.Message = HealthNotYetValid, true, "valid from "+cert.NotBefore.UTC().Format(time.RFC3339)
 	default:
 		h.Healthy, h.Reason, h.Message = true, HealthValid, "valid until "+cert.NotAfter.UTC().Format(time.RFC3339)
+	}
+	return h
+}
+
+// StatusHealth judges an object of a kind Flotilla has no special rule for by its status, as
+// Flux and Argo CD do (kstatus): healthy once Current (its controller observed its generation, and
+// it says Ready, or says nothing against it); Failing when Stalled; not yet while Reconciling, while
+// Ready is not True, or while its generation is not yet observed.
+func StatusHealth(u *unstructured.Unstructured) flotillav1.ObjectHealth {
+	h := flotillav1.ObjectHealth{Kind: u.GetKind(), Name: u.GetName()}
+	res, err := kstatus.Compute(u)
+	if err != nil {
+		h.Reason, h.Message = HealthUnknown, "its status cannot be read: "+err.Error()
+		return h
+	}
+	h.Message = res.Message
+	switch res.Status {
+	case kstatus.CurrentStatus:
+		h.Healthy, h.Reason = true, HealthCurrent
+	case kstatus.FailedStatus:
+		h.Reason, h.Failing = HealthStalled, true
+	case kstatus.TerminatingStatus:
+		h.Reason = HealthTerminating
+	case kstatus.InProgressStatus:
+		h.Reason = HealthProgressing
+	default:
+		h.Reason = HealthUnknown
+	}
+	if h.Message == "" {
+		h.Message = string(res.Status)
 	}
 	return h
 }

@@ -21,8 +21,8 @@ const HealthUnknown = "Unknown"
 
 // observeHealth reads, in one cluster where everything was applied, what the health of the
 // applied objects is judged from, and judges it (DeploymentHealth, ServiceHealth, IngressHealth,
-// CertificateHealth). Reads: the Deployments and their pods, the Services' EndpointSlices
-// (label-selected), the Ingresses and their IngressClass; never a Secret (the certificates
+// CertificateHealth, and StatusHealth for the kinds without special handling). Reads: the Deployments and their pods, the Services' EndpointSlices
+// (label-selected), the Ingresses and their IngressClass, each object of a plain kind; never a Secret (the certificates
 // judged are those just applied).
 func (r *Reconciler) observeHealth(ctx context.Context, in Inputs, place Place, live client.Reader, objs []*unstructured.Unstructured, cs *flotillav1.ClusterSync) []flotillav1.ObjectHealth {
 	rep := in.Replicator
@@ -33,6 +33,18 @@ func (r *Reconciler) observeHealth(ctx context.Context, in Inputs, place Place, 
 	}
 	for _, o := range objs {
 		key := client.ObjectKeyFromObject(o)
+		if _, special := flotillav1.SpecialKind(o.GroupVersionKind().GroupKind()); !special {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(o.GroupVersionKind())
+			if err := live.Get(ctx, key, u); apierrors.IsNotFound(err) {
+				out = append(out, flotillav1.ObjectHealth{Kind: o.GetKind(), Name: key.Name, Reason: HealthMissing, Message: "not found"})
+			} else if err != nil {
+				unknown(o.GetKind(), key.Name, err)
+			} else {
+				out = append(out, StatusHealth(u))
+			}
+			continue
+		}
 		switch o.GetKind() {
 		case "Deployment", "StatefulSet", "DaemonSet":
 			h, err := workloadHealthIn(ctx, live, o.GetKind(), key)

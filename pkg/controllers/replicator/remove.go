@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -144,6 +145,11 @@ func holdsForeign(ctx context.Context, read client.Reader, rep *flotillav1.Repli
 	if primary {
 		kinds = append(kinds, &corev1.SecretList{})
 	}
+	plain, err := plainKindsListed(ctx, read, rep)
+	if err != nil {
+		return "", err
+	}
+	kinds = append(kinds, plain...)
 	return clusters.HoldsForeign(ctx, read, rep.Spec.ReplicationNamespace, kinds, func(o client.Object) bool {
 		if p, ok := o.(*corev1.Pod); ok {
 			return p.Labels[flotillav1.LabelPrimary] != "" || ofDeployment(p, rep.Spec.DeploymentName) ||
@@ -151,6 +157,35 @@ func holdsForeign(ctx context.Context, read client.Reader, rep *flotillav1.Repli
 		}
 		return o.GetLabels()[flotillav1.LabelReplicator] == flotillav1.ReplicatorLabelValue(rep.Name) || (primary && isIssued(o, rep))
 	})
+}
+
+// plainKindsListed are lists of the kinds of the Replicator's resources that are not of
+// ReplicatedKinds, those the cluster serves and lets Flotilla list: a user's custom resource in
+// the namespace keeps it too. A kind it does not serve holds nothing; one it may not list there
+// Flotilla could not have written either.
+func plainKindsListed(ctx context.Context, read client.Reader, rep *flotillav1.Replicator) ([]client.ObjectList, error) {
+	var out []client.ObjectList
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, m := range rep.Spec.Resources {
+		gvk := schema.FromAPIVersionAndKind(m.APIVersion, m.Kind)
+		if _, special := flotillav1.SpecialKind(gvk.GroupKind()); special || seen[gvk] {
+			continue
+		}
+		seen[gvk] = true
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		err := read.List(ctx, l, client.InNamespace(rep.Spec.ReplicationNamespace), client.Limit(1))
+		switch {
+		case meta.IsNoMatchError(err) || apierrors.IsForbidden(err) || apierrors.IsNotFound(err):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("listing %s in %s: %w", gvk.Kind, rep.Spec.ReplicationNamespace, err)
+		}
+		l = &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		out = append(out, l)
+	}
+	return out, nil
 }
 
 // ofDeployment says whether a pod belongs to the named Deployment: its ReplicaSet is
@@ -206,7 +241,7 @@ func (r *Reconciler) prune(ctx context.Context, rep *flotillav1.Replicator, resu
 			cctx, cancel := context.WithTimeout(ctx, r.Timeout)
 			err := deleteApplied(cctx, acc, rep, a)
 			cancel()
-			r.applied.Forget(appliedKey(rep, a.Cluster, a.Kind, a.Name))
+			r.applied.Forget(appliedKey(rep, a.Cluster, groupKindOf(a), a.Name))
 			if err != nil {
 				// It stays listed as applied, so the next pass deletes it again.
 				r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonApplyFailed, "Prune",
@@ -275,16 +310,21 @@ func (r *Reconciler) accessTo(cluster string) (access, bool) {
 
 // deleteApplied deletes one object this Replicator applied (only if it still carries its label).
 func deleteApplied(ctx context.Context, acc access, rep *flotillav1.Replicator, a flotillav1.AppliedResource) error {
-	kind, ok := flotillav1.ReplicatedKindOf(a.Kind)
-	if !ok || a.ApplyStatus == flotillav1.ApplyStatusDependencyCopy {
-		return nil // a dependency copy is reflection's to remove
+	gvk, ok := appliedGVK(a)
+	if !ok || a.ApplyStatus == flotillav1.ApplyStatusDependencyCopy || gvk == kindDefinition {
+		// A dependency copy is reflection's to remove. A definition is never deleted: every
+		// object of its kind in the cluster, the cluster's own included, would go with it.
+		return nil
 	}
 	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(kind.GroupVersionKind())
+	u.SetGroupVersionKind(gvk)
 	u.SetNamespace(rep.Spec.ReplicationNamespace)
 	u.SetName(a.Name)
-	if readableIn(a.Kind, a.Cluster == PrimaryName) {
+	if readableIn(gvk.GroupKind(), a.Cluster == PrimaryName) {
 		if err := acc.read.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
+			if meta.IsNoMatchError(err) {
+				return nil // the kind is not served there any more: nothing of it is left
+			}
 			return client.IgnoreNotFound(err)
 		}
 		if u.GetLabels()[flotillav1.LabelReplicator] != flotillav1.ReplicatorLabelValue(rep.Name) || (a.Cluster != PrimaryName && ssa.Holds(u, flotillav1.FieldManagerReflection)) {
@@ -297,4 +337,14 @@ func deleteApplied(ctx context.Context, acc access, rep *flotillav1.Replicator, 
 		return fmt.Errorf("deleting %s %s in %s: %w", a.Kind, a.Name, a.Cluster, err)
 	}
 	return nil
+}
+
+// appliedGVK is the group, version and kind of what the status says was applied: its apiVersion,
+// or where an older version recorded none, its kind's of ReplicatedKinds.
+func appliedGVK(a flotillav1.AppliedResource) (schema.GroupVersionKind, bool) {
+	if a.APIVersion != "" {
+		return schema.FromAPIVersionAndKind(a.APIVersion, a.Kind), true
+	}
+	k, ok := flotillav1.ReplicatedKindOf(a.Kind)
+	return k.GroupVersionKind(), ok
 }

@@ -725,6 +725,13 @@ func init() {
 		}
 		Expect(find(objs, "ValidatingAdmissionPolicy", replicationPolicy)).NotTo(BeNil(), "and narrows them to the namespaces Replicators may write")
 	}}
+	valueCases["replicator.kinds"] = valueCase{set("replicator.enabled=true,replicator.kinds={widgets.example.com}"), func(objs []*unstructured.Unstructured) {
+		Expect(managerGrants(objs)["example.com/widgets"]).To(ConsistOf("get", "list", "create", "update", "patch", "delete"),
+			"replicator.kinds grants a custom kind like the built-in ones")
+		rules := nested(find(objs, "ValidatingAdmissionPolicy", replicationPolicy), "spec", "matchConstraints", "resourceRules")
+		Expect(rules).To(ContainElement(And(HaveKeyWithValue("apiGroups", ConsistOf("example.com")), HaveKeyWithValue("resources", ConsistOf("widgets")))),
+			"and narrows it to the namespaces Replicators may write")
+	}}
 }
 
 var _ = Describe("the manager's rights in the primary", Label("render"), func() {
