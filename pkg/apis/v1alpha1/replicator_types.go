@@ -266,7 +266,7 @@ type AppliedResource struct {
 	// +optional
 	APIVersion string `json:"apiVersion,omitempty"`
 	Kind       string `json:"kind"`
-	Name    string `json:"name"`
+	Name       string `json:"name"`
 	// ApplyStatus is "applied", "not applied", or "dependency copy" (in a secondary, Flotilla's
 	// dependency reflection holds it for the elected pods using it: left to it).
 	ApplyStatus string `json:"applyStatus"`
