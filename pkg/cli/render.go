@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
 	"github.com/flotilla-dev/flotilla/pkg/overrides"
+	"github.com/flotilla-dev/flotilla/pkg/replication"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -26,7 +28,11 @@ flotilla.dev/overrides annotation of what it prints).
 
   pod NAMESPACE/NAME   an elected pod: its delegate in --cluster, as the manager builds it (the owner
                        reference to the primary's FlotillaPrimary there left out). A rule that cannot
-                       apply is printed instead, as the pod's reason shows it.`
+                       apply is printed instead, as the pod's reason shows it.
+  replicator NAME      a Replicator's copies in --cluster, in apply order, as the manager builds
+                       them before it reads that cluster: where the live Deployment keeps another
+                       selector, or an HPA scales it, those are kept there. Secrets' values are
+                       never printed, nor are the TLS Secrets of ingressSecureEnabled.`
 
 // newRenderCommand is flotillactl render.
 func newRenderCommand(primary func() (client.Client, error)) *cobra.Command {
@@ -60,8 +66,98 @@ func newRenderCommand(primary func() (client.Client, error)) *cobra.Command {
 		},
 	}
 	pod.Flags().StringVar(&cluster, "cluster", "", "the secondary to render for (required)")
-	render.AddCommand(pod)
+	rep := &cobra.Command{
+		Use:     "replicator NAME --cluster CLUSTER",
+		Short:   "A Replicator's copies in a secondary, after that cluster's Overrides",
+		Long:    renderLong,
+		Example: "  flotillactl render replicator web --cluster eu-1",
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 || strings.Contains(args[0], "/") {
+				return errors.New("render replicator takes one NAME (Replicators are cluster-scoped), e.g. flotillactl render replicator web --cluster eu-1")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cluster == "" {
+				return errors.New("--cluster: the secondary to render for (flotillactl cluster list names them)")
+			}
+			c, err := primary()
+			if err != nil {
+				return err
+			}
+			return runRenderReplicator(cmd.Context(), c, args[0], cluster, cmd.OutOrStdout())
+		},
+	}
+	rep.Flags().StringVar(&cluster, "cluster", "", "the secondary to render for (required)")
+	render.AddCommand(pod, rep)
 	return render
+}
+
+// runRenderReplicator prints what a Replicator applies in one secondary (replication.Desired, as
+// the controller calls it), each object's Override rules named above it.
+func runRenderReplicator(ctx context.Context, c client.Client, name, cluster string, out io.Writer) error {
+	var rep flotillav1.Replicator
+	if err := c.Get(ctx, client.ObjectKey{Name: name}, &rep); err != nil {
+		return fmt.Errorf("reading Replicator %s: %w", name, err)
+	}
+	primaryID, err := clusters.ClusterID(ctx, c)
+	if err != nil {
+		return fmt.Errorf("reading the primary's ID: %w", err)
+	}
+	sources, err := views.Overrides(ctx, c, rep.Spec.ReplicationNamespace)
+	if err != nil {
+		return err
+	}
+	target, err := views.OverrideCluster(ctx, c, cluster)
+	if err != nil {
+		return err
+	}
+	objs, err := replication.Desired(replication.Inputs{Replicator: &rep, PrimaryID: primaryID, Overrides: sources},
+		replication.Place{Cluster: cluster, Overrides: target})
+	if err != nil {
+		return fmt.Errorf("for cluster %s, %w: nothing of Replicator %s is applied there until it is fixed", cluster, err, name)
+	}
+	if _, err := fmt.Fprintf(out, "# Replicator %s in cluster %s: %d object(s) in namespace %s\n", name, cluster, len(objs), rep.Spec.ReplicationNamespace); err != nil {
+		return err
+	}
+	if rep.Spec.IngressSecureEnabled {
+		if _, err := fmt.Fprintf(out, "# (and its TLS Secrets %s and %s, never printed)\n", replication.ServerSecretName, replication.ClientSecretName); err != nil {
+			return err
+		}
+	}
+	for _, o := range objs {
+		redactSecret(o)
+		raw, err := yaml.Marshal(o.Object)
+		if err != nil {
+			return err
+		}
+		rules := o.GetAnnotations()[flotillav1.AnnotationOverrides]
+		header := fmt.Sprintf("---\n# %s %s: no Override rule applies\n", o.GetKind(), o.GetName())
+		if rules != "" {
+			header = fmt.Sprintf("---\n# %s %s, changed by: %s\n", o.GetKind(), o.GetName(), rules)
+		}
+		if _, err := fmt.Fprint(out, header+string(raw)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// redactSecret replaces a core Secret's values by their size: render never prints a credential.
+func redactSecret(o *unstructured.Unstructured) {
+	if o.GetAPIVersion() != "v1" || o.GetKind() != "Secret" {
+		return
+	}
+	for _, field := range []string{"data", "stringData"} {
+		values, found, _ := unstructured.NestedMap(o.Object, field)
+		if !found {
+			continue
+		}
+		for k, v := range values {
+			values[k] = fmt.Sprintf("(%d characters, not printed)", len(fmt.Sprint(v)))
+		}
+		_ = unstructured.SetNestedMap(o.Object, values, field)
+	}
 }
 
 func runRenderPod(ctx context.Context, c client.Client, ns, name, cluster string, out io.Writer) error {

@@ -306,8 +306,10 @@ func tracingArgs() []string {
 }
 
 // outOfClusterValues are the primary's chart values while the manager runs on the host: CRDs,
-// ServiceAccount and RBAC, with the rights of Replicators and of Multi-Cluster Services.
-var outOfClusterValues = []string{"--set", "manager.enabled=false", "--set", "replicator.enabled=true", "--set", "multiclusterServices.enabled=true"}
+// ServiceAccount and RBAC, with the rights of Replicators (and of a custom kind of theirs) and of
+// Multi-Cluster Services.
+var outOfClusterValues = []string{"--set", "manager.enabled=false", "--set", "replicator.enabled=true", "--set", "replicator.kinds={" + widgetDefinition + "}",
+	"--set", "multiclusterServices.enabled=true"}
 
 // suiteFailed keeps the work dir (logs, kubeconfigs) of a run with a failure; a failure in any
 // parallel process leaves suiteFailedMark in the work dir.

@@ -17,6 +17,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
 	"github.com/flotilla-dev/flotilla/pkg/overrides"
+	"github.com/flotilla-dev/flotilla/pkg/replication"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,7 +30,7 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/ssa"
 )
 
-func (r *Reconciler) applyPrimary(ctx context.Context, in Inputs) placeResult {
+func (r *Reconciler) applyPrimary(ctx context.Context, in replication.Inputs) placeResult {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
 	start := r.now()
@@ -39,7 +40,7 @@ func (r *Reconciler) applyPrimary(ctx context.Context, in Inputs) placeResult {
 }
 
 // applyTargets applies to every secondary at once, each bounded by Timeout.
-func (r *Reconciler) applyTargets(ctx context.Context, in Inputs, names []string) []placeResult {
+func (r *Reconciler) applyTargets(ctx context.Context, in replication.Inputs, names []string) []placeResult {
 	out := make([]placeResult, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
@@ -77,8 +78,8 @@ func roleOf(primary bool) string {
 // desiredIn is what a Replicator applies in one cluster: what is known of it (its live selector
 // and HPA, what its Overrides see of it) and the objects. An Override rule that cannot apply is a
 // Warning Event too.
-func (r *Reconciler) desiredIn(ctx context.Context, in Inputs, cluster string, primary bool, live client.Reader) (Place, []*unstructured.Unstructured, error) {
-	place := Place{Cluster: cluster, Primary: primary}
+func (r *Reconciler) desiredIn(ctx context.Context, in replication.Inputs, cluster string, primary bool, live client.Reader) (replication.Place, []*unstructured.Unstructured, error) {
+	place := replication.Place{Cluster: cluster, Primary: primary}
 	if err := readLive(ctx, live, in.Replicator, &place); err != nil {
 		return place, nil, err
 	}
@@ -89,7 +90,7 @@ func (r *Reconciler) desiredIn(ctx context.Context, in Inputs, cluster string, p
 		}
 		place.Overrides = c
 	}
-	objs, err := Desired(in, place)
+	objs, err := replication.Desired(in, place)
 	var failed *overrides.Failure
 	if errors.As(err, &failed) {
 		r.event(in.Replicator, corev1.EventTypeWarning, flotillav1.ReasonOverrideFailed, "Apply", "In %s, %v: nothing there changed", cluster, err)
@@ -101,7 +102,7 @@ func (r *Reconciler) desiredIn(ctx context.Context, in Inputs, cluster string, p
 }
 
 // applyPlace ensures the namespace and applies every desired object in one cluster.
-func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, live client.Reader) (pr placeResult) {
+func (r *Reconciler) applyPlace(ctx context.Context, in replication.Inputs, cluster string, primary bool, w client.Client, live client.Reader) (pr placeResult) {
 	rep := in.Replicator
 	ctx, span := tracing.OrNoop(r.Tracer).Start(ctx, "replicator apply", trace.WithAttributes(tracing.KeyCluster.String(cluster),
 		tracing.KeyNamespace.String(rep.Namespace), tracing.KeyName.String(rep.Name)))
@@ -135,46 +136,12 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 			}
 		}
 	}
+	at := applyTarget{cluster: cluster, primary: primary, w: w, live: live, place: place}
 	for _, o := range objs {
-		ar := flotillav1.AppliedResource{Cluster: cluster, APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), ApplyStatus: flotillav1.ApplyStatusOK}
-		kind, err := kindIn(w.RESTMapper(), o, cluster, primary)
+		ar, err := r.applyObject(ctx, in, at, o, objs)
 		if err != nil {
 			fail(ar, o, err)
 			continue
-		}
-		if err := r.serviceAccountAllowed(ctx, live, in, place, o, objs); err != nil {
-			fail(ar, o, err)
-			continue
-		}
-		foreign, liveVersion, err := notOurs(ctx, live, rep, in.PrimaryID, o, place, kind)
-		if err != nil || foreign != "" {
-			if err == nil {
-				err = errors.New(foreign)
-				r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonObjectNotOurs, "Apply", "In %s, %s", cluster, foreign)
-			}
-			fail(ar, o, notAllowed(err, kind, cluster, primary))
-			continue
-		}
-		key := appliedKey(rep, cluster, o.GroupVersionKind().GroupKind(), o.GetName())
-		hash, err := ssa.Hash(o.Object)
-		readable := primary || !kind.WriteOnly
-		if err == nil && r.applied.Unchanged(key, hash, liveVersion, readable, r.now(), blindReapply) {
-			pr.applied = append(pr.applied, ar)
-			continue
-		}
-		holder, err := ssa.Apply(ctx, w, o, flotillav1.FieldManagerReplicator, flotillav1.FieldManagerReflection)
-		if err == nil && holder == "" && hash != "" {
-			r.applied.Record(key, hash, ssa.Version(o), r.now())
-		} else {
-			r.applied.Forget(key)
-		}
-		switch {
-		case err != nil:
-			fail(ar, o, notAllowed(err, kind, cluster, primary))
-			continue
-		case holder != "":
-			ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusDependencyCopy,
-				"copied first by Flotilla's dependency reflection for the elected pods that use it, which keeps it in sync: left to it"
 		}
 		pr.applied = append(pr.applied, ar)
 	}
@@ -192,6 +159,59 @@ func (r *Reconciler) applyPlace(ctx context.Context, in Inputs, cluster string, 
 	pr.sync.Health = r.observeHealth(ctx, in, place, live, objs, &pr.sync)
 	pr.sync.Healthy = allHealthy(pr.sync.Health)
 	return pr
+}
+
+// applyTarget is the cluster applyPlace writes to, and what it knows of it.
+type applyTarget struct {
+	cluster string
+	primary bool
+	w       client.Client
+	live    client.Reader
+	place   replication.Place
+}
+
+// applyObject applies one desired object in one cluster, unless it is as last applied: its kind
+// served and allowed there, its ServiceAccount allowed, the live object this Replicator's (or
+// nobody's). An error is why it is not applied (an Event too, for someone else's object).
+func (r *Reconciler) applyObject(ctx context.Context, in replication.Inputs, at applyTarget, o *unstructured.Unstructured,
+	objs []*unstructured.Unstructured) (flotillav1.AppliedResource, error) {
+	rep := in.Replicator
+	ar := flotillav1.AppliedResource{Cluster: at.cluster, APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Name: o.GetName(), ApplyStatus: flotillav1.ApplyStatusOK}
+	kind, err := kindIn(at.w.RESTMapper(), o, at.cluster, at.primary)
+	if err != nil {
+		return ar, err
+	}
+	if err := r.serviceAccountAllowed(ctx, at.live, in, at.place, o, objs); err != nil {
+		return ar, err
+	}
+	foreign, liveVersion, err := notOurs(ctx, at.live, rep, in.PrimaryID, o, at.place, kind)
+	if err == nil && foreign != "" {
+		r.event(rep, corev1.EventTypeWarning, flotillav1.ReasonObjectNotOurs, "Apply", "In %s, %s", at.cluster, foreign)
+		return ar, errors.New(foreign)
+	}
+	if err != nil {
+		return ar, notAllowed(err, kind, at.cluster, at.primary)
+	}
+	key := appliedKey(rep, at.cluster, o.GroupVersionKind().GroupKind(), o.GetName())
+	hash, err := ssa.Hash(o.Object)
+	readable := at.primary || !kind.WriteOnly
+	if err == nil && r.applied.Unchanged(key, hash, liveVersion, readable, r.now(), blindReapply) {
+		return ar, nil
+	}
+	holder, err := ssa.Apply(ctx, at.w, o, flotillav1.FieldManagerReplicator, flotillav1.FieldManagerReflection)
+	if err == nil && holder == "" && hash != "" {
+		r.applied.Record(key, hash, ssa.Version(o), r.now())
+	} else {
+		r.applied.Forget(key)
+	}
+	switch {
+	case err != nil:
+		return ar, notAllowed(err, kind, at.cluster, at.primary)
+	case holder != "":
+		ar.ApplyStatus, ar.Message = flotillav1.ApplyStatusDependencyCopy,
+			"copied first by Flotilla's dependency reflection for the elected pods that use it, which keeps it in sync: left to it"
+	}
+	return ar, nil
 }
 
 // endApplySpan ends a cluster's apply span with its outcome: synced, or what failed (the
@@ -221,7 +241,7 @@ func readableIn(gk schema.GroupKind, primary bool) bool {
 // overwritten, so never deleted with the Replicator either. Secrets are never read in a
 // secondary; there the admission policy installed by join refuses overwriting what is not
 // Flotilla's.
-func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, place Place,
+func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, primaryID string, o *unstructured.Unstructured, place replication.Place,
 	kind flotillav1.ReplicatedKind) (foreign, liveVersion string, err error) {
 	primary := place.Primary
 	if !primary && kind.WriteOnly {
@@ -259,7 +279,7 @@ func notOurs(ctx context.Context, live client.Reader, rep *flotillav1.Replicator
 		o.GetKind(), o.GetNamespace(), o.GetName()), "", nil
 }
 
-func readLive(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, place *Place) error {
+func readLive(ctx context.Context, live client.Reader, rep *flotillav1.Replicator, place *replication.Place) error {
 	if rep.Spec.DeploymentName == "" {
 		return nil
 	}
@@ -287,7 +307,7 @@ func readLive(ctx context.Context, live client.Reader, rep *flotillav1.Replicato
 
 // readReplicas fills the Deployment's replica counts in one cluster: its own Deployment's, or
 // with placement Elect, the proxies elected to that cluster.
-func (r *Reconciler) readReplicas(ctx context.Context, in Inputs, cluster string, primary bool, live client.Reader, cs *flotillav1.ClusterSync) {
+func (r *Reconciler) readReplicas(ctx context.Context, in replication.Inputs, cluster string, primary bool, live client.Reader, cs *flotillav1.ClusterSync) {
 	rep := in.Replicator
 	if rep.Spec.DeploymentSpec == nil || rep.Spec.DeploymentName == "" {
 		return
@@ -308,7 +328,7 @@ func (r *Reconciler) readReplicas(ctx context.Context, in Inputs, cluster string
 // those Ready (their status is their delegate's).
 func (r *Reconciler) electedReplicas(ctx context.Context, rep *flotillav1.Replicator, cluster string) (total, ready int32) {
 	var proxies corev1.PodList
-	sel := Selector(rep, nil).MatchLabels
+	sel := replication.Selector(rep, nil).MatchLabels
 	if err := r.Client.List(ctx, &proxies, client.InNamespace(rep.Spec.ReplicationNamespace), client.MatchingLabels(sel)); err != nil {
 		return 0, 0
 	}
@@ -329,7 +349,7 @@ func (r *Reconciler) electedReplicas(ctx context.Context, rep *flotillav1.Replic
 // ensureNamespace creates the replication namespace where it is missing, marked as created by
 // this Replicator; an existing one must be the Replicator's or opt in (NamespaceAllowed), and in a
 // secondary also be writable by this primary.
-func (r *Reconciler) ensureNamespace(ctx context.Context, in Inputs, cluster string, primary bool, w client.Client, read client.Reader) (string, error) {
+func (r *Reconciler) ensureNamespace(ctx context.Context, in replication.Inputs, cluster string, primary bool, w client.Client, read client.Reader) (string, error) {
 	rep := in.Replicator
 	name := rep.Spec.ReplicationNamespace
 	created := map[string]string{flotillav1.AnnotationCreatedBy: createdBy(in)}
@@ -392,4 +412,4 @@ func appliedPrefix(rep *flotillav1.Replicator, cluster string) string {
 	return string(rep.UID) + "/" + cluster + "/"
 }
 
-func createdBy(in Inputs) string { return in.PrimaryID + "/" + string(in.Replicator.UID) }
+func createdBy(in replication.Inputs) string { return in.PrimaryID + "/" + string(in.Replicator.UID) }

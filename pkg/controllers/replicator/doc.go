@@ -4,6 +4,8 @@
 // timeout (with spec.rollout, wave by wave, a wave that is not healthy holding the later ones),
 // judges the health of what it applied in each cluster, repairs drift from watches in every
 // cluster, and removes what it applied when the Replicator goes. What is applied where, the order
-// of the waves and what counts as healthy are decided by pure functions (Desired, Resolve, Waves,
-// DeploymentHealth, ServiceHealth, IngressHealth, CertificateHealth).
+// of the waves and what counts as healthy are decided by pure functions (replication.Desired,
+// Resolve, Waves, DeploymentHealth, ServiceHealth, IngressHealth, CertificateHealth, StatusHealth).
+// A kind of resources is written where the cluster serves it and lets Flotilla write it (kinds.go);
+// with replicateCRDs, a custom kind's definition is applied first.
 package replicator

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/replication"
 )
 
 // HealthUnknown is the reason of an object whose health could not be read.
@@ -24,7 +25,7 @@ const HealthUnknown = "Unknown"
 // CertificateHealth, and StatusHealth for the kinds without special handling). Reads: the Deployments and their pods, the Services' EndpointSlices
 // (label-selected), the Ingresses and their IngressClass, each object of a plain kind; never a Secret (the certificates
 // judged are those just applied).
-func (r *Reconciler) observeHealth(ctx context.Context, in Inputs, place Place, live client.Reader, objs []*unstructured.Unstructured, cs *flotillav1.ClusterSync) []flotillav1.ObjectHealth {
+func (r *Reconciler) observeHealth(ctx context.Context, in replication.Inputs, place replication.Place, live client.Reader, objs []*unstructured.Unstructured, cs *flotillav1.ClusterSync) []flotillav1.ObjectHealth {
 	rep := in.Replicator
 	elect := rep.Spec.Placement == flotillav1.PlacementElect
 	var out []flotillav1.ObjectHealth
@@ -34,15 +35,7 @@ func (r *Reconciler) observeHealth(ctx context.Context, in Inputs, place Place, 
 	for _, o := range objs {
 		key := client.ObjectKeyFromObject(o)
 		if _, special := flotillav1.SpecialKind(o.GroupVersionKind().GroupKind()); !special {
-			u := &unstructured.Unstructured{}
-			u.SetGroupVersionKind(o.GroupVersionKind())
-			if err := live.Get(ctx, key, u); apierrors.IsNotFound(err) {
-				out = append(out, flotillav1.ObjectHealth{Kind: o.GetKind(), Name: key.Name, Reason: HealthMissing, Message: "not found"})
-			} else if err != nil {
-				unknown(o.GetKind(), key.Name, err)
-			} else {
-				out = append(out, StatusHealth(u))
-			}
+			out = append(out, plainHealthIn(ctx, live, o))
 			continue
 		}
 		switch o.GetKind() {
@@ -59,17 +52,11 @@ func (r *Reconciler) observeHealth(ctx context.Context, in Inputs, place Place, 
 			if elect && (place.Primary || cs.Replicas == 0) || scaledToZero(rep, o) {
 				continue
 			}
-			var svc corev1.Service
-			if err := live.Get(ctx, key, &svc); err != nil {
+			h, judged, err := serviceHealthIn(ctx, live, key)
+			switch {
+			case err != nil:
 				unknown("Service", key.Name, err)
-				continue
-			}
-			var endpointSlices discoveryv1.EndpointSliceList
-			if err := live.List(ctx, &endpointSlices, client.InNamespace(key.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}); err != nil {
-				unknown("Service", key.Name, err)
-				continue
-			}
-			if h, judged := ServiceHealth(&svc, endpointSlices.Items); judged {
+			case judged:
 				out = append(out, h)
 			}
 		case "Ingress":
@@ -86,14 +73,28 @@ func (r *Reconciler) observeHealth(ctx context.Context, in Inputs, place Place, 
 			out = append(out, IngressHealth(&ing, exists))
 		case "Secret":
 			switch {
-			case o.GetName() == ServerSecretName && rep.Spec.IngressSecureEnabled:
-				out = append(out, CertificateHealth(ServerSecretName, in.ServerTLS["tls.crt"], r.now()))
-			case o.GetName() == ClientSecretName && rep.Spec.IngressSecureEnabled:
-				out = append(out, CertificateHealth(ClientSecretName, in.ClientTLS["client.crt"], r.now()))
+			case o.GetName() == replication.ServerSecretName && rep.Spec.IngressSecureEnabled:
+				out = append(out, CertificateHealth(replication.ServerSecretName, in.ServerTLS["tls.crt"], r.now()))
+			case o.GetName() == replication.ClientSecretName && rep.Spec.IngressSecureEnabled:
+				out = append(out, CertificateHealth(replication.ClientSecretName, in.ClientTLS["client.crt"], r.now()))
 			}
 		}
 	}
 	return out
+}
+
+// serviceHealthIn reads a Service and its EndpointSlices (label-selected) and judges it.
+func serviceHealthIn(ctx context.Context, live client.Reader, key client.ObjectKey) (flotillav1.ObjectHealth, bool, error) {
+	var svc corev1.Service
+	if err := live.Get(ctx, key, &svc); err != nil {
+		return flotillav1.ObjectHealth{}, false, err
+	}
+	var endpointSlices discoveryv1.EndpointSliceList
+	if err := live.List(ctx, &endpointSlices, client.InNamespace(key.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: key.Name}); err != nil {
+		return flotillav1.ObjectHealth{}, false, err
+	}
+	h, judged := ServiceHealth(&svc, endpointSlices.Items)
+	return h, judged, nil
 }
 
 // workloadHealthIn reads a Deployment, StatefulSet or DaemonSet and its pods (its own
@@ -164,4 +165,19 @@ func ingressClassExists(ctx context.Context, live client.Reader, class string) (
 		return false, fmt.Errorf("reading IngressClass %s: %w", class, err)
 	}
 	return true, nil
+}
+
+// plainHealthIn reads an object of a kind without special handling and judges it by its status
+// (StatusHealth).
+func plainHealthIn(ctx context.Context, live client.Reader, o *unstructured.Unstructured) flotillav1.ObjectHealth {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(o.GroupVersionKind())
+	err := live.Get(ctx, client.ObjectKeyFromObject(o), u)
+	switch {
+	case apierrors.IsNotFound(err):
+		return flotillav1.ObjectHealth{Kind: o.GetKind(), Name: o.GetName(), Reason: HealthMissing, Message: "not found"}
+	case err != nil:
+		return flotillav1.ObjectHealth{Kind: o.GetKind(), Name: o.GetName(), Reason: HealthUnknown, Message: err.Error()}
+	}
+	return StatusHealth(u)
 }

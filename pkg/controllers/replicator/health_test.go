@@ -14,6 +14,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
+	"github.com/flotilla-dev/flotilla/pkg/replication"
 )
 
 func deploymentWith(generation, observed int64, replicas, updated, available, total int32) *appsv1.Deployment {
@@ -156,8 +157,8 @@ func TestCertificateHealth(t *testing.T) {
 		{"a PEM block that is no certificate", pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("junk")}), false, HealthInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := CertificateHealth(ServerSecretName, tc.pem, now)
-			if h.Kind != "Secret" || h.Name != ServerSecretName || h.Healthy != tc.healthy || h.Reason != tc.reason || h.Failing == tc.healthy {
+			h := CertificateHealth(replication.ServerSecretName, tc.pem, now)
+			if h.Kind != "Secret" || h.Name != replication.ServerSecretName || h.Healthy != tc.healthy || h.Reason != tc.reason || h.Failing == tc.healthy {
 				t.Errorf("got %+v; want healthy %v reason %s, failing unless healthy", h, tc.healthy, tc.reason)
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/replication"
 	"github.com/flotilla-dev/flotilla/pkg/ssa"
 )
 
@@ -80,7 +81,7 @@ const definitionReady = 10 * time.Second
 // kinds have none) and waits, bounded, until it is established there. A definition the secondary
 // has that is not this primary's (its own, or another primary's) is left alone. A definition is
 // never deleted by Flotilla. It returns what it applied, and the first problem.
-func (r *Reconciler) replicateDefinitions(ctx context.Context, in Inputs, cluster string, w client.Client, objs []*unstructured.Unstructured) ([]flotillav1.AppliedResource, error) {
+func (r *Reconciler) replicateDefinitions(ctx context.Context, in replication.Inputs, cluster string, w client.Client, objs []*unstructured.Unstructured) ([]flotillav1.AppliedResource, error) {
 	var out []flotillav1.AppliedResource
 	seen := map[schema.GroupKind]bool{}
 	for _, o := range objs {
@@ -114,7 +115,7 @@ func (r *Reconciler) replicateDefinitions(ctx context.Context, in Inputs, cluste
 
 // applyDefinition applies one definition in a secondary, unless one there is not this primary's
 // (applied false), and waits until it is established.
-func (r *Reconciler) applyDefinition(ctx context.Context, in Inputs, cluster string, w client.Client, def *apiextensionsv1.CustomResourceDefinition) (bool, error) {
+func (r *Reconciler) applyDefinition(ctx context.Context, in replication.Inputs, cluster string, w client.Client, def *apiextensionsv1.CustomResourceDefinition) (bool, error) {
 	if def.Spec.Conversion != nil && def.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
 		return false, &KindProblem{Reason: flotillav1.ReasonKindMissing, Message: fmt.Sprintf(
 			"CustomResourceDefinition %s converts its versions with a webhook of the primary, which %s cannot call: install it in %s with its own", def.Name, cluster, cluster)}
@@ -123,9 +124,10 @@ func (r *Reconciler) applyDefinition(ctx context.Context, in Inputs, cluster str
 	err := w.Get(ctx, client.ObjectKey{Name: def.Name}, &live)
 	switch {
 	case apierrors.IsNotFound(err):
+	case apierrors.IsForbidden(err) && servedIn(w.RESTMapper(), def):
+		return false, nil // not ours to write there, and the cluster serves the kind: its admin keeps the definition
 	case err != nil:
-		return false, notAllowed(fmt.Errorf("reading CustomResourceDefinition %s in %s: %w", def.Name, cluster, err),
-			flotillav1.KindFor(kindDefinition, "customresourcedefinitions", false), cluster, false)
+		return false, definitionRefused(fmt.Errorf("reading it: %w", err), def.Name, cluster)
 	case live.Labels[flotillav1.LabelPrimary] != in.PrimaryID:
 		return false, nil // the cluster's own: left alone
 	}
@@ -149,6 +151,17 @@ func (r *Reconciler) applyDefinition(ctx context.Context, in Inputs, cluster str
 		return true, fmt.Errorf("CustomResourceDefinition %s applied in %s, not yet established: %w", def.Name, cluster, err)
 	}
 	return true, nil
+}
+
+// servedIn says whether a cluster serves the kind of a definition (its storage version).
+func servedIn(mapper meta.RESTMapper, def *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, v := range def.Spec.Versions {
+		if v.Storage {
+			_, err := mapper.RESTMapping(schema.GroupKind{Group: def.Spec.Group, Kind: def.Spec.Names.Kind}, v.Name)
+			return err == nil
+		}
+	}
+	return false
 }
 
 // definitionRefused says why a definition could not be applied, naming the join option that

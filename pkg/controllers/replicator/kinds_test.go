@@ -76,7 +76,7 @@ func TestNotAllowedNamesWhoAllows(t *testing.T) {
 	if got := notAllowed(rbac, k, "primary", true).Error(); !strings.Contains(got, "the chart's replicator.kinds") {
 		t.Errorf("primary: %s", got)
 	}
-	if got := notAllowed(policy, k, "eu", false); got != policy {
+	if got := notAllowed(policy, k, "eu", false); !errors.Is(got, policy) || kindProblemOf(got) != "" {
 		t.Errorf("an admission refusal is not about the kind's rights: %v", got)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/replication"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
@@ -44,7 +45,7 @@ func (e *NamespaceNotAllowedError) Error() string {
 
 // gate checks, before anything is written anywhere, the primary's replication namespace
 // (checkNamespace) and takes its Pod Security labels for the namespaces in secondaries.
-func (r *Reconciler) gate(ctx context.Context, in *Inputs) error {
+func (r *Reconciler) gate(ctx context.Context, in *replication.Inputs) error {
 	ns, err := checkNamespace(ctx, r.Live, *in, PrimaryName, true)
 	if err != nil {
 		return err
@@ -57,7 +58,7 @@ func (r *Reconciler) gate(ctx context.Context, in *Inputs) error {
 
 // checkNamespace reads the replication namespace in one cluster and says whether the Replicator
 // may write there: nil when it is missing (the Replicator creates it) or allowed.
-func checkNamespace(ctx context.Context, read client.Reader, in Inputs, cluster string, primary bool) (*corev1.Namespace, error) {
+func checkNamespace(ctx context.Context, read client.Reader, in replication.Inputs, cluster string, primary bool) (*corev1.Namespace, error) {
 	name := in.Replicator.Spec.ReplicationNamespace
 	var ns corev1.Namespace
 	err := read.Get(ctx, client.ObjectKey{Name: name}, &ns)
@@ -117,7 +118,7 @@ func ServiceAccountProblem(name string, live *corev1.ServiceAccount, carried, na
 // serviceAccountAllowed applies ServiceAccountProblem to one object in a secondary (the primary's
 // ServiceAccounts are its author's, whose rights the webhook checked): an error when it may not
 // be applied there, with a Warning Event saying why.
-func (r *Reconciler) serviceAccountAllowed(ctx context.Context, read client.Reader, in Inputs, at Place, o *unstructured.Unstructured, objs []*unstructured.Unstructured) error {
+func (r *Reconciler) serviceAccountAllowed(ctx context.Context, read client.Reader, in replication.Inputs, at replication.Place, o *unstructured.Unstructured, objs []*unstructured.Unstructured) error {
 	if at.Primary {
 		return nil
 	}
@@ -130,7 +131,7 @@ func (r *Reconciler) serviceAccountAllowed(ctx context.Context, read client.Read
 }
 
 // serviceAccountProblem reads what ServiceAccountProblem needs in one secondary.
-func serviceAccountProblem(ctx context.Context, read client.Reader, in Inputs, o *unstructured.Unstructured, objs []*unstructured.Unstructured) (string, error) {
+func serviceAccountProblem(ctx context.Context, read client.Reader, in replication.Inputs, o *unstructured.Unstructured, objs []*unstructured.Unstructured) (string, error) {
 	name := ServiceAccountOf(o)
 	if name == "" || name == "default" {
 		return "", nil

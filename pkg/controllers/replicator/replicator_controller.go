@@ -23,6 +23,7 @@ import (
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 	"github.com/flotilla-dev/flotilla/pkg/clusters/views"
+	"github.com/flotilla-dev/flotilla/pkg/replication"
 	"github.com/flotilla-dev/flotilla/pkg/ssa"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
 )
@@ -148,7 +149,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, rep *flotillav1.Replic
 		}
 		res = res.Deny(denied)
 	}
-	in := Inputs{Replicator: rep, PrimaryID: r.Registry.PrimaryID(), ElectClusters: res.Clusters}
+	in := replication.Inputs{Replicator: rep, PrimaryID: r.Registry.PrimaryID(), ElectClusters: res.Clusters}
 	sources, err := views.Overrides(ctx, r.Client, rep.Spec.ReplicationNamespace)
 	if err != nil {
 		return ctrl.Result{}, err

@@ -12,6 +12,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/replication"
 )
 
 // Waves orders the primary and the resolved targets in the waves of a rollout: wave i+1 is
@@ -113,7 +114,7 @@ func ProgressingCondition(generation int64, gate waveGate, held []string) metav1
 // synced and healthy holds the later ones: a cluster there that has not had the current
 // generation yet is left as it is and reported from the previous status; one that already has it
 // is applied (it only repairs drift). Without a rollout it is today's single wave.
-func (r *Reconciler) applyInWaves(ctx context.Context, in Inputs, targets []string) ([]placeResult, rolloutOutcome) {
+func (r *Reconciler) applyInWaves(ctx context.Context, in replication.Inputs, targets []string) ([]placeResult, rolloutOutcome) {
 	rep := in.Replicator
 	resolve := func(name string) []string { return clusters.Resolve([]string{name}, r.Registry.Snapshots()).Clusters }
 	waves := Waves(rep.Spec.Rollout, targets, resolve)
@@ -164,7 +165,7 @@ func (r *Reconciler) applyInWaves(ctx context.Context, in Inputs, targets []stri
 }
 
 // applyClusters applies to the primary, if among them, then to the others in parallel.
-func (r *Reconciler) applyClusters(ctx context.Context, in Inputs, names []string) []placeResult {
+func (r *Reconciler) applyClusters(ctx context.Context, in replication.Inputs, names []string) []placeResult {
 	var out []placeResult
 	if slices.Contains(names, PrimaryName) {
 		out = append(out, r.applyPrimary(ctx, in))

@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/replication"
 )
 
 func fakeCluster(t *testing.T, objs ...client.Object) client.Client {
@@ -38,7 +39,7 @@ func TestSecondaryNamespaceCarriesThePrimarysPodSecurityLabels(t *testing.T) {
 	}
 	primary := fakeCluster(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: labels}})
 	r := &Reconciler{Live: primary}
-	in := Inputs{Replicator: rep, PrimaryID: "p1"}
+	in := replication.Inputs{Replicator: rep, PrimaryID: "p1"}
 	if err := r.gate(t.Context(), &in); err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestSecondaryNamespaceCarriesThePrimarysPodSecurityLabels(t *testing.T) {
 
 func TestGateRefusesAnExistingNamespaceThatDoesNotOptIn(t *testing.T) {
 	r := &Reconciler{Live: fakeCluster(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}})}
-	in := Inputs{Replicator: sample(), PrimaryID: "p1"}
+	in := replication.Inputs{Replicator: sample(), PrimaryID: "p1"}
 	var notAllowed *NamespaceNotAllowedError
 	if err := r.gate(t.Context(), &in); !errors.As(err, &notAllowed) {
 		t.Fatalf("gate = %v, want NamespaceNotAllowedError", err)
@@ -160,7 +161,7 @@ func TestApplyInASecondaryRefusesItsOwnServiceAccount(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := sample()
 			rep.Spec.DeploymentSpec.Template.Spec.ServiceAccountName = "builder"
-			in := Inputs{Replicator: rep, PrimaryID: "p1"}
+			in := replication.Inputs{Replicator: rep, PrimaryID: "p1"}
 			secondary := fakeCluster(t,
 				&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop", Labels: map[string]string{
 					flotillav1.LabelManagedBy: "p1", flotillav1.LabelPrimary: "p1"}}},

@@ -13,6 +13,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
+	"github.com/flotilla-dev/flotilla/pkg/replication"
 )
 
 // caSecretKey is where a Replicator's CA (and its private key) lives: the primary only.
@@ -22,7 +23,7 @@ func caSecretKey(rep *flotillav1.Replicator) client.ObjectKey {
 
 // tlsMaterial returns the data of ca-secret and cli-secret, from cert-manager when the Replicator
 // names an issuer, else from Flotilla's own CA.
-func (r *Reconciler) tlsMaterial(ctx context.Context, in Inputs) (server, cli map[string][]byte, applied []flotillav1.AppliedResource, err error) {
+func (r *Reconciler) tlsMaterial(ctx context.Context, in replication.Inputs) (server, cli map[string][]byte, applied []flotillav1.AppliedResource, err error) {
 	rep := in.Replicator
 	if rep.Spec.TLS != nil && rep.Spec.TLS.IssuerRef != nil {
 		return r.certManagerMaterial(ctx, in)
@@ -40,16 +41,16 @@ func (r *Reconciler) ownCAMaterial(ctx context.Context, rep *flotillav1.Replicat
 	if err != nil {
 		return nil, nil, err
 	}
-	serverData, err := r.secretData(ctx, client.ObjectKey{Namespace: ns, Name: ServerSecretName})
+	serverData, err := r.secretData(ctx, client.ObjectKey{Namespace: ns, Name: replication.ServerSecretName})
 	if err != nil {
 		return nil, nil, err
 	}
-	clientData, err := r.secretData(ctx, client.ObjectKey{Namespace: ns, Name: ClientSecretName})
+	clientData, err := r.secretData(ctx, client.ObjectKey{Namespace: ns, Name: replication.ClientSecretName})
 	if err != nil {
 		return nil, nil, err
 	}
 	bundle, _, err := pki.EnsureBundle(pki.StoredFrom(caData, serverData, clientData),
-		pki.BundleSpec{CACommonName: rep.Name + "-ca", ClientCommonName: rep.Name + "-client", Hosts: Hosts(rep)}, r.now())
+		pki.BundleSpec{CACommonName: rep.Name + "-ca", ClientCommonName: rep.Name + "-client", Hosts: replication.Hosts(rep)}, r.now())
 	if err != nil {
 		return nil, nil, fmt.Errorf("TLS material of Replicator %s: %w", rep.Name, err)
 	}
@@ -96,7 +97,7 @@ func (r *Reconciler) deleteCA(ctx context.Context, rep *flotillav1.Replicator) e
 }
 
 // certificateGVK is cert-manager's Certificate.
-var certificateGVK = Allowed["Certificate"]
+var certificateGVK = replication.Allowed["Certificate"]
 
 // errCertificatesPending says cert-manager has not issued yet; the Replicator retries.
 var errCertificatesPending = errors.New("waiting for cert-manager to issue")
@@ -105,7 +106,7 @@ var errCertificatesPending = errors.New("waiting for cert-manager to issue")
 // host; client: <replicator>-client), and maps the Secrets cert-manager writes (tls.crt, tls.key,
 // ca.crt) to plumber's key names: ca-secret gets the server pair and ca.crt, cli-secret gets
 // client.crt and client.key.
-func (r *Reconciler) certManagerMaterial(ctx context.Context, in Inputs) (server, cli map[string][]byte, applied []flotillav1.AppliedResource, err error) {
+func (r *Reconciler) certManagerMaterial(ctx context.Context, in replication.Inputs) (server, cli map[string][]byte, applied []flotillav1.AppliedResource, err error) {
 	rep := in.Replicator
 	if _, err := r.ensureNamespace(ctx, in, PrimaryName, true, r.Client, r.Live); err != nil {
 		return nil, nil, nil, err
@@ -125,7 +126,7 @@ func (r *Reconciler) certManagerMaterial(ctx context.Context, in Inputs) (server
 			spec["commonName"] = c.cn
 		} else {
 			hosts := make([]any, 0)
-			for _, h := range Hosts(rep) {
+			for _, h := range replication.Hosts(rep) {
 				hosts = append(hosts, h)
 			}
 			spec["dnsNames"] = hosts
@@ -133,7 +134,7 @@ func (r *Reconciler) certManagerMaterial(ctx context.Context, in Inputs) (server
 		u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 		u.SetGroupVersionKind(certificateGVK)
 		u.SetName(c.name)
-		mark(u, in, Place{Cluster: PrimaryName, Primary: true})
+		replication.Mark(u, in, replication.Place{Cluster: PrimaryName, Primary: true})
 		if err := r.Client.Patch(ctx, u, client.Apply, client.FieldOwner(flotillav1.FieldManagerReplicator), client.ForceOwnership); err != nil { //nolint:staticcheck // unstructured apply
 			return nil, nil, nil, fmt.Errorf("applying cert-manager Certificate %s (is cert-manager installed?): %w", c.name, err)
 		}

@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"runtime"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,12 +35,13 @@ import (
 	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
-// Scheme knows the core kinds, Flotilla's and the MCS API's.
+// Scheme knows the core kinds, Flotilla's, the MCS API's and CustomResourceDefinitions.
 var Scheme = func() *runtimeschema.Scheme {
 	s := runtimeschema.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(s))
 	utilruntime.Must(flotillav1.AddToScheme(s))
 	utilruntime.Must(mcsv1beta1.Install(s))
+	utilruntime.Must(apiextensionsv1.AddToScheme(s))
 	return s
 }()
 

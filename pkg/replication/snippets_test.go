@@ -1,4 +1,4 @@
-package replicator
+package replication
 
 import (
 	"encoding/json"
@@ -51,7 +51,7 @@ func TestDesiredIngressCarriesNoSnippetAnnotation(t *testing.T) {
 	}
 	tls := map[string][]byte{"tls.crt": []byte("c"), "tls.key": []byte("k"), "ca.crt": []byte("ca")}
 	in := Inputs{Replicator: rep, PrimaryID: "p1", ServerTLS: tls}
-	for _, at := range []Place{{Cluster: "s1"}, {Cluster: PrimaryName, Primary: true}} {
+	for _, at := range []Place{{Cluster: "s1"}, {Cluster: flotillav1.RolloutPrimary, Primary: true}} {
 		objs, err := Desired(in, at)
 		if err != nil {
 			t.Fatal(err)

@@ -1,4 +1,4 @@
-package replicator
+package replication
 
 import (
 	"errors"
@@ -46,7 +46,7 @@ func TestDesiredDerivesSelectorsAndMarksEveryObject(t *testing.T) {
 		wantSel    map[string]string
 		wantReps   bool
 	}{
-		{"primary, fresh", Place{Cluster: PrimaryName, Primary: true}, true,
+		{"primary, fresh", Place{Cluster: flotillav1.RolloutPrimary, Primary: true}, true,
 			map[string]string{flotillav1.LabelReplicator: "web", LabelDeployment: "nginx"}, true},
 		{"secondary: no client key, primary label", Place{Cluster: "s1"}, false,
 			map[string]string{flotillav1.LabelReplicator: "web", LabelDeployment: "nginx"}, true},
@@ -99,7 +99,7 @@ func TestDesiredWithPlacementElectKeepsTheDeploymentInThePrimary(t *testing.T) {
 	rep := sample()
 	rep.Spec.Placement = flotillav1.PlacementElect
 	in := Inputs{Replicator: rep, PrimaryID: "p1", ElectClusters: []string{"s1", "s2"}}
-	primary, err := Desired(in, Place{Cluster: PrimaryName, Primary: true})
+	primary, err := Desired(in, Place{Cluster: flotillav1.RolloutPrimary, Primary: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +146,7 @@ func TestDesiredAppliesTheClustersOverridesToItsCopiesOnly(t *testing.T) {
 	if n, ann := replicas(Place{Cluster: "edge-1", Overrides: overrides.Cluster{Name: "edge-1"}}); n != 2 || ann != "Override shop/edge rule small" {
 		t.Errorf("edge-1: %d replicas, annotation %q", n, ann)
 	}
-	for _, at := range []Place{{Cluster: "big-1", Overrides: overrides.Cluster{Name: "big-1"}}, {Cluster: PrimaryName, Primary: true}} {
+	for _, at := range []Place{{Cluster: "big-1", Overrides: overrides.Cluster{Name: "big-1"}}, {Cluster: flotillav1.RolloutPrimary, Primary: true}} {
 		if n, ann := replicas(at); n != 3 || ann != "" {
 			t.Errorf("%s: %d replicas, annotation %q: the rule is edge-1's", at.Cluster, n, ann)
 		}

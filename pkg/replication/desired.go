@@ -1,4 +1,4 @@
-package replicator
+package replication
 
 import (
 	"encoding/json"
@@ -150,13 +150,13 @@ func Desired(in Inputs, at Place) ([]*unstructured.Unstructured, error) {
 		return nil, err
 	}
 	for _, u := range out {
-		mark(u, in, at)
+		Mark(u, in, at)
 	}
 	return out, nil
 }
 
-// mark puts the namespace, Flotilla's labels and the owner annotation on an object.
-func mark(u *unstructured.Unstructured, in Inputs, at Place) {
+// Mark puts the namespace, Flotilla's labels and the owner annotation on an object.
+func Mark(u *unstructured.Unstructured, in Inputs, at Place) {
 	u.SetNamespace(in.Replicator.Spec.ReplicationNamespace)
 	labels := u.GetLabels()
 	if labels == nil {
