@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
 // Every cluster a little different: Overrides change, per cluster, the delegates of elected pods
@@ -132,6 +134,12 @@ var _ = Describe("per-cluster overrides", Ordered, func() {
 			g.Expect(env).To(BeEmpty())
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
 
+		By("render shows what each secondary gets, each copy with the rules that changed it")
+		out, err := flotillactl(ctx, "render", "replicator", rep.Name, "--cluster", s2.Name)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(And(ContainSubstring("# Deployment web, changed by: Override "+copies+"/sizes rule "+s2.Name), ContainSubstring("replicas: 1"),
+			ContainSubstring("value: edge"), ContainSubstring("# ConfigMap settings: no Override rule applies")))
+
 		By("drift in secondary2 is repaired back to the overridden value")
 		Expect(clientOf(s2).Patch(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: copies, Name: "web"}},
 			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":5}}`)))).To(Succeed())
@@ -206,5 +214,85 @@ var _ = Describe("per-cluster overrides, written by a tenant", func() {
 		env := override("env", flotillav1.OverrideRule{Name: "region", Targets: []flotillav1.OverrideTarget{{Kind: "Pod"}},
 			Env: []flotillav1.EnvOverride{{Op: "Replace", Name: "REGION", Value: "eu"}}})
 		Expect(tenant.Create(ctx, env)).To(Succeed(), "what the tenant may write")
+	})
+})
+
+// A regional registry on real nodes: secondary2's node has the application image under a
+// mirror's name only it serves (as a region's registry mirror would); an Override rewrites the
+// registry for secondary2, and its delegates run from that name while secondary1's run the
+// original (which its node alone knows: a rewrite there would not start).
+var _ = Describe("per-cluster overrides on real nodes", Ordered, Label("real-nodes"), func() {
+	const ns, mirror = "mirrored", "mirror.testbed.local"
+	mirrored := mirror + "/" + strings.TrimPrefix(testbed.TestAppImage, "testbed.local/")
+	primary := func() client.Client { return clientOf(bed.Primary) }
+
+	BeforeAll(func(ctx SpecContext) {
+		requireSecondaryRealNodes()
+		joinBothSecondaries(ctx)
+		importAppImage(ctx, false)
+		enabledNamespace(ctx, ns)
+		s2 := bed.Secondaries[1]
+		Expect(s2.RealNode.TagImage(ctx, testbed.TestAppImage, mirrored)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(s2.RealNode.UntagImage(ctx, mirrored)).To(Succeed()) })
+	})
+
+	It("runs an elected Deployment's delegates in secondary2 from the regional registry's name, in secondary1 from the original, and a new pod there from the original once the override goes", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		regional := &flotillav1.Override{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "regional-registry"}, Spec: flotillav1.OverrideSpec{
+			Rules: []flotillav1.OverrideRule{{Name: "mirror", Targets: []flotillav1.OverrideTarget{{Kind: "Pod",
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "mirrored"}}}},
+				Clusters: flotillav1.OverrideClusters{Names: []string{s2.Name}},
+				Image:    &flotillav1.ImageOverride{Registry: mirror}}}}}
+		Expect(primary().Create(ctx, regional)).To(Succeed())
+		labels := map[string]string{"app": "mirrored"}
+		dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mirrored"}, Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(int32(2)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "mirrored", "tier": "mirrored"}, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+				Spec: onRealNode(appContainer("web", nil))}}}
+		Expect(primary().Create(ctx, dep)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { _ = primary().Delete(ctx, dep) })
+
+		// Each proxy Ready (its real container up) and its delegate's image as its cluster gets it.
+		runningFrom := func(g Gomega, want map[string]string) {
+			proxies, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=mirrored"})
+			g.Expect(err).NotTo(HaveOccurred())
+			byCluster := map[string]string{}
+			for i := range proxies.Items {
+				p := &proxies.Items[i]
+				if p.DeletionTimestamp != nil {
+					continue
+				}
+				g.Expect(podReady(p)).To(BeTrue(), "proxy %s: %s %s", p.Name, p.Status.Phase, p.Status.Message)
+				cluster, _ := flotillav1.ClusterOfNode(p.Spec.NodeName)
+				c := s1
+				if cluster == s2.Name {
+					c = s2
+				}
+				d, err := c.Clientset.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				byCluster[cluster] = d.Spec.Containers[0].Image
+				g.Expect(p.Spec.Containers[0].Image).To(Equal(testbed.TestAppImage), "the proxy keeps the primary's image")
+			}
+			g.Expect(byCluster).To(Equal(want))
+		}
+		Eventually(func(g Gomega) {
+			runningFrom(g, map[string]string{s1.Name: testbed.TestAppImage, s2.Name: mirrored})
+		}).WithContext(ctx).WithTimeout(120 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+
+		By("the override gone, a new pod in secondary2 runs the original name there")
+		Expect(primary().Delete(ctx, regional)).To(Succeed())
+		after := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mirrored-after", Labels: map[string]string{"tier": "mirrored"},
+			Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}}, Spec: onRealNode(appContainer("web", nil))}
+		Expect(primary().Create(ctx, after)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { _ = primary().Delete(ctx, after) })
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, after.Name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(podReady(p)).To(BeTrue(), "proxy %s: %s %s", p.Name, p.Status.Phase, p.Status.Message)
+			d, err := s2.Clientset.CoreV1().Pods(ns).Get(ctx, after.Name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Spec.Containers[0].Image).To(Equal(testbed.TestAppImage))
+			g.Expect(d.Annotations).NotTo(HaveKey(flotillav1.AnnotationOverrides))
+		}).WithContext(ctx).WithTimeout(120 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 	})
 })

@@ -510,6 +510,23 @@ func (n *SecondaryRealNode) ImportImage(ctx context.Context, tarPath string) err
 	return nil
 }
 
+// TagImage gives an image of the node's containerd a second name (namespace k8s.io), as a
+// regional registry mirror serves the same image under its own: the kubelet runs either name.
+func (n *SecondaryRealNode) TagImage(ctx context.Context, image, name string) error {
+	if _, err := n.ctr(ctx, "images", "tag", "--force", image, name); err != nil {
+		return fmt.Errorf("naming %s %s in %s: %w", image, name, n.Name, err)
+	}
+	return nil
+}
+
+// UntagImage removes a name TagImage gave (the image stays under its others).
+func (n *SecondaryRealNode) UntagImage(ctx context.Context, name string) error {
+	if _, err := n.ctr(ctx, "images", "rm", name); err != nil {
+		return fmt.Errorf("removing the name %s in %s: %w", name, n.Name, err)
+	}
+	return nil
+}
+
 // join starts the kubelet and kube-proxy against the secondary, in the node's namespaces, and
 // waits until the node is Ready and kube-proxy has written the rules of the `kubernetes` Service
 // and of the cluster DNS.
