@@ -85,6 +85,9 @@ func addLeaderElectionFlags(fs *pflag.FlagSet, o *setup.LeaderElectionOptions) {
 
 func addClusterFlags(fs *pflag.FlagSet, c *setup.ClusterOptions, n *setup.VirtualNodeOptions) {
 	fs.StringVar(&c.PrimaryName, "primary-name", c.PrimaryName, "name of the primary's ClusterDetector, and its cluster name in the Multi-Cluster Services ClusterSet (the source-cluster of its endpoints)")
+	fs.StringSliceVar(&c.InventoryNamespaces, "inventory-namespaces", c.InventoryNamespaces,
+		"namespaces of the fleet inventory's readers (MultiKueue's kueue-system, comma-separated): each gets every secondary's ClusterProfile with its access provider "+
+			"(secretreader) and, for a secondary reached directly, the Secret that provider reads, holding the joined identity's token (anyone who may read Secrets there acts as Flotilla in that secondary)")
 	fs.BoolVar(&c.MulticlusterServices, "multicluster-services", c.MulticlusterServices, "run the Multi-Cluster Services controller: a ServiceExport in any cluster of the set makes its ServiceImport, with every exporting cluster's endpoints, in all (needs the MCS API's CRDs, multicluster.x-k8s.io, in the primary)")
 	fs.DurationVar(&c.ProbeInterval, "probe-interval", c.ProbeInterval, "time between two health probes of a registered cluster")
 	fs.DurationVar(&c.ProbeTimeout, "probe-timeout", c.ProbeTimeout, "how long a cluster may take to answer a health probe before it counts as failed")

@@ -3,6 +3,7 @@ package clusters
 import (
 	"context"
 	"fmt"
+	"os"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -72,4 +73,39 @@ func (s Secondary) EventsOf(ctx context.Context, namespace string, uid types.UID
 		return nil, fmt.Errorf("listing the Events of %s in %s: %w", uid, s.Name, err)
 	}
 	return evs.Items, nil
+}
+
+// Access is how a reader outside Flotilla reaches a secondary as Flotilla's joined identity does:
+// its API server's address and CA, and that identity's current token. It is a credential: never
+// logged, traced or printed.
+type Access struct {
+	Server string
+	CAData []byte
+	Token  string
+}
+
+// AccessOf is how a reader outside Flotilla reaches a usable secondary (KEP-5339's access
+// providers of the inventory). false for a cluster that is not usable, reached through its agent's
+// tunnel (nothing outside the manager can dial it), or whose credential is not a token.
+func (r *Registry) AccessOf(name string) (Access, bool) {
+	sec, ok := r.Secondary(name)
+	if !ok || sec.Config == nil || r.mode(name) != "" {
+		return Access{}, false
+	}
+	r.mu.Lock()
+	c := r.clusters[name]
+	r.mu.Unlock()
+	tok := c.currentToken()
+	if tok == "" {
+		return Access{}, false
+	}
+	ca := append([]byte(nil), sec.Config.CAData...)
+	if len(ca) == 0 && sec.Config.CAFile != "" {
+		raw, err := os.ReadFile(sec.Config.CAFile)
+		if err != nil {
+			return Access{}, false
+		}
+		ca = raw
+	}
+	return Access{Server: sec.Config.Host, CAData: ca, Token: tok}, true
 }

@@ -120,6 +120,7 @@ func Mutate(pod *corev1.Pod, clusters []placement.ClusterView, claims map[string
 	delete(out.Annotations, flotillav1.AnnotationAdmittedBy)
 	delete(out.Annotations, flotillav1.AnnotationQuota)
 	delete(out.Annotations, flotillav1.AnnotationQuotaExceeded)
+	delete(out.Annotations, flotillav1.AnnotationGangCluster)
 	out.Spec.SchedulingGates = slices.DeleteFunc(out.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
 		return g.Name == flotillav1.SchedulingGateQuota
 	})

@@ -65,11 +65,21 @@ func Decide(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView, ch
 	if err != nil {
 		return Decision{}, err
 	}
+	_, inGang, err := GangOf(pod)
+	if err != nil {
+		return Decision{}, err
+	}
 	fit, err := fitClusters(pod, c, clusters, weights)
 	if err != nil {
 		return Decision{}, err
 	}
 	p := Decision{Fit: fit, Affinity: fit.Feasible, Spread: ClusterSpread(pod.Spec.TopologySpreadConstraints)}
+	if inGang {
+		// A gang's member waits gated for the whole gang: the proxy reconciler lets every member
+		// go at once, to the one cluster that fits them all (PlaceGang).
+		p.Affinity, p.Gated, p.Spread = nil, true, nil
+		return p, nil
+	}
 	switch {
 	case len(fit.Feasible) == 0 && len(fit.Waiting) > 0:
 		// Only room or readiness is missing: the primary's scheduler binds it to one of these once

@@ -12,6 +12,8 @@
 //     cluster of a weighted split (WeightedNext), the random choice by free CPU.
 //   - proxy.go: what a proxy carries: its failover bound and tolerations, the constraints kept
 //     for its delegate, the data cluster of its claims, and every Rejection text.
+//   - gang.go: a gang's members (GangOf) placed as one (PlaceGang): the cluster whose nodes take
+//     every member together, or why none does, per cluster.
 //   - split.go, rebalance.go: a controller's split over clusters and the moves to it (Plan),
 //     planned over the views (Rebalance).
 //

@@ -153,12 +153,18 @@ func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.Resourc
 // outOfLent says what a pod needs beyond what its cluster still lends the primary ("" when it
 // fits, or nothing is lent with a limit): its requests, and one pod.
 func outOfLent(lent, requests corev1.ResourceList) string {
+	need := requests.DeepCopy()
+	need[corev1.ResourcePods] = resource.MustParse("1")
+	return lentShort(lent, need)
+}
+
+// lentShort says what of need is beyond what a cluster still lends ("" when all of it fits, or
+// nothing is lent with a limit).
+func lentShort(lent, need corev1.ResourceList) string {
 	if lent == nil {
 		return ""
 	}
 	var short []string
-	need := requests.DeepCopy()
-	need[corev1.ResourcePods] = resource.MustParse("1")
 	for name, want := range need {
 		room, limited := lent[name]
 		if limited && !want.IsZero() && room.Cmp(want) < 0 {

@@ -136,8 +136,8 @@ func addClusterControllers(ctx context.Context, mgr ctrl.Manager, registry *clus
 	if err := mgr.Add(&replicator.SyncMetrics{Reader: mgr.GetClient()}); err != nil {
 		return fmt.Errorf("adding the Replicator metrics: %w", err)
 	}
-	if err := (&inventory.Reconciler{Client: mgr.GetClient(), Registry: registry, PrimaryName: opts.Clusters.PrimaryName,
-		Namespace: flotillav1.SystemNamespace, Recorder: recorder, Clock: opts.Clock}).
+	if err := (&inventory.Reconciler{Client: mgr.GetClient(), Live: mgr.GetAPIReader(), Registry: registry, PrimaryName: opts.Clusters.PrimaryName,
+		Namespace: flotillav1.SystemNamespace, ConsumerNamespaces: opts.Clusters.InventoryNamespaces, Recorder: recorder, Clock: opts.Clock}).
 		SetupWithManager(ctx, mgr, inventoryOptions()); err != nil {
 		return fmt.Errorf("setting up the inventory controller: %w", err)
 	}

@@ -88,6 +88,10 @@ type LeaderElectionOptions struct {
 type ClusterOptions struct {
 	// PrimaryName names the primary's ClusterDetector (--primary-name).
 	PrimaryName string
+	// InventoryNamespaces are the namespaces of the inventory's readers (--inventory-namespaces):
+	// each gets the secondaries' ClusterProfiles and, for those reached directly, the credential
+	// Secret their access provider reads.
+	InventoryNamespaces []string
 	// ProbeInterval is the time between two health probes of a registered cluster
 	// (--probe-interval).
 	ProbeInterval time.Duration

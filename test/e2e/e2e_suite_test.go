@@ -17,6 +17,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/flotilla-dev/flotilla/internal/ociimage"
@@ -248,6 +249,10 @@ func startSuite(ctx SpecContext) {
 	// that ServiceAccount, so every spec also proves the chart's RBAC is enough. The bed created the
 	// Multi-Cluster Services CRDs already in every cluster with a real node (its CoreDNS lists
 	// ServiceImports): the chart takes them over (the same CRDs, now Helm's to upgrade).
+	// The namespace of the inventory's readers (inventory.consumerNamespaces): the chart gives the
+	// manager a Role there.
+	_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inventoryReaders}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
 	out, err := helm(ctx, bed.Primary, slices.Concat([]string{"install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
 		"--create-namespace", "--wait", "--take-ownership"}, outOfClusterValues)...)
 	Expect(err).NotTo(HaveOccurred(), "helm install (primary): %s", out)
@@ -309,7 +314,7 @@ func tracingArgs() []string {
 // ServiceAccount and RBAC, with the rights of Replicators (and of a custom kind of theirs) and of
 // Multi-Cluster Services.
 var outOfClusterValues = []string{"--set", "manager.enabled=false", "--set", "replicator.enabled=true", "--set", "replicator.kinds={" + widgetDefinition + "}",
-	"--set", "multiclusterServices.enabled=true"}
+	"--set", "multiclusterServices.enabled=true", "--set", "inventory.consumerNamespaces={" + inventoryReaders + "}"}
 
 // suiteFailed keeps the work dir (logs, kubeconfigs) of a run with a failure; a failure in any
 // parallel process leaves suiteFailedMark in the work dir.

@@ -110,6 +110,7 @@ func startManagerOnce(bin, kubeconfig, logPath string, extraArgs ...string) (*ma
 		"--kubelet-port", fmt.Sprint(kubeletPort), "--kubelet-port-count", fmt.Sprint(kubeletPortCount),
 		"--node-address", hostIP.String(),
 		"--pod-network", string(managerPodNetwork()),
+		"--inventory-namespaces", inventoryReaders,
 	}, slices.Concat(tracingArgs(), tunnelArgs(), extraArgs)...), logPath,
 		// Its packets are told from the test's own: the pull-mode specs drop those to secondary2.
 		testbed.InIsolatedGroup())

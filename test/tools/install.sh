@@ -20,6 +20,8 @@
 #                  chart, the e2e suite)
 #   csi            a resizing CSI stack (test/tools/addons/csi-mock, the kubernetes-csi
 #                  external-provisioner and external-resizer), for the e2e suite's claim expansion
+#   inventory      the cluster inventory API's ClusterProfile CRD and its secretreader plugin (the
+#                  e2e suite: a reader of Flotilla's ClusterProfiles, as MultiKueue reads them)
 #   print-dir      print the cache folder and build nothing
 # The folder is the same for every set: its name holds the versions of test/tools/versions.env.
 set -euo pipefail
@@ -39,8 +41,8 @@ fi
 sets=" ${*:-all} "
 for s in $sets; do
   case "$s" in
-  all | bed | tracing | kube | helm | ginkgo | lint | generate | cert-manager | promrules | csi) ;;
-  *) echo "tools: unknown set $s (all, bed, tracing, kube, helm, ginkgo, lint, generate, cert-manager, promrules, csi, print-dir)" >&2; exit 2 ;;
+  all | bed | tracing | kube | helm | ginkgo | lint | generate | cert-manager | promrules | csi | inventory) ;;
+  *) echo "tools: unknown set $s (all, bed, tracing, kube, helm, ginkgo, lint, generate, cert-manager, promrules, csi, inventory, print-dir)" >&2; exit 2 ;;
   esac
 done
 # wanted SET...: whether one of these sets was asked for (all asks for every one).
@@ -334,6 +336,29 @@ cert_manager_crds() {
 if wanted cert-manager; then
   step="cert-manager CRDs $CERT_MANAGER_VERSION"
   cert_manager_crds
+fi
+
+# The cluster inventory API at CLUSTER_INVENTORY_VERSION: the ClusterProfile CRD as its module
+# ships it, and the secretreader credential plugin built in the module with its own go.mod (the
+# proxy refuses the module's version list, which go install pkg@version asks for), named by the
+# version.
+cluster_inventory() {
+  local crd="$bin/clusterprofiles-$CLUSTER_INVENTORY_VERSION.yaml" plugin="$bin/secretreader-plugin-$CLUSTER_INVENTORY_VERSION" dir
+  if [[ -s "$crd" && -x "$plugin" ]]; then
+    echo "tools: cluster inventory API: cached ($crd, $plugin)"
+    return 0
+  fi
+  dir=$(go mod download -json "sigs.k8s.io/cluster-inventory-api@$CLUSTER_INVENTORY_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [[ -s "$dir/config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml" ]] || { echo "tools: the cluster inventory API module has no ClusterProfile CRD in $dir" >&2; return 1; }
+  cp "$dir/config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml" "$crd.tmp"
+  mv "$crd.tmp" "$crd"
+  (cd "$dir" && GOFLAGS=-mod=readonly go build -trimpath -ldflags "-s -w" -o "$plugin.tmp" ./plugins/secretreader/cmd/plugin)
+  mv "$plugin.tmp" "$plugin"
+  echo "tools: cluster inventory API: $crd, $plugin"
+}
+if wanted inventory; then
+  step="cluster inventory API $CLUSTER_INVENTORY_VERSION"
+  cluster_inventory
 fi
 
 # The bed's optional real node (testbed.Options.RealNode) runs containers with Debian's containerd,

@@ -105,6 +105,12 @@ const (
 	ReasonWaitingForClaim = "WaitingForClaim"
 	// ReasonPlaced: a proxy no cluster could take at admission fits one now and may go there.
 	ReasonPlaced = "Placed"
+	// ReasonGangPlaced (an Event on each member): a gang's members are all there and one cluster
+	// fits every one of them: they go there together.
+	ReasonGangPlaced = "GangPlaced"
+	// ReasonGangWaiting (an Event on a member): its gang waits, for its other members or for a
+	// cluster that fits them all.
+	ReasonGangWaiting = "GangWaiting"
 	// ReasonNotAdmitted: the proxy was not made, or was changed after, Flotilla's webhook (no
 	// valid admission seal), or asks for what the webhook refuses: it gets no delegate (Failed).
 	ReasonNotAdmitted = "NotAdmitted"

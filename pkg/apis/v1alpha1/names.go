@@ -183,6 +183,19 @@ const (
 	// matches its selectors or tolerates it): the proxy reconciler removes it, and gives the proxy
 	// the clusters that fit, once one does.
 	SchedulingGatePlacement = "flotilla.dev/placement"
+	// AnnotationGang names the gang an elected pod belongs to, in its namespace: its members are
+	// placed as one, all in one cluster that fits every one of them, and none is let go until the
+	// whole gang is there and fits. AnnotationGangSize is the gang's size (its members' count).
+	// Kueue's pod groups (LabelKueuePodGroup, AnnotationKueuePodGroupTotal) are gangs too.
+	AnnotationGang     = "flotilla.dev/gang"
+	AnnotationGangSize = "flotilla.dev/gang-size"
+	// AnnotationGangCluster is the cluster a gang's member was let go to, with the rest of its
+	// gang (set by the proxy reconciler, under the seal; removed at admission).
+	AnnotationGangCluster = "flotilla.dev/gang-cluster"
+	// LabelKueuePodGroup and AnnotationKueuePodGroupTotal are Kueue's pod group: its name and
+	// how many pods it has.
+	LabelKueuePodGroup           = "kueue.x-k8s.io/pod-group-name"
+	AnnotationKueuePodGroupTotal = "kueue.x-k8s.io/pod-group-total-count"
 	// SchedulingGateQuota holds an elected pod of a namespace with a FleetQuota until the quota
 	// has room for it: the webhook adds it, the quota controller removes it.
 	SchedulingGateQuota = "flotilla.dev/quota"

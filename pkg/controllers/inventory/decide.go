@@ -1,6 +1,7 @@
 package inventory
 
 import (
+	"encoding/base64"
 	"slices"
 	"time"
 
@@ -38,6 +39,33 @@ type ProfileStatus struct {
 	Conditions []metav1.Condition
 	Version    string
 	Properties map[string]string
+}
+
+// AccessProvider is the name of the access provider Flotilla's ClusterProfiles carry: the
+// cluster inventory API's secretreader plugin, which reads the token of Secret <its namespace>/
+// <clusterName> (key token), clusterName given by the provider's exec extension.
+const AccessProvider = "secretreader"
+
+// ExecExtension is the cluster extension whose content client-go gives an exec credential plugin
+// (provideClusterInfo), KEP-5339's way to tell the plugin which cluster it serves.
+const ExecExtension = "client.authentication.k8s.io/exec"
+
+// SecretTokenKey is the key of the token in a credential Secret the secretreader plugin reads.
+const SecretTokenKey = "token"
+
+// AccessProviders are a secondary's status.accessProviders (KEP-5339): its API server and CA,
+// and the secretreader provider, told to read the Secret named as the profile (which Flotilla
+// keeps in each consumer namespace). nil for a cluster nothing outside Flotilla can dial.
+func AccessProviders(profile, server string, caData []byte) []any {
+	if server == "" {
+		return nil
+	}
+	cluster := map[string]any{"server": server,
+		"extensions": []any{map[string]any{"name": ExecExtension, "extension": map[string]any{"clusterName": profile}}}}
+	if len(caData) > 0 {
+		cluster["certificate-authority-data"] = base64.StdEncoding.EncodeToString(caData)
+	}
+	return []any{map[string]any{"name": AccessProvider, "cluster": cluster}}
 }
 
 // StatusOf is the ClusterProfile status of a secondary's snapshot.

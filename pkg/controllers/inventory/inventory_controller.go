@@ -37,14 +37,25 @@ var (
 // Reconciler writes the set's ClusterProperties and ClusterProfiles; it has one key.
 type Reconciler struct {
 	// Client reads and writes the primary.
-	Client   client.Client
+	Client client.Client
+	// Live reads the primary uncached: the credential Secrets of consumer namespaces (the cache
+	// holds Secrets of flotilla-system only).
+	Live     client.Reader
 	Registry *clusters.Registry
 	// PrimaryName is the primary's name in the set (--primary-name).
 	PrimaryName string
 	// Namespace is where the ClusterProfiles are (the manager's system namespace).
 	Namespace string
-	Recorder  events.EventRecorder
-	Clock     clock.PassiveClock
+	// ConsumerNamespaces are where readers of the inventory run (MultiKueue's kueue-system):
+	// each gets the ClusterProfiles too, and for each secondary reached directly the credential
+	// Secret its access provider reads (--inventory-namespaces).
+	ConsumerNamespaces []string
+	Recorder           events.EventRecorder
+	Clock              clock.PassiveClock
+
+	// credentials is the hash of the token last written in each consumer namespace's Secret
+	// (namespace/name): an unchanged token is not written again.
+	credentials sync.Map
 }
 
 // member is a cluster of the set this reconcile reaches.
@@ -75,8 +86,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ctrl.Result
 		wg.Go(func() { errs[i] = r.ensureProperties(ctx, m, set) })
 	}
 	wg.Wait()
-	errs[len(members)] = r.publishProfiles(ctx, set)
-	return ctrl.Result{RequeueAfter: Resync}, errors.Join(errs...)
+	errs[len(members)] = r.publishProfiles(ctx, set, r.Namespace)
+	for _, ns := range r.ConsumerNamespaces {
+		errs = append(errs, r.publishProfiles(ctx, set, ns), r.publishCredentials(ctx, ns))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: Resync}, nil
 }
 
 // served is the version of a kind the cluster serves, if it does.
@@ -143,7 +160,7 @@ func (r *Reconciler) warn(cluster, reason, msg string) {
 
 // publishProfiles makes every registered secondary's ClusterProfile in the primary true, and
 // deletes those of clusters no longer registered.
-func (r *Reconciler) publishProfiles(ctx context.Context, set string) error {
+func (r *Reconciler) publishProfiles(ctx context.Context, set, namespace string) error {
 	gvk, ok, err := served(r.Client, clusterProfileKind)
 	if err != nil || !ok {
 		return err
@@ -151,9 +168,9 @@ func (r *Reconciler) publishProfiles(ctx context.Context, set string) error {
 	id := r.Registry.PrimaryID()
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := r.Client.List(ctx, list, client.InNamespace(r.Namespace),
+	if err := r.Client.List(ctx, list, client.InNamespace(namespace),
 		client.MatchingLabels{LabelClusterManager: ClusterManager, flotillav1.LabelPrimary: id}); err != nil {
-		return fmt.Errorf("listing ClusterProfiles: %w", err)
+		return fmt.Errorf("listing ClusterProfiles in %s: %w", namespace, err)
 	}
 	existing := map[string]*unstructured.Unstructured{}
 	var written []string
@@ -169,7 +186,7 @@ func (r *Reconciler) publishProfiles(ctx context.Context, set string) error {
 			continue
 		}
 		registered = append(registered, s.Name)
-		errs = append(errs, r.publish(ctx, gvk, existing[ProfileName(s.Name)], s, set, now))
+		errs = append(errs, r.publish(ctx, gvk, namespace, existing[ProfileName(s.Name)], s, set, now))
 	}
 	for _, name := range Stale(written, registered) {
 		if err := client.IgnoreNotFound(r.Client.Delete(ctx, existing[name])); err != nil {
@@ -180,17 +197,17 @@ func (r *Reconciler) publishProfiles(ctx context.Context, set string) error {
 }
 
 // publish creates or updates one secondary's ClusterProfile and its status.
-func (r *Reconciler) publish(ctx context.Context, gvk schema.GroupVersionKind, u *unstructured.Unstructured, s clusters.Snapshot, set string, now time.Time) error {
+func (r *Reconciler) publish(ctx context.Context, gvk schema.GroupVersionKind, namespace string, u *unstructured.Unstructured, s clusters.Snapshot, set string, now time.Time) error {
 	name := ProfileName(s.Name)
 	if u == nil {
 		u = &unstructured.Unstructured{}
 		u.SetGroupVersionKind(gvk)
-		u.SetNamespace(r.Namespace)
+		u.SetNamespace(namespace)
 		u.SetName(name)
 		u.SetLabels(map[string]string{LabelClusterManager: ClusterManager, flotillav1.LabelPrimary: r.Registry.PrimaryID()})
 		u.Object["spec"] = map[string]any{"displayName": s.Name, "clusterManager": map[string]any{"name": ClusterManager}}
 		if err := r.Client.Create(ctx, u); err != nil {
-			return fmt.Errorf("creating ClusterProfile %s: %w", name, err)
+			return fmt.Errorf("creating ClusterProfile %s/%s: %w", namespace, name, err)
 		}
 	}
 	want := StatusOf(s, set, now)
@@ -220,12 +237,15 @@ func (r *Reconciler) publish(ctx context.Context, gvk schema.GroupVersionKind, u
 	if want.Version != "" {
 		status["version"] = map[string]any{"kubernetes": want.Version}
 	}
+	if a, ok := r.Registry.AccessOf(s.Name); ok {
+		status["accessProviders"] = AccessProviders(name, a.Server, a.CAData)
+	}
 	if equalIgnoringTimes(u.Object["status"], status) {
 		return nil
 	}
 	u.Object["status"] = status
 	if err := r.Client.Status().Update(ctx, u); err != nil {
-		return fmt.Errorf("writing the status of ClusterProfile %s: %w", name, err)
+		return fmt.Errorf("writing the status of ClusterProfile %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }

@@ -98,6 +98,9 @@ type Reconciler struct {
 	PerCluster int
 
 	budgets sync.Map // cluster name -> chan struct{} of capacity PerCluster
+	// gangs serializes the placement of each gang (namespace/name -> *sync.Mutex): its members'
+	// reconciles would otherwise each decide, and could send parts of it to different clusters.
+	gangs sync.Map
 
 	// readyNamespaces remembers "cluster/namespace" pairs known to be managed and to have their
 	// default ServiceAccount, with the Pod Security labels they were given: checked once, not for
@@ -791,6 +794,9 @@ func (r *Reconciler) placeGated(ctx context.Context, proxy *corev1.Pod) (ctrl.Re
 	clusters, err := r.Views.ForNamespace(ctx, proxy.Namespace)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("gathering the clusters for gated proxy %s/%s: %w", proxy.Namespace, proxy.Name, err)
+	}
+	if gang, ok, err := placement.GangOf(proxy); err == nil && ok {
+		return r.placeGang(ctx, proxy, gang, clusters)
 	}
 	feasible, why, err := placement.Refit(proxy, clusters)
 	if err != nil {

@@ -725,6 +725,15 @@ func init() {
 		}
 		Expect(find(objs, "ValidatingAdmissionPolicy", replicationPolicy)).NotTo(BeNil(), "and narrows them to the namespaces Replicators may write")
 	}}
+	valueCases["inventory.consumerNamespaces"] = valueCase{set("inventory.consumerNamespaces={kueue-system}"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--inventory-namespaces=kueue-system"))
+		role := find(objs, "Role", "flotilla-inventory")
+		Expect(role).NotTo(BeNil())
+		Expect(role.GetNamespace()).To(Equal("kueue-system"))
+		Expect(nested(role, "rules")).To(ContainElement(And(HaveKeyWithValue("resources", ConsistOf("secrets")),
+			HaveKeyWithValue("verbs", ContainElements("get", "create", "delete")))), "the credentials the access provider reads")
+		Expect(find(objs, "RoleBinding", "flotilla-inventory")).NotTo(BeNil())
+	}}
 	valueCases["replicator.kinds"] = valueCase{set("replicator.enabled=true,replicator.kinds={widgets.example.com}"), func(objs []*unstructured.Unstructured) {
 		Expect(managerGrants(objs)["example.com/widgets"]).To(ConsistOf("get", "list", "create", "update", "patch", "delete"),
 			"replicator.kinds grants a custom kind like the built-in ones")

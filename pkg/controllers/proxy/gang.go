@@ -1,0 +1,115 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
+	"github.com/flotilla-dev/flotilla/pkg/seal"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
+)
+
+// placeGang lets a gang's members go together, or none of them. While fewer members than its
+// size are there, each waits, saying how many are. Once all are, the gang goes to the one cluster
+// that fits every member (placement.PlaceGang), each member's gate removed and that cluster its
+// affinity; none fits: each member says why, per cluster, and is looked at again with a backoff. A
+// member that comes after the others went (a replacement) follows them to their cluster.
+func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang placement.Gang, clusters []placement.ClusterView) (ctrl.Result, error) {
+	mu, _ := r.gangs.LoadOrStore(proxy.Namespace+"/"+gang.Name, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	var proxies corev1.PodList
+	if err := r.Client.List(ctx, &proxies, client.InNamespace(proxy.Namespace), client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the members of gang %s/%s: %w", proxy.Namespace, gang.Name, err)
+	}
+	var waiting []*corev1.Pod
+	gone, count := "", 0
+	for i := range proxies.Items {
+		p := &proxies.Items[i]
+		if g, ok, _ := placement.GangOf(p); !ok || g.Name != gang.Name || !p.DeletionTimestamp.IsZero() ||
+			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue // not of this gang, or gone: a finished gang's members do not steer the next
+		}
+		count++
+		switch {
+		case gated(p):
+			waiting = append(waiting, p)
+		case p.Annotations[flotillav1.AnnotationGangCluster] != "":
+			gone = p.Annotations[flotillav1.AnnotationGangCluster]
+		}
+	}
+	sort.Slice(waiting, func(i, j int) bool { return waiting[i].Name < waiting[j].Name })
+	var why string
+	switch {
+	case gone != "":
+		// The rest of the gang runs there: a member that comes later joins it.
+	case count < gang.Size:
+		why = fmt.Sprintf("gang %s waits for its members: %d of %d are here", gang.Name, count, gang.Size)
+	default:
+		placed, err := placement.PlaceGang(waiting, clusters)
+		if err != nil {
+			return ctrl.Result{}, fmt.Errorf("placing gang %s/%s: %w", proxy.Namespace, gang.Name, err)
+		}
+		if placed.Cluster == "" {
+			why = fmt.Sprintf("no cluster fits all %d members of gang %s: %s", len(waiting), gang.Name, placed.Why)
+		}
+		gone = placed.Cluster
+	}
+	if why != "" {
+		r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonGangWaiting, "Wait", "%s", why)
+		return ctrl.Result{RequeueAfter: pendingRetry(proxy, r.now())}, r.sayUnschedulable(ctx, proxy, why)
+	}
+	var released []string
+	for _, m := range waiting {
+		ok, err := r.releaseMember(ctx, m, gone)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if ok {
+			released = append(released, m.Name)
+			r.event(m, corev1.EventTypeNormal, flotillav1.ReasonGangPlaced, "Place", "Gang %s goes to cluster %s, all its members together", gang.Name, gone)
+		}
+	}
+	if len(released) > 0 {
+		ctrl.LoggerFrom(ctx).Info("Gang placed", "gang", gang.Name, "cluster", gone, "members", strings.Join(released, ","))
+	}
+	return ctrl.Result{}, nil
+}
+
+// releaseMember removes a gated member's gate and gives it the gang's cluster as its affinity, in
+// one update under the seal, as placeGated does for a single proxy. false: it is no longer a
+// gated member whose seal verifies (someone else's change, or released already).
+func (r *Reconciler) releaseMember(ctx context.Context, member *corev1.Pod, cluster string) (bool, error) {
+	if seal.Verify(r.SealKey, member) != nil {
+		return false, nil
+	}
+	// The live pod: the cache keeps no affinity, tolerations or token volume of a proxy.
+	var live corev1.Pod
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(member), &live); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	if !gated(&live) || live.UID != member.UID {
+		return false, nil
+	}
+	base := live.DeepCopy()
+	live.Spec.SchedulingGates = slices.DeleteFunc(live.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name == flotillav1.SchedulingGatePlacement
+	})
+	live.Spec.Affinity = translate.ClusterAffinity([]string{cluster})
+	delete(live.Annotations, flotillav1.AnnotationNoClusterFits)
+	live.Annotations[flotillav1.AnnotationGangCluster] = cluster
+	live.Annotations[flotillav1.AnnotationSeal] = seal.Stamp(r.SealKey, &live)
+	if err := r.Client.Patch(ctx, &live, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return false, client.IgnoreNotFound(err)
+	}
+	return true, nil
+}

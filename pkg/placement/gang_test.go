@@ -1,0 +1,136 @@
+package placement_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
+	"github.com/flotilla-dev/flotilla/pkg/translate"
+)
+
+func TestGangOf(t *testing.T) {
+	cases := []struct {
+		name        string
+		labels, ann map[string]string
+		want        placement.Gang
+		ok          bool
+		err         string
+	}{
+		{name: "no gang"},
+		{name: "Flotilla's annotations", ann: map[string]string{flotillav1.AnnotationGang: "train", flotillav1.AnnotationGangSize: "4"},
+			want: placement.Gang{Name: "train", Size: 4}, ok: true},
+		{name: "Kueue's pod group", labels: map[string]string{flotillav1.LabelKueuePodGroup: "g"}, ann: map[string]string{flotillav1.AnnotationKueuePodGroupTotal: "3"},
+			want: placement.Gang{Name: "g", Size: 3}, ok: true},
+		{name: "a size that does not parse", ann: map[string]string{flotillav1.AnnotationGang: "train", flotillav1.AnnotationGangSize: "four"},
+			err: "needs flotilla.dev/gang-size, a count of its members from 1 to 1000"},
+		{name: "no size", labels: map[string]string{flotillav1.LabelKueuePodGroup: "g"}, err: "needs kueue.x-k8s.io/pod-group-total-count"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok, err := placement.GangOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels, Annotations: tc.ann}})
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || ok != tc.ok || got != tc.want {
+				t.Errorf("GangOf = %+v, %v, %v; want %+v, %v", got, ok, err, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// gangCluster is a ready cluster whose nodes have the free CPU given, in cores.
+func gangCluster(name string, cores ...int64) placement.ClusterView {
+	cl := placement.ClusterView{Name: name, Ready: true, Labels: map[string]string{flotillav1.LabelCluster: name}}
+	for i, c := range cores {
+		cl.Nodes = append(cl.Nodes, placement.NodeView{Name: name + "-" + string(rune('a'+i)),
+			Free: corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(c, resource.DecimalSI), corev1.ResourcePods: resource.MustParse("110")}})
+	}
+	return cl
+}
+
+func members(n int, cores int64, ann map[string]string) []*corev1.Pod {
+	var out []*corev1.Pod
+	for i := range n {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "m" + string(rune('0'+i)), Annotations: ann},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(cores, resource.DecimalSI)}}}}}}
+		out = append(out, p)
+	}
+	return out
+}
+
+func TestPlaceGang(t *testing.T) {
+	lent := gangCluster("lent", 8)
+	lent.Lent = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("3")}
+	notReady := gangCluster("away", 8)
+	notReady.Ready, notReady.Reason = false, "not answering"
+	cases := []struct {
+		name     string
+		members  []*corev1.Pod
+		clusters []placement.ClusterView
+		want     string
+		why      []string
+	}{
+		{name: "room for 3 in one, 4 in the other: the other", members: members(4, 1, nil),
+			clusters: []placement.ClusterView{gangCluster("s1", 3), gangCluster("s2", 4)}, want: "s2"},
+		{name: "room for 3 in each: none, each cluster says so", members: members(4, 1, nil),
+			clusters: []placement.ClusterView{gangCluster("s1", 3), gangCluster("s2", 2, 1)},
+			why:      []string{"s1: its nodes have room for 3 of the gang's 4 members", "s2: its nodes have room for 3 of the gang's 4 members"}},
+		{name: "members packed over a cluster's nodes", members: members(4, 2, nil),
+			clusters: []placement.ClusterView{gangCluster("s1", 4, 4)}, want: "s1"},
+		{name: "nodes too small for any member", members: members(2, 4, nil),
+			clusters: []placement.ClusterView{gangCluster("s1", 3, 3, 3)}, why: []string{"s1: its nodes have room for 0 of the gang's 2 members"}},
+		{name: "both fit: the one with more free CPU", members: members(2, 1, nil),
+			clusters: []placement.ClusterView{gangCluster("s1", 4), gangCluster("s2", 6)}, want: "s2"},
+		{name: "what a cluster lends bounds the whole gang", members: members(4, 1, nil),
+			clusters: []placement.ClusterView{lent}, why: []string{"lent: it lends this primary too little for the whole gang (cpu 3 left of what it lends, 4 requested)"}},
+		{name: "a cluster away", members: members(2, 1, nil), clusters: []placement.ClusterView{notReady},
+			why: []string{"away: not ready (not answering)"}},
+		{name: "every member must be allowed there", members: members(2, 1, map[string]string{flotillav1.AnnotationClusters: "s1"}),
+			clusters: []placement.ClusterView{gangCluster("s1", 1), gangCluster("s2", 8)}, why: []string{"s1: its nodes have room for 1 of the gang's 2 members"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := placement.PlaceGang(tc.members, tc.clusters)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Cluster != tc.want {
+				t.Errorf("cluster = %q (why %q), want %q", got.Cluster, got.Why, tc.want)
+			}
+			for _, w := range tc.why {
+				if !strings.Contains(got.Why, w) {
+					t.Errorf("why = %q, lacks %q", got.Why, w)
+				}
+			}
+		})
+	}
+}
+
+// A gang's member is never bound at admission, even where it alone would fit: it waits gated for
+// the whole gang; a gang whose size does not parse is refused.
+func TestDecideGatesAGangsMembers(t *testing.T) {
+	clusters := []placement.ClusterView{gangCluster("s1", 8)}
+	m := members(1, 1, map[string]string{flotillav1.AnnotationGang: "g", flotillav1.AnnotationGangSize: "2"})[0]
+	d, err := placement.Decide(m, translate.Constraints{}, clusters, func([]int64) int { return 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !d.Gated || d.Cluster != "" || d.Affinity != nil || len(d.Feasible) != 1 {
+		t.Errorf("decision = %+v", d)
+	}
+	m.Annotations[flotillav1.AnnotationGangSize] = "0"
+	var rej *placement.Rejection
+	if _, err := placement.Decide(m, translate.Constraints{}, clusters, nil); !errors.As(err, &rej) {
+		t.Errorf("a gang of size 0: err = %v, want a Rejection", err)
+	}
+}

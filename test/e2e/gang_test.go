@@ -1,0 +1,210 @@
+package e2e
+
+import (
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// Gangs: a group of elected pods that must run together goes whole to one cluster that fits every
+// member, or waits whole. Each secondary offers the gangs one fake node (label gangLabel), whose
+// room a filler pod of the secondary's own sets.
+var _ = Describe("gangs", Ordered, Serial, Label("disruptive"), func() {
+	const ns, gangLabel = "gangs", "e2e.flotilla.dev/gang-node"
+	var s1, s2 *testbed.Cluster
+	node := map[string]string{} // cluster -> its gang node
+
+	// roomFor leaves room for n one-CPU members on a cluster's gang node: a filler pod of the
+	// secondary's own takes the rest of its free CPU.
+	roomFor := func(ctx SpecContext, c *testbed.Cluster, n int64) {
+		pods := c.Clientset.CoreV1().Pods("default")
+		_ = pods.Delete(ctx, "gang-filler", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		Eventually(func() error {
+			_, err := pods.Get(ctx, "gang-filler", metav1.GetOptions{})
+			return err
+		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(MatchError(ContainSubstring("not found")))
+		n0, err := c.Clientset.CoreV1().Nodes().Get(ctx, node[c.Name], metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		onIt, err := c.Clientset.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node[c.Name]})
+		Expect(err).NotTo(HaveOccurred())
+		free := n0.Status.Allocatable.Cpu().MilliValue()
+		for _, p := range onIt.Items {
+			if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			for _, ctr := range p.Spec.Containers {
+				free -= ctr.Resources.Requests.Cpu().MilliValue()
+			}
+		}
+		fill := free - n*1000
+		Expect(fill).To(BeNumerically(">", 0), "node %s has %dm free", node[c.Name], free)
+		_, err = pods.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gang-filler"}, Spec: corev1.PodSpec{NodeName: node[c.Name],
+			Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(fill, resource.DecimalSI)}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// Placement judges the clusters as the manager last saw them: wait until it sees this
+		// room, asking the webhook (a dry run) whether a pod of n CPUs fits there and one of n+1 not.
+		Eventually(func(g Gomega) {
+			g.Expect(fitsOn(g, ctx, c.Name, n)).To(BeTrue(), "%d CPUs on %s", n, node[c.Name])
+			g.Expect(fitsOn(g, ctx, c.Name, n+1)).To(BeFalse(), "%d CPUs on %s", n+1, node[c.Name])
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+	}
+	member := func(ctx SpecContext, name string, labels, annotations map[string]string) {
+		ann := map[string]string{flotillav1.AnnotationElect: ""}
+		for k, v := range annotations {
+			ann[k] = v
+		}
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: ann},
+			Spec: corev1.PodSpec{NodeSelector: map[string]string{gangLabel: "true"}, Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}
+	gangOf := func(name string, size int) map[string]string {
+		return map[string]string{flotillav1.AnnotationGang: name, flotillav1.AnnotationGangSize: fmt.Sprint(size)}
+	}
+	// clustersOf maps each named proxy to the cluster it is bound to ("" while it is not).
+	clustersOf := func(g Gomega, ctx SpecContext, names ...string) map[string]string {
+		out := map[string]string{}
+		for _, n := range names {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			out[n], _ = flotillav1.ClusterOfNode(p.Spec.NodeName)
+		}
+		return out
+	}
+	deleteMembers := func(ctx SpecContext, names ...string) {
+		for _, n := range names {
+			Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, n, metav1.DeleteOptions{})).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			for _, n := range names {
+				_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+				g.Expect(err).To(MatchError(ContainSubstring("not found")))
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	}
+
+	BeforeAll(func(ctx SpecContext) {
+		s1, s2 = bed.Secondaries[0], bed.Secondaries[1]
+		joinBothSecondaries(ctx)
+		enabledNamespace(ctx, ns)
+		for _, c := range []*testbed.Cluster{s1, s2} {
+			nodes, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(nodes.Items).NotTo(BeEmpty())
+			node[c.Name] = nodes.Items[0].Name
+			patch := []byte(`{"metadata":{"labels":{"` + gangLabel + `":"true"}}}`)
+			_, err = c.Clientset.CoreV1().Nodes().Patch(ctx, node[c.Name], types.MergePatchType, patch, metav1.PatchOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func(ctx SpecContext) {
+				_ = c.Clientset.CoreV1().Pods("default").Delete(ctx, "gang-filler", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+				_, _ = c.Clientset.CoreV1().Nodes().Patch(ctx, node[c.Name], types.MergePatchType,
+					[]byte(`{"metadata":{"labels":{"`+gangLabel+`":null}}}`), metav1.PatchOptions{})
+			})
+		}
+	})
+
+	It("sends a gang of 4 whole to the cluster with room for all 4, not the one with room for 3", func(ctx SpecContext) {
+		roomFor(ctx, s1, 3)
+		roomFor(ctx, s2, 4)
+		names := []string{"train-0", "train-1", "train-2", "train-3"}
+		for _, n := range names {
+			member(ctx, n, nil, gangOf("train", 4))
+		}
+		Eventually(func(g Gomega) {
+			for n, c := range clustersOf(g, ctx, names...) {
+				g.Expect(c).To(Equal(s2.Name), "member %s", n)
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		deleteMembers(ctx, names...)
+	})
+
+	It("holds a gang that fits no cluster whole, each member saying why per cluster, and starts it whole once room frees", func(ctx SpecContext) {
+		roomFor(ctx, s1, 3)
+		roomFor(ctx, s2, 3)
+		names := []string{"wide-0", "wide-1", "wide-2", "wide-3"}
+		for _, n := range names {
+			member(ctx, n, nil, gangOf("wide", 4))
+		}
+		Eventually(func(g Gomega) {
+			for _, n := range names {
+				p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(p.Spec.NodeName).To(BeEmpty())
+				var msg string
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+						msg = c.Message
+					}
+				}
+				g.Expect(msg).To(And(ContainSubstring("no cluster fits all 4 members of gang wide"),
+					ContainSubstring(s1.Name+": its nodes have room for 3 of the gang's 4 members"),
+					ContainSubstring(s2.Name+": its nodes have room for 3 of the gang's 4 members")), "member %s", n)
+			}
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+		Consistently(func(g Gomega) {
+			for n, c := range clustersOf(g, ctx, names...) {
+				g.Expect(c).To(BeEmpty(), "member %s started alone", n)
+			}
+		}).WithContext(ctx).WithTimeout(3 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("room for 4 in secondary1: all 4 go there together")
+		roomFor(ctx, s1, 4)
+		Eventually(func(g Gomega) {
+			for n, c := range clustersOf(g, ctx, names...) {
+				g.Expect(c).To(Equal(s1.Name), "member %s", n)
+			}
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+		deleteMembers(ctx, names...)
+	})
+
+	It("places a Kueue pod group as a gang too, waiting for its last member", func(ctx SpecContext) {
+		roomFor(ctx, s1, 2)
+		roomFor(ctx, s2, 2)
+		group := func(i int) (string, map[string]string, map[string]string) {
+			return fmt.Sprintf("kueue-%d", i), map[string]string{flotillav1.LabelKueuePodGroup: "kq"},
+				map[string]string{flotillav1.AnnotationKueuePodGroupTotal: "2"}
+		}
+		name, labels, ann := group(0)
+		member(ctx, name, labels, ann)
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Spec.NodeName).To(BeEmpty())
+			g.Expect(p.Status.Conditions).To(ContainElement(HaveField("Message", ContainSubstring("gang kq waits for its members: 1 of 2 are here"))))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+		second, labels, ann := group(1)
+		member(ctx, second, labels, ann)
+		Eventually(func(g Gomega) {
+			placed := clustersOf(g, ctx, name, second)
+			g.Expect(placed[name]).NotTo(BeEmpty())
+			g.Expect(placed[second]).To(Equal(placed[name]), "one cluster for the whole group")
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		deleteMembers(ctx, name, second)
+	})
+})
+
+// fitsOn asks the webhook, by a dry run, whether a pod of that many CPUs on a gang node fits the
+// cluster now, as the manager sees it.
+func fitsOn(g Gomega, ctx SpecContext, cluster string, cores int64) bool {
+	ensureProbeNamespace(g, ctx)
+	probe := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "room-" + cluster, Annotations: map[string]string{
+		flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: cluster}},
+		Spec: corev1.PodSpec{NodeSelector: map[string]string{"e2e.flotilla.dev/gang-node": "true"}, Containers: []corev1.Container{{Name: "c",
+			Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: *resource.NewQuantity(cores, resource.DecimalSI)}}}}}}
+	placed, err := bed.Primary.Clientset.CoreV1().Pods(probeNamespace).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, full := placed.Annotations[flotillav1.AnnotationNoClusterFits]
+	return !full
+}
