@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +33,8 @@ type OverrideHandler struct {
 	Decoder admission.Decoder
 	// Reviews creates the SubjectAccessReviews (the API server answers them).
 	Reviews client.Writer
+	// Mapper finds the resource of a custom kind a rule targets (the primary's discovery).
+	Mapper meta.RESTMapper
 }
 
 var _ admission.Handler = (*OverrideHandler)(nil)
@@ -56,7 +61,11 @@ func (h *OverrideHandler) Handle(ctx context.Context, req admission.Request) adm
 		log.FromContext(ctx).Info("Override refused by the fence", "namespace", req.Namespace, "name", o.Name, "user", req.UserInfo.Username)
 		return admission.Denied(fmt.Sprintf("Override %s: %s", o.Name, strings.Join(refusals, "; ")))
 	}
-	missing, err := missingRights(ctx, h.Reviews, req.UserInfo, OverrideRights(req.Namespace, o.Spec))
+	rights, err := OverrideRights(req.Namespace, o.Spec, h.Mapper)
+	if err != nil {
+		return admission.Denied(fmt.Sprintf("Override %s: %v", o.Name, err))
+	}
+	missing, err := missingRights(ctx, h.Reviews, req.UserInfo, rights)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err)
 	}
@@ -69,14 +78,25 @@ func (h *OverrideHandler) Handle(ctx context.Context, req admission.Request) adm
 }
 
 // OverrideRights are what an Override's author must hold in its namespace: create and update of
-// every kind its rules target.
-func OverrideRights(namespace string, spec flotillav1.OverrideSpec) []Right {
+// every kind its rules target (a custom kind's resource as the primary serves it, found by
+// mapper). An error is a custom kind the primary does not serve.
+func OverrideRights(namespace string, spec flotillav1.OverrideSpec, mapper meta.RESTMapper) ([]Right, error) {
 	var out []Right
 	for _, rule := range spec.Rules {
 		for _, t := range rule.Targets {
 			gr, ok := overrides.TargetKinds[t.Kind]
-			if !ok {
+			switch {
+			case ok && (t.APIGroup == "" || t.APIGroup == gr.Group):
+			case t.APIGroup == "":
 				continue // refused by overrides.Refusals
+			case mapper == nil:
+				return nil, fmt.Errorf("rule %s: kind %s of %s cannot be looked up", rule.Name, t.Kind, t.APIGroup)
+			default:
+				m, err := mapper.RESTMapping(schema.GroupKind{Group: t.APIGroup, Kind: t.Kind})
+				if err != nil {
+					return nil, fmt.Errorf("rule %s: kind %s of %s is not served by the primary: %w", rule.Name, t.Kind, t.APIGroup, err)
+				}
+				gr = m.Resource.GroupResource()
 			}
 			for _, verb := range []string{"create", "update"} {
 				r := Right{Verb: verb, Group: gr.Group, Resource: gr.Resource, Namespace: namespace}
@@ -86,5 +106,5 @@ func OverrideRights(namespace string, spec flotillav1.OverrideSpec) []Right {
 			}
 		}
 	}
-	return out
+	return out, nil
 }

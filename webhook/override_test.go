@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -10,8 +11,10 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -67,5 +70,28 @@ func TestOverrideHandler(t *testing.T) {
 		case tc.want != "" && (resp.Allowed || !strings.Contains(resp.Result.Message, tc.want)):
 			t.Errorf("%s: %v %q, want refused saying %q", name, resp.Allowed, resp.Result.Message, tc.want)
 		}
+	}
+}
+
+// A rule on a custom kind needs the author's rights on the resource the primary serves it as; a
+// custom kind the primary does not serve refuses the Override.
+func TestOverrideRightsOfACustomKind(t *testing.T) {
+	mapper := meta.NewDefaultRESTMapper([]schema.GroupVersion{{Group: "monitoring.coreos.com", Version: "v1"}})
+	mapper.AddSpecific(schema.GroupVersionKind{Group: "monitoring.coreos.com", Version: "v1", Kind: "ServiceMonitor"},
+		schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}, schema.GroupVersionResource{}, meta.RESTScopeNamespace)
+	spec := func(group, kind string) flotillav1.OverrideSpec {
+		return flotillav1.OverrideSpec{Rules: []flotillav1.OverrideRule{{Name: "r", Targets: []flotillav1.OverrideTarget{{Kind: kind, APIGroup: group}}}}}
+	}
+	got, err := OverrideRights("shop", spec("monitoring.coreos.com", "ServiceMonitor"), mapper)
+	want := []Right{{Verb: "create", Group: "monitoring.coreos.com", Resource: "servicemonitors", Namespace: "shop"},
+		{Verb: "update", Group: "monitoring.coreos.com", Resource: "servicemonitors", Namespace: "shop"}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Errorf("rights = %v, %v; want %v", got, err, want)
+	}
+	if got, err := OverrideRights("shop", spec("", "Deployment"), mapper); err != nil || len(got) != 2 || got[0].Resource != "deployments" {
+		t.Errorf("a kind of the table: %v, %v", got, err)
+	}
+	if _, err := OverrideRights("shop", spec("example.com", "Gadget"), mapper); err == nil || !strings.Contains(err.Error(), "not served by the primary") {
+		t.Errorf("a kind the primary does not serve: %v", err)
 	}
 }

@@ -54,7 +54,8 @@ type Cluster struct {
 // Subject is what a rule's targets match: the object's kind, name and labels, and, for an elected
 // pod, the workload that owns it.
 type Subject struct {
-	Kind, Name string
+	// Group is the kind's API group ("" for core kinds).
+	Group, Kind, Name string
 	Labels     map[string]string
 	// OwnerKind and OwnerName are the owning workload (a pod of a Deployment: the Deployment,
 	// found through its ReplicaSet).
@@ -80,7 +81,7 @@ const appsPodTemplateHash = "pod-template-hash"
 
 // ObjectSubject is what targets match of a copied object.
 func ObjectSubject(u *unstructured.Unstructured) Subject {
-	return Subject{Kind: u.GetKind(), Name: u.GetName(), Labels: u.GetLabels()}
+	return Subject{Group: u.GroupVersionKind().Group, Kind: u.GetKind(), Name: u.GetName(), Labels: u.GetLabels()}
 }
 
 // Applied is one rule that changed an object.
@@ -194,7 +195,7 @@ func matches(rule flotillav1.OverrideRule, s Subject, c Cluster) (bool, error) {
 }
 
 func targets(t flotillav1.OverrideTarget, s Subject) (bool, error) {
-	if t.Kind != s.Kind || (len(t.Names) > 0 && !slices.Contains(t.Names, s.Name)) {
+	if t.Kind != s.Kind || TargetGroup(t) != s.Group || (len(t.Names) > 0 && !slices.Contains(t.Names, s.Name)) {
 		return false, nil
 	}
 	if t.Selector != nil {

@@ -106,8 +106,9 @@ func TestARuleThatCannotApplyLeavesTheObjectAsItWas(t *testing.T) {
 		in := deployment()
 		subject := ObjectSubject(in)
 		if r.Targets[0].Kind == "Pod" {
+			in.SetAPIVersion("v1")
 			in.SetKind("Pod")
-			subject.Kind = "Pod"
+			subject.Group, subject.Kind = "", "Pod"
 		}
 		sources := []Source{{Kind: "Override", Namespace: "shop", Name: "o", Spec: flotillav1.OverrideSpec{Rules: []flotillav1.OverrideRule{
 			rule("first", func(r *flotillav1.OverrideRule) { r.Replicas = ptr.To[int32](1) }), r}}}}
@@ -136,5 +137,28 @@ func TestPodSubjectFindsTheDeploymentThroughItsReplicaSet(t *testing.T) {
 		Image:   &flotillav1.ImageOverride{Registry: "mirror.eu"}}}}}})
 	if err != nil || len(applied) != 1 || out.Spec.Containers[0].Image != "mirror.eu/nginx" || delegate.Spec.Containers[0].Image != "nginx" {
 		t.Errorf("ApplyPod: %v %v %v", err, applied, out.Spec.Containers)
+	}
+}
+
+// A rule targets a custom kind by its group and kind: a ServiceMonitor of monitoring.coreos.com
+// changes, one of another group of the same kind name does not, nor does a rule naming the kind
+// without its group.
+func TestApplyToACustomKindByItsGroup(t *testing.T) {
+	monitor := func(apiVersion string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": "ServiceMonitor",
+			"metadata": map[string]any{"name": "web", "namespace": "shop"}, "spec": map[string]any{"interval": "30s"}}}
+	}
+	src := []Source{{Kind: "Override", Namespace: "shop", Name: "scrape", Spec: flotillav1.OverrideSpec{Rules: []flotillav1.OverrideRule{{
+		Name: "slower", Targets: []flotillav1.OverrideTarget{{Kind: "ServiceMonitor", APIGroup: "monitoring.coreos.com"}},
+		JSONPatch: []flotillav1.JSONPatchOperation{{Op: "replace", Path: "/spec/interval", Value: &apiextensionsv1.JSON{Raw: []byte(`"2m"`)}}}}}}}}
+	for apiVersion, want := range map[string]string{"monitoring.coreos.com/v1": "2m", "example.com/v1": "30s"} {
+		u := monitor(apiVersion)
+		got, _, err := Apply(u, ObjectSubject(u), eu, src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if interval, _, _ := unstructured.NestedString(got.Object, "spec", "interval"); interval != want {
+			t.Errorf("%s: interval %s, want %s", apiVersion, interval, want)
+		}
 	}
 }

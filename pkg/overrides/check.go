@@ -24,6 +24,15 @@ var TargetKinds = func() map[string]schema.GroupResource {
 	return out
 }()
 
+// TargetGroup is the API group of a target's kind: its APIGroup, else the group of the kind
+// Flotilla handles by that name (core for Pod).
+func TargetGroup(t flotillav1.OverrideTarget) string {
+	if t.APIGroup != "" {
+		return t.APIGroup
+	}
+	return TargetKinds[t.Kind].Group
+}
+
 // fenced are the fields no tenant's Override may write into what goes to a secondary, whatever
 // the namespace's Pod Security level: each would take the pod out of its namespace's confinement
 // (the host's filesystem, network, processes, or more privilege), or move an object elsewhere.
@@ -42,8 +51,12 @@ func Refusals(spec flotillav1.OverrideSpec) []string {
 			name = fmt.Sprintf("#%d", i+1)
 		}
 		for _, t := range rule.Targets {
-			if _, ok := TargetKinds[t.Kind]; !ok {
-				out = append(out, fmt.Sprintf("rule %s: kind %s is not one Flotilla sends to secondaries (%s)", name, t.Kind, strings.Join(sortedKinds(), ", ")))
+			if _, ok := TargetKinds[t.Kind]; !ok && t.APIGroup == "" {
+				out = append(out, fmt.Sprintf("rule %s: kind %s is not one Flotilla handles by name (%s): a custom resource's kind needs its apiGroup",
+					name, t.Kind, strings.Join(sortedKinds(), ", ")))
+			}
+			if flotillav1.FlotillaGroup(t.APIGroup) {
+				out = append(out, fmt.Sprintf("rule %s: Flotilla's own kinds are not sent to secondaries", name))
 			}
 		}
 		for _, m := range []map[string]string{rule.Labels, rule.Annotations} {

@@ -182,7 +182,7 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, gat
 		Decoder: decoder, Reviews: direct, Namespaces: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), Clusters: gatherer.Registry, Tenancy: gatherer}}))
 	// An Override is admitted only when its author may write what it changes, and it adds nothing
 	// the fence keeps out of secondaries.
-	server.Register(webhook.OverridePath, callers(&admission.Webhook{Handler: &webhook.OverrideHandler{Decoder: decoder, Reviews: direct}}))
+	server.Register(webhook.OverridePath, callers(&admission.Webhook{Handler: &webhook.OverrideHandler{Decoder: decoder, Reviews: direct, Mapper: mgr.GetRESTMapper()}}))
 	if err := mgr.AddReadyzCheck("webhook", server.StartedChecker()); err != nil {
 		return nil, fmt.Errorf("adding the webhook readiness check: %w", err)
 	}

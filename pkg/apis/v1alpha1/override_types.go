@@ -65,9 +65,15 @@ type OverrideRule struct {
 // OverrideTarget matches objects by kind and by name, labels or (for elected pods) owner.
 type OverrideTarget struct {
 	// Kind is the object's kind: Pod (an elected pod's delegate), or a kind a Replicator copies
-	// (Deployment, ConfigMap, Service...).
+	// (Deployment, ConfigMap, Service..., or a custom resource of its resources, with APIGroup).
 	// +kubebuilder:validation:MinLength=1
 	Kind string `json:"kind"`
+	// APIGroup is the kind's API group. Empty: Pod, or the group of the kind Flotilla handles
+	// by that name (apps for Deployment); a custom resource's kind needs its group
+	// (monitoring.coreos.com for a ServiceMonitor).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	APIGroup string `json:"apiGroup,omitempty"`
 	// Names are the objects' names (none given: any name).
 	// +optional
 	// +listType=set
