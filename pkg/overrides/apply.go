@@ -56,7 +56,7 @@ type Cluster struct {
 type Subject struct {
 	// Group is the kind's API group ("" for core kinds).
 	Group, Kind, Name string
-	Labels     map[string]string
+	Labels            map[string]string
 	// OwnerKind and OwnerName are the owning workload (a pod of a Deployment: the Deployment,
 	// found through its ReplicaSet).
 	OwnerKind, OwnerName string
