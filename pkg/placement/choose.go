@@ -67,8 +67,9 @@ func Weights(pod *corev1.Pod, known []string) (map[string]int64, error) {
 	return weights, nil
 }
 
-// Chosen applies a pod's flotilla.dev/clusters, its weights (a cluster of weight 0 takes none) and
-// flotilla.dev/cluster-selector to the clusters: the ones it may go to. An unknown name in
+// Chosen applies a pod's flotilla.dev/clusters, its weights (a cluster of weight 0 takes none), its
+// node selector on the virtual nodes' labels and flotilla.dev/cluster-selector to the clusters: the
+// ones it may go to. An unknown name in
 // flotilla.dev/clusters, or a selector that does not parse, is refused.
 func Chosen(pod *corev1.Pod, clusters []Cluster, weights map[string]int64) (map[string]bool, error) {
 	chosen := map[string]bool{}
@@ -103,6 +104,18 @@ func Chosen(pod *corev1.Pod, clusters []Cluster, weights map[string]int64) (map[
 		for name := range chosen {
 			if weights[name] == 0 {
 				delete(chosen, name)
+			}
+		}
+	}
+	// A node selector on the virtual nodes' labels (flotilla.dev/cluster: eu-1, as Kueue writes a
+	// flavor's node labels) chooses clusters, as it would choose nodes.
+	for k, v := range pod.Spec.NodeSelector {
+		if !OfVirtualNodes(k) {
+			continue
+		}
+		for _, c := range clusters {
+			if chosen[c.Name] && c.Labels[k] != v {
+				delete(chosen, c.Name)
 			}
 		}
 	}

@@ -62,7 +62,7 @@ func CheckOnVolumeClusterLoss(pod *corev1.Pod) error {
 // secondary: its node selector, affinity, host network and ports, the spreads not over clusters,
 // and its tolerations but those of the primary's own node taints, which are the proxy's.
 func DelegateConstraints(pod *corev1.Pod) translate.Constraints {
-	c := translate.Constraints{NodeSelector: pod.Spec.NodeSelector, Affinity: pod.Spec.Affinity, HostNetwork: pod.Spec.HostNetwork}
+	c := translate.Constraints{NodeSelector: NodeSelectorInCluster(pod.Spec.NodeSelector), Affinity: pod.Spec.Affinity, HostNetwork: pod.Spec.HostNetwork}
 	for _, t := range pod.Spec.TopologySpreadConstraints {
 		if !AcrossClusters(t) {
 			c.TopologySpreadConstraints = append(c.TopologySpreadConstraints, t)
@@ -90,6 +90,29 @@ func DelegateConstraints(pod *corev1.Pod) translate.Constraints {
 		}
 	}
 	return c
+}
+
+// OfVirtualNodes says whether a node label is one of the virtual nodes' (flotilla.dev/cluster,
+// flotilla.dev/region, ...): in a node selector it chooses clusters, and no node of a secondary
+// carries it.
+func OfVirtualNodes(key string) bool {
+	return strings.HasPrefix(key, flotillav1.GroupVersion.Group+"/")
+}
+
+// NodeSelectorInCluster is what of a pod's node selector its delegate keeps: every key but the
+// virtual nodes' (nil when none is left).
+func NodeSelectorInCluster(selector map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range selector {
+		if OfVirtualNodes(k) {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // ProxyTolerations are what every proxy tolerates: the virtual node's own taint, the primary's
