@@ -54,9 +54,12 @@ type GangPlacement struct {
 // PlaceGang finds the cluster that runs every member of a gang at once: one every member may go to
 // (its chosen clusters, its data), ready, lending room for all of them, whose nodes take them all
 // together (each member's delegate packed onto the nodes, largest first, each node's free room
-// shrinking as it fills). Of those that do, the one with the most free CPU left; none: why, per
-// cluster. members are the proxies, each with the constraints the webhook kept for its delegate.
+// shrinking as it fills). Of those that do, the one its flotilla.dev/cluster-weights weighs most,
+// then the one with the most free CPU left; none: why, per cluster. members are the proxies, each with the constraints the webhook kept for its delegate.
 func PlaceGang(members []*corev1.Pod, clusters []ClusterView) (GangPlacement, error) {
+	if len(members) == 0 {
+		return GangPlacement{Why: "no member waits to be placed"}, nil
+	}
 	ms, eligible, err := gangMembers(members, clusters)
 	if err != nil {
 		return GangPlacement{}, err
@@ -69,8 +72,14 @@ func PlaceGang(members []*corev1.Pod, clusters []ClusterView) (GangPlacement, er
 			total[name] = sum
 		}
 	}
+	// Where the members would rather be: their cluster weights (those of the first member; a
+	// gang's members share a template), then the most free CPU.
+	weights, err := ClusterWeights(members[0], clusters)
+	if err != nil {
+		return GangPlacement{}, err
+	}
 	var why []string
-	best, bestFree := "", int64(-1)
+	best, bestWeight, bestFree := "", int64(-1), int64(-1)
 	for _, cl := range clusters {
 		if eligible[cl.Name] < len(ms) {
 			continue // a member may not go there
@@ -79,8 +88,9 @@ func PlaceGang(members []*corev1.Pod, clusters []ClusterView) (GangPlacement, er
 			why = append(why, cl.Name+": "+reason)
 			continue
 		}
-		if left := freeCPU([]string{cl.Name}, clusters)[0]; left > bestFree {
-			best, bestFree = cl.Name, left
+		weight := weights[cl.Name]
+		if left := freeCPU([]string{cl.Name}, clusters)[0]; weight > bestWeight || (weight == bestWeight && left > bestFree) {
+			best, bestWeight, bestFree = cl.Name, weight, left
 		}
 	}
 	if best != "" {

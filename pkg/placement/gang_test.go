@@ -91,6 +91,10 @@ func TestPlaceGang(t *testing.T) {
 			clusters: []placement.ClusterView{gangCluster("s1", 3, 3, 3)}, why: []string{"s1: its nodes have room for 0 of the gang's 2 members"}},
 		{name: "both fit: the one with more free CPU", members: members(2, 1, nil),
 			clusters: []placement.ClusterView{gangCluster("s1", 4), gangCluster("s2", 6)}, want: "s2"},
+		{name: "both fit: the one the members weigh most", members: members(2, 1, map[string]string{flotillav1.AnnotationClusterWeights: "s1=10,s2=1"}),
+			clusters: []placement.ClusterView{gangCluster("s1", 4), gangCluster("s2", 6)}, want: "s1"},
+		{name: "the one weighed most does not fit: the other", members: members(2, 1, map[string]string{flotillav1.AnnotationClusterWeights: "s1=10,s2=1"}),
+			clusters: []placement.ClusterView{gangCluster("s1", 1), gangCluster("s2", 6)}, want: "s2"},
 		{name: "what a cluster lends bounds the whole gang", members: members(4, 1, nil),
 			clusters: []placement.ClusterView{lent}, why: []string{"lent: it lends this primary too little for the whole gang (cpu 3 left of what it lends, 4 requested)"}},
 		{name: "a cluster away", members: members(2, 1, nil), clusters: []placement.ClusterView{notReady},
@@ -132,5 +136,17 @@ func TestDecideGatesAGangsMembers(t *testing.T) {
 	var rej *placement.Rejection
 	if _, err := placement.Decide(m, translate.Constraints{}, clusters, nil); !errors.As(err, &rej) {
 		t.Errorf("a gang of size 0: err = %v, want a Rejection", err)
+	}
+}
+
+// A rebalance never moves a gang's members: moving some would split it.
+func TestRebalanceLeavesAGangAlone(t *testing.T) {
+	gang := members(4, 1, map[string]string{flotillav1.AnnotationGang: "g", flotillav1.AnnotationGangSize: "4"})
+	for _, m := range gang {
+		m.Spec.NodeName = flotillav1.VirtualNodeName("s1")
+	}
+	split, err := placement.Rebalance(gang, []placement.ClusterView{gangCluster("s1", 8), gangCluster("s2", 8)})
+	if err != nil || len(split.Want) != 0 {
+		t.Errorf("split = %+v, %v", split, err)
 	}
 }

@@ -16,9 +16,14 @@ import (
 // template) to the split placement would choose now (Plan) over the clusters the pod
 // fits by the webhook's own judgement (Refit), the clusters they already run in included while
 // only room is missing there. A proxy in a cluster that no longer fits it (cordoned, away, left
-// its selector) is over its share. Pure.
+// its selector) is over its share. A gang's members are never moved. Pure.
 func Rebalance(proxies []*corev1.Pod, clusters []ClusterView) (Split, error) {
 	if len(proxies) == 0 {
+		return Split{Have: map[string]int{}, Want: map[string]int{}}, nil
+	}
+	if _, gang, _ := GangOf(proxies[0]); gang {
+		// A gang runs whole in one cluster: moving some of its members would split it. It
+		// moves whole, when its cluster fails over.
 		return Split{Have: map[string]int{}, Want: map[string]int{}}, nil
 	}
 	// The template: a pod that may move (one pinned by its data fits its data's cluster only).

@@ -208,3 +208,28 @@ func fitsOn(g Gomega, ctx SpecContext, cluster string, cores int64) bool {
 	_, full := placed.Annotations[flotillav1.AnnotationNoClusterFits]
 	return !full
 }
+
+// Kueue writes a ResourceFlavor's node labels into a pod's node selector: on the virtual nodes'
+// labels, that selector chooses the cluster, and the delegate does not carry it.
+var _ = Describe("a node selector on the virtual nodes' labels", func() {
+	It("elects the pod to the cluster it names, and leaves it out of the delegate's selector", func(ctx SpecContext) {
+		const ns = "flavored"
+		joinBothSecondaries(ctx)
+		enabledNamespace(ctx, ns)
+		s2 := bed.Secondaries[1]
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "flavored",
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+			Spec: corev1.PodSpec{NodeSelector: map[string]string{flotillav1.LabelCluster: s2.Name},
+				Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "flavored", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Spec.NodeName).To(Equal(flotillav1.VirtualNodeName(s2.Name)))
+			d, err := s2.Clientset.CoreV1().Pods(ns).Get(ctx, "flavored", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Spec.NodeSelector).NotTo(HaveKey(flotillav1.LabelCluster))
+			g.Expect(d.Spec.NodeName).NotTo(BeEmpty(), "scheduled in %s", s2.Name)
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+	})
+})

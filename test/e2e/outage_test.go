@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -71,6 +72,17 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](5), Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 
+		// A gang of 4 that would rather run in secondary2 (its weights), failing over after 10 s.
+		gangSel := map[string]string{"app": "gang"}
+		_, err = bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "gang"},
+			Spec: appsv1.DeploymentSpec{Replicas: &four, Selector: &metav1.LabelSelector{MatchLabels: gangSel}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: gangSel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "10",
+					flotillav1.AnnotationGang: "whole", flotillav1.AnnotationGangSize: "4",
+					flotillav1.AnnotationClusterWeights: fmt.Sprintf("%s=1,%s=100", s1.Name, s2.Name)}},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](5), Containers: []corev1.Container{{Name: "c", Image: "nginx",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
 		// A Replicator of plumber's sample in every cluster, in a namespace of its own.
 		rep := plumberSample(s1.Name, s2.Name)
 		rep.Name = replicatorKey
@@ -96,7 +108,8 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 			// free capacity alone put all 4 in one cluster one run in eight).
 			g.Expect(runningOn(ctx, g, "")).To(Equal(4))
 			g.Expect(runningOn(ctx, g, flotillav1.VirtualNodeName(s1.Name))).To(Equal(2))
-			g.Expect(delegatesIn(ctx, s2, ns)).To(HaveLen(2), "replicas in %s", s2.Name)
+			g.Expect(runningProxies(ctx, g, ns, "app=gang", flotillav1.VirtualNodeName(s2.Name))).To(Equal(4), "the gang, whole, where its weights prefer")
+			g.Expect(delegatesIn(ctx, s2, ns)).To(HaveLen(6), "replicas and the gang in %s", s2.Name)
 			st, err := replicatorStatus(ctx, replicatorKey)
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(st.Status.Synced).To(Equal("synced"), "%+v", st.Status.Clusters)
@@ -148,6 +161,27 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 			}).WithContext(ctx).WithTimeout(within(failedOver, 90*time.Second)).WithPolling(time.Second).Should(Succeed())
 			AddReportEntry("evicted proxies released", time.Since(stoppedAt).Round(time.Second).String())
 		}, SpecTimeout(4*time.Minute))
+
+		It("restarts a gang whole in the other cluster, never part of it here and part there", func(ctx SpecContext) {
+			samples, split := 0, 0
+			Eventually(func(g Gomega) {
+				pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gang"})
+				g.Expect(err).NotTo(HaveOccurred())
+				where := map[string]bool{}
+				for _, p := range pods.Items {
+					if c, ok := flotillav1.ClusterOfNode(p.Spec.NodeName); ok && p.DeletionTimestamp == nil {
+						where[c] = true
+					}
+				}
+				samples++
+				if len(where) > 1 {
+					split++
+				}
+				g.Expect(runningProxies(ctx, g, ns, "app=gang", flotillav1.VirtualNodeName(s1.Name))).To(Equal(4))
+			}).WithContext(ctx).WithTimeout(within(stoppedAt, 150*time.Second)).WithPolling(500 * time.Millisecond).Should(Succeed())
+			AddReportEntry("gang restarted whole elsewhere", fmt.Sprintf("%s, %d samples", time.Since(stoppedAt).Round(time.Second), samples))
+			Expect(split).To(BeZero(), "samples with the gang's live members in two clusters, of %d", samples)
+		}, SpecTimeout(3*time.Minute))
 
 		It("moves every replica of a Deployment under a PodDisruptionBudget into the other cluster, where they stay for a rebalance by hand", func(ctx SpecContext) {
 			Eventually(func(g Gomega) {
@@ -213,7 +247,11 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 				g.Expect(n.Spec.Taints).NotTo(ContainElement(HaveField("Key", flotillav1.TaintUnreachable)))
 			}).WithContext(ctx).WithTimeout(within(goneAt, 30*time.Second)).Should(Succeed())
 
-			Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, "failover", metav1.DeleteOptions{})).To(Succeed())
+			// The gang stayed whole where it restarted, though its weights prefer the cluster back.
+			Expect(runningProxies(ctx, Default, ns, "app=gang", flotillav1.VirtualNodeName(s1.Name))).To(Equal(4))
+			for _, d := range []string{"failover", "gang"} {
+				Expect(bed.Primary.Clientset.AppsV1().Deployments(ns).Delete(ctx, d, metav1.DeleteOptions{})).To(Succeed())
+			}
 			Eventually(func() []corev1.Pod { return delegatesIn(ctx, s1, ns) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(BeEmpty())
 		}, SpecTimeout(3*time.Minute))
 

@@ -169,9 +169,10 @@ var _ = Describe("a secondary the manager cannot reach, through the tunnel its a
 		sel := map[string]string{"app": "spread"}
 		_, err := bed.Primary.Clientset.AppsV1().Deployments(ns).Create(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "spread"},
 			Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](4), Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{
-				// The failover taint comes 5 s after the cluster is Unknown: a 10 s cut is over before
-				// these tolerate it for 12 s, the agent's absence is not.
-				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "12"}},
+				// The failover taint comes 5 s after the cluster is Unknown: a 10 s cut, with the
+				// tunnel's keepalive (10 s) and the agent's reconnection after it, is over before
+				// these tolerate it for 30 s; the agent's absence is not.
+				ObjectMeta: metav1.ObjectMeta{Labels: sel, Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "30"}},
 				// Spread 2 and 2 as the scheduler spreads over nodes, and free to fail over all to one.
 				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](5), Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
