@@ -498,7 +498,13 @@ func (n *SecondaryRealNode) startProc(ctx context.Context, name, bin string, arg
 }
 
 func (n *SecondaryRealNode) ctr(ctx context.Context, args ...string) (string, error) {
-	return (&realNodeState{RunDir: n.runDir}).ctr(ctx, args...)
+	run := n.runDir
+	if run == "" {
+		// A node described to another process of the suite (its exported fields only): its
+		// containerd is where the process that made it put it.
+		run = filepath.Join(netnsRunRoot, n.Cluster)
+	}
+	return (&realNodeState{RunDir: run}).ctr(ctx, args...)
 }
 
 // ImportImage imports a docker-save or OCI tarball into the node's containerd (namespace k8s.io),
