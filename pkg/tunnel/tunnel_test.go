@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -299,4 +300,99 @@ func TestRefusalsOfStrangersAreRememberedWithinABound(t *testing.T) {
 	if st := b.server.Status("claimed-0"); !strings.Contains(st.LastError, "was refused") {
 		t.Fatalf("the first refusal = %+v", st)
 	}
+}
+
+// blackHole is a connection whose traffic, while the network is cut, is dropped both ways without
+// a close on either side: what a firewall's DROP rule does to a TCP connection. The peer's close is
+// lost in the cut too, and arrives lateClose after the network is back (the peer's kernel sending
+// it again); a close of this end ends a read at once, as a socket's does.
+type blackHole struct {
+	net.Conn
+	cut    *atomic.Bool
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newBlackHole(c net.Conn, cut *atomic.Bool) *blackHole {
+	return &blackHole{Conn: c, cut: cut, closed: make(chan struct{})}
+}
+
+func (c *blackHole) Read(b []byte) (int, error) {
+	for {
+		n, err := c.Conn.Read(b)
+		switch {
+		case err != nil && c.cut.Load() && !errors.Is(err, net.ErrClosed):
+			for c.cut.Load() {
+				select {
+				case <-c.closed:
+					return 0, net.ErrClosed
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			select {
+			case <-c.closed:
+				return 0, net.ErrClosed
+			case <-time.After(lateClose):
+			}
+			return n, err
+		case err != nil || !c.cut.Load():
+			return n, err
+		}
+	}
+}
+
+func (c *blackHole) Write(b []byte) (int, error) {
+	if c.cut.Load() {
+		return len(b), nil
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *blackHole) Close() error {
+	c.once.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
+
+// lateClose is how long after a cut a peer's lost close reaches the other end.
+const lateClose = 30 * time.Second
+
+// An agent whose connection the network drops (nothing closed, nothing answered) leaves the
+// session within its keepalive, and is back soon after the network is: it does not wait for the
+// endpoint's close, lost in the cut, to reach it.
+func TestTheAgentLeavesASessionTheNetworkDropsAndIsBackWhenItIsNot(t *testing.T) {
+	b := startServer(t, Options{KeepAlive: 200 * time.Millisecond})
+	var cut atomic.Bool
+	d := &net.Dialer{}
+	a := NewAgent(AgentOptions{
+		Cluster: "secondary2", Address: b.addr, Upstream: echo(t, "api2"),
+		TLS:        &tls.Config{RootCAs: b.pool, MinVersion: tls.VersionTLS13},
+		Token:      func(context.Context) (string, error) { return "token-of-secondary2", nil },
+		MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond, DialTimeout: 500 * time.Millisecond,
+		KeepAlive: 200 * time.Millisecond,
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err != nil || addr != b.addr {
+				return c, err
+			}
+			return newBlackHole(c, &cut), nil
+		},
+	}, logr.Discard())
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = a.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	eventually(t, "connected", func() bool { return a.Status().Connected })
+	cut.Store(true)
+	eventually(t, "the agent leaves the dropped session", func() bool { return !a.Status().Connected })
+	cut.Store(false)
+	eventually(t, "usable again", func() bool {
+		got, err := roundTrip(t.Context(), b.server, "secondary2")
+		return err == nil && got == "api2: hello\n"
+	})
 }
