@@ -107,18 +107,7 @@ func Chosen(pod *corev1.Pod, clusters []Cluster, weights map[string]int64) (map[
 			}
 		}
 	}
-	// A node selector on the virtual nodes' labels (flotilla.dev/cluster: eu-1, as Kueue writes a
-	// flavor's node labels) chooses clusters, as it would choose nodes.
-	for k, v := range pod.Spec.NodeSelector {
-		if !OfVirtualNodes(k) {
-			continue
-		}
-		for _, c := range clusters {
-			if chosen[c.Name] && c.Labels[k] != v {
-				delete(chosen, c.Name)
-			}
-		}
-	}
+	bySelector(chosen, pod.Spec.NodeSelector, clusters)
 	if expr, ok := pod.Annotations[flotillav1.AnnotationClusterSelector]; ok {
 		sel, err := labels.Parse(expr)
 		if err != nil {
@@ -131,6 +120,22 @@ func Chosen(pod *corev1.Pod, clusters []Cluster, weights map[string]int64) (map[
 		}
 	}
 	return chosen, nil
+}
+
+// bySelector keeps, of the chosen clusters, those a node selector on the virtual nodes' labels
+// matches (flotilla.dev/cluster: eu-1, as Kueue writes a flavor's node labels): it chooses
+// clusters as it would choose nodes. Its other keys are the delegate's.
+func bySelector(chosen map[string]bool, selector map[string]string, clusters []Cluster) {
+	for k, v := range selector {
+		if !OfVirtualNodes(k) {
+			continue
+		}
+		for _, c := range clusters {
+			if chosen[c.Name] && c.Labels[k] != v {
+				delete(chosen, c.Name)
+			}
+		}
+	}
 }
 
 // AcrossClusters says whether a spread constraint is over clusters: its key is one only virtual
