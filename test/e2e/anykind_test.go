@@ -87,15 +87,8 @@ var _ = Describe("Replicators of any kind", Ordered, Serial, Label("disruptive")
 			g.Expect(definitionEstablished(&crd)).To(BeTrue())
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
 		// Each secondary's admin allows the kind; secondary2's its definition too.
-		for _, args := range [][]string{{"--context", s1.Name, "--kinds", widgetDefinition}, {"--context", s2.Name, "--kinds", widgetDefinition, "--crds"}} {
-			Eventually(func() error {
-				out, err := flotillactl(ctx, append([]string{"cluster", "join", "--token-duration", "10m"}, args...)...)
-				if err != nil {
-					return fmt.Errorf("%w: %s", err, out)
-				}
-				return nil
-			}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
-		}
+		joinSecondary(ctx, s1, "--kinds", widgetDefinition)
+		joinSecondary(ctx, s2, "--kinds", widgetDefinition, "--crds")
 		Eventually(func(g Gomega) {
 			for _, c := range bed.Secondaries {
 				expectRunningAndReady(g, ctx, c.Name)

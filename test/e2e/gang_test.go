@@ -82,6 +82,14 @@ var _ = Describe("gangs", Ordered, Serial, Label("disruptive"), func() {
 		}
 		return out
 	}
+	// allIn waits until every named member is bound to the cluster's virtual node.
+	allIn := func(ctx SpecContext, cluster string, names ...string) {
+		Eventually(func(g Gomega) {
+			for n, c := range clustersOf(g, ctx, names...) {
+				g.Expect(c).To(Equal(cluster), "member %s", n)
+			}
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+	}
 	deleteMembers := func(ctx SpecContext, names ...string) {
 		for _, n := range names {
 			Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, n, metav1.DeleteOptions{})).To(Succeed())
@@ -121,11 +129,7 @@ var _ = Describe("gangs", Ordered, Serial, Label("disruptive"), func() {
 		for _, n := range names {
 			member(ctx, n, nil, gangOf("train", 4))
 		}
-		Eventually(func(g Gomega) {
-			for n, c := range clustersOf(g, ctx, names...) {
-				g.Expect(c).To(Equal(s2.Name), "member %s", n)
-			}
-		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		allIn(ctx, s2.Name, names...)
 		deleteMembers(ctx, names...)
 	})
 
@@ -160,11 +164,7 @@ var _ = Describe("gangs", Ordered, Serial, Label("disruptive"), func() {
 
 		By("room for 4 in secondary1: all 4 go there together")
 		roomFor(ctx, s1, 4)
-		Eventually(func(g Gomega) {
-			for n, c := range clustersOf(g, ctx, names...) {
-				g.Expect(c).To(Equal(s1.Name), "member %s", n)
-			}
-		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+		allIn(ctx, s1.Name, names...)
 		deleteMembers(ctx, names...)
 	})
 

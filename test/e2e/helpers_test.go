@@ -64,15 +64,7 @@ func flotillactl(ctx context.Context, args ...string) (string, error) {
 // idempotent) and waits until they are Running with Ready virtual nodes.
 func joinBothSecondaries(ctx SpecContext) {
 	for _, c := range bed.Secondaries {
-		// Retried: right after the suite changed how the manager runs, a join can meet the
-		// primary mid-change; the last error is reported.
-		Eventually(func() error {
-			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m")
-			if err != nil {
-				return fmt.Errorf("%w: %s", err, out)
-			}
-			return nil
-		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
+		joinSecondary(ctx, c)
 	}
 	Eventually(func(g Gomega) {
 		for _, c := range bed.Secondaries {
@@ -80,6 +72,18 @@ func joinBothSecondaries(ctx SpecContext) {
 			expectPlaceableIn(g, ctx, c.Name)
 		}
 	}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+}
+
+// joinSecondary joins one secondary with join's further flags. Retried: right after the suite
+// changed how the manager runs, a join can meet the primary mid-change; the last error is reported.
+func joinSecondary(ctx SpecContext, c *testbed.Cluster, flags ...string) {
+	Eventually(func() error {
+		out, err := flotillactl(ctx, append([]string{"cluster", "join", "--context", c.Name, "--token-duration", "10m"}, flags...)...)
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, out)
+		}
+		return nil
+	}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 }
 
 // probeNamespace is where expectPlaceableIn asks the webhook, by dry run, where it would place a pod.

@@ -41,16 +41,30 @@ func electedWithBudget(ctx SpecContext, ns, name string) func(context.Context, G
 	}
 }
 
-// readySampler counts, every 200 ms, the Ready pods of a selector in a namespace of the primary.
+// readySampler measures, every 200 ms, the pods of a selector in a namespace of the primary (by
+// default how many are Ready), and keeps the fewest and the most it saw.
 type readySampler struct {
-	mu              sync.Mutex
-	fewest, samples int
-	cancel          context.CancelFunc
-	done            chan struct{}
+	mu                    sync.Mutex
+	fewest, most, samples int
+	cancel                context.CancelFunc
+	done                  chan struct{}
 }
 
 func startReadySampler(ctx context.Context, ns, selector string) *readySampler {
-	s := &readySampler{fewest: -1, done: make(chan struct{})}
+	return startPodSampler(ctx, ns, selector, func(pods []corev1.Pod) int {
+		ready := 0
+		for i := range pods {
+			if pods[i].DeletionTimestamp == nil && podReady(&pods[i]) {
+				ready++
+			}
+		}
+		return ready
+	})
+}
+
+// startPodSampler samples measure over the pods of a selector until stopped.
+func startPodSampler(ctx context.Context, ns, selector string, measure func([]corev1.Pod) int) *readySampler {
+	s := &readySampler{fewest: -1, most: -1, done: make(chan struct{})}
 	sampling, cancel := context.WithCancel(ctx)
 	s.cancel = cancel
 	go func() {
@@ -59,16 +73,12 @@ func startReadySampler(ctx context.Context, ns, selector string) *readySampler {
 		for sampling.Err() == nil {
 			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(sampling, metav1.ListOptions{LabelSelector: selector})
 			if err == nil {
-				ready := 0
-				for i := range pods.Items {
-					if pods.Items[i].DeletionTimestamp == nil && podReady(&pods.Items[i]) {
-						ready++
-					}
-				}
+				m := measure(pods.Items)
 				s.mu.Lock()
-				if s.fewest < 0 || ready < s.fewest {
-					s.fewest = ready
+				if s.fewest < 0 || m < s.fewest {
+					s.fewest = m
 				}
+				s.most = max(s.most, m)
 				s.samples++
 				s.mu.Unlock()
 			}
@@ -79,6 +89,13 @@ func startReadySampler(ctx context.Context, ns, selector string) *readySampler {
 		}
 	}()
 	return s
+}
+
+// mostSeen is the largest measure the sampler saw (call after stop).
+func (s *readySampler) mostSeen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.most
 }
 
 // stop ends the sampling and returns the fewest Ready seen and the number of samples.

@@ -273,6 +273,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: "2%", imagefs.available: "2%"}
 serializeImagePulls: false
+syncFrequency: 10s
 nodeLeaseDurationSeconds: {{.LeaseDurationSecs}}
 registerWithTaints:
 - {key: "{{.Taint}}", value: "true", effect: NoSchedule}
