@@ -124,7 +124,7 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 		// How many clusters the gang's live, bound members are in, from before the stop on.
 		// The group's specs outlive this node's context: the sampler has its own, stopped by the
 		// gang's spec or the group's cleanup.
-		gangSpread = startPodSampler(context.Background(), ns, "app=gang", func(pods []corev1.Pod) int {
+		gangSpread = startPodSampler(context.WithoutCancel(ctx), ns, "app=gang", func(pods []corev1.Pod) int {
 			where := map[string]bool{}
 			for _, p := range pods {
 				if c, ok := flotillav1.ClusterOfNode(p.Spec.NodeName); ok && p.DeletionTimestamp == nil {
