@@ -70,7 +70,7 @@ func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang plac
 	}
 	var released []string
 	for _, m := range waiting {
-		ok, err := r.releaseMember(ctx, m, gone)
+		ok, err := r.release(ctx, m, []string{gone}, gone)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -85,28 +85,32 @@ func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang plac
 	return ctrl.Result{}, nil
 }
 
-// releaseMember removes a gated member's gate and gives it the gang's cluster as its affinity, in
-// one update under the seal, as placeGated does for a single proxy. false: it is no longer a
-// gated member whose seal verifies (someone else's change, or released already).
-func (r *Reconciler) releaseMember(ctx context.Context, member *corev1.Pod, cluster string) (bool, error) {
-	if seal.Verify(r.SealKey, member) != nil {
+// release lets a gated proxy go to clusters: its gate removed, the clusters its node affinity
+// (and, for a gang's member, its gang's cluster noted), its seal stamped anew, in one update
+// (Kubernetes lets a gated pod's node affinity be set). Only a proxy whose seal verifies is
+// touched: the reconciler never seals what the webhook did not make. false: it is no longer a
+// gated proxy of that UID (released already, or gone).
+func (r *Reconciler) release(ctx context.Context, proxy *corev1.Pod, clusters []string, gangCluster string) (bool, error) {
+	if seal.Verify(r.SealKey, proxy) != nil {
 		return false, nil
 	}
 	// The live pod: the cache keeps no affinity, tolerations or token volume of a proxy.
 	var live corev1.Pod
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(member), &live); err != nil {
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(proxy), &live); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	if !gated(&live) || live.UID != member.UID {
+	if !gated(&live) || live.UID != proxy.UID {
 		return false, nil
 	}
 	base := live.DeepCopy()
 	live.Spec.SchedulingGates = slices.DeleteFunc(live.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
 		return g.Name == flotillav1.SchedulingGatePlacement
 	})
-	live.Spec.Affinity = translate.ClusterAffinity([]string{cluster})
+	live.Spec.Affinity = translate.ClusterAffinity(clusters)
 	delete(live.Annotations, flotillav1.AnnotationNoClusterFits)
-	live.Annotations[flotillav1.AnnotationGangCluster] = cluster
+	if gangCluster != "" {
+		live.Annotations[flotillav1.AnnotationGangCluster] = gangCluster
+	}
 	live.Annotations[flotillav1.AnnotationSeal] = seal.Stamp(r.SealKey, &live)
 	if err := r.Client.Patch(ctx, &live, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return false, client.IgnoreNotFound(err)

@@ -806,23 +806,8 @@ func (r *Reconciler) placeGated(ctx context.Context, proxy *corev1.Pod) (ctrl.Re
 		r.event(proxy, corev1.EventTypeWarning, flotillav1.ReasonNoClusterFits, "Wait", "No cluster can run it as it is: %s", why)
 		return ctrl.Result{RequeueAfter: pendingRetry(proxy, r.now())}, r.sayUnschedulable(ctx, proxy, why)
 	}
-	// The live pod: the cache keeps no affinity, tolerations or token volume of a proxy.
-	var live corev1.Pod
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(proxy), &live); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if !gated(&live) || live.UID != proxy.UID {
-		return ctrl.Result{}, nil
-	}
-	base := live.DeepCopy()
-	live.Spec.SchedulingGates = slices.DeleteFunc(live.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
-		return g.Name == flotillav1.SchedulingGatePlacement
-	})
-	live.Spec.Affinity = translate.ClusterAffinity(feasible)
-	delete(live.Annotations, flotillav1.AnnotationNoClusterFits)
-	live.Annotations[flotillav1.AnnotationSeal] = seal.Stamp(r.SealKey, &live)
-	if err := r.Client.Patch(ctx, &live, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+	if released, err := r.release(ctx, proxy, feasible, ""); err != nil || !released {
+		return ctrl.Result{}, err
 	}
 	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonPlaced, "Place", "Cluster(s) %s can run it now", strings.Join(feasible, ", "))
 	return ctrl.Result{}, nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -132,6 +133,9 @@ func (r *Reconciler) applyDefinition(ctx context.Context, in replication.Inputs,
 		return false, nil // the cluster's own: left alone
 	}
 	desired := DefinitionCopy(def, in.PrimaryID)
+	if err == nil && established(&live) && equality.Semantic.DeepEqual(live.Spec, desired.Spec) {
+		return true, nil // as the primary's, and served: nothing to write or wait for at each pass
+	}
 	if _, err := ssa.Apply(ctx, w, desired, flotillav1.FieldManagerReplicator); err != nil {
 		return false, definitionRefused(err, def.Name, cluster)
 	}
@@ -140,12 +144,7 @@ func (r *Reconciler) applyDefinition(ctx context.Context, in replication.Inputs,
 		if err := w.Get(ctx, client.ObjectKey{Name: def.Name}, &live); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		for _, c := range live.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
-			}
-		}
-		return false, nil
+		return established(&live), nil
 	})
 	if err != nil {
 		return true, fmt.Errorf("CustomResourceDefinition %s applied in %s, not yet established: %w", def.Name, cluster, err)
@@ -159,6 +158,16 @@ func servedIn(mapper meta.RESTMapper, def *apiextensionsv1.CustomResourceDefinit
 		if v.Storage {
 			_, err := mapper.RESTMapping(schema.GroupKind{Group: def.Spec.Group, Kind: def.Spec.Names.Kind}, v.Name)
 			return err == nil
+		}
+	}
+	return false
+}
+
+// established says whether the API server serves a definition's kind.
+func established(def *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range def.Status.Conditions {
+		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+			return true
 		}
 	}
 	return false
