@@ -166,9 +166,16 @@ lint: ## golangci-lint with .golangci.yml (the style contract, the layers), then
 	$(GOLANGCI_LINT) run ./...
 	GOLANGCI_LINT=$(GOLANGCI_LINT) test/lint/layers.sh
 
+# What the unit tests, the chart's rendering specs and the integration suites said, test by test:
+# make test adds them to the e2e suite's reports in its closing line (hack/specreport -count).
+UNIT_EVENTS ?= bin/unit-events.json
+CHART_REPORT ?= bin/chart-report.json
+INTEGRATION_REPORT ?= bin/integration-report.json
+
 .PHONY: unit
-unit: ## Unit tests (no clusters)
-	go test -count=1 $(UNIT_PKGS)
+unit: ## Unit tests (no clusters); go test's events in bin/unit-events.json
+	@mkdir -p $(dir $(UNIT_EVENTS))
+	go test -count=1 -json $(UNIT_PKGS) | go run ./hack/testlog $(UNIT_EVENTS)
 
 FUZZTIME ?= 15s
 FUZZ_TUNNEL_TIME ?= 10s
@@ -188,12 +195,12 @@ chart: ## Helm chart: helm lint --strict of both roles, and its rendering specs 
 	$(call tools-for,kube helm ginkgo promrules)
 	$(TOOLS_DIR)/helm lint --strict $(CHART) -n flotilla-system
 	$(TOOLS_DIR)/helm lint --strict $(CHART) -n flotilla-system --set role=secondary
-	$(GINKGO) $(GINKGO_FLAGS) --label-filter=render ./test/integration/chart
+	$(GINKGO) $(GINKGO_FLAGS) --label-filter=render --json-report=$(abspath $(CHART_REPORT)) ./test/integration/chart
 
 .PHONY: integration
 integration: ## Integration suites: controllers and the webhook on real API servers (envtest with the bed's kube-apiserver and etcd; its kube-scheduler and kube-controller-manager where a spec needs them)
 	$(call tools-for,bed helm ginkgo promrules)
-	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=15m ./test/integration/...
+	$(GINKGO) -v $(GINKGO_FLAGS) --timeout=15m --json-report=$(abspath $(INTEGRATION_REPORT)) ./test/integration/...
 
 .PHONY: real-nodes
 real-nodes: ## The bed's real nodes as root: the primary's, then the secondaries' with each pod network (isolated, flat), then every cluster's DNS (CoreDNS, clusterset.local), each torn down and the host checked
@@ -259,8 +266,12 @@ e2e: ## End-to-end suites: the disruptive specs that need no real node on a bed 
 TEST_STEPS := verify verify-generated lint unit,fuzz,chart,integration+real-nodes,tools e2e
 
 .PHONY: test
-test: ## Every test: verify, generated files, lint, then unit, fuzz, chart and integration beside the real nodes and the remaining tools, then e2e; then each step's time
-	@MAKE="$(MAKE)" hack/test-steps.sh $(TEST_STEPS)
+# The runs make test's closing line adds up: "tests: N passed, N failed, N skipped".
+TEST_REPORTS := $(UNIT_EVENTS) $(CHART_REPORT) $(INTEGRATION_REPORT) $(E2E_REPORT) $(E2E_SIDE_REPORT)
+
+test: ## Every test: verify, generated files, lint, then unit, fuzz, chart and integration beside the real nodes and the remaining tools, then e2e; then each step's time and the tests passed, failed and skipped
+	@rm -f $(TEST_REPORTS)
+	@MAKE="$(MAKE)" TEST_REPORTS="$(TEST_REPORTS)" hack/test-steps.sh $(TEST_STEPS)
 
 BENCH_PODS ?= 200
 BENCH_CLUSTERS ?= 2

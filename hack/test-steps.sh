@@ -8,7 +8,8 @@
 # the one that mostly waits on the host's daemons (real-nodes), which touch nothing of each other.
 # Their output lines carry the step's name; the run goes on once every chain is done, and stops
 # there if a step of any chain failed.
-# Usage: hack/test-steps.sh STEP|CHAINS... (make test passes its steps; MAKE names the make to call)
+# Usage: hack/test-steps.sh STEP|CHAINS... (make test passes its steps; MAKE names the make to call;
+# TEST_REPORTS lists the Ginkgo reports and go test events whose tests the closing line adds up)
 set -uo pipefail
 
 make_cmd=${MAKE:-make}
@@ -25,6 +26,11 @@ table() {
     printf '  %-18s %6ss  %s\n' "${names[$i]}" "${times[$i]}" "${results[$i]}"
   done
   printf '  %-18s %6ss\n' "in all" "$((SECONDS - start))"
+  # The closing line: every test the steps ran, added up from the reports they left (TEST_REPORTS).
+  if [[ -n ${TEST_REPORTS:-} ]]; then
+    # shellcheck disable=SC2086 # a list of paths without spaces
+    go run ./hack/specreport -count $TEST_REPORTS || true
+  fi
 }
 
 # run_step STEP: runs one make target and records its time and result; returns its status.

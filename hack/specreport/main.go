@@ -4,9 +4,15 @@
 // spent in specs, and the slowest specs with their full text, labels and state. `make e2e` runs it
 // after every run, passed or failed, so that a slow spec is seen the day it becomes slow.
 //
+// With -count it adds up the tests of several runs instead, Ginkgo JSON reports and the events of
+// `go test -json` (as hack/testlog keeps them) alike, and prints one line, "tests: N passed,
+// N failed, N skipped": `make test` closes with it. A file that is missing (its step did not run)
+// adds nothing.
+//
 // Usage:
 //
 //	go run ./hack/specreport [-top 20] REPORT.json
+//	go run ./hack/specreport -count FILE...
 package main
 
 import (
@@ -24,12 +30,25 @@ import (
 
 func main() {
 	top := flag.Int("top", 20, "how many of the slowest specs to print")
+	count := flag.Bool("count", false, "add up the tests of every FILE (Ginkgo JSON reports, go test -json events) in one line")
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "usage: specreport [-top N] REPORT.json\n\n"+
-			"Prints a Ginkgo JSON report's run time, its suite set-up and tear-down time, and its N slowest specs.\n\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "usage: specreport [-top N] REPORT.json\n       specreport -count FILE...\n\n"+
+			"Prints a Ginkgo JSON report's run time, its suite set-up and tear-down time, and its N slowest specs;\n"+
+			"with -count, the tests passed, failed and skipped in all the FILEs.\n\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
+	if *count {
+		var t tally
+		for _, f := range flag.Args() {
+			if err := t.addFile(f); err != nil {
+				fmt.Fprintf(os.Stderr, "specreport: %v\n", err)
+				os.Exit(1)
+			}
+		}
+		fmt.Println(t)
+		return
+	}
 	if flag.NArg() != 1 {
 		flag.Usage()
 		os.Exit(2)
@@ -106,8 +125,9 @@ func summarize(r types.Report, top int) summary {
 func write(w io.Writer, s summary) {
 	fmt.Fprintf(w, "%s: %s in all; suite set-up %s, tear-down %s, specs %s (summed over %d processes)\n", s.suite,
 		round(s.runTime), round(s.setUp), round(s.tearDown), round(s.inSpecs), s.processes)
-	var states []string
-	for _, st := range []types.SpecState{types.SpecStatePassed, types.SpecStateFailed, types.SpecStateSkipped,
+	// Passed and failed are always said, 0 included: a reader of the log looks for that pair.
+	states := []string{fmt.Sprintf("%d passed", s.counts[types.SpecStatePassed]), fmt.Sprintf("%d failed", s.counts[types.SpecStateFailed])}
+	for _, st := range []types.SpecState{types.SpecStateSkipped,
 		types.SpecStatePending, types.SpecStatePanicked, types.SpecStateInterrupted, types.SpecStateAborted, types.SpecStateTimedout} {
 		if n := s.counts[st]; n > 0 {
 			states = append(states, fmt.Sprintf("%d %s", n, st))
