@@ -31,6 +31,12 @@ type Names struct {
 	// AllowancePolicy is the ValidatingAdmissionPolicy (and binding) that, while the primary's
 	// PrimaryAllowance exists, admits its workloads only in namespaces whose quota is in force.
 	AllowancePolicy string
+	// Consumer is the ServiceAccount in flotilla-system (and its ClusterRoleBinding) the fleet
+	// inventory's readers reach the secondary as, when its admin chose a role for them at join.
+	Consumer string
+	// MultiKueueRole is the ClusterRole join makes for the readers with --consumer-role
+	// multikueue: what a MultiKueue manager needs in a worker.
+	MultiKueueRole string
 }
 
 // NamesFor returns the names for a primary ID.
@@ -42,7 +48,8 @@ func NamesFor(primaryID string) Names {
 	base := "flotilla-" + short
 	return Names{PrimaryID: primaryID, ServiceAccount: base, ClusterRole: "flotilla:primary:" + short,
 		TokenRole: base + "-token", AgentRole: base + "-agent", Params: base + "-params", Policy: base + "-managed-namespaces",
-		DelegatePolicy: base + "-delegates", AllowancePolicy: base + "-allowance"}
+		DelegatePolicy: base + "-delegates", AllowancePolicy: base + "-allowance", Consumer: base + "-consumer",
+		MultiKueueRole: "flotilla:consumer:multikueue:" + short}
 }
 
 // Username is the identity the secondary's API server sees for the primary's ServiceAccount.
@@ -295,6 +302,50 @@ type Limits struct {
 	// Definitions lets the primary create and update the CustomResourceDefinitions of Kinds (a
 	// Replicator's replicateCRDs), those alone, and only those it created; never delete one.
 	Definitions bool
+	// ConsumerRole is the ClusterRole the fleet inventory's readers get in the secondary, through
+	// a ServiceAccount of their own whose tokens the primary's identity may mint (that one alone):
+	// a role of the cluster's admin, or ConsumerRoleMultiKueue. "": the readers reach it as the
+	// primary's identity, with its rights and fence.
+	ConsumerRole string
+}
+
+// ConsumerRoleMultiKueue is the Limits.ConsumerRole that makes the ClusterRole a MultiKueue
+// manager needs in a worker cluster (Names.MultiKueueRole) and gives it to the inventory's readers.
+const ConsumerRoleMultiKueue = "multikueue"
+
+// MultiKueueRules are what a MultiKueue manager does in a worker: it creates, watches, updates and
+// deletes the copies of Workloads and of the Jobs and pods it dispatches there, cluster-wide (it
+// watches them by label, in every namespace), and writes the copies' Workload status.
+func MultiKueueRules() []rbacv1.PolicyRule {
+	all := []string{"create", "update", "patch", "delete", "get", "list", "watch"}
+	return []rbacv1.PolicyRule{
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs"}, Verbs: all},
+		{APIGroups: []string{"batch"}, Resources: []string{"jobs/status"}, Verbs: []string{"get"}},
+		{APIGroups: []string{"kueue.x-k8s.io"}, Resources: []string{"workloads"}, Verbs: all},
+		{APIGroups: []string{"kueue.x-k8s.io"}, Resources: []string{"workloads/status"}, Verbs: []string{"get", "patch", "update"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: all},
+		{APIGroups: []string{""}, Resources: []string{"pods/status"}, Verbs: []string{"get"}},
+	}
+}
+
+// ConsumerObjects are what join makes for the inventory's readers when its admin chose a role
+// for them: their ServiceAccount bound to that role (and the role itself, for
+// ConsumerRoleMultiKueue). The primary's identity may mint their tokens (its token Role names
+// them) and nothing else of theirs.
+func ConsumerObjects(n Names, role string) []client.Object {
+	ns := flotillav1.SystemNamespace
+	labels := map[string]string{"app.kubernetes.io/part-of": "flotilla", flotillav1.LabelPrimary: n.PrimaryID}
+	roleName := role
+	var objs []client.Object
+	if role == ConsumerRoleMultiKueue {
+		roleName = n.MultiKueueRole
+		objs = append(objs, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: n.MultiKueueRole, Labels: labels}, Rules: MultiKueueRules()})
+	}
+	return append(objs,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: n.Consumer, Namespace: ns, Labels: labels}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: n.Consumer, Labels: labels},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: roleName},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: n.Consumer, Namespace: ns}}})
 }
 
 // definitionNames are the names of the CustomResourceDefinitions the primary may write: those of
@@ -341,6 +392,11 @@ func Objects(n Names, clusterName string, limits Limits) []client.Object {
 		return metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels}
 	}
 	sa := rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: n.ServiceAccount, Namespace: ns}
+	// The identity renews its own tokens, and mints the inventory readers' when they have one.
+	tokensOf := []string{n.ServiceAccount}
+	if limits.ConsumerRole != "" {
+		tokensOf = append(tokensOf, n.Consumer)
+	}
 	failClosed := admissionregistrationv1.Fail
 	id := celString(n.PrimaryID)
 	var allowList []admissionregistrationv1.Validation
@@ -383,7 +439,7 @@ func Objects(n Names, clusterName string, limits Limits) []client.Object {
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: n.ClusterRole},
 			Subjects: []rbacv1.Subject{sa}},
 		&rbacv1.Role{ObjectMeta: meta(n.TokenRole, ns), Rules: []rbacv1.PolicyRule{{APIGroups: []string{""},
-			Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: []string{n.ServiceAccount}}}},
+			Resources: []string{"serviceaccounts/token"}, Verbs: []string{"create"}, ResourceNames: tokensOf}}},
 		&rbacv1.RoleBinding{ObjectMeta: meta(n.TokenRole, ns),
 			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: n.TokenRole},
 			Subjects: []rbacv1.Subject{sa}},
@@ -452,6 +508,9 @@ func Objects(n Names, clusterName string, limits Limits) []client.Object {
 	}
 	if limits.Pull {
 		objs = append(objs, AgentObjects(n)...)
+	}
+	if limits.ConsumerRole != "" {
+		objs = append(objs, ConsumerObjects(n, limits.ConsumerRole)...)
 	}
 	return objs
 }

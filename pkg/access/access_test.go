@@ -209,3 +209,48 @@ func TestKindsAllowedAtJoinAreGrantedAndDefinitionsOnlyByName(t *testing.T) {
 		t.Errorf("the policy does not name the definitions allowed:\n%s", expr)
 	}
 }
+
+// The inventory's readers get an account of their own only when the admin names a role: the
+// identity may then mint that account's tokens beside its own, and nothing else of it.
+func TestAConsumerRoleGivesTheReadersAnAccountWhoseTokensAloneTheIdentityMints(t *testing.T) {
+	n := NamesFor("0123456789abcdef")
+	objects := func(limits Limits) (tokens []string, binding *rbacv1.ClusterRoleBinding, roles map[string]*rbacv1.ClusterRole) {
+		roles = map[string]*rbacv1.ClusterRole{}
+		for _, o := range Objects(n, "eu", limits) {
+			switch v := o.(type) {
+			case *rbacv1.Role:
+				if v.Name == n.TokenRole {
+					tokens = v.Rules[0].ResourceNames
+				}
+			case *rbacv1.ClusterRoleBinding:
+				if v.Name == n.Consumer {
+					binding = v
+				}
+			case *rbacv1.ClusterRole:
+				roles[v.Name] = v
+			}
+		}
+		return tokens, binding, roles
+	}
+	tokens, binding, roles := objects(Limits{})
+	if !reflect.DeepEqual(tokens, []string{n.ServiceAccount}) || binding != nil || roles[n.MultiKueueRole] != nil {
+		t.Fatalf("without a consumer role: tokens %v, binding %v, MultiKueue role %v", tokens, binding, roles[n.MultiKueueRole])
+	}
+	tokens, binding, roles = objects(Limits{ConsumerRole: "view"})
+	if !reflect.DeepEqual(tokens, []string{n.ServiceAccount, n.Consumer}) || binding == nil || binding.RoleRef.Name != "view" ||
+		binding.Subjects[0].Name != n.Consumer || roles[n.MultiKueueRole] != nil {
+		t.Fatalf("with the admin's role: tokens %v, binding %+v", tokens, binding)
+	}
+	_, binding, roles = objects(Limits{ConsumerRole: ConsumerRoleMultiKueue})
+	mk := roles[n.MultiKueueRole]
+	if binding == nil || binding.RoleRef.Name != n.MultiKueueRole || mk == nil || !reflect.DeepEqual(mk.Rules, MultiKueueRules()) {
+		t.Fatalf("with multikueue: binding %+v, role %+v", binding, mk)
+	}
+	for _, r := range mk.Rules {
+		for _, res := range r.Resources {
+			if res == "secrets" || r.APIGroups[0] == rbacv1.GroupName {
+				t.Errorf("the MultiKueue role grants %s of %v", res, r.APIGroups)
+			}
+		}
+	}
+}

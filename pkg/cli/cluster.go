@@ -198,8 +198,9 @@ func newJoinCommand(g *GlobalOptions) *cobra.Command {
 	var allow map[string]string
 	var kinds []string
 	var crds bool
+	var consumerRole string
 	cmd := &cobra.Command{
-		Use:   "join --context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*] [--ingress-hosts HOST,*.DOMAIN] [--service-types TYPE] [--allow pods=N,cpu=Q,...] [--kinds RESOURCE.GROUP,... [--crds]]",
+		Use:   "join --context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*] [--ingress-hosts HOST,*.DOMAIN] [--service-types TYPE] [--allow pods=N,cpu=Q,...] [--kinds RESOURCE.GROUP,... [--crds]] [--consumer-role multikueue|CLUSTERROLE]",
 		Short: "Register a secondary with a least-privilege identity of Flotilla's own",
 		Long: `join uses the context's (admin) credentials once, to install in the secondary:
   - the FlotillaPrimary CRD and this primary's FlotillaPrimary object;
@@ -238,7 +239,15 @@ workloads, ServiceAccounts, PodDisruptionBudgets, HorizontalPodAutoscalers, Netw
 wherever it is allowed to write at all. Any other kind (a custom resource) it writes only where
 this cluster's admin allowed it with --kinds; with --crds the primary may also create and update
 those kinds' CustomResourceDefinitions, never another's, never one it did not create, and never
-delete one.`,
+delete one.
+
+The fleet's inventory (ClusterProfiles, with the token Secret their access provider reads in each
+reader's namespace: MultiKueue, Argo CD) lets its readers reach this cluster as Flotilla's
+identity, with its rights and fence. With --consumer-role they reach it instead as a
+ServiceAccount of their own, flotilla-system/flotilla-<primary id>-consumer, bound to the
+ClusterRole you name, or with multikueue to one join makes with what a MultiKueue manager needs in
+a worker (Jobs, pods and Kueue Workloads, cluster-wide); Flotilla's identity may mint that
+account's tokens and nothing else of it. Joining again without it removes that account.`,
 		Example: "  flotillactl cluster join --context secondary1 --name eu-west\n" +
 			"  # a local cluster whose kubeconfig says 127.0.0.1, for a manager running in a pod:\n" +
 			"  flotillactl cluster join --context kind-eu --server https://192.168.1.20:6443\n" +
@@ -248,6 +257,8 @@ delete one.`,
 			"  flotillactl cluster join --context secondary1 --ingress-hosts '*.eu.example.com'\n" +
 			"  # Replicators may also carry ServiceMonitors, and copy their definition here:\n" +
 			"  flotillactl cluster join --context secondary1 --kinds servicemonitors.monitoring.coreos.com --crds\n" +
+			"  # MultiKueue in the primary may dispatch Jobs here through Flotilla's ClusterProfile:\n" +
+			"  flotillactl cluster join --context secondary1 --consumer-role multikueue\n" +
 			"  # a cluster the primary cannot reach, whose agent dials the primary's tunnel:\n" +
 			"  flotillactl cluster join --context edge --pull --tunnel-address tunnel.example.com:8444 --tunnel-ca-file tunnel-ca.crt",
 		Args: cobra.NoArgs,
@@ -268,7 +279,7 @@ delete one.`,
 			}
 			return runJoin(cmd.Context(), g, joinOptions{contextName: contextName, name: name, server: server, duration: duration,
 				namespaces: namespaces, exposure: exposureOf(ingressHosts, serviceTypes), storageClass: storageClass, pull: pull,
-				allowance: lent, kinds: allowed, crds: crds}, cmd.OutOrStdout())
+				allowance: lent, kinds: allowed, crds: crds, consumerRole: consumerRole}, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
@@ -293,6 +304,9 @@ delete one.`,
 			"(servicemonitors.monitoring.coreos.com,externalsecrets.external-secrets.io); fenced to its managed namespaces like the others. Joining again replaces the list")
 	cmd.Flags().BoolVar(&crds, "crds", false,
 		"with --kinds: let the primary also create and update the CustomResourceDefinitions of those kinds (a Replicator's replicateCRDs), only those and only as it made them; it never deletes one")
+	cmd.Flags().StringVar(&consumerRole, "consumer-role", "",
+		"the ClusterRole the fleet inventory's readers get here, as a ServiceAccount of their own whose tokens only Flotilla mints: a ClusterRole of this cluster, "+
+			"or multikueue for what a MultiKueue manager needs in a worker (default: they reach it as Flotilla's identity). Joining again without it removes that account")
 	cmd.Flags().BoolVar(&pull.enabled, "pull", false,
 		"the manager cannot reach this cluster: register it in pull mode, reached only through the tunnel its agent dials out to the primary (docs/pull-mode.md); needs --tunnel-address and --tunnel-ca-file. Joining again without it registers the cluster as dialled again")
 	cmd.Flags().StringVar(&pull.address, "tunnel-address", "", "with --pull: HOST:PORT of the primary's tunnel endpoint as the secondary reaches it (the chart's tunnel.* in the primary)")
@@ -360,6 +374,8 @@ type joinOptions struct {
 	// kinds and crds are --kinds and --crds: further kinds Replicators may write there.
 	kinds []schema.GroupResource
 	crds  bool
+	// consumerRole is --consumer-role: the ClusterRole the inventory's readers get ("" none).
+	consumerRole string
 }
 
 // joinableCluster is the cluster entry join registers for a context: the context's own, at
@@ -421,9 +437,15 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 		}
 	}
 	names := access.NamesFor(primaryID)
+	if err := prepareConsumer(ctx, secondary, names, o.consumerRole); err != nil {
+		return fmt.Errorf("context %s: --consumer-role: %w", contextName, err)
+	}
 	if err := installAccess(ctx, secondary, contextName, names, name, access.Limits{Namespaces: o.namespaces,
-		Exposure: o.exposure, Pull: o.pull.enabled, Allowance: o.allowance, Kinds: o.kinds, Definitions: o.crds}); err != nil {
+		Exposure: o.exposure, Pull: o.pull.enabled, Allowance: o.allowance, Kinds: o.kinds, Definitions: o.crds, ConsumerRole: o.consumerRole}); err != nil {
 		return err
+	}
+	if err := removeConsumer(ctx, secondary, names, o.consumerRole); err != nil {
+		return fmt.Errorf("context %s: %w", contextName, err)
 	}
 	cs, err := kubernetes.NewForConfig(secondaryRC)
 	if err != nil {
@@ -456,6 +478,54 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 		return err
 	}
 	return printJoined(out, contextName, name, cluster.Server, names, tr.Status.ExpirationTimestamp.Time, o.namespaces, o.allowance)
+}
+
+// prepareConsumer checks the ClusterRole --consumer-role names exists, and deletes the readers'
+// binding of this primary when it binds another role (a binding's role cannot change).
+func prepareConsumer(ctx context.Context, secondary client.Client, names access.Names, role string) error {
+	if role == "" {
+		return nil
+	}
+	want := role
+	if role == access.ConsumerRoleMultiKueue {
+		want = names.MultiKueueRole
+	} else if err := secondary.Get(ctx, client.ObjectKey{Name: role}, &rbacv1.ClusterRole{}); err != nil {
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("no ClusterRole %s in this cluster: name one of its ClusterRoles, or multikueue", role)
+		}
+		return fmt.Errorf("reading ClusterRole %s: %w", role, err)
+	}
+	var binding rbacv1.ClusterRoleBinding
+	switch err := secondary.Get(ctx, client.ObjectKey{Name: names.Consumer}, &binding); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("reading ClusterRoleBinding %s: %w", names.Consumer, err)
+	case binding.RoleRef.Name == want || binding.Labels[flotillav1.LabelPrimary] != names.PrimaryID:
+		return nil
+	}
+	uid := binding.UID
+	return client.IgnoreNotFound(secondary.Delete(ctx, &binding, client.Preconditions{UID: &uid}))
+}
+
+// removeConsumer removes what --consumer-role made and is no longer asked for: without it the
+// readers' account, binding and MultiKueue role; with a role of the cluster's own, the MultiKueue
+// role.
+func removeConsumer(ctx context.Context, secondary client.Client, names access.Names, role string) error {
+	switch role {
+	case access.ConsumerRoleMultiKueue:
+		return nil
+	case "":
+		if err := removeOurs(ctx, secondary, names, access.ConsumerObjects(names, access.ConsumerRoleMultiKueue)); err != nil {
+			return fmt.Errorf("removing the inventory readers' account: %w", err)
+		}
+		return nil
+	default:
+		if err := removeOurs(ctx, secondary, names, []client.Object{&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: names.MultiKueueRole}}}); err != nil {
+			return fmt.Errorf("removing the MultiKueue role: %w", err)
+		}
+		return nil
+	}
 }
 
 // installAccess applies in the secondary what join makes there for this primary: Flotilla's

@@ -102,7 +102,13 @@ func createFresh(ctx context.Context, c client.Client, obj client.Object) error 
 // removeAgentAccess deletes the rights pull mode granted in the secondary (the agent's Role and
 // RoleBinding), when they are this primary's.
 func removeAgentAccess(ctx context.Context, secondary client.Client, names access.Names) error {
-	for _, obj := range access.AgentObjects(names) {
+	return removeOurs(ctx, secondary, names, access.AgentObjects(names))
+}
+
+// removeOurs deletes those of objs the secondary holds that carry this primary's label; the
+// others (not there, or not ours) are left.
+func removeOurs(ctx context.Context, secondary client.Client, names access.Names, objs []client.Object) error {
+	for _, obj := range objs {
 		key := client.ObjectKeyFromObject(obj)
 		switch err := secondary.Get(ctx, key, obj); {
 		case apierrors.IsNotFound(err):

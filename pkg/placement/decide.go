@@ -135,9 +135,13 @@ func Refit(proxy *corev1.Pod, clusters []ClusterView) (feasible []string, why st
 // primary's scheduler would only pick one of the feasible virtual nodes (the user's constraints are
 // the delegate's, applied by the secondary's scheduler), at the cost of a scheduling cycle and a
 // bind call per pod, which at its default client rate (50/s) bounds how fast pods are elected.
-// Pods with scheduling gates are left to the scheduler (a bound pod cannot have any).
+// Pods with scheduling gates are left to the scheduler (a bound pod cannot have any), and so is a
+// pod Kueue queues (its queue-name label): Kueue's own webhook gates it after this one ran, and
+// the API server refuses a gate on a bound pod; once Kueue admits it, its flavor's node labels
+// (a node selector on the virtual nodes' labels) say the cluster, and the scheduler binds it there.
 func bindable(pod *corev1.Pod) bool {
-	return pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) == 0
+	_, queued := pod.Labels[flotillav1.LabelKueueQueueName]
+	return pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) == 0 && !queued
 }
 
 // WeightedNext keeps the feasible clusters where the next pod of the controller does the most for

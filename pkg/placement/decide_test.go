@@ -66,6 +66,10 @@ func TestDecidePlacement(t *testing.T) {
 				return c
 			}(), choose: pickFirst,
 			want: placement.Decision{Fit: placement.Fit{Feasible: []string{"us"}, Waiting: []string{"eu"}}, Affinity: []string{"us"}, Cluster: "us"}},
+		"a pod Kueue queues is left to the scheduler, which binds it once Kueue admits it": {
+			pod:      placementtest.Elected(func(p *corev1.Pod) { p.Labels = map[string]string{flotillav1.LabelKueueQueueName: "team-a"} }),
+			clusters: twoClusters, choose: pickFirst,
+			want: placement.Decision{Fit: placement.Fit{Feasible: []string{"eu", "us"}}, Affinity: []string{"eu", "us"}}},
 		"a pod with scheduling gates is left to the scheduler": {
 			pod:      placementtest.Elected(func(p *corev1.Pod) { p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "wait"}} }),
 			clusters: twoClusters, choose: pickFirst,

@@ -67,13 +67,7 @@ var _ = Describe("the fleet's inventory", Ordered, func() {
 	It("lets a reader in its own namespace reach each secondary from its ClusterProfile alone, as MultiKueue does: the secretreader access provider and the Secret Flotilla keeps there", func(ctx SpecContext) {
 		_, plugin, err := testbed.InventoryFiles("")
 		Expect(err).NotTo(HaveOccurred())
-		// The plugin reads the Secret in its kubeconfig's namespace: the reader's.
-		kubeconfig, err := clientcmd.LoadFromFile(bed.KubeconfigPath)
-		Expect(err).NotTo(HaveOccurred())
-		kubeconfig.CurrentContext = testbed.PrimaryName
-		kubeconfig.Contexts[testbed.PrimaryName].Namespace = inventoryReaders
-		readerConfig := filepath.Join(GinkgoT().TempDir(), "reader.kubeconfig")
-		Expect(clientcmd.WriteToFile(*kubeconfig, readerConfig)).To(Succeed())
+		readerConfig := readerKubeconfig()
 		want := access.NamesFor(primaryID(ctx)).Username()
 		for _, c := range bed.Secondaries {
 			var cfg *rest.Config
@@ -103,6 +97,18 @@ var _ = Describe("the fleet's inventory", Ordered, func() {
 // inventoryReaders is the namespace of the suite's reader of the inventory (the manager's
 // --inventory-namespaces, the chart's inventory.consumerNamespaces).
 const inventoryReaders = "e2e-inventory-readers"
+
+// readerKubeconfig writes the kubeconfig the secretreader plugin reads the primary with: the
+// plugin reads a credential Secret in its kubeconfig's namespace, the reader's.
+func readerKubeconfig() string {
+	kubeconfig, err := clientcmd.LoadFromFile(bed.KubeconfigPath)
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig.CurrentContext = testbed.PrimaryName
+	kubeconfig.Contexts[testbed.PrimaryName].Namespace = inventoryReaders
+	path := filepath.Join(GinkgoT().TempDir(), "reader.kubeconfig")
+	Expect(clientcmd.WriteToFile(*kubeconfig, path)).To(Succeed())
+	return path
+}
 
 // readerRESTConfig builds, from a ClusterProfile's secretreader access provider, the client
 // configuration a reader of the inventory builds (the cluster inventory API's

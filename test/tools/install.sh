@@ -22,6 +22,8 @@
 #                  external-provisioner and external-resizer), for the e2e suite's claim expansion
 #   inventory      the cluster inventory API's ClusterProfile CRD and its secretreader plugin (the
 #                  e2e suite: a reader of Flotilla's ClusterProfiles, as MultiKueue reads them)
+#   kueue          Kueue's controller manager, its CRDs and webhook manifests (the e2e suite's batch
+#                  specs: Kueue in the primary, and in a MultiKueue worker)
 #   print-dir      print the cache folder and build nothing
 # The folder is the same for every set: its name holds the versions of test/tools/versions.env.
 set -euo pipefail
@@ -41,8 +43,8 @@ fi
 sets=" ${*:-all} "
 for s in $sets; do
   case "$s" in
-  all | bed | tracing | kube | helm | ginkgo | lint | generate | cert-manager | promrules | csi | inventory) ;;
-  *) echo "tools: unknown set $s (all, bed, tracing, kube, helm, ginkgo, lint, generate, cert-manager, promrules, csi, inventory, print-dir)" >&2; exit 2 ;;
+  all | bed | tracing | kube | helm | ginkgo | lint | generate | cert-manager | promrules | csi | inventory | kueue) ;;
+  *) echo "tools: unknown set $s (all, bed, tracing, kube, helm, ginkgo, lint, generate, cert-manager, promrules, csi, inventory, kueue, print-dir)" >&2; exit 2 ;;
   esac
 done
 # wanted SET...: whether one of these sets was asked for (all asks for every one).
@@ -359,6 +361,33 @@ cluster_inventory() {
 if wanted inventory; then
   step="cluster inventory API $CLUSTER_INVENTORY_VERSION"
   cluster_inventory
+fi
+
+# Kueue at KUEUE_VERSION: its manager built in the module with its own go.mod (it needs a
+# pre-release of the cluster inventory API and its own client-go; a wrapper module would bend them),
+# its CRDs in one file and its webhook manifests as the module ships them, all named by the version.
+kueue() {
+  local manager="$bin/kueue-$KUEUE_VERSION" crds="$bin/kueue-crds-$KUEUE_VERSION.yaml" webhooks="$bin/kueue-webhooks-$KUEUE_VERSION.yaml" dir f
+  if [[ -x "$manager" && -s "$crds" && -s "$webhooks" ]]; then
+    echo "tools: Kueue: cached ($manager)"
+    return 0
+  fi
+  dir=$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  [[ -s "$dir/config/components/webhook/manifests.yaml" ]] || { echo "tools: the Kueue module has no webhook manifests in $dir" >&2; return 1; }
+  : >"$crds.tmp"
+  for f in "$dir"/config/components/crd/bases/*.yaml; do
+    { echo "---"; cat "$f"; } >>"$crds.tmp"
+  done
+  cp "$dir/config/components/webhook/manifests.yaml" "$webhooks.tmp"
+  (cd "$dir" && GOFLAGS=-mod=readonly go build -trimpath -gcflags=all=-dwarf=false -ldflags "-s -w" -o "$manager.tmp" ./cmd/kueue)
+  mv "$crds.tmp" "$crds"
+  mv "$webhooks.tmp" "$webhooks"
+  mv "$manager.tmp" "$manager"
+  echo "tools: Kueue: $manager, $crds, $webhooks"
+}
+if wanted kueue; then
+  step="Kueue $KUEUE_VERSION"
+  kueue
 fi
 
 # The bed's optional real node (testbed.Options.RealNode) runs containers with Debian's containerd,

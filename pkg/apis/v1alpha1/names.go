@@ -196,6 +196,9 @@ const (
 	// how many pods it has.
 	LabelKueuePodGroup           = "kueue.x-k8s.io/pod-group-name"
 	AnnotationKueuePodGroupTotal = "kueue.x-k8s.io/pod-group-total-count"
+	// LabelKueueQueueName is the LocalQueue Kueue queues a pod or Job in: such a pod waits behind
+	// Kueue's scheduling gate (or its Job suspended) until Kueue admits it.
+	LabelKueueQueueName = "kueue.x-k8s.io/queue-name"
 	// SchedulingGateQuota holds an elected pod of a namespace with a FleetQuota until the quota
 	// has room for it: the webhook adds it, the quota controller removes it.
 	SchedulingGateQuota = "flotilla.dev/quota"

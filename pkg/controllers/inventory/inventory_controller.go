@@ -56,6 +56,8 @@ type Reconciler struct {
 	// credentials is the hash of the token last written in each consumer namespace's Secret
 	// (namespace/name): an unchanged token is not written again.
 	credentials sync.Map
+	// consumerTokens is, per secondary, the readers' token last minted there (mintedToken).
+	consumerTokens sync.Map
 }
 
 // member is a cluster of the set this reconcile reaches.

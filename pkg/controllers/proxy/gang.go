@@ -31,22 +31,8 @@ func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang plac
 	if err := r.Client.List(ctx, &proxies, client.InNamespace(proxy.Namespace), client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the members of gang %s/%s: %w", proxy.Namespace, gang.Name, err)
 	}
-	var waiting []*corev1.Pod
-	gone, count := "", 0
-	for i := range proxies.Items {
-		p := &proxies.Items[i]
-		if g, ok, _ := placement.GangOf(p); !ok || g.Name != gang.Name || !p.DeletionTimestamp.IsZero() ||
-			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue // not of this gang, or gone: a finished gang's members do not steer the next
-		}
-		count++
-		switch {
-		case gated(p):
-			waiting = append(waiting, p)
-		case p.Annotations[flotillav1.AnnotationGangCluster] != "":
-			gone = p.Annotations[flotillav1.AnnotationGangCluster]
-		}
-	}
+	m := gangMembersOf(proxies.Items, gang.Name)
+	waiting, gone, count, held := m.waiting, m.gone, m.count, m.held
 	sort.Slice(waiting, func(i, j int) bool { return waiting[i].Name < waiting[j].Name })
 	var why string
 	switch {
@@ -54,6 +40,10 @@ func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang plac
 		// The rest of the gang runs there: a member that comes later joins it.
 	case count < gang.Size:
 		why = fmt.Sprintf("gang %s waits for its members: %d of %d are here", gang.Name, count, gang.Size)
+	case held > 0:
+		// Another gate (Kueue's admission) still holds members: what lets them go may also say
+		// where (a flavor's node labels), so the gang is placed once none is held.
+		why = fmt.Sprintf("gang %s waits for %d of its %d members to be let go by another scheduling gate (Kueue's admission)", gang.Name, held, gang.Size)
 	default:
 		placed, err := placement.PlaceGang(waiting, clusters)
 		if err != nil {
@@ -83,6 +73,45 @@ func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang plac
 		ctrl.LoggerFrom(ctx).Info("Gang placed", "gang", gang.Name, "cluster", gone, "members", strings.Join(released, ","))
 	}
 	return ctrl.Result{}, nil
+}
+
+// gangState is what a gang's members say: those Flotilla's gate holds, the cluster the others
+// went to ("" none), how many there are (not finished, not deleted), and how many another gate
+// still holds.
+type gangState struct {
+	waiting     []*corev1.Pod
+	gone        string
+	count, held int
+}
+
+// gangMembersOf reads a gang's state from its namespace's proxies.
+func gangMembersOf(proxies []corev1.Pod, gang string) gangState {
+	var s gangState
+	for i := range proxies {
+		p := &proxies[i]
+		if g, ok, _ := placement.GangOf(p); !ok || g.Name != gang || !p.DeletionTimestamp.IsZero() ||
+			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue // not of this gang, or gone: a finished gang's members do not steer the next
+		}
+		s.count++
+		if heldByOthers(p) {
+			s.held++
+		}
+		switch {
+		case gated(p):
+			s.waiting = append(s.waiting, p)
+		case p.Annotations[flotillav1.AnnotationGangCluster] != "":
+			s.gone = p.Annotations[flotillav1.AnnotationGangCluster]
+		}
+	}
+	return s
+}
+
+// heldByOthers says whether a scheduling gate other than Flotilla's holds the proxy.
+func heldByOthers(proxy *corev1.Pod) bool {
+	return slices.ContainsFunc(proxy.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool {
+		return g.Name != flotillav1.SchedulingGatePlacement && g.Name != flotillav1.SchedulingGateQuota
+	})
 }
 
 // release lets a gated proxy go to clusters: its gate removed, the clusters its node affinity
