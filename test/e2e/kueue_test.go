@@ -222,11 +222,7 @@ value: 1000
 		AddReportEntry("Job preempted by the urgent one", preempted)
 		Expect(bed.Primary.Clientset.BatchV1().Jobs(ns).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: ptrTo(metav1.DeletePropagationBackground)},
 			metav1.ListOptions{})).To(Succeed())
-		Eventually(func(g Gomega) {
-			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "e2e.flotilla.dev/job"})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods.Items).To(BeEmpty())
-		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		podsGone(ctx, ns, "e2e.flotilla.dev/job")
 	})
 
 	It("lets a plain pod and a pod group Kueue admits go to the cluster of their flavor, the group whole as one gang, and run to their end", func(ctx SpecContext) {
@@ -275,11 +271,7 @@ value: 1000
 			}
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "e2e.flotilla.dev/group"})).To(Succeed())
-		Eventually(func(g Gomega) {
-			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "e2e.flotilla.dev/group"})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods.Items).To(BeEmpty())
-		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		podsGone(ctx, ns, "e2e.flotilla.dev/group")
 	})
 
 	// MultiKueue in the primary, configured from Flotilla's ClusterProfiles alone: secondary1's
@@ -419,6 +411,15 @@ const (
 	kwokCompleteDelay  = "pod-complete.stage.kwok.x-k8s.io/delay"
 	kwokCompleteJitter = "pod-complete.stage.kwok.x-k8s.io/jitter-delay"
 )
+
+// podsGone waits until the primary holds no pod a label selector picks in a namespace.
+func podsGone(ctx SpecContext, ns, selector string) {
+	Eventually(func(g Gomega) {
+		pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(pods.Items).To(BeEmpty())
+	}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+}
 
 // finishPods lets kwok complete the n delegates a label selector picks in a cluster, once they are
 // all there, as if their containers exited 0.
