@@ -64,6 +64,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		return ctrl.Result{}, fmt.Errorf("reading ClusterDetector %s: %w", req.Name, err)
 	case !registered:
 		return ctrl.Result{}, client.IgnoreNotFound(r.Client.Delete(ctx, cd))
+	case apierrors.IsNotFound(err) && unprobed(in):
+		// Not made before the cluster's first probe: a context that names the primary itself is
+		// shown on the primary's ClusterDetector, and would have had one of its own for a moment.
+		return ctrl.Result{RequeueAfter: time.Second}, nil
 	case apierrors.IsNotFound(err):
 		cd = &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Name: req.Name, Namespace: req.Namespace}}
 		setSpec(cd, in)
@@ -91,6 +95,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (_ ctrl.Re
 		base.Spec, base.Labels = cd.Spec, cd.Labels
 	}
 	return ctrl.Result{RequeueAfter: r.refresh()}, nil
+}
+
+// unprobed says whether a secondary's context has not been probed yet (one that cannot be, an
+// invalid or unregistered context, has its reason to show at once).
+func unprobed(in StatusInput) bool {
+	s := in.Snapshot
+	return !in.Primary && s.LastProbe.IsZero() && s.Reason != flotillav1.ReasonInvalidContext && s.Reason != flotillav1.ReasonNotRegistered
 }
 
 // recordTransition emits an Event when the cluster's status changes (not on creation).

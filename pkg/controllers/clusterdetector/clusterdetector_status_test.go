@@ -151,3 +151,23 @@ func TestSetStatusShowsAPulledClustersTunnel(t *testing.T) {
 		t.Fatalf("after push mode: %q, %+v", cd.Status.Mode, cd.Status.Tunnel)
 	}
 }
+
+// A context's ClusterDetector waits for its first probe (it may name the primary itself), but one
+// that can never be probed shows its reason at once, and the primary's always exists.
+func TestAClusterDetectorWaitsForItsContextsFirstProbe(t *testing.T) {
+	probed := clusters.Snapshot{Name: "eu", LastProbe: time.Unix(1, 0)}
+	for name, tc := range map[string]struct {
+		in   StatusInput
+		want bool
+	}{
+		"not probed yet":       {StatusInput{Snapshot: clusters.Snapshot{Name: "eu"}}, true},
+		"probed":               {StatusInput{Snapshot: probed}, false},
+		"an invalid context":   {StatusInput{Snapshot: clusters.Snapshot{Name: "eu", Reason: flotillav1.ReasonInvalidContext}}, false},
+		"the primary's own":    {StatusInput{Snapshot: clusters.Snapshot{Name: "primary"}, Primary: true}, false},
+		"a context not listed": {StatusInput{Snapshot: clusters.Snapshot{Name: "eu", Reason: flotillav1.ReasonNotRegistered}}, false},
+	} {
+		if got := unprobed(tc.in); got != tc.want {
+			t.Errorf("%s: unprobed %v, want %v", name, got, tc.want)
+		}
+	}
+}
