@@ -120,6 +120,9 @@ type NodeCapacity struct {
 	Labels map[string]string
 	Taints []corev1.Taint
 	Free   corev1.ResourceList
+	// Allocatable is the node's own: a pod that requests more than it never fits there, however
+	// much frees.
+	Allocatable corev1.ResourceList
 }
 
 // EligibleNode says whether a node's resources count in the cluster's capacity (what its virtual
@@ -156,9 +159,16 @@ func ComputeCapacity(nodes []*corev1.Node, pods []PodUsage) Capacity {
 	agree := map[string]*string{corev1.LabelOSStable: &c.OS, corev1.LabelArchStable: &c.Arch,
 		corev1.LabelTopologyRegion: &c.Region, corev1.LabelTopologyZone: &c.Zone}
 	mixed := map[string]bool{}
+	tainted := map[string]bool{}
 	for _, n := range nodes {
 		usable[n.Name] = usableNode(n)
 		if !EligibleNode(n) {
+			if usable[n.Name] {
+				// A tainted node's accelerators (extended resources) count: the pods that ask for
+				// them tolerate their taints, as GPU nodes are tainted for.
+				tainted[n.Name] = true
+				addTo(c.Capacity, extendedOf(n.Status.Allocatable))
+			}
 			continue
 		}
 		eligible[n.Name] = true
@@ -186,21 +196,56 @@ func ComputeCapacity(nodes []*corev1.Node, pods []PodUsage) Capacity {
 		}
 		addTo(usedOnNode[u.NodeName], u.Requests)
 		addOnePod(usedOnNode[u.NodeName])
-		if u.OfPrimary || !eligible[u.NodeName] {
-			continue
+		switch {
+		case u.OfPrimary:
+		case eligible[u.NodeName]:
+			addTo(used, u.Requests)
+			addOnePod(used)
+		case tainted[u.NodeName]:
+			addTo(used, extendedOf(u.Requests))
 		}
-		addTo(used, u.Requests)
-		addOnePod(used)
 	}
 	for _, n := range nodes {
 		if usable[n.Name] {
 			c.Nodes = append(c.Nodes, NodeCapacity{Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints,
-				Free: subtractFloored(n.Status.Allocatable, usedOnNode[n.Name])})
+				Free: subtractFloored(n.Status.Allocatable, usedOnNode[n.Name]), Allocatable: n.Status.Allocatable})
 		}
 	}
 	c.Allocatable = subtractFloored(c.Capacity, used)
 	c.Capacity, c.Allocatable = Quantize(c.Capacity), Quantize(c.Allocatable)
 	return c
+}
+
+// extendedOf keeps a list's extended resources (nvidia.com/gpu and the like).
+func extendedOf(l corev1.ResourceList) corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for name, q := range l {
+		if extendedResource(name) {
+			out[name] = q
+		}
+	}
+	return out
+}
+
+// extendedResource says whether a resource is an extended one, as Kubernetes names them: with a
+// domain, not kubernetes.io's (cpu, memory, pods, hugepages-* and ephemeral-storage have none).
+func extendedResource(name corev1.ResourceName) bool {
+	n := string(name)
+	return strings.Contains(n, "/") && !strings.Contains(n, "kubernetes.io/") && !strings.HasPrefix(n, "requests.")
+}
+
+// LargestFree is, for each resource, the most free on one node that can run pods: what one pod
+// may ask for there at most, where the capacity's sum may be spread over many nodes.
+func (c Capacity) LargestFree() corev1.ResourceList {
+	out := corev1.ResourceList{}
+	for _, n := range c.Nodes {
+		for name, q := range n.Free {
+			if cur, ok := out[name]; !ok || q.Cmp(cur) > 0 {
+				out[name] = q.DeepCopy()
+			}
+		}
+	}
+	return Quantize(out)
 }
 
 // subtractFloored returns total - used for each resource of total, never below zero.

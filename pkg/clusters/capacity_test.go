@@ -351,3 +351,34 @@ func TestRoomIsWhatIsLentLessWhatIsUsed(t *testing.T) {
 		t.Error("no allowance: no limit")
 	}
 }
+
+// Accelerators on tainted nodes count in the capacity (the pods that ask for them tolerate the
+// taints GPU nodes carry), less what the secondary's own pods take of them; the largest free on
+// one node is what one pod may ask for.
+func TestTaintedNodesGPUsCountAndTheLargestFreeIsPerNode(t *testing.T) {
+	gpus := func(n string) nodeOpt {
+		return func(node *corev1.Node) {
+			node.Status.Allocatable[gpu] = resource.MustParse(n)
+			node.Status.Capacity[gpu] = resource.MustParse(n)
+		}
+	}
+	usesGPU := func(p *corev1.Pod) { p.Spec.Containers[0].Resources.Requests[gpu] = resource.MustParse("1") }
+	nodes := []*corev1.Node{node("a", "4", "8Gi"), node("g1", "8", "16Gi", noSchedule, gpus("1")), node("g2", "8", "16Gi", noSchedule, gpus("1")),
+		node("g4", "8", "16Gi", noSchedule, gpus("4"))}
+	c := ComputeCapacity(nodes, usagesOf([]*corev1.Pod{pod("theirs", "g4", "1", "1Gi", usesGPU)}, "me"))
+	if total, free := c.Capacity[gpu], c.Allocatable[gpu]; total.Cmp(resource.MustParse("6")) != 0 || free.Cmp(resource.MustParse("5")) != 0 {
+		t.Errorf("gpus %s, allocatable %s: want 6 from the tainted nodes, 5 free", total.String(), free.String())
+	}
+	if cpu := c.Capacity[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("4")) != 0 {
+		t.Errorf("capacity cpu %s: a tainted node's CPU is not every pod's", cpu.String())
+	}
+	largest := c.LargestFree()
+	if g := largest[gpu]; g.Cmp(resource.MustParse("3")) != 0 {
+		t.Errorf("largest free gpus on one node %s, want 3 (g4, one taken)", g.String())
+	}
+	if cpu := largest[corev1.ResourceCPU]; cpu.Cmp(resource.MustParse("8")) != 0 {
+		t.Errorf("largest free cpu on one node %s, want 8", cpu.String())
+	}
+}
+
+const gpu = corev1.ResourceName("nvidia.com/gpu")

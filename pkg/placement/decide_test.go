@@ -167,3 +167,43 @@ func TestWeightedNextSplitsInProportion(t *testing.T) {
 		})
 	}
 }
+
+// A GPU pod is judged per node: 8 free GPUs as 8 nodes of one never run a pod that needs 4, so
+// that cluster is neither feasible nor waited for (the primary's scheduler, seeing its sum on
+// the virtual node, would bind it there); a node of 4 whose GPUs are taken is waited for.
+func TestGPUsAreJudgedPerNodeNeverByTheirSum(t *testing.T) {
+	const gpu = corev1.ResourceName("nvidia.com/gpu")
+	gpuNode := func(name, free, total string) placement.NodeView {
+		return placement.NodeView{Name: name, Free: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), gpu: resource.MustParse(free)},
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), gpu: resource.MustParse(total)}}
+	}
+	many := placement.ClusterView{Name: "eu", Ready: true, Labels: map[string]string{flotillav1.LabelCluster: "eu"}}
+	for i := range 8 {
+		many.Nodes = append(many.Nodes, gpuNode(fmt.Sprintf("eu-g%d", i), "1", "1"))
+	}
+	big := func(free string) placement.ClusterView {
+		return placement.ClusterView{Name: "us", Ready: true, Labels: map[string]string{flotillav1.LabelCluster: "us"}, Nodes: []placement.NodeView{gpuNode("us-g0", free, "4")}}
+	}
+	four := placementtest.Elected(func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{gpu: resource.MustParse("4")}
+	})
+	got, err := placement.Decide(four, placement.DelegateConstraints(four), []placement.ClusterView{many, big("4")}, func([]int64) int { return 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Cluster != "us" || !reflect.DeepEqual(got.Feasible, []string{"us"}) || len(got.Waiting) != 0 {
+		t.Errorf("free node of 4: %+v, want bound to us alone", got)
+	}
+	got, err = placement.Decide(four, placement.DelegateConstraints(four), []placement.ClusterView{many, big("0")}, func([]int64) int { return 0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Cluster != "" || len(got.Feasible) != 0 || !reflect.DeepEqual(got.Waiting, []string{"us"}) || !reflect.DeepEqual(got.Affinity, []string{"us"}) {
+		t.Errorf("node of 4 taken: %+v, want waiting for us alone", got)
+	}
+	for _, want := range []string{"eu: node eu-g0 has in all only nvidia.com/gpu 1 of 4 requested", "us: node us-g0 has only nvidia.com/gpu 0 free of 4 requested"} {
+		if !strings.Contains(got.Why, want) {
+			t.Errorf("why %q lacks %q", got.Why, want)
+		}
+	}
+}

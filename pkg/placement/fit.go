@@ -132,22 +132,25 @@ func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.Resourc
 	if len(cl.Nodes) == 0 {
 		return errNoNode.Error(), true
 	}
-	var reasons []string
-	forNow := false
+	// The nodes that are only full come first in the reason: they are where the pod would run
+	// once room frees, what a reader of the reason wants to see.
+	var full, other []string
 	for _, n := range cl.Nodes {
-		reason, full := nodeMisfit(n, delegate, requests, required)
+		reason, onlyFull := nodeMisfit(n, delegate, requests, required)
 		if reason == "" {
 			return "", false
 		}
-		forNow = forNow || full
-		if len(reasons) < 3 {
-			reasons = append(reasons, fmt.Sprintf("node %s %s", n.Name, reason))
+		if onlyFull {
+			full = append(full, fmt.Sprintf("node %s %s", n.Name, reason))
+		} else {
+			other = append(other, fmt.Sprintf("node %s %s", n.Name, reason))
 		}
 	}
-	if len(cl.Nodes) > len(reasons) {
-		reasons = append(reasons, fmt.Sprintf("and %d more nodes", len(cl.Nodes)-len(reasons)))
+	reasons := append(full, other...)
+	if len(reasons) > 3 {
+		reasons = append(reasons[:3], fmt.Sprintf("and %d more nodes", len(cl.Nodes)-3))
 	}
-	return strings.Join(reasons, ", "), forNow
+	return strings.Join(reasons, ", "), len(full) > 0
 }
 
 // outOfLent says what a pod needs beyond what its cluster still lends the primary ("" when it
@@ -186,15 +189,25 @@ func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, 
 	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), n.Taints, delegate.Spec.Tolerations, Scheduling, false); untolerated {
 		return fmt.Sprintf("has taint %s the pod does not tolerate", t.ToString()), false
 	}
-	var short []string
+	var short, never []string
 	for name, want := range requests {
 		if want.IsZero() {
+			continue
+		}
+		if total, known := n.Allocatable[name]; n.Allocatable != nil && (!known || total.Cmp(want) < 0) {
+			// More than the node has at all: it never fits there, however much frees (8 free
+			// GPUs over 8 nodes of one never run a pod that needs 4).
+			never = append(never, fmt.Sprintf("%s %s of %s requested", name, total.String(), want.String()))
 			continue
 		}
 		free, ok := n.Free[name]
 		if !ok || free.Cmp(want) < 0 {
 			short = append(short, fmt.Sprintf("%s %s free of %s requested", name, free.String(), want.String()))
 		}
+	}
+	if len(never) > 0 {
+		sort.Strings(never)
+		return "has in all only " + strings.Join(never, ", "), false
 	}
 	if len(short) > 0 {
 		sort.Strings(short)

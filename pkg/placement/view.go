@@ -89,6 +89,8 @@ type NodeView struct {
 	Labels map[string]string
 	Taints []corev1.Taint
 	Free   corev1.ResourceList
+	// Allocatable is the node's whole (nil: not known): a request above it never fits there.
+	Allocatable corev1.ResourceList
 }
 
 // ClaimView is what admission knows of a PersistentVolumeClaim an elected pod uses.

@@ -163,3 +163,74 @@ func WaitWorking(ctx context.Context, c *Cluster) error {
 	}
 	return nil
 }
+
+// ExtraNodes are fake nodes a test adds to a cluster for a while (accelerator nodes, say): Count
+// nodes named <Prefix>-<i>, each with the cluster's usual labels, these Labels and Taints, and
+// Resources beside the default size's CPU, memory and pods.
+type ExtraNodes struct {
+	Prefix    string
+	Count     int
+	Resources corev1.ResourceList
+	Labels    map[string]string
+	Taints    []corev1.Taint
+}
+
+// AddNodes creates the extra fake nodes in c and waits until kwok has them Ready; it returns
+// their names. DeleteNodes removes them.
+func AddNodes(ctx context.Context, c *Cluster, x ExtraNodes) ([]string, error) {
+	var size NodeSize
+	size.defaults()
+	res, err := size.resources()
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range x.Resources {
+		res[k] = v
+	}
+	var names []string
+	for i := range x.Count {
+		n := fakeNode(c.Name, i, res)
+		n.Name = fmt.Sprintf("%s-%d", x.Prefix, i)
+		n.Labels[corev1.LabelHostname] = n.Name
+		n.Annotations[resourceMetricsPath] = "/metrics/nodes/" + n.Name + "/metrics/resource"
+		for k, v := range x.Labels {
+			n.Labels[k] = v
+		}
+		n.Spec.Taints = x.Taints
+		if _, err := c.Clientset.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return names, fmt.Errorf("creating node %s in %s: %w", n.Name, c.Name, err)
+		}
+		names = append(names, n.Name)
+	}
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			n, err := c.Clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || !NodeReady(n) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return names, fmt.Errorf("nodes %v in %s not Ready: %w", names, c.Name, err)
+	}
+	return names, nil
+}
+
+// DeleteNodes deletes nodes a test added and waits until they are gone (the pods still bound to
+// them are the caller's).
+func DeleteNodes(ctx context.Context, c *Cluster, names []string) error {
+	for _, name := range names {
+		if err := c.Clientset.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting node %s in %s: %w", name, c.Name, err)
+		}
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		for _, name := range names {
+			if _, err := c.Clientset.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}

@@ -68,6 +68,11 @@ type ClusterDetectorStatus struct {
 	// Allocatable is Capacity less the requests of pods that are not this primary's delegates.
 	// +optional
 	Allocatable corev1.ResourceList `json:"allocatable,omitempty"`
+	// LargestFree is, per resource, the most free on one node: the most one pod may ask for there
+	// now, where Allocatable may be spread over many nodes (8 GPUs free as 8 nodes of one run no
+	// pod that needs 4). Every pod counted, this primary's delegates included.
+	// +optional
+	LargestFree corev1.ResourceList `json:"largestFree,omitempty"`
 	// TokenExpirationTime is when the credential Flotilla uses there expires (tokens only).
 	// +optional
 	TokenExpirationTime *metav1.Time `json:"tokenExpirationTime,omitempty"`

@@ -123,6 +123,13 @@ func (in *ClusterDetectorStatus) DeepCopyInto(out *ClusterDetectorStatus) {
 			(*out)[key] = val.DeepCopy()
 		}
 	}
+	if in.LargestFree != nil {
+		in, out := &in.LargestFree, &out.LargestFree
+		*out = make(v1.ResourceList, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val.DeepCopy()
+		}
+	}
 	if in.TokenExpirationTime != nil {
 		in, out := &in.TokenExpirationTime, &out.TokenExpirationTime
 		*out = (*in).DeepCopy()

@@ -166,7 +166,7 @@ func FromSnapshots(snaps []clusters.Snapshot) []placement.ClusterView {
 			v.Reason = "capacity not known yet"
 		}
 		for _, n := range s.Capacity.Nodes {
-			v.Nodes = append(v.Nodes, placement.NodeView{Name: n.Name, Labels: n.Labels, Taints: n.Taints, Free: n.Free})
+			v.Nodes = append(v.Nodes, placement.NodeView{Name: n.Name, Labels: n.Labels, Taints: n.Taints, Free: n.Free, Allocatable: n.Allocatable})
 		}
 		v.Lent = clusters.Room(s.Allowance, s.AllowanceUsed)
 		out = append(out, v)

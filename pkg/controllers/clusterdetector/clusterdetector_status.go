@@ -63,6 +63,7 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 	if s.CapacitySynced {
 		st.NodeCount = int32(s.Capacity.NodeCount)
 		st.Capacity, st.Allocatable = s.Capacity.Capacity, s.Capacity.Allocatable
+		st.LargestFree = s.Capacity.LargestFree()
 	}
 	st.TokenExpirationTime = nil
 	if s.TokenExpiry != nil {
