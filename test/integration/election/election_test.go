@@ -47,14 +47,16 @@ func notFound(ctx SpecContext, c client.Client, obj client.Object, name string) 
 
 var _ = Describe("the webhook", func() {
 	It("admits a pod no cluster fits now as a waiting proxy that says why per cluster and deletes at once; refuses a pod naming an unknown cluster; leaves other pods alone", func(ctx SpecContext) {
-		// Pending, not refused: a ReplicaSet's or Job's pod must exist to wait for room, as it
-		// would for any node. The primary's scheduler binds it once a virtual node has room.
+		// Pending, not refused: a ReplicaSet's or Job's pod must exist to wait, as it would for any
+		// node. Asking for more CPU than any node has in all, it waits for none of the clusters
+		// (the primary's scheduler, seeing a cluster's sum on its virtual node, could bind it where
+		// no node ever takes it): it waits gated until a node that can appears.
 		huge := electedPod("huge", nil, "1000")
 		Expect(primary.Client.Create(ctx, huge)).To(Succeed())
 		Expect(huge.Spec.NodeName).To(BeEmpty(), "not bound where it does not fit")
-		Expect(huge.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationNoClusterFits, And(ContainSubstring(secondary.Name), ContainSubstring("cpu"))))
-		Expect(huge.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values).
-			To(ConsistOf(secondary.Name), "it waits for the cluster that lacks only room")
+		Expect(huge.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationNoClusterFits,
+			And(ContainSubstring(secondary.Name+": node "), ContainSubstring("has in all only cpu"))))
+		Expect(huge.Spec.SchedulingGates).To(ContainElement(HaveField("Name", flotillav1.SchedulingGatePlacement)), "waits for no cluster")
 		Eventually(func(g Gomega) {
 			var evs corev1.EventList
 			g.Expect(primary.Client.List(ctx, &evs, client.InNamespace(ns))).To(Succeed())
@@ -64,7 +66,7 @@ var _ = Describe("the webhook", func() {
 					msgs = append(msgs, e.Message)
 				}
 			}
-			g.Expect(msgs).To(ContainElement(And(ContainSubstring("Waiting for room"), ContainSubstring(secondary.Name+": "))))
+			g.Expect(msgs).To(ContainElement(And(ContainSubstring("No cluster can run it as it is"), ContainSubstring(secondary.Name+": "))))
 		}).WithContext(ctx).WithTimeout(20 * time.Second).Should(Succeed())
 		// Never bound, so never delegated: its deletion waits for nothing (the finalizer once kept
 		// it Terminating for ever).
