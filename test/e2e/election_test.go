@@ -270,21 +270,38 @@ var _ = Describe("pod election", Ordered, func() {
 
 	// Failover of a stopped secondary's replicas: the suite's one outage of a secondary (outage_test.go).
 
-	It("shows the secondary's FailedScheduling Event of a delegate that fits no node there on its proxy (kubectl describe), naming the cluster", func(ctx SpecContext) {
-		// 40 CPUs: more than any one node of a secondary (32), less than a virtual node offers
-		// (2 x 32): the primary's scheduler binds it, the secondary's cannot place its delegate.
-		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "too-wide",
-			Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("40")}}}}}}, metav1.CreateOptions{})
+	It("shows the secondary's FailedScheduling Event of a delegate its scheduler cannot place on its proxy (kubectl describe), naming the cluster", func(ctx SpecContext) {
+		// Two pods that must not share a region, both for secondary1, whose nodes share one: the
+		// second's delegate fits the room Flotilla judges (inter-pod anti-affinity is the
+		// secondary scheduler's alone), and the secondary's scheduler cannot place it.
+		s1 := bed.Secondaries[0]
+		apart := func(name string) *corev1.Pod {
+			sel := map[string]string{"app": "wide-apart"}
+			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: sel,
+				Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s1.Name}},
+				Spec: corev1.PodSpec{Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+						LabelSelector: &metav1.LabelSelector{MatchLabels: sel}, TopologyKey: corev1.LabelTopologyRegion}}}},
+					Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}
+		}
+		for _, name := range []string{"apart-1", "apart-2"} {
+			DeferCleanup(func(ctx SpecContext) {
+				Expect(client.IgnoreNotFound(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}))).To(Succeed())
+			})
+		}
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, apart("apart-1"), metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func(ctx SpecContext) {
-			Expect(client.IgnoreNotFound(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "too-wide", metav1.DeleteOptions{}))).To(Succeed())
-		})
 		Eventually(func(g Gomega) {
-			out, err := kubectlIn(ctx, ns, nil, "describe", "pod", "too-wide")
+			d, err := s1.Clientset.CoreV1().Pods(ns).Get(ctx, "apart-1", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Spec.NodeName).NotTo(BeEmpty())
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		_, err = bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, apart("apart-2"), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			out, err := kubectlIn(ctx, ns, nil, "describe", "pod", "apart-2")
 			g.Expect(err).NotTo(HaveOccurred(), out)
-			g.Expect(out).To(MatchRegexp(`FailedScheduling\s+.*In cluster secondary[12]: 0/\d+ nodes are available: .*Insufficient cpu`))
+			g.Expect(out).To(MatchRegexp(`FailedScheduling\s+.*In cluster ` + s1.Name + `: 0/\d+ nodes are available`))
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(2 * time.Second).Should(Succeed())
 	}, SpecTimeout(2*time.Minute))
 
