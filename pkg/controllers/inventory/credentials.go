@@ -95,13 +95,13 @@ const consumerTokenLifetime = time.Hour
 // through the joined identity, which may mint that account's tokens and no other's; false when
 // the secondary has no such account (its admin gave the readers none), the identity may not mint
 // it (a join before --consumer-role), or the secondary does not answer now. A token is kept until
-// half its life, and no account looked for again before two passes, unless the cluster was joined
-// again since (join mints the identity a new token: joined changes).
+// half its life. A secondary without the account is not asked again until it is joined again
+// (only join gives the readers an account, and it mints the identity a new token: joined changes).
 func (r *Reconciler) consumerToken(ctx context.Context, cluster, joined string) (string, bool) {
 	now := r.Clock.Now()
 	joinedSum := fmt.Sprintf("%x", sha256.Sum256([]byte(joined)))
 	if v, ok := r.consumerTokens.Load(cluster); ok {
-		if t := v.(mintedToken); now.Before(t.renewAt) && t.joined == joinedSum {
+		if t := v.(mintedToken); t.joined == joinedSum && (t.token == "" || now.Before(t.renewAt)) {
 			return t.token, t.token != ""
 		}
 	}
@@ -115,8 +115,8 @@ func (r *Reconciler) consumerToken(ctx context.Context, cluster, joined string) 
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &seconds}}, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
-		// No account for the readers there: looked for again at the next pass but one.
-		r.consumerTokens.Store(cluster, mintedToken{renewAt: now.Add(2 * Resync), joined: joinedSum})
+		// No account for the readers there: looked for again once the cluster is joined again.
+		r.consumerTokens.Store(cluster, mintedToken{joined: joinedSum})
 		return "", false
 	case err != nil:
 		ctrl.LoggerFrom(ctx).V(1).Info("Minting the inventory readers' token failed", "cluster", cluster, "error", err.Error())
