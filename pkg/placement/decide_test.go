@@ -178,6 +178,10 @@ func TestGPUsAreJudgedPerNodeNeverByTheirSum(t *testing.T) {
 			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), gpu: resource.MustParse(total)}}
 	}
 	many := placement.ClusterView{Name: "eu", Ready: true, Labels: map[string]string{flotillav1.LabelCluster: "eu"}}
+	// Nodes without GPUs come first in the cluster's list; the reason names the closer ones first.
+	for i := range 3 {
+		many.Nodes = append(many.Nodes, gpuNode(fmt.Sprintf("eu-cpu%d", i), "0", "0"))
+	}
 	for i := range 8 {
 		many.Nodes = append(many.Nodes, gpuNode(fmt.Sprintf("eu-g%d", i), "1", "1"))
 	}
@@ -201,7 +205,7 @@ func TestGPUsAreJudgedPerNodeNeverByTheirSum(t *testing.T) {
 	if got.Cluster != "" || len(got.Feasible) != 0 || !reflect.DeepEqual(got.Waiting, []string{"us"}) || !reflect.DeepEqual(got.Affinity, []string{"us"}) {
 		t.Errorf("node of 4 taken: %+v, want waiting for us alone", got)
 	}
-	for _, want := range []string{"eu: node eu-g0 has in all only nvidia.com/gpu 1 of 4 requested", "us: node us-g0 has only nvidia.com/gpu 0 free of 4 requested"} {
+	for _, want := range []string{"eu: node eu-g0 has in all only nvidia.com/gpu 1 of 4 requested, node eu-g1", "and 8 more nodes", "us: node us-g0 has only nvidia.com/gpu 0 free of 4 requested"} {
 		if !strings.Contains(got.Why, want) {
 			t.Errorf("why %q lacks %q", got.Why, want)
 		}

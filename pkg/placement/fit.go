@@ -132,25 +132,31 @@ func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.Resourc
 	if len(cl.Nodes) == 0 {
 		return errNoNode.Error(), true
 	}
-	// The nodes that are only full come first in the reason: they are where the pod would run
-	// once room frees, what a reader of the reason wants to see.
-	var full, other []string
+	// The nodes closest to taking the pod come first in the reason: those only full are where it
+	// would run once room frees, what a reader of the reason wants to see; then those too small,
+	// those tainted, those without the resource at all, those the pod's selectors leave out.
+	type misfit struct {
+		reason string
+		rank   misfitRank
+	}
+	misfits := make([]misfit, 0, len(cl.Nodes))
 	for _, n := range cl.Nodes {
-		reason, onlyFull := nodeMisfit(n, delegate, requests, required)
+		reason, rank := nodeMisfit(n, delegate, requests, required)
 		if reason == "" {
 			return "", false
 		}
-		if onlyFull {
-			full = append(full, fmt.Sprintf("node %s %s", n.Name, reason))
-		} else {
-			other = append(other, fmt.Sprintf("node %s %s", n.Name, reason))
+		misfits = append(misfits, misfit{reason: fmt.Sprintf("node %s %s", n.Name, reason), rank: rank})
+	}
+	sort.SliceStable(misfits, func(i, j int) bool { return misfits[i].rank < misfits[j].rank })
+	reasons := make([]string, 0, 4)
+	for i, m := range misfits {
+		if i == 3 {
+			reasons = append(reasons, fmt.Sprintf("and %d more nodes", len(misfits)-3))
+			break
 		}
+		reasons = append(reasons, m.reason)
 	}
-	reasons := append(full, other...)
-	if len(reasons) > 3 {
-		reasons = append(reasons[:3], fmt.Sprintf("and %d more nodes", len(cl.Nodes)-3))
-	}
-	return strings.Join(reasons, ", "), len(full) > 0
+	return strings.Join(reasons, ", "), misfits[0].rank == rankOnlyFull
 }
 
 // outOfLent says what a pod needs beyond what its cluster still lends the primary ("" when it
@@ -178,18 +184,34 @@ func lentShort(lent, need corev1.ResourceList) string {
 	return strings.Join(short, ", ")
 }
 
-// nodeMisfit says why a node cannot take the delegate ("" when it can), and whether it is only
-// full (it would take the delegate once pods there finish).
-func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) (string, bool) {
+// misfitRank orders the reasons a node cannot take a delegate, closest first.
+type misfitRank int
+
+const (
+	// rankOnlyFull: the node would take the delegate once pods there finish.
+	rankOnlyFull misfitRank = iota
+	// rankTooSmall: the node has some of every resource requested, less than requested in all.
+	rankTooSmall
+	// rankTainted: the node has a taint the pod does not tolerate.
+	rankTainted
+	// rankLacking: the node has none of a resource requested.
+	rankLacking
+	// rankLeftOut: the pod's node selector or affinity does not match the node.
+	rankLeftOut
+)
+
+// nodeMisfit says why a node cannot take the delegate ("" when it can), and how close it is.
+func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) (string, misfitRank) {
 	node := &corev1.Node{}
 	node.Name, node.Labels, node.Spec.Taints = n.Name, n.Labels, n.Taints
 	if ok, _ := required.Match(node); !ok {
-		return "does not match the pod's node selector or affinity", false
+		return "does not match the pod's node selector or affinity", rankLeftOut
 	}
 	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), n.Taints, delegate.Spec.Tolerations, Scheduling, false); untolerated {
-		return fmt.Sprintf("has taint %s the pod does not tolerate", t.ToString()), false
+		return fmt.Sprintf("has taint %s the pod does not tolerate", t.ToString()), rankTainted
 	}
 	var short, never []string
+	rank := rankTooSmall
 	for name, want := range requests {
 		if want.IsZero() {
 			continue
@@ -198,6 +220,9 @@ func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, 
 			// More than the node has at all: it never fits there, however much frees (8 free
 			// GPUs over 8 nodes of one never run a pod that needs 4).
 			never = append(never, fmt.Sprintf("%s %s of %s requested", name, total.String(), want.String()))
+			if total.IsZero() {
+				rank = rankLacking
+			}
 			continue
 		}
 		free, ok := n.Free[name]
@@ -207,11 +232,11 @@ func nodeMisfit(n NodeView, delegate *corev1.Pod, requests corev1.ResourceList, 
 	}
 	if len(never) > 0 {
 		sort.Strings(never)
-		return "has in all only " + strings.Join(never, ", "), false
+		return "has in all only " + strings.Join(never, ", "), rank
 	}
 	if len(short) > 0 {
 		sort.Strings(short)
-		return "has only " + strings.Join(short, ", "), true
+		return "has only " + strings.Join(short, ", "), rankOnlyFull
 	}
-	return "", false
+	return "", rankOnlyFull
 }
