@@ -1,6 +1,7 @@
 package placement
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
@@ -43,6 +44,17 @@ func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterVie
 			return Fit{Why: fmt.Sprintf("the data of claim %s is in cluster %s, which is not registered or not among the clusters this pod may go to", c.DataClaim, c.DataCluster)}, nil
 		}
 	}
+	if c.ClaimCluster != "" {
+		// A claim is allocated in one cluster: the pods that share it go where it is.
+		for name := range chosen {
+			if name != c.ClaimCluster {
+				delete(chosen, name)
+			}
+		}
+		if !chosen[c.ClaimCluster] {
+			return Fit{Why: fmt.Sprintf("claim %s is used by pods in cluster %s, which is not registered or not among the clusters this pod may go to", c.SharedClaim, c.ClaimCluster)}, nil
+		}
+	}
 	delegate := pod.DeepCopy()
 	delegate.Spec.NodeSelector, delegate.Spec.Affinity, delegate.Spec.Tolerations = c.NodeSelector, c.Affinity, c.Tolerations
 	requests := resourcehelper.PodRequests(delegate, resourcehelper.PodResourcesOptions{})
@@ -63,7 +75,12 @@ func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterVie
 			why = append(why, fmt.Sprintf("%s: it takes no claims of class %s (storage class none in its registration)", cl.Name, flotillav1.StorageClassRemote))
 			continue
 		}
-		reason, forNow := clusterMisfit(cl, delegate, requests, required)
+		reason, forNow, nodes := clusterMisfit(cl, delegate, requests, required, len(c.Devices) > 0)
+		if reason == "" && len(c.Devices) > 0 && !cl.NodesUnknown {
+			// The devices are judged on the nodes that take the pod otherwise. Pure and bounded:
+			// no request is made, the allocator reads the view.
+			reason, forNow = deviceMisfit(context.Background(), cl, delegate, nodes, c.Devices)
+		}
 		if reason == "" {
 			fit.Feasible = append(fit.Feasible, cl.Name)
 			continue
@@ -113,24 +130,27 @@ var errNoNode = errors.New("no eligible node")
 // clusterMisfit says why no node of a cluster can take the delegate ("" when one can), and
 // whether only for now: the cluster is away, cordoned, or full, rather than without any node the
 // delegate's selectors and tolerations allow.
-func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity) (string, bool) {
+//
+// With every, it returns all the nodes that take the delegate (their devices are judged next);
+// without, it stops at the first.
+func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.ResourceList, required nodeaffinity.RequiredNodeAffinity, every bool) (string, bool, []NodeView) {
 	if !cl.Ready {
-		return fmt.Sprintf("not ready (%s)", cl.Reason), true
+		return fmt.Sprintf("not ready (%s)", cl.Reason), true, nil
 	}
 	if cl.Cordoned {
-		return "its virtual node is cordoned", true
+		return "its virtual node is cordoned", true, nil
 	}
 	if t, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logr.Discard(), cl.Taints, ProxyTolerations(0), Scheduling, false); untolerated {
-		return fmt.Sprintf("its virtual node has taint %s", t.ToString()), true
+		return fmt.Sprintf("its virtual node has taint %s", t.ToString()), true, nil
 	}
 	if short := outOfLent(cl.Lent, requests); short != "" {
-		return "it lends this primary no more room (" + short + ")", true
+		return "it lends this primary no more room (" + short + ")", true, nil
 	}
 	if cl.NodesUnknown {
-		return "", false
+		return "", false, nil
 	}
 	if len(cl.Nodes) == 0 {
-		return errNoNode.Error(), true
+		return errNoNode.Error(), true, nil
 	}
 	// The nodes closest to taking the pod come first in the reason: those only full are where it
 	// would run once room frees, what a reader of the reason wants to see; then those too small,
@@ -140,12 +160,20 @@ func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.Resourc
 		rank   misfitRank
 	}
 	misfits := make([]misfit, 0, len(cl.Nodes))
+	var fitting []NodeView
 	for _, n := range cl.Nodes {
 		reason, rank := nodeMisfit(n, delegate, requests, required)
 		if reason == "" {
-			return "", false
+			if !every {
+				return "", false, []NodeView{n}
+			}
+			fitting = append(fitting, n)
+			continue
 		}
 		misfits = append(misfits, misfit{reason: fmt.Sprintf("node %s %s", n.Name, reason), rank: rank})
+	}
+	if len(fitting) > 0 {
+		return "", false, fitting
 	}
 	sort.SliceStable(misfits, func(i, j int) bool { return misfits[i].rank < misfits[j].rank })
 	reasons := make([]string, 0, 4)
@@ -156,7 +184,7 @@ func clusterMisfit(cl ClusterView, delegate *corev1.Pod, requests corev1.Resourc
 		}
 		reasons = append(reasons, m.reason)
 	}
-	return strings.Join(reasons, ", "), misfits[0].rank == rankOnlyFull
+	return strings.Join(reasons, ", "), misfits[0].rank == rankOnlyFull, nil
 }
 
 // outOfLent says what a pod needs beyond what its cluster still lends the primary ("" when it

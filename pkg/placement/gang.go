@@ -179,8 +179,8 @@ func gangMisfit(cl ClusterView, total corev1.ResourceList, members int, pack fun
 		return cl.Denied
 	}
 	one := corev1.ResourceList{}
-	if reason, _ := clusterMisfit(ClusterView{Name: cl.Name, Ready: cl.Ready, Reason: cl.Reason, Cordoned: cl.Cordoned, Taints: cl.Taints,
-		NodesUnknown: true}, nil, one, nodeaffinity.RequiredNodeAffinity{}); reason != "" {
+	if reason, _, _ := clusterMisfit(ClusterView{Name: cl.Name, Ready: cl.Ready, Reason: cl.Reason, Cordoned: cl.Cordoned, Taints: cl.Taints,
+		NodesUnknown: true}, nil, one, nodeaffinity.RequiredNodeAffinity{}, false); reason != "" {
 		return reason
 	}
 	need := total.DeepCopy()

@@ -50,6 +50,9 @@ type ClusterView struct {
 	// lends without limit. A pod that needs more waits for this cluster rather than being sent
 	// there to be refused (the secondary's quotas refuse it anyway).
 	Lent corev1.ResourceList
+	// Devices are the cluster's devices (DRA), nil when not gathered: a pod whose claims request
+	// devices fits only where the allocator finds them on a node that takes it.
+	Devices *DeviceView
 }
 
 // UnreachableFor is how long a virtual node's failover taint has been there at now (0: none, or

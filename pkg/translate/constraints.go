@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -21,6 +22,18 @@ type Constraints struct {
 	// goes only there, and waits while it is away.
 	DataCluster string `json:"dataCluster,omitempty"`
 	DataClaim   string `json:"dataClaim,omitempty"`
+	// ResourceClaims and ContainerClaims are the pod's DRA claims, taken off the proxy
+	// (TakeResourceClaims) and given back to its delegate.
+	ResourceClaims  []corev1.PodResourceClaim         `json:"resourceClaims,omitempty"`
+	ContainerClaims map[string][]corev1.ResourceClaim `json:"containerClaims,omitempty"`
+	// Devices are what those claims request, by the pod's name for each claim: the spec of its
+	// template, or of the claim it names, as the webhook read them (both are immutable), for
+	// placement to judge each cluster's devices by.
+	Devices map[string]resourcev1.ResourceClaimSpec `json:"devices,omitempty"`
+	// ClaimCluster is the cluster where pods already use a claim this pod names (SharedClaim): a
+	// claim is allocated once, in one cluster, so the pod goes only there.
+	ClaimCluster string `json:"claimCluster,omitempty"`
+	SharedClaim  string `json:"sharedClaim,omitempty"`
 }
 
 // HostPortKey names a container port in Constraints.HostPorts.

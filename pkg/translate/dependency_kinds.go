@@ -3,6 +3,7 @@ package translate
 import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -114,6 +115,14 @@ var DependencyKinds = []DependencyKind{
 		Selects: selects(networkPolicySelects),
 		New:     func() Object { return &networkingv1.NetworkPolicy{} }, NewList: func() ObjectList { return &networkingv1.NetworkPolicyList{} },
 		Copy: copyOf(NetworkPolicyCopy)},
+	{Kind: KindResourceClaimTemplate, Resource: resourcev1.SchemeGroupVersion.WithResource("resourceclaimtemplates"), Read: ReadMetadata, Use: UseReference,
+		References: claimTemplatesOf,
+		New:        func() Object { return &resourcev1.ResourceClaimTemplate{} },
+		Copy:       copyOf(ResourceClaimTemplateCopy)},
+	{Kind: KindResourceClaim, Resource: resourcev1.SchemeGroupVersion.WithResource("resourceclaims"), Read: ReadMetadata, Use: UseReference,
+		References: namedClaimsOf,
+		New:        func() Object { return &resourcev1.ResourceClaim{} },
+		Copy:       copyOf(ResourceClaimCopy)},
 }
 
 // DependencyKindOf finds a kind of DependencyKinds by its name.

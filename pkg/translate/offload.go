@@ -11,7 +11,7 @@ import (
 )
 
 // NotOffloadable lists why a pod spec cannot run as a delegate in another cluster, nil when it
-// can: DRA claims and ephemeral volumes of other classes than flotilla stay in their cluster (a
+// can: ephemeral volumes of other classes than flotilla stay in their cluster (a
 // PersistentVolumeClaim follows the pod when its class is flotilla, which the webhook checks, as it
 // reads the claim), another scheduler is not Flotilla's to stand in
 // for, and a volume whose Secret reference Flotilla does not copy would resolve to the
@@ -34,9 +34,6 @@ func NotOffloadable(spec *corev1.PodSpec) []string {
 				}
 			}
 		}
-	}
-	if len(spec.ResourceClaims) > 0 {
-		problems = append(problems, "it claims DRA resources")
 	}
 	if s := spec.SchedulerName; s != "" && s != corev1.DefaultSchedulerName {
 		problems = append(problems, fmt.Sprintf("it asks for scheduler %s", s))

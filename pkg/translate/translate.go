@@ -100,6 +100,8 @@ func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) 
 		HostUsers:                     s.HostUsers,
 		// Pod-level requests and limits: the secondary's scheduler and kubelet size the pod by them.
 		Resources: s.Resources.DeepCopy(),
+		// DRA claims a proxy still carries (one the webhook did not make); the webhook's are in c.
+		ResourceClaims: slices.Clone(s.ResourceClaims),
 		// The user's constraints, kept by the webhook, apply to the secondary's nodes.
 		NodeSelector:              c.NodeSelector,
 		Affinity:                  c.Affinity,
@@ -107,6 +109,7 @@ func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) 
 		TopologySpreadConstraints: c.TopologySpreadConstraints,
 		HostNetwork:               c.HostNetwork,
 	}
+	giveResourceClaims(&d.Spec, c)
 	DropPrimaryToken(&d.Spec)
 	return d, nil
 }
