@@ -54,6 +54,9 @@ type Handler struct {
 	// (nil: the cache alone).
 	LiveClaims client.Reader
 	LiveReads  *rate.Limiter
+	// Proxies reads the namespace's proxies (the manager's cache): a pod that names a claim its
+	// siblings already use goes to their cluster (nil: not read).
+	Proxies client.Reader
 	// Quotas reads the namespace's FleetQuotas (the manager's cache; nil: none is read). An
 	// elected pod of a namespace that has one waits gated until the quota admits it.
 	Quotas client.Reader
@@ -124,6 +127,9 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod, dryRun bool) (*co
 	}
 	opts := h.Options
 	if opts.QuotaGate, err = h.quotaGated(ctx, pod.Namespace); err != nil {
+		return nil, err
+	}
+	if opts.Devices, err = h.deviceClaims(ctx, pod); err != nil {
 		return nil, err
 	}
 	out, err := h.Spread.Place(ctx, pod, views, dryRun, func(views []placement.ClusterView) (*corev1.Pod, error) {
@@ -224,14 +230,7 @@ func (h *Handler) read(ctx context.Context, key client.ObjectKey, obj client.Obj
 	if !apierrors.IsNotFound(err) || h.LiveClaims == nil {
 		return err
 	}
-	if h.LiveReads != nil {
-		wait, cancel := context.WithTimeout(ctx, liveReadWait)
-		defer cancel()
-		if h.LiveReads.Wait(wait) != nil {
-			return errLiveReads
-		}
-	}
-	return h.LiveClaims.Get(ctx, key, obj)
+	return h.readLive(ctx, key, obj)
 }
 
 // decided records one answer of Handle: counted in flotilla_webhook_decisions_total and, when

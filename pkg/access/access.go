@@ -107,6 +107,7 @@ func Grants(primaryID string) []Grant {
 		Grant{group(mcs.Group, []string{"update", "patch"}, mcs.ServiceImports.Resource+"/status"), "Multi-Cluster Services: an import's clusters"},
 		Grant{group("about.k8s.io", []string{"get", "create", "update"}, "clusterproperties"), "the cluster's ClusterSet identity (KEP-2149: cluster.clusterset.k8s.io, clusterset.k8s.io) where the About API is served; the policy lets it change only its own"},
 		Grant{group("networking.k8s.io", []string{"get"}, "ingressclasses"), "a Replicator's health: whether the cluster has the class of an Ingress it applied (an ingress controller to admit it), one get by name"},
+		Grant{group("resource.k8s.io", watched, "deviceclasses", "resourceslices", "resourceclaims"), "device claims (DRA) of elected pods: judged by Kubernetes' allocator over the cluster's DeviceClasses, ResourceSlices and the devices its claims hold (informers; of a claim only its allocated devices are kept), counted per class on the ClusterDetector, a delegate's allocation shown on its proxy"},
 		Grant{group("metrics.k8s.io", []string{"list"}, "pods"), "kubectl top and HPAs in the primary: the delegates' usage (listed selected by this primary's label) behind the virtual nodes' resource metrics"},
 		Grant{group(flotillav1.GroupVersion.Group, []string{"get", "list", "watch", "create"}, "flotillaprimaries"), "the FlotillaPrimary that owns everything of this primary there"},
 		Grant{rbacv1.PolicyRule{APIGroups: []string{flotillav1.GroupVersion.Group}, Resources: []string{"flotillaprimaries"},

@@ -76,6 +76,8 @@ func TestRulesGrantExactly(t *testing.T) {
 		verbs(informed, "multicluster.x-k8s.io/serviceimports"), verbs("update patch", "multicluster.x-k8s.io/serviceimports/status"), verbs("get", "networking.k8s.io/ingressclasses"),
 		verbs("get list watch create", "flotilla.dev/flotillaprimaries"), verbs("update patch delete", "flotilla.dev/flotillaprimaries/abc"),
 		verbs("get", "flotilla.dev/primaryallowances/abc"),
+		verbs("get list watch", "resource.k8s.io/deviceclasses", "resource.k8s.io/resourceslices"),
+		verbs(informed, "resource.k8s.io/resourceclaims"), verbs(written, "resource.k8s.io/resourceclaimtemplates"),
 	} {
 		want = append(want, l...)
 	}

@@ -28,6 +28,10 @@ type Capacity struct {
 	// Free are zero, nothing offered rather than room that may be taken, until a list of its pods
 	// finds them within the limit again.
 	PodsOverLimit bool
+	// Devices are the cluster's devices (DRA) as placement judges claims by; DeviceCounts how
+	// many of each class it has, and how many are free.
+	Devices      *placement.DeviceView
+	DeviceCounts []placement.DeviceClassCount
 }
 
 // Lend is the allocatable a virtual node shows when its secondary lends the primary at most

@@ -2,6 +2,7 @@ package clusters
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,7 +15,11 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/flotilla-dev/flotilla/internal/resourcelists"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
+
+// deviceProbeTimeout bounds the list that tells whether a secondary's devices can be watched.
+const deviceProbeTimeout = 10 * time.Second
 
 // capacityRecomputeInterval bounds how often a secondary's capacity is recomputed while its pods churn.
 const capacityRecomputeInterval = 2 * time.Second
@@ -27,6 +32,10 @@ type capacityWatch struct {
 	nodes   cache.SharedIndexInformer
 	pods    *podRecords
 	podsCtl cache.Controller
+	// devices is nil until the nodes are listed (then it is probed and started).
+	devices *deviceWatch
+	cs      kubernetes.Interface
+	onError cache.WatchErrorHandlerWithContext
 	started time.Time
 	// failed is set when a list or watch of its informers fails (reflectorFailed).
 	failed atomic.Bool
@@ -42,11 +51,12 @@ func startCapacityWatch(ctx context.Context, log logr.Logger, cs kubernetes.Inte
 	ctx, cancel := context.WithCancel(ctx)
 	slim := &capacitySlim{primaryID: primaryID}
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(slim.transform))
-	w := &capacityWatch{cancel: cancel, log: log, nodes: nodeFactory.Core().V1().Nodes().Informer(), started: time.Now(), dirty: true}
+	w := &capacityWatch{cancel: cancel, log: log, nodes: nodeFactory.Core().V1().Nodes().Informer(), started: time.Now(), dirty: true, cs: cs}
 	onError := func(ctx context.Context, r *cache.Reflector, err error) {
 		w.failed.Store(true)
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	}
+	w.onError = onError
 	_ = w.nodes.SetWatchErrorHandlerWithContext(onError)
 	w.pods = newPodRecords(func() int { return podRecordLimit(corev1Lister{w.nodes.GetIndexer()}.nodes()) })
 	w.podsCtl = newPodsController(cs, slim, w.pods, w.markDirty, onError)
@@ -94,6 +104,15 @@ func (w *capacityWatch) loop(ctx context.Context, changed func(), nodeFactory in
 		return
 	}
 	go w.podsCtl.RunWithContext(ctx)
+	pctx, cancel := context.WithTimeout(ctx, deviceProbeTimeout)
+	devices := startDeviceWatch(pctx, ctx, w.cs, w.markDirty, w.onError)
+	cancel()
+	w.mu.Lock()
+	w.devices = devices
+	w.mu.Unlock()
+	if devices.unknown != "" {
+		w.log.Info("Secondary's devices (DRA) are not known: pods that claim devices do not go there", "reason", devices.unknown)
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), w.podsCtl.HasSynced) {
 		return
 	}
@@ -107,6 +126,8 @@ func (w *capacityWatch) loop(ctx context.Context, changed func(), nodeFactory in
 		w.mu.Unlock()
 		if dirty {
 			c := ComputeCapacity(nodeLister.nodes(), w.pods.usages())
+			c.Devices = devices.view()
+			c.DeviceCounts = placement.CountDevices(ctx, c.Devices)
 			if over, held, limit := w.pods.overLimit(); over {
 				c = c.withoutRoom()
 				if !w.last.PodsOverLimit {
@@ -119,7 +140,8 @@ func (w *capacityWatch) loop(ctx context.Context, changed func(), nodeFactory in
 			a := w.announced
 			moved := !w.synced || c.NodeCount != a.NodeCount || c.EligibleNodes != a.EligibleNodes ||
 				ChangedMoreThan(a.Capacity, c.Capacity, 0.01) || ChangedMoreThan(a.Allocatable, c.Allocatable, 0.01) ||
-				c.OS != a.OS || c.Arch != a.Arch || c.Region != a.Region || c.Zone != a.Zone || c.PodsOverLimit != a.PodsOverLimit
+				c.OS != a.OS || c.Arch != a.Arch || c.Region != a.Region || c.Zone != a.Zone || c.PodsOverLimit != a.PodsOverLimit ||
+				!slices.Equal(c.DeviceCounts, a.DeviceCounts)
 			if moved {
 				w.announced = c
 			}

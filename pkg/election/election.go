@@ -22,6 +22,9 @@ type Options struct {
 	// flotilla.dev/cluster-weights split) and the proxy's nodeName is that cluster's virtual node. Nil leaves the choice among the feasible clusters to the primary's
 	// scheduler.
 	Choose func(weights []int64) int
+	// Devices is what the webhook read of the pod's device claims (DRA): what each requests, and
+	// the cluster where pods already use a claim it names.
+	Devices placement.DeviceClaims
 	// QuotaGate: the pod's namespace has a FleetQuota. The proxy waits behind
 	// flotillav1.SchedulingGateQuota, annotated waiting, until the quota controller admits it;
 	// it is never bound at admission.
@@ -84,6 +87,7 @@ func Mutate(pod *corev1.Pod, clusters []placement.ClusterView, claims map[string
 	if constraints.DataClaim, constraints.DataCluster, err = placement.DataCluster(pod, claims); err != nil {
 		return nil, err
 	}
+	constraints.Devices, constraints.ClaimCluster, constraints.SharedClaim = opts.Devices.Specs, opts.Devices.Cluster, opts.Devices.Shared
 	decided := pod
 	if opts.QuotaGate {
 		// Gated, it is not bound here: the quota controller admits it, and the primary's
@@ -95,12 +99,13 @@ func Mutate(pod *corev1.Pod, clusters []placement.ClusterView, claims map[string
 	if err != nil {
 		return nil, err
 	}
+	out := pod.DeepCopy()
+	translate.TakeResourceClaims(&out.Spec, &constraints)
 	raw, err := json.Marshal(constraints)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the delegate constraints: %w", err)
 	}
 
-	out := pod.DeepCopy()
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
 	}

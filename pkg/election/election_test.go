@@ -106,7 +106,6 @@ func TestMutateRejectsWhatCannotBeOffloaded(t *testing.T) {
 		}, "ephemeral volume"},
 		"nodeName":  {func(p *corev1.Pod) { p.Spec.NodeName = "n1" }, "already bound to node n1"},
 		"scheduler": {func(p *corev1.Pod) { p.Spec.SchedulerName = "volcano" }, "scheduler volcano"},
-		"dra":       {func(p *corev1.Pod) { p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu"}} }, "DRA"},
 		"failover":  {annotate(flotillav1.AnnotationFailoverSeconds, "soon"), "whole number of seconds"},
 		// Secret references Flotilla does not copy would resolve to the secondary's own Secret.
 		"csi secret": {func(p *corev1.Pod) {

@@ -28,6 +28,15 @@ type DeviceView struct {
 	Unknown string
 }
 
+// DeviceClaims is what admission read of an elected pod's device claims.
+type DeviceClaims struct {
+	// Specs are what each claim requests, by the pod's name for it: its template's spec, or the
+	// spec of the claim it names.
+	Specs map[string]resourcev1.ResourceClaimSpec
+	// Cluster is where pods already use Shared, a claim the pod names ("" when none does).
+	Cluster, Shared string
+}
+
 // DeviceClassCount is how many devices of a class a cluster has, and how many are free.
 type DeviceClassCount struct {
 	Class       string

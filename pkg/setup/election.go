@@ -165,7 +165,7 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, gat
 		Spread:  &webhook.Spread{Proxies: proxies, Replica: replicaName(opts.Clock)},
 		Decoder: decoder, Namespaces: mgr.GetClient(), LiveNamespaces: mgr.GetAPIReader(),
 		Claims: mgr.GetClient(), LiveClaims: mgr.GetAPIReader(), LiveReads: rate.NewLimiter(liveClaimReads, 2*liveClaimReads),
-		Quotas:  mgr.GetClient(),
+		Quotas: mgr.GetClient(), Proxies: mgr.GetClient(),
 		SealKey: sealKey,
 	}
 	server := mgr.GetWebhookServer()

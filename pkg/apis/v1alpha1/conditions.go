@@ -118,6 +118,9 @@ const (
 	ReasonDelegateRejected = "DelegateRejected"
 	// ReasonDelegateCreated: the delegate was created (the Delegated condition, an Event).
 	ReasonDelegateCreated = "DelegateCreated"
+	// ReasonDevicesAllocated (an Event on the proxy): the secondary's scheduler allocated the
+	// devices of the delegate's claims (DRA): which devices, on which node.
+	ReasonDevicesAllocated = "DevicesAllocated"
 	// ReasonDelegateLost: the delegate vanished while its proxy lived.
 	ReasonDelegateLost = "DelegateLost"
 	// ReasonNotElected (a pod's status reason and an Event): a pod that is not a proxy is bound to

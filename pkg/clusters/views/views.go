@@ -169,6 +169,7 @@ func FromSnapshots(snaps []clusters.Snapshot) []placement.ClusterView {
 			v.Nodes = append(v.Nodes, placement.NodeView{Name: n.Name, Labels: n.Labels, Taints: n.Taints, Free: n.Free, Allocatable: n.Allocatable})
 		}
 		v.Lent = clusters.Room(s.Allowance, s.AllowanceUsed)
+		v.Devices = s.Capacity.Devices
 		out = append(out, v)
 	}
 	return out

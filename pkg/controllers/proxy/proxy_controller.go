@@ -110,6 +110,9 @@ type Reconciler struct {
 	// namespace wants room (wantAllowance).
 	allowanceWanted sync.Map
 
+	// allocations remembers, by proxy UID, the delegate whose devices its proxy shows
+	// (showAllocation).
+	allocations sync.Map
 	// events remembers what of each delegate's Events its proxy already shows.
 	events eventForwarding
 
@@ -230,6 +233,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 		return ctrl.Result{}, err
 	}
 	r.mirrorStatus(proxy, delegate)
+	if err := r.showAllocation(ctx, sec, proxy, delegate); err != nil {
+		return ctrl.Result{}, err
+	}
 	if r.inQuietStart(proxy, delegate) {
 		return ctrl.Result{}, nil // its Events are looked at when the window ends (afterQuietStart)
 	}
@@ -860,6 +866,7 @@ func (r *Reconciler) letGo(ctx context.Context, proxy *corev1.Pod) (err error) {
 	ctx, span := r.trace(ctx, spanRelease, proxy, cluster)
 	defer func() { tracing.End(span, err) }()
 	r.events.forget(proxy.UID)
+	r.allocations.Delete(proxy.UID)
 	r.starts.forget(client.ObjectKeyFromObject(proxy))
 	// Recorded before the calls: their watch events may come before they return.
 	r.own.deleted(proxy)
