@@ -12,6 +12,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 // NodeOptions are the parts of a virtual node that do not come from the secondary.
@@ -77,6 +78,7 @@ func Status(s clusters.Snapshot, opts NodeOptions) corev1.NodeStatus {
 		capacity = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("0")}
 		allocatable = capacity
 	}
+	capacity, allocatable = withDevices(capacity, allocatable, s.Capacity.DeviceCounts)
 	osName, arch := s.Capacity.OS, s.Capacity.Arch
 	if osName == "" {
 		osName = "linux"
@@ -103,6 +105,27 @@ func Status(s clusters.Snapshot, opts NodeOptions) corev1.NodeStatus {
 			ContainerRuntimeVersion: "flotilla://" + s.Version,
 		},
 	}
+}
+
+// withDevices adds the cluster's devices (DRA) per class to a virtual node's capacity (how many
+// the class selects) and allocatable (how many are free), as devices.flotilla.dev/<class>: what
+// `kubectl describe node` shows of a secondary's devices. No pod requests these names (a pod
+// claims devices, which its secondary allocates); a class whose name does not fit a resource
+// name (more than 63 characters) is shown on the ClusterDetector only.
+func withDevices(capacity, allocatable corev1.ResourceList, counts []placement.DeviceClassCount) (corev1.ResourceList, corev1.ResourceList) {
+	if len(counts) == 0 {
+		return capacity, allocatable
+	}
+	capacity, allocatable = capacity.DeepCopy(), allocatable.DeepCopy()
+	for _, c := range counts {
+		if len(c.Class) > 63 {
+			continue
+		}
+		name := corev1.ResourceName(flotillav1.DeviceResourcePrefix + c.Class)
+		capacity[name] = *resource.NewQuantity(int64(c.Total), resource.DecimalSI)
+		allocatable[name] = *resource.NewQuantity(int64(c.Free), resource.DecimalSI)
+	}
+	return capacity, allocatable
 }
 
 // CapVersion returns the secondary's version, capped at the primary's minor (tools that compare

@@ -10,6 +10,7 @@ import (
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 func snapshot(status flotillav1.ClusterStatus) clusters.Snapshot {
@@ -185,5 +186,24 @@ func TestBackSinceIsStampedWhenTheFailoverTaintIsLifted(t *testing.T) {
 	backSince(patch, back, true, now)
 	if v, ok := patch[flotillav1.AnnotationBackSince]; !ok || v != nil {
 		t.Errorf("unreachable again: patch %v, want the stamp removed", patch)
+	}
+}
+
+// A secondary's devices (DRA) show on its virtual node per class: how many in capacity, how many
+// free in allocatable; a class whose name is too long for a resource name is left out.
+func TestDevicesShowPerClass(t *testing.T) {
+	s := snapshot(flotillav1.ClusterRunning)
+	long := "a-class-whose-name-is-far-too-long-for-the-name-part-of-a-resource.example.com"
+	s.Capacity.DeviceCounts = []placement.DeviceClassCount{{Class: "gpu.example.com", Total: 4, Free: 3}, {Class: long, Total: 1, Free: 1}}
+	st := Status(s, NodeOptions{})
+	total, free := st.Capacity[flotillav1.DeviceResourcePrefix+"gpu.example.com"], st.Allocatable[flotillav1.DeviceResourcePrefix+"gpu.example.com"]
+	if total.Value() != 4 || free.Value() != 3 {
+		t.Errorf("gpu.example.com: %s of %s, want 3 of 4", free.String(), total.String())
+	}
+	if _, ok := st.Capacity[corev1.ResourceName(flotillav1.DeviceResourcePrefix+long)]; ok {
+		t.Errorf("a class name too long for a resource name is shown: %v", st.Capacity)
+	}
+	if cpu := st.Capacity[corev1.ResourceCPU]; cpu.String() != "64" || len(s.Capacity.Capacity) != 1 {
+		t.Errorf("the snapshot's capacity changed: %v", s.Capacity.Capacity)
 	}
 }

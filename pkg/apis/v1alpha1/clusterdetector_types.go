@@ -73,6 +73,16 @@ type ClusterDetectorStatus struct {
 	// pod that needs 4). Every pod counted, this primary's delegates included.
 	// +optional
 	LargestFree corev1.ResourceList `json:"largestFree,omitempty"`
+	// Devices are the cluster's devices (Dynamic Resource Allocation), per DeviceClass: how many
+	// its ResourceSlices publish that the class selects, and how many no claim holds.
+	// +listType=map
+	// +listMapKey=class
+	// +optional
+	Devices []DeviceClassStatus `json:"devices,omitempty"`
+	// DevicesUnknown says why the cluster's devices are not known, and pods that claim devices
+	// do not go there (it does not serve resource.k8s.io/v1, or Flotilla may not read it there).
+	// +optional
+	DevicesUnknown string `json:"devicesUnknown,omitempty"`
 	// TokenExpirationTime is when the credential Flotilla uses there expires (tokens only).
 	// +optional
 	TokenExpirationTime *metav1.Time `json:"tokenExpirationTime,omitempty"`
@@ -88,6 +98,16 @@ type ClusterDetectorStatus struct {
 	// +listMapKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// DeviceClassStatus counts a cluster's devices of one DeviceClass.
+type DeviceClassStatus struct {
+	// Class is the DeviceClass's name.
+	Class string `json:"class"`
+	// Total counts the devices its ResourceSlices publish that the class's selectors match.
+	Total int32 `json:"total"`
+	// Free counts those no ResourceClaim holds.
+	Free int32 `json:"free"`
 }
 
 // ModePull is ClusterDetectorStatus.Mode of a cluster reached through its agent's tunnel.

@@ -134,6 +134,10 @@ func ReplicatorCASecretName(replicator string) string {
 	return name[:253-9] + "-" + hex.EncodeToString(sum[:4])
 }
 
+// DeviceResourcePrefix names, on a virtual node's capacity and allocatable, a secondary's devices
+// of one DeviceClass (Dynamic Resource Allocation): devices.flotilla.dev/<class>, total and free.
+const DeviceResourcePrefix = "devices.flotilla.dev/"
+
 // VirtualNodeName is the name of the virtual node of a cluster.
 func VirtualNodeName(cluster string) string { return VirtualNodePrefix + cluster }
 

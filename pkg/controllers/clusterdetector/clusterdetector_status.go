@@ -65,6 +65,13 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 		st.Capacity, st.Allocatable = s.Capacity.Capacity, s.Capacity.Allocatable
 		st.LargestFree = s.Capacity.LargestFree()
 	}
+	st.Devices, st.DevicesUnknown = nil, ""
+	if dv := s.Capacity.Devices; s.CapacitySynced && dv != nil {
+		st.DevicesUnknown = dv.Unknown
+		for _, c := range s.Capacity.DeviceCounts {
+			st.Devices = append(st.Devices, flotillav1.DeviceClassStatus{Class: c.Class, Total: int32(c.Total), Free: int32(c.Free)})
+		}
+	}
 	st.TokenExpirationTime = nil
 	if s.TokenExpiry != nil {
 		t := metav1.NewTime(*s.TokenExpiry)
