@@ -63,6 +63,10 @@ func startDeviceWatch(probe, ctx context.Context, cs kubernetes.Interface, chang
 	}
 	factory.Start(ctx.Done())
 	go func() {
+		// Empty lists bring no event: the view is recomputed once all three are listed.
+		if cache.WaitForCacheSync(ctx.Done(), w.classes.HasSynced, w.slices.HasSynced, w.claims.HasSynced) {
+			changed()
+		}
 		<-ctx.Done()
 		factory.Shutdown()
 	}()

@@ -14,6 +14,7 @@ import (
 //     compares with the proxy to carry an image update or an in-place resize, and the base of the
 //     strategic-merge patch that carries it (the patch holds only what changed, so the fields
 //     left out here never enter it). Ephemeral containers by name: they are only ever added.
+//   - Its DRA claims (spec.resourceClaims): the proxy says which devices they were given.
 //   - Its whole status: the proxy's status is made of it.
 //
 // Left out: volumes (the secondary's own service-account token projection among them),
@@ -27,6 +28,7 @@ func slim(obj any) (any, error) {
 	out := &corev1.Pod{TypeMeta: d.TypeMeta, ObjectMeta: d.ObjectMeta, Status: d.Status}
 	out.ManagedFields = nil
 	out.Spec.NodeName = d.Spec.NodeName
+	out.Spec.ResourceClaims = d.Spec.ResourceClaims
 	out.Spec.Containers = keptContainers(d.Spec.Containers)
 	out.Spec.InitContainers = keptContainers(d.Spec.InitContainers)
 	if len(d.Spec.EphemeralContainers) > 0 {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -36,6 +37,7 @@ func secondarysDelegate() *corev1.Pod {
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "flotilla", Operation: metav1.ManagedFieldsOperationUpdate}}},
 		Spec: corev1.PodSpec{
 			NodeName:            "worker-1",
+			ResourceClaims:      []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("one-gpu")}},
 			InitContainers:      []corev1.Container{sidecar},
 			Containers:          []corev1.Container{container("app", "web:1"), container("log", "fluent:1")},
 			EphemeralContainers: []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon{Name: "debugger", Image: "busybox"}}},
@@ -63,8 +65,8 @@ func TestSlimDelegateKeepsEverythingFlotillaReadsAndDecides(t *testing.T) {
 		t.Errorf("the cache keeps what nothing reads: %+v", slim.Spec)
 	}
 	if !equality.Semantic.DeepEqual(slim.ObjectMeta, withoutManagedFields(full.ObjectMeta)) || !equality.Semantic.DeepEqual(slim.Status, full.Status) ||
-		slim.Spec.NodeName != full.Spec.NodeName {
-		t.Error("the delegate's metadata, status or node changed in the cache")
+		slim.Spec.NodeName != full.Spec.NodeName || !equality.Semantic.DeepEqual(slim.Spec.ResourceClaims, full.Spec.ResourceClaims) {
+		t.Error("the delegate's metadata, status, node or claims changed in the cache")
 	}
 
 	// A proxy that asks each change Flotilla carries: a new image, a resize, a new ephemeral container.
