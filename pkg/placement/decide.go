@@ -1,8 +1,6 @@
 package placement
 
 import (
-	"encoding/json"
-	"fmt"
 	"math/rand/v2"
 	"sort"
 
@@ -114,11 +112,9 @@ func Decide(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView, ch
 // it fits, by the same judgement as at admission, from the constraints the webhook kept for its
 // delegate; else why none fits. Pure.
 func Refit(proxy *corev1.Pod, clusters []ClusterView) (feasible []string, why string, err error) {
-	var c translate.Constraints
-	if raw := proxy.Annotations[flotillav1.AnnotationDelegateConstraints]; raw != "" {
-		if err := json.Unmarshal([]byte(raw), &c); err != nil {
-			return nil, "", fmt.Errorf("annotation %s does not parse: %w", flotillav1.AnnotationDelegateConstraints, err)
-		}
+	c, err := translate.ConstraintsOf(proxy)
+	if err != nil {
+		return nil, "", err
 	}
 	weights, err := ClusterWeights(proxy, clusters)
 	if err != nil {

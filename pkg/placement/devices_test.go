@@ -2,6 +2,7 @@ package placement_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
@@ -137,5 +138,30 @@ func TestCountDevicesPerClass(t *testing.T) {
 	want := []placement.DeviceClassCount{{Class: gpuDriver, Total: 4, Free: 3}, {Class: "nic.example.com"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("counts %+v, want %+v", got, want)
+	}
+}
+
+// A pod's device claims count against a quota per class, under the name Kubernetes' ResourceQuota
+// uses: an exact count as it is, a list of alternatives by its largest.
+func TestDevicesCountAgainstQuotasPerClass(t *testing.T) {
+	pod := placementtest.Elected()
+	c := placement.DelegateConstraints(pod)
+	c.Devices = map[string]resourcev1.ResourceClaimSpec{
+		"train": {Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu",
+			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com", Count: 4, AllocationMode: resourcev1.DeviceAllocationModeExactCount}}}}},
+		"nic": {Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "nic", FirstAvailable: []resourcev1.DeviceSubRequest{
+			{Name: "fast", DeviceClassName: "nic.example.com", Count: 2, AllocationMode: resourcev1.DeviceAllocationModeExactCount},
+			{Name: "slow", DeviceClassName: "nic.example.com", Count: 1, AllocationMode: resourcev1.DeviceAllocationModeExactCount}}}}}},
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[flotillav1.AnnotationDelegateConstraints] = string(raw)
+	got := placement.QuotaRequests(pod)
+	for name, want := range map[string]int64{"gpu.example.com.deviceclass.resource.k8s.io/devices": 4, "nic.example.com.deviceclass.resource.k8s.io/devices": 2} {
+		if q := got[corev1.ResourceName(name)]; q.Value() != want {
+			t.Errorf("%s = %s, want %d (all %v)", name, q.String(), want, got)
+		}
 	}
 }

@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -117,11 +116,9 @@ func gangMembers(members []*corev1.Pod, clusters []ClusterView) ([]gangMember, m
 	ms := make([]gangMember, 0, len(members))
 	eligible := map[string]int{}
 	for _, m := range members {
-		var c translate.Constraints
-		if raw := m.Annotations[flotillav1.AnnotationDelegateConstraints]; raw != "" {
-			if err := json.Unmarshal([]byte(raw), &c); err != nil {
-				return nil, nil, fmt.Errorf("pod %s: annotation %s does not parse: %w", m.Name, flotillav1.AnnotationDelegateConstraints, err)
-			}
+		c, err := translate.ConstraintsOf(m)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pod %s: %w", m.Name, err)
 		}
 		weights, err := ClusterWeights(m, clusters)
 		if err != nil {

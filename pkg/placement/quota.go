@@ -7,8 +7,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
+
+	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
 
 // QuotaView is one FleetQuota as placement judges it: its overall limits and its limits per
@@ -60,10 +63,52 @@ func QuotaLimits(hard corev1.ResourceList) corev1.ResourceList {
 }
 
 // QuotaRequests is what a pod counts against a quota: its effective requests (the larger of its
-// containers' sum and any init container, with overhead) and one pod.
+// containers' sum and any init container, with overhead), one pod, and the devices its claims
+// request (DeviceQuotaResource).
 func QuotaRequests(pod *corev1.Pod) corev1.ResourceList {
 	out := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
 	out[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
+	if c, err := translate.ConstraintsOf(pod); err == nil {
+		for name, n := range DeviceRequests(c.Devices) {
+			out[name] = *resource.NewQuantity(n, resource.DecimalSI)
+		}
+	}
+	return out
+}
+
+// DeviceQuotaResource is the name a quota counts the devices of a DeviceClass under, as
+// Kubernetes' ResourceQuota does: <class>.deviceclass.resource.k8s.io/devices.
+func DeviceQuotaResource(class string) corev1.ResourceName {
+	return corev1.ResourceName(class + ".deviceclass.resource.k8s.io/devices")
+}
+
+// DeviceRequests counts the devices a pod's claims request, per class (DeviceQuotaResource): each
+// request of an exact count counts that many; a request of all a node's devices, or a list of
+// alternatives, counts by its largest count (one for all). A claim several pods name counts once
+// for each of them.
+func DeviceRequests(devices map[string]resourcev1.ResourceClaimSpec) map[corev1.ResourceName]int64 {
+	out := map[corev1.ResourceName]int64{}
+	count := func(r resourcev1.ExactDeviceRequest) int64 {
+		if r.AllocationMode == resourcev1.DeviceAllocationModeAll {
+			return 1
+		}
+		return max(r.Count, 1)
+	}
+	for _, spec := range devices {
+		for _, r := range spec.Devices.Requests {
+			if r.Exactly != nil {
+				out[DeviceQuotaResource(r.Exactly.DeviceClassName)] += count(*r.Exactly)
+			}
+			most := map[string]int64{}
+			for _, sub := range r.FirstAvailable {
+				n := count(resourcev1.ExactDeviceRequest{AllocationMode: sub.AllocationMode, Count: sub.Count})
+				most[sub.DeviceClassName] = max(most[sub.DeviceClassName], n)
+			}
+			for class, n := range most {
+				out[DeviceQuotaResource(class)] += n
+			}
+		}
+	}
 	return out
 }
 

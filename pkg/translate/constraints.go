@@ -1,6 +1,7 @@
 package translate
 
 import (
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,6 +35,18 @@ type Constraints struct {
 	// claim is allocated once, in one cluster, so the pod goes only there.
 	ClaimCluster string `json:"claimCluster,omitempty"`
 	SharedClaim  string `json:"sharedClaim,omitempty"`
+}
+
+// ConstraintsOf reads what the webhook kept of a proxy for its delegate (its
+// delegate-constraints annotation; none: the zero Constraints).
+func ConstraintsOf(proxy *corev1.Pod) (Constraints, error) {
+	var c Constraints
+	if raw := proxy.Annotations[flotillav1.AnnotationDelegateConstraints]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &c); err != nil {
+			return Constraints{}, fmt.Errorf("annotation %s does not parse: %w", flotillav1.AnnotationDelegateConstraints, err)
+		}
+	}
+	return c, nil
 }
 
 // HostPortKey names a container port in Constraints.HostPorts.

@@ -1,14 +1,11 @@
 package translate
 
 import (
-	"encoding/json"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
 // Kinds of the DRA objects a delegate's claims are made from in its secondary.
@@ -58,11 +55,8 @@ func giveResourceClaims(spec *corev1.PodSpec, c Constraints) {
 // delegate-constraints annotation), and any it still carries (a proxy the webhook did not make).
 func ProxyResourceClaims(pod *corev1.Pod) []corev1.PodResourceClaim {
 	out := slices.Clone(pod.Spec.ResourceClaims)
-	if raw := pod.Annotations[flotillav1.AnnotationDelegateConstraints]; raw != "" {
-		var c Constraints
-		if json.Unmarshal([]byte(raw), &c) == nil {
-			out = append(out, c.ResourceClaims...)
-		}
+	if c, err := ConstraintsOf(pod); err == nil {
+		out = append(out, c.ResourceClaims...)
 	}
 	return out
 }

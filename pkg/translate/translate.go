@@ -1,8 +1,6 @@
 package translate
 
 import (
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -35,11 +33,9 @@ func Owner(primaryID string, uid string) metav1.OwnerReference {
 // scheduling gates, status. Added: the FlotillaPrimary owner, flotilla.dev/primary and flotilla.dev/proxy-uid.
 // Env values are never resolved: secret and config map references stay references.
 func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) (*corev1.Pod, error) {
-	var c Constraints
-	if raw := proxy.Annotations[flotillav1.AnnotationDelegateConstraints]; raw != "" {
-		if err := json.Unmarshal([]byte(raw), &c); err != nil {
-			return nil, fmt.Errorf("annotation %s does not parse: %w", flotillav1.AnnotationDelegateConstraints, err)
-		}
+	c, err := ConstraintsOf(proxy)
+	if err != nil {
+		return nil, err
 	}
 	d := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Name: proxy.Name, Namespace: proxy.Namespace,
