@@ -115,7 +115,7 @@ func TestSpreadRemembersNoDryRun(t *testing.T) {
 	pickFirst := func([]int64) int { return 0 }
 	for range 3 {
 		out, err := s.Place(t.Context(), pod, equalClusters, true, func(views []placement.ClusterView) (*corev1.Pod, error) {
-			return election.Mutate(pod, views, nil, election.Options{Choose: pickFirst})
+			return election.Mutate(t.Context(), pod, views, nil, election.Options{Choose: pickFirst})
 		})
 		if err != nil || out == nil {
 			t.Fatalf("dry run: %v", err)

@@ -133,7 +133,7 @@ func (h *Handler) mutate(ctx context.Context, pod *corev1.Pod, dryRun bool) (*co
 		return nil, err
 	}
 	out, err := h.Spread.Place(ctx, pod, views, dryRun, func(views []placement.ClusterView) (*corev1.Pod, error) {
-		return election.Admit(pod, labels, views, claims, opts)
+		return election.Admit(ctx, pod, labels, views, claims, opts)
 	})
 	if err != nil || out == pod {
 		return out, err

@@ -32,7 +32,7 @@ func place(t *testing.T, s *Spread, pod *corev1.Pod) string {
 	t.Helper()
 	pickFirst := func([]int64) int { return 0 }
 	out, err := s.Place(t.Context(), pod, equalClusters, false, func(views []placement.ClusterView) (*corev1.Pod, error) {
-		return election.Mutate(pod, views, nil, election.Options{Choose: pickFirst})
+		return election.Mutate(t.Context(), pod, views, nil, election.Options{Choose: pickFirst})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestSpreadOverTwoReplicasEndsEven(t *testing.T) {
 	for i := range 12 {
 		pod := elected(ownedBy("rs-1"))
 		out, err := replicas[(i/2)%2].Place(t.Context(), pod, equalClusters, false, func(views []placement.ClusterView) (*corev1.Pod, error) {
-			return election.Mutate(pod, views, nil, election.Options{Choose: func([]int64) int { return 0 }})
+			return election.Mutate(t.Context(), pod, views, nil, election.Options{Choose: func([]int64) int { return 0 }})
 		})
 		if err != nil {
 			t.Fatal(err)

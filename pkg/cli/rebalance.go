@@ -160,7 +160,7 @@ func planRebalance(ctx context.Context, primary client.Client, namespace string,
 		if err != nil {
 			return nil, nil, err
 		}
-		split, err := placement.Rebalance(group, tenancy.Deny(views))
+		split, err := placement.Rebalance(ctx, group, tenancy.Deny(views))
 		if err != nil {
 			return nil, nil, fmt.Errorf("planning %s: %w", controllerName(group[0]), err)
 		}

@@ -112,7 +112,7 @@ func TestRebalancePlansAsTheManagerDoes(t *testing.T) {
 		t.Fatal(err)
 	}
 	groups, _ := placement.Groups(pods.Items)
-	manager, err := placement.Rebalance(groups[types.UID("rs")], gathered)
+	manager, err := placement.Rebalance(t.Context(), groups[types.UID("rs")], gathered)
 	if err != nil {
 		t.Fatal(err)
 	}

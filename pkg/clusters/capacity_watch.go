@@ -32,8 +32,7 @@ type capacityWatch struct {
 	nodes   cache.SharedIndexInformer
 	pods    *podRecords
 	podsCtl cache.Controller
-	// devices is nil until the nodes are listed (then it is probed and started).
-	devices *deviceWatch
+	// cs and onError start the device watch once the nodes are listed (startDevices).
 	cs      kubernetes.Interface
 	onError cache.WatchErrorHandlerWithContext
 	started time.Time
@@ -104,15 +103,7 @@ func (w *capacityWatch) loop(ctx context.Context, changed func(), nodeFactory in
 		return
 	}
 	go w.podsCtl.RunWithContext(ctx)
-	pctx, cancel := context.WithTimeout(ctx, deviceProbeTimeout)
-	devices := startDeviceWatch(pctx, ctx, w.cs, w.markDirty, w.onError)
-	cancel()
-	w.mu.Lock()
-	w.devices = devices
-	w.mu.Unlock()
-	if devices.unknown != "" {
-		w.log.Info("Secondary's devices (DRA) are not known: pods that claim devices do not go there", "reason", devices.unknown)
-	}
+	devices := w.startDevices(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), w.podsCtl.HasSynced) {
 		return
 	}
@@ -138,10 +129,7 @@ func (w *capacityWatch) loop(ctx context.Context, changed func(), nodeFactory in
 			}
 			w.mu.Lock()
 			a := w.announced
-			moved := !w.synced || c.NodeCount != a.NodeCount || c.EligibleNodes != a.EligibleNodes ||
-				ChangedMoreThan(a.Capacity, c.Capacity, 0.01) || ChangedMoreThan(a.Allocatable, c.Allocatable, 0.01) ||
-				c.OS != a.OS || c.Arch != a.Arch || c.Region != a.Region || c.Zone != a.Zone || c.PodsOverLimit != a.PodsOverLimit ||
-				!slices.Equal(c.DeviceCounts, a.DeviceCounts)
+			moved := !w.synced || movedFrom(a, c)
 			if moved {
 				w.announced = c
 			}
@@ -159,6 +147,27 @@ func (w *capacityWatch) loop(ctx context.Context, changed func(), nodeFactory in
 		case <-ticker.C:
 		}
 	}
+}
+
+// startDevices probes and starts the secondary's device watch (bounded by deviceProbeTimeout),
+// and says once when its devices cannot be known.
+func (w *capacityWatch) startDevices(ctx context.Context) *deviceWatch {
+	pctx, cancel := context.WithTimeout(ctx, deviceProbeTimeout)
+	defer cancel()
+	devices := startDeviceWatch(pctx, ctx, w.cs, w.markDirty, w.onError)
+	if devices.unknown != "" {
+		w.log.Info("Secondary's devices (DRA) are not known: pods that claim devices do not go there", "reason", devices.unknown)
+	}
+	return devices
+}
+
+// movedFrom says whether capacity c is worth announcing after a: the node counts, a resource by
+// more than 1 %, the nodes' common labels, the pods' limit, or the devices per class changed.
+func movedFrom(a, c Capacity) bool {
+	return c.NodeCount != a.NodeCount || c.EligibleNodes != a.EligibleNodes ||
+		ChangedMoreThan(a.Capacity, c.Capacity, 0.01) || ChangedMoreThan(a.Allocatable, c.Allocatable, 0.01) ||
+		c.OS != a.OS || c.Arch != a.Arch || c.Region != a.Region || c.Zone != a.Zone || c.PodsOverLimit != a.PodsOverLimit ||
+		!slices.Equal(c.DeviceCounts, a.DeviceCounts)
 }
 
 func (w *capacityWatch) current() (Capacity, bool) {

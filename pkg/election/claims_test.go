@@ -126,7 +126,7 @@ func TestMutateClaims(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			out, err := Mutate(tc.pod, tc.clusters, tc.claims, Options{})
+			out, err := Mutate(t.Context(), tc.pod, tc.clusters, tc.claims, Options{})
 			if tc.wantReject != "" {
 				var rej *placement.Rejection
 				if !errors.As(err, &rej) || !strings.Contains(rej.Message, tc.wantReject) {
@@ -156,11 +156,11 @@ func TestMutateClaims(t *testing.T) {
 // A gated proxy whose data is in an away cluster is refitted only to that cluster.
 func TestRefitKeepsTheDataCluster(t *testing.T) {
 	pod := elected(withClaims("data"))
-	out, err := Mutate(pod, twoClusters, map[string]placement.ClaimView{"data": {Found: true, Class: flotillav1.StorageClassRemote, Cluster: "us"}}, Options{})
+	out, err := Mutate(t.Context(), pod, twoClusters, map[string]placement.ClaimView{"data": {Found: true, Class: flotillav1.StorageClassRemote, Cluster: "us"}}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	feasible, _, err := placement.Refit(out, twoClusters)
+	feasible, _, err := placement.Refit(t.Context(), out, twoClusters)
 	if err != nil {
 		t.Fatal(err)
 	}

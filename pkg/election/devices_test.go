@@ -29,7 +29,7 @@ func TestAPodThatClaimsDevicesGoesWhereTheyAre(t *testing.T) {
 	})
 	spec := resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu",
 		Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "gpu.example.com", Count: 1, AllocationMode: resourcev1.DeviceAllocationModeExactCount}}}}}
-	out, err := Mutate(pod, clusters, nil, Options{Choose: func([]int64) int { return 0 },
+	out, err := Mutate(t.Context(), pod, clusters, nil, Options{Choose: func([]int64) int { return 0 },
 		Devices: placement.DeviceClaims{Specs: map[string]resourcev1.ResourceClaimSpec{"gpu": spec}}})
 	if err != nil {
 		t.Fatal(err)

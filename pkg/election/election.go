@@ -1,6 +1,8 @@
 package election
 
 import (
+	"context"
+
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -47,14 +49,14 @@ func Elected(pod *corev1.Pod, opts Options) bool {
 // elected pod whose delegate the namespace's Pod Security level would refuse is refused (the
 // primary's own admission sees only the proxy, without host networking or host ports), else it
 // becomes a proxy (Mutate). Pure: the fuzz test drives it.
-func Admit(pod *corev1.Pod, namespaceLabels map[string]string, clusters []placement.ClusterView, claims map[string]placement.ClaimView, opts Options) (*corev1.Pod, error) {
+func Admit(ctx context.Context, pod *corev1.Pod, namespaceLabels map[string]string, clusters []placement.ClusterView, claims map[string]placement.ClaimView, opts Options) (*corev1.Pod, error) {
 	if !Elected(pod, opts) {
 		return pod, nil
 	}
 	if v := translate.PodSecurityViolation(&pod.ObjectMeta, &pod.Spec, namespaceLabels); v != "" {
 		return nil, placement.Rejectf("flotilla cannot elect this pod: its delegate would run as written and %s (the level of namespace %s)", v, pod.Namespace)
 	}
-	return Mutate(pod, clusters, claims, opts)
+	return Mutate(ctx, pod, clusters, claims, opts)
 }
 
 // Mutate turns an elected pod into a proxy (claims: what the primary holds of the claims its
@@ -66,7 +68,7 @@ func Admit(pod *corev1.Pod, namespaceLabels map[string]string, clusters []placem
 // it already carries what only Flotilla sets: nothing of a proxy is ever taken from the request (the webhook
 // runs once per CREATE, reinvocationPolicy Never, so a pod arriving with a proxy's label or
 // constraints was not made by it).
-func Mutate(pod *corev1.Pod, clusters []placement.ClusterView, claims map[string]placement.ClaimView, opts Options) (*corev1.Pod, error) {
+func Mutate(ctx context.Context, pod *corev1.Pod, clusters []placement.ClusterView, claims map[string]placement.ClaimView, opts Options) (*corev1.Pod, error) {
 	if !Elected(pod, opts) {
 		return pod, nil
 	}
@@ -95,7 +97,7 @@ func Mutate(pod *corev1.Pod, clusters []placement.ClusterView, claims map[string
 		decided = pod.DeepCopy()
 		decided.Spec.SchedulingGates = append(decided.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: flotillav1.SchedulingGateQuota})
 	}
-	place, err := placement.Decide(decided, constraints, clusters, opts.Choose)
+	place, err := placement.Decide(ctx, decided, constraints, clusters, opts.Choose)
 	if err != nil {
 		return nil, err
 	}

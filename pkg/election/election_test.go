@@ -25,7 +25,7 @@ func TestMutateMakesAProxyAndKeepsConstraintsForTheDelegate(t *testing.T) {
 		}
 		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone}}
 	}, annotate(flotillav1.AnnotationFailoverSeconds, "30"))
-	out, err := Mutate(pod, twoClusters, nil, Options{})
+	out, err := Mutate(t.Context(), pod, twoClusters, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestMutateMakesAProxyAndKeepsConstraintsForTheDelegate(t *testing.T) {
 	// A pod that arrives as a proxy was not made by the webhook: refused, never taken as it is.
 	out.Spec.NodeName = ""
 	var rej *placement.Rejection
-	if _, err := Mutate(out, twoClusters, nil, Options{}); !errors.As(err, &rej) || !strings.Contains(rej.Message, "only Flotilla sets") {
+	if _, err := Mutate(t.Context(), out, twoClusters, nil, Options{}); !errors.As(err, &rej) || !strings.Contains(rej.Message, "only Flotilla sets") {
 		t.Errorf("a forged proxy: %v", err)
 	}
 }
@@ -85,12 +85,12 @@ func TestMutateLeavesOtherPodsAlone(t *testing.T) {
 	delegate := elected()
 	delegate.Labels = map[string]string{flotillav1.LabelPrimary: "someone"}
 	for name, p := range map[string]*corev1.Pod{"not elected": plain, "admiralty off": admiralty, "a delegate": delegate} {
-		out, err := Mutate(p, twoClusters, nil, Options{})
+		out, err := Mutate(t.Context(), p, twoClusters, nil, Options{})
 		if err != nil || out != p {
 			t.Errorf("%s: changed (%v)", name, err)
 		}
 	}
-	out, err := Mutate(admiralty, twoClusters, nil, Options{AcceptAdmiralty: true})
+	out, err := Mutate(t.Context(), admiralty, twoClusters, nil, Options{AcceptAdmiralty: true})
 	if err != nil || out.Labels[flotillav1.LabelProxy] != "true" {
 		t.Errorf("admiralty annotation with AcceptAdmiralty: %v", err)
 	}
@@ -135,7 +135,7 @@ func TestMutateRejectsWhatCannotBeOffloaded(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			_, err := Mutate(elected(tc.opt), twoClusters, nil, Options{})
+			_, err := Mutate(t.Context(), elected(tc.opt), twoClusters, nil, Options{})
 			var rej *placement.Rejection
 			if !errors.As(err, &rej) || !strings.Contains(rej.Message, tc.want) {
 				t.Fatalf("err = %v, want a rejection containing %q", err, tc.want)

@@ -62,7 +62,7 @@ func FuzzAdmitAndDelegate(f *testing.F) {
 		input.Annotations[flotillav1.AnnotationElect] = ""
 		nsLabels := map[string]string{"pod-security.kubernetes.io/enforce": levels[int(level)%len(levels)]}
 
-		proxy, err := Admit(input.DeepCopy(), nsLabels, clusters, nil, Options{Choose: func([]int64) int { return 0 }})
+		proxy, err := Admit(t.Context(), input.DeepCopy(), nsLabels, clusters, nil, Options{Choose: func([]int64) int { return 0 }})
 		if err != nil {
 			var rej *placement.Rejection
 			if !errors.As(err, &rej) {

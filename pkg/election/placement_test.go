@@ -17,25 +17,25 @@ import (
 
 // A proxy gated at admission fits, by the same judgement, the clusters that have since changed.
 func TestRefitJudgesAGatedProxyAsAdmissionDid(t *testing.T) {
-	gated, err := Mutate(elected(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"zz": "yes"} }), twoClusters, nil, Options{})
+	gated, err := Mutate(t.Context(), elected(func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"zz": "yes"} }), twoClusters, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(gated.Spec.SchedulingGates) != 1 {
 		t.Fatalf("proxy not gated: %+v", gated.Spec.SchedulingGates)
 	}
-	feasible, why, err := placement.Refit(gated, twoClusters)
+	feasible, why, err := placement.Refit(t.Context(), gated, twoClusters)
 	if err != nil || len(feasible) != 0 || !strings.Contains(why, "does not match the pod's node selector") {
 		t.Errorf("nothing changed: feasible %v, why %q, err %v", feasible, why, err)
 	}
 	relabelled := []placement.ClusterView{twoClusters[0], clusterOf("us", true, "1", map[string]string{"zz": "yes"})}
-	feasible, why, err = placement.Refit(gated, relabelled)
+	feasible, why, err = placement.Refit(t.Context(), gated, relabelled)
 	if err != nil || strings.Join(feasible, ",") != "us" || why != "" {
 		t.Errorf("us relabelled: feasible %v, why %q, err %v; want us", feasible, why, err)
 	}
 	broken := gated.DeepCopy()
 	broken.Annotations[flotillav1.AnnotationDelegateConstraints] = "{"
-	if _, _, err := placement.Refit(broken, relabelled); err == nil || !strings.Contains(err.Error(), "does not parse") {
+	if _, _, err := placement.Refit(t.Context(), broken, relabelled); err == nil || !strings.Contains(err.Error(), "does not parse") {
 		t.Errorf("unparsable constraints: %v", err)
 	}
 }
@@ -118,7 +118,7 @@ func TestMutateChoosesFeasibleClusters(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			out, err := Mutate(tc.pod, tc.clusters, nil, Options{})
+			out, err := Mutate(t.Context(), tc.pod, tc.clusters, nil, Options{})
 			if tc.wantReject != "" {
 				var rej *placement.Rejection
 				if !errors.As(err, &rej) || !strings.Contains(rej.Message, tc.wantReject) {
@@ -161,7 +161,7 @@ func TestMutateBindsTheProxyToTheChosenFeasibleCluster(t *testing.T) {
 		{"scheduling gates are left to the scheduler", elected(gated), pickLast, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := Mutate(tc.pod, twoClusters, nil, Options{Choose: tc.choose})
+			out, err := Mutate(t.Context(), tc.pod, twoClusters, nil, Options{Choose: tc.choose})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -174,7 +174,7 @@ func TestMutateBindsTheProxyToTheChosenFeasibleCluster(t *testing.T) {
 		})
 	}
 	seen = nil
-	if _, err := Mutate(elected(), twoClusters, nil, Options{Choose: pickLast}); err != nil {
+	if _, err := Mutate(t.Context(), elected(), twoClusters, nil, Options{Choose: pickLast}); err != nil {
 		t.Fatal(err)
 	}
 	// eu has 4 CPUs free, us 1 (see clusterOf): weights follow free CPU.
@@ -202,7 +202,7 @@ func TestMutatePlacesAmongTheClustersWithFewestSiblings(t *testing.T) {
 		{"an infeasible cluster is never chosen for its few siblings", elected(cpu("2")), withSiblings(5, 0), "eu"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := Mutate(tc.pod, tc.clusters, nil, Options{Choose: pickFirst})
+			out, err := Mutate(t.Context(), tc.pod, tc.clusters, nil, Options{Choose: pickFirst})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,7 +224,7 @@ func TestSpreadConstraintsGoWhereTheirKeyIs(t *testing.T) {
 	pod := elected(func(p *corev1.Pod) {
 		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overClusters, overZones}
 	})
-	out, err := Mutate(pod, twoClusters, nil, choose)
+	out, err := Mutate(t.Context(), pod, twoClusters, nil, choose)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +243,7 @@ func TestSpreadConstraintsGoWhereTheirKeyIs(t *testing.T) {
 	}
 
 	zonesOnly := elected(func(p *corev1.Pod) { p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{overZones} })
-	out, err = Mutate(zonesOnly, twoClusters, nil, choose)
+	out, err = Mutate(t.Context(), zonesOnly, twoClusters, nil, choose)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestSpreadConstraintsGoWhereTheirKeyIs(t *testing.T) {
 // not kept.
 func TestMutateGatesThePodsOfANamespaceWithAQuota(t *testing.T) {
 	pickLast := func(w []int64) int { return len(w) - 1 }
-	out, err := Mutate(elected(), twoClusters, nil, Options{Choose: pickLast, QuotaGate: true})
+	out, err := Mutate(t.Context(), elected(), twoClusters, nil, Options{Choose: pickLast, QuotaGate: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestMutateGatesThePodsOfANamespaceWithAQuota(t *testing.T) {
 		p.Annotations[flotillav1.AnnotationQuota] = flotillav1.QuotaAdmitted
 		p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: flotillav1.SchedulingGateQuota}}
 	})
-	out, err = Mutate(forged, twoClusters, nil, Options{})
+	out, err = Mutate(t.Context(), forged, twoClusters, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"context"
+
 	"math/rand/v2"
 	"sort"
 
@@ -58,7 +60,7 @@ type Decision struct {
 // leaves the choice among the feasible clusters to the primary's scheduler. It returns a
 // *Rejection when no cluster is registered or chosen, or the pod's steering annotations cannot be
 // honoured.
-func Decide(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView, choose func(weights []int64) int) (Decision, error) {
+func Decide(ctx context.Context, pod *corev1.Pod, c translate.Constraints, clusters []ClusterView, choose func(weights []int64) int) (Decision, error) {
 	weights, err := ClusterWeights(pod, clusters)
 	if err != nil {
 		return Decision{}, err
@@ -67,7 +69,7 @@ func Decide(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView, ch
 	if err != nil {
 		return Decision{}, err
 	}
-	fit, err := fitClusters(pod, c, clusters, weights)
+	fit, err := fitClusters(ctx, pod, c, clusters, weights)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -111,7 +113,7 @@ func Decide(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView, ch
 // Refit is where a gated proxy (no cluster could take it at admission) may go now: the clusters
 // it fits, by the same judgement as at admission, from the constraints the webhook kept for its
 // delegate; else why none fits. Pure.
-func Refit(proxy *corev1.Pod, clusters []ClusterView) (feasible []string, why string, err error) {
+func Refit(ctx context.Context, proxy *corev1.Pod, clusters []ClusterView) (feasible []string, why string, err error) {
 	c, err := translate.ConstraintsOf(proxy)
 	if err != nil {
 		return nil, "", err
@@ -120,7 +122,7 @@ func Refit(proxy *corev1.Pod, clusters []ClusterView) (feasible []string, why st
 	if err != nil {
 		return nil, "", err
 	}
-	fit, err := fitClusters(proxy, c, clusters, weights)
+	fit, err := fitClusters(ctx, proxy, c, clusters, weights)
 	if err != nil {
 		return nil, "", err
 	}

@@ -77,7 +77,7 @@ func TestDecidePlacement(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := placement.Decide(tc.pod, placement.DelegateConstraints(tc.pod), tc.clusters, tc.choose)
+			got, err := placement.Decide(t.Context(), tc.pod, placement.DelegateConstraints(tc.pod), tc.clusters, tc.choose)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,7 +107,7 @@ func TestDecidePlacementRefusesWhatItCannotHonour(t *testing.T) {
 		}), twoClusters, "cannot be combined with a topologySpreadConstraint"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := placement.Decide(tc.pod, placement.DelegateConstraints(tc.pod), tc.clusters, nil)
+			_, err := placement.Decide(t.Context(), tc.pod, placement.DelegateConstraints(tc.pod), tc.clusters, nil)
 			var rej *placement.Rejection
 			if !errors.As(err, &rej) || !strings.Contains(rej.Message, tc.want) {
 				t.Fatalf("err = %v, want a rejection containing %q", err, tc.want)
@@ -191,14 +191,14 @@ func TestGPUsAreJudgedPerNodeNeverByTheirSum(t *testing.T) {
 	four := placementtest.Elected(func(p *corev1.Pod) {
 		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{gpu: resource.MustParse("4")}
 	})
-	got, err := placement.Decide(four, placement.DelegateConstraints(four), []placement.ClusterView{many, big("4")}, func([]int64) int { return 0 })
+	got, err := placement.Decide(t.Context(), four, placement.DelegateConstraints(four), []placement.ClusterView{many, big("4")}, func([]int64) int { return 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got.Cluster != "us" || !reflect.DeepEqual(got.Feasible, []string{"us"}) || len(got.Waiting) != 0 {
 		t.Errorf("free node of 4: %+v, want bound to us alone", got)
 	}
-	got, err = placement.Decide(four, placement.DelegateConstraints(four), []placement.ClusterView{many, big("0")}, func([]int64) int { return 0 })
+	got, err = placement.Decide(t.Context(), four, placement.DelegateConstraints(four), []placement.ClusterView{many, big("0")}, func([]int64) int { return 0 })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package placement_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -95,7 +94,7 @@ func TestDeviceClaimsAreJudgedByTheAllocatorPerNode(t *testing.T) {
 			pod := placementtest.Elected()
 			c := placement.DelegateConstraints(pod)
 			c.Devices = tc.devices
-			got, err := placement.Decide(pod, c, clusters, func([]int64) int { return 0 })
+			got, err := placement.Decide(t.Context(), pod, c, clusters, func([]int64) int { return 0 })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +118,7 @@ func TestASharedClaimKeepsItsPodsInOneCluster(t *testing.T) {
 	c := placement.DelegateConstraints(pod)
 	c.Devices = map[string]resourcev1.ResourceClaimSpec{"shared": gpuClaim(1, "")}
 	c.ClaimCluster, c.SharedClaim = "us", "nic"
-	got, err := placement.Decide(pod, c, clusters, func([]int64) int { return 0 })
+	got, err := placement.Decide(t.Context(), pod, c, clusters, func([]int64) int { return 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +133,7 @@ func TestCountDevicesPerClass(t *testing.T) {
 		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "nic.example.com"`}}}}}
 	dv := &placement.DeviceView{Classes: []*resourcev1.DeviceClass{other, gpuClass()}, Slices: []*resourcev1.ResourceSlice{gpuSlice("eu-0", 2, "40Gi"), gpuSlice("eu-1", 2, "80Gi")},
 		Allocated: sets.New(structured.MakeDeviceID(gpuDriver, "eu-0", "gpu-0"))}
-	got := placement.CountDevices(context.Background(), dv)
+	got := placement.CountDevices(t.Context(), dv)
 	want := []placement.DeviceClassCount{{Class: gpuDriver, Total: 4, Free: 3}, {Class: "nic.example.com"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("counts %+v, want %+v", got, want)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -23,7 +24,7 @@ import (
 // where it fails only for want of room or readiness (full nodes, a secondary away, a cordoned
 // virtual node) are waiting; a pod that fits no cluster and waits for none is gated until one fits
 // (its nodes may yet be relabelled or untainted).
-func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterView, weights map[string]int64) (Fit, error) {
+func fitClusters(ctx context.Context, pod *corev1.Pod, c translate.Constraints, clusters []ClusterView, weights map[string]int64) (Fit, error) {
 	chosen, err := chosenClusters(pod, clusters, weights)
 	if err != nil {
 		return Fit{}, err
@@ -33,54 +34,26 @@ func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterVie
 		delete(chosen, c.DataCluster)
 		c.DataCluster, c.DataClaim = "", ""
 	}
-	if c.DataCluster != "" {
-		// The data decides: that cluster or none.
-		for name := range chosen {
-			if name != c.DataCluster {
-				delete(chosen, name)
-			}
-		}
-		if !chosen[c.DataCluster] {
-			return Fit{Why: fmt.Sprintf("the data of claim %s is in cluster %s, which is not registered or not among the clusters this pod may go to", c.DataClaim, c.DataCluster)}, nil
-		}
+	// The data decides: that cluster or none. So does a claim of devices other pods use: it is
+	// allocated in one cluster.
+	if !keepOnly(chosen, c.DataCluster) {
+		return Fit{Why: fmt.Sprintf("the data of claim %s is in cluster %s, which is not registered or not among the clusters this pod may go to", c.DataClaim, c.DataCluster)}, nil
 	}
-	if c.ClaimCluster != "" {
-		// A claim is allocated in one cluster: the pods that share it go where it is.
-		for name := range chosen {
-			if name != c.ClaimCluster {
-				delete(chosen, name)
-			}
-		}
-		if !chosen[c.ClaimCluster] {
-			return Fit{Why: fmt.Sprintf("claim %s is used by pods in cluster %s, which is not registered or not among the clusters this pod may go to", c.SharedClaim, c.ClaimCluster)}, nil
-		}
+	if !keepOnly(chosen, c.ClaimCluster) {
+		return Fit{Why: fmt.Sprintf("claim %s is used by pods in cluster %s, which is not registered or not among the clusters this pod may go to", c.SharedClaim, c.ClaimCluster)}, nil
 	}
 	delegate := pod.DeepCopy()
 	delegate.Spec.NodeSelector, delegate.Spec.Affinity, delegate.Spec.Tolerations = c.NodeSelector, c.Affinity, c.Tolerations
-	requests := resourcehelper.PodRequests(delegate, resourcehelper.PodResourcesOptions{})
-	required := nodeaffinity.GetRequiredNodeAffinity(delegate)
+	needs := podNeeds{delegate: delegate, requests: resourcehelper.PodRequests(delegate, resourcehelper.PodResourcesOptions{}),
+		required: nodeaffinity.GetRequiredNodeAffinity(delegate), volumeClaims: len(translate.VolumeClaims(pod)) > 0, devices: c.Devices}
 	var fit Fit
 	var why, all []string
-	needsClaims := len(translate.VolumeClaims(pod)) > 0
 	for _, cl := range clusters {
 		if !chosen[cl.Name] {
 			continue
 		}
 		all = append(all, cl.Name)
-		if cl.Denied != "" {
-			why = append(why, fmt.Sprintf("%s: %s", cl.Name, cl.Denied))
-			continue
-		}
-		if needsClaims && cl.NoClaims {
-			why = append(why, fmt.Sprintf("%s: it takes no claims of class %s (storage class none in its registration)", cl.Name, flotillav1.StorageClassRemote))
-			continue
-		}
-		reason, forNow, nodes := clusterMisfit(cl, delegate, requests, required, len(c.Devices) > 0)
-		if reason == "" && len(c.Devices) > 0 && !cl.NodesUnknown {
-			// The devices are judged on the nodes that take the pod otherwise. Pure and bounded:
-			// no request is made, the allocator reads the view.
-			reason, forNow = deviceMisfit(context.Background(), cl, delegate, nodes, c.Devices)
-		}
+		reason, forNow := needs.misfit(ctx, cl)
 		if reason == "" {
 			fit.Feasible = append(fit.Feasible, cl.Name)
 			continue
@@ -111,6 +84,33 @@ func fitClusters(pod *corev1.Pod, c translate.Constraints, clusters []ClusterVie
 	return fit, nil
 }
 
+// podNeeds is what a cluster must give a delegate: room on a node its selectors and tolerations
+// allow, claims of class flotilla, and the devices its claims request.
+type podNeeds struct {
+	delegate     *corev1.Pod
+	requests     corev1.ResourceList
+	required     nodeaffinity.RequiredNodeAffinity
+	volumeClaims bool
+	devices      map[string]resourcev1.ResourceClaimSpec
+}
+
+// misfit says why the cluster cannot take the delegate ("" when it can), and whether only for now.
+func (n podNeeds) misfit(ctx context.Context, cl ClusterView) (string, bool) {
+	if cl.Denied != "" {
+		return cl.Denied, false
+	}
+	if n.volumeClaims && cl.NoClaims {
+		return fmt.Sprintf("it takes no claims of class %s (storage class none in its registration)", flotillav1.StorageClassRemote), false
+	}
+	reason, forNow, nodes := clusterMisfit(cl, n.delegate, n.requests, n.required, len(n.devices) > 0)
+	if reason != "" || len(n.devices) == 0 || cl.NodesUnknown {
+		return reason, forNow
+	}
+	// The devices are judged on the nodes that take the pod otherwise. Pure and bounded: no
+	// request is made, the allocator reads the view.
+	return deviceMisfit(ctx, cl, n.delegate, nodes, n.devices)
+}
+
 // chosenClusters applies flotilla.dev/clusters, flotilla.dev/cluster-weights (parsed by
 // ClusterWeights: a cluster of weight 0 takes none) and flotilla.dev/cluster-selector.
 func chosenClusters(pod *corev1.Pod, clusters []ClusterView, weights map[string]int64) (map[string]bool, error) {
@@ -123,6 +123,20 @@ func chosenClusters(pod *corev1.Pod, clusters []ClusterView, weights map[string]
 		return nil, Rejectf("%s", err.Error())
 	}
 	return chosen, nil
+}
+
+// keepOnly leaves only cluster among the chosen ones when it is named (""), and says whether it
+// was among them.
+func keepOnly(chosen map[string]bool, cluster string) bool {
+	if cluster == "" {
+		return true
+	}
+	for name := range chosen {
+		if name != cluster {
+			delete(chosen, name)
+		}
+	}
+	return chosen[cluster]
 }
 
 var errNoNode = errors.New("no eligible node")

@@ -125,7 +125,7 @@ func TestPlaceGang(t *testing.T) {
 func TestDecideGatesAGangsMembers(t *testing.T) {
 	clusters := []placement.ClusterView{gangCluster("s1", 8)}
 	m := members(1, 1, map[string]string{flotillav1.AnnotationGang: "g", flotillav1.AnnotationGangSize: "2"})[0]
-	d, err := placement.Decide(m, translate.Constraints{}, clusters, func([]int64) int { return 0 })
+	d, err := placement.Decide(t.Context(), m, translate.Constraints{}, clusters, func([]int64) int { return 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestDecideGatesAGangsMembers(t *testing.T) {
 	}
 	m.Annotations[flotillav1.AnnotationGangSize] = "0"
 	var rej *placement.Rejection
-	if _, err := placement.Decide(m, translate.Constraints{}, clusters, nil); !errors.As(err, &rej) {
+	if _, err := placement.Decide(t.Context(), m, translate.Constraints{}, clusters, nil); !errors.As(err, &rej) {
 		t.Errorf("a gang of size 0: err = %v, want a Rejection", err)
 	}
 }
@@ -145,7 +145,7 @@ func TestRebalanceLeavesAGangAlone(t *testing.T) {
 	for _, m := range gang {
 		m.Spec.NodeName = flotillav1.VirtualNodeName("s1")
 	}
-	split, err := placement.Rebalance(gang, []placement.ClusterView{gangCluster("s1", 8), gangCluster("s2", 8)})
+	split, err := placement.Rebalance(t.Context(), gang, []placement.ClusterView{gangCluster("s1", 8), gangCluster("s2", 8)})
 	if err != nil || len(split.Want) != 0 {
 		t.Errorf("split = %+v, %v", split, err)
 	}

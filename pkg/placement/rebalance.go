@@ -1,6 +1,8 @@
 package placement
 
 import (
+	"context"
+
 	"fmt"
 	"slices"
 
@@ -17,7 +19,7 @@ import (
 // fits by the webhook's own judgement (Refit), the clusters they already run in included while
 // only room is missing there. A proxy in a cluster that no longer fits it (cordoned, away, left
 // its selector) is over its share. A gang's members are never moved. Pure.
-func Rebalance(proxies []*corev1.Pod, clusters []ClusterView) (Split, error) {
+func Rebalance(ctx context.Context, proxies []*corev1.Pod, clusters []ClusterView) (Split, error) {
 	if len(proxies) == 0 {
 		return Split{Have: map[string]int{}, Want: map[string]int{}}, nil
 	}
@@ -34,7 +36,7 @@ func Rebalance(proxies []*corev1.Pod, clusters []ClusterView) (Split, error) {
 			break
 		}
 	}
-	feasible, _, err := Refit(tmpl, withoutSiblings(clusters))
+	feasible, _, err := Refit(ctx, tmpl, withoutSiblings(clusters))
 	if err != nil {
 		return Split{}, fmt.Errorf("placing %s/%s: %w", tmpl.Namespace, tmpl.Name, err)
 	}

@@ -80,7 +80,7 @@ func TestRebalance(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			split, err := placement.Rebalance(proxiesIn(tc.have, tc.opts...), tc.clusters)
+			split, err := placement.Rebalance(t.Context(), proxiesIn(tc.have, tc.opts...), tc.clusters)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,7 +113,7 @@ func TestRebalance(t *testing.T) {
 
 // The newest pods of a cluster move first: those that have run the least.
 func TestRebalanceMovesTheNewestFirst(t *testing.T) {
-	split, err := placement.Rebalance(proxiesIn(map[string]int{"us": 4}), twoClusters)
+	split, err := placement.Rebalance(t.Context(), proxiesIn(map[string]int{"us": 4}), twoClusters)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func TestEveryRejection(t *testing.T) {
 		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: flotillav1.LabelCluster, WhenUnsatisfiable: corev1.DoNotSchedule}}
 	}
 	decide := func(p *corev1.Pod, clusters []placement.ClusterView) error {
-		_, err := placement.Decide(p, placement.DelegateConstraints(p), clusters, nil)
+		_, err := placement.Decide(t.Context(), p, placement.DelegateConstraints(p), clusters, nil)
 		return err
 	}
 	claims := func(views map[string]placement.ClaimView) func(*corev1.Pod) error {

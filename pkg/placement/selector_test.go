@@ -21,7 +21,7 @@ func TestANodeSelectorOnTheVirtualNodesLabelsChoosesClusters(t *testing.T) {
 		t.Errorf("the delegate's node selector = %v", c.NodeSelector)
 	}
 	c.NodeSelector = nil // the fake nodes carry no disk label
-	d, err := placement.Decide(pod, c, clusters, func([]int64) int { return 0 })
+	d, err := placement.Decide(t.Context(), pod, c, clusters, func([]int64) int { return 0 })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestANodeSelectorOnTheVirtualNodesLabelsChoosesClusters(t *testing.T) {
 		t.Errorf("decision = %+v", d)
 	}
 	pod.Spec.NodeSelector = map[string]string{flotillav1.LabelCluster: "nowhere"}
-	d, err = placement.Decide(pod, translate.Constraints{}, clusters, nil)
+	d, err = placement.Decide(t.Context(), pod, translate.Constraints{}, clusters, nil)
 	if err == nil && len(d.Feasible) > 0 {
 		t.Errorf("a selector no cluster matches: %+v", d)
 	}

@@ -53,7 +53,7 @@ func TestTenancyOffersOnlyTheBoundSets(t *testing.T) {
 	}
 	// A pod that names a cluster outside its sets waits gated, the reason naming the set.
 	pod := placementtest.Elected(placementtest.Annotate(flotillav1.AnnotationClusters, "us"))
-	d, err := placement.Decide(pod, placement.DelegateConstraints(pod), placement.Tenancy{Namespace: "a", Bound: []string{"europe"}, Sets: sets}.Deny(three), nil)
+	d, err := placement.Decide(t.Context(), pod, placement.DelegateConstraints(pod), placement.Tenancy{Namespace: "a", Bound: []string{"europe"}, Sets: sets}.Deny(three), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,7 +41,7 @@ func TestNodesUnknownJudgesTheClusterOnly(t *testing.T) {
 	tainted := vnode("mars")
 	tainted.Taints = []corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}
 	pod := placementtest.Elected(placementtest.CPU("64"), func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"disk": "ssd"} })
-	feasible, why, err := placement.Refit(pod, []placement.ClusterView{vnode("eu"), away, tainted, placementtest.TwoClusters()[1]})
+	feasible, why, err := placement.Refit(t.Context(), pod, []placement.ClusterView{vnode("eu"), away, tainted, placementtest.TwoClusters()[1]})
 	if err != nil {
 		t.Fatal(err)
 	}

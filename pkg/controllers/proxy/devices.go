@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -17,34 +18,35 @@ import (
 // showAllocation says on the proxy, once per delegate, which devices the secondary allocated to
 // the delegate's claims (DRA), and on which node: an Event DevicesAllocated. The claims are read
 // once the delegate is bound to a node (its scheduler allocates them before it binds), one GET
-// each; until every one is allocated, the next pass reads them again.
-func (r *Reconciler) showAllocation(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) error {
+// each; until every one is read allocated, the delegate's next change (it starts, it runs) reads
+// them again. Nothing else waits on it: a failed read is logged, not retried.
+func (r *Reconciler) showAllocation(ctx context.Context, sec clusters.Secondary, proxy, delegate *corev1.Pod) {
 	if len(delegate.Spec.ResourceClaims) == 0 || delegate.Spec.NodeName == "" {
-		return nil
+		return
 	}
 	if shown, ok := r.allocations.Load(proxy.UID); ok && shown == delegate.UID {
-		return nil
+		return
 	}
 	names := delegateClaimNames(delegate)
 	if names == nil {
-		return nil // the claims of its templates are not made yet
+		return // the claims of its templates are not made yet
 	}
 	var parts []string
 	for _, podClaim := range sortedKeys(names) {
 		var claim resourcev1.ResourceClaim
 		if err := sec.Client.Get(ctx, client.ObjectKey{Namespace: delegate.Namespace, Name: names[podClaim]}, &claim); err != nil {
-			return client.IgnoreNotFound(err)
+			log.FromContext(ctx).V(1).Info("Cannot read a delegate's claim to show its devices", "cluster", sec.Name, "claim", names[podClaim], "error", err.Error())
+			return
 		}
 		a := claim.Status.Allocation
 		if a == nil {
-			return nil
+			return
 		}
 		parts = append(parts, fmt.Sprintf("claim %s (%s in %s): %s", podClaim, claim.Name, sec.Name, allocatedDevices(a)))
 	}
 	r.allocations.Store(proxy.UID, delegate.UID)
 	r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonDevicesAllocated, "Allocate", "On node %s of cluster %s: %s",
 		delegate.Spec.NodeName, sec.Name, strings.Join(parts, "; "))
-	return nil
 }
 
 // delegateClaimNames maps each claim of a delegate, by the pod's name for it, to the claim's name

@@ -233,9 +233,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, proxy *corev1.Pod, sec
 		return ctrl.Result{}, err
 	}
 	r.mirrorStatus(proxy, delegate)
-	if err := r.showAllocation(ctx, sec, proxy, delegate); err != nil {
-		return ctrl.Result{}, err
-	}
+	r.showAllocation(ctx, sec, proxy, delegate)
 	if r.inQuietStart(proxy, delegate) {
 		return ctrl.Result{}, nil // its Events are looked at when the window ends (afterQuietStart)
 	}
@@ -804,7 +802,7 @@ func (r *Reconciler) placeGated(ctx context.Context, proxy *corev1.Pod) (ctrl.Re
 	if gang, ok, err := placement.GangOf(proxy); err == nil && ok {
 		return r.placeGang(ctx, proxy, gang, clusters)
 	}
-	feasible, why, err := placement.Refit(proxy, clusters)
+	feasible, why, err := placement.Refit(ctx, proxy, clusters)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("placing gated proxy %s/%s: %w", proxy.Namespace, proxy.Name, err)
 	}

@@ -98,7 +98,7 @@ func (r *Rebalancer) Round(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("reading what namespace %s may use: %w", groups[uid][0].Namespace, err)
 		}
-		split, err := placement.Rebalance(groups[uid], tenancy.Deny(clusters))
+		split, err := placement.Rebalance(ctx, groups[uid], tenancy.Deny(clusters))
 		if err != nil {
 			r.Log.Info("Not rebalanced: no plan", "pod", client.ObjectKeyFromObject(groups[uid][0]), "reason", err.Error())
 			continue
