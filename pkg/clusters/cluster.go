@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,9 @@ type Snapshot struct {
 	Mode string
 	// Tunnel is a pulled cluster's tunnel as the endpoint sees it (nil for others, or with no endpoint).
 	Tunnel *tunnel.Status
+	// MissingFeatures are the Features the cluster does not serve, each with what Flotilla does
+	// without it (MissingFeatures), read from its discovery with its identity and version.
+	MissingFeatures []string
 }
 
 // UsableSecondary says whether the cluster should have a virtual node: a secondary whose identity
@@ -428,8 +432,20 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	c.mu.Unlock()
 	pinned := c.registry.pinnedID(c.name, id)
 	answeredID := ""
+	var missing []string
+	featuresRead := false
 	if err == nil && (version == "" || id == "" || recheck || pinned != id) {
 		answeredID, version, err = c.identify(pctx)
+		if err == nil {
+			// Read with the version, so a cluster upgraded in place says what it serves now. A
+			// failed read keeps what was known; the next identify reads again.
+			var ferr error
+			missing, ferr = MissingFeatures(c.client.Discovery())
+			featuresRead = ferr == nil
+			if ferr != nil {
+				log.V(logging.Debug).Info("Cannot read the cluster's discovery", "error", ferr.Error())
+			}
+		}
 	}
 	if ctx.Err() != nil {
 		return // stopping: not a failure of the cluster
@@ -442,6 +458,9 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	now := c.registry.opts.Clock.Now()
 	c.state.LastProbe = now
 	c.applyProbe(log, err, changed, pinned, answeredID, version, now)
+	if featuresRead && !changed {
+		c.state.MissingFeatures = missing
+	}
 	id = c.state.ID
 	c.mu.Unlock()
 
@@ -501,7 +520,8 @@ func (c *cluster) announce(log logr.Logger, before Snapshot, now time.Time) {
 	}
 	c.mu.Unlock()
 	if after.Status != before.Status || after.Reason != before.Reason || after.Role != before.Role ||
-		after.ID != before.ID || after.Version != before.Version || after.OwnerMessage != before.OwnerMessage {
+		after.ID != before.ID || after.Version != before.Version || after.OwnerMessage != before.OwnerMessage ||
+		!slices.Equal(after.MissingFeatures, before.MissingFeatures) {
 		log.Info("Cluster state changed", "status", after.Status, "reason", after.Reason, "role", after.Role, "message", after.Message)
 		recordState(after)
 		c.registry.notify(c.name)

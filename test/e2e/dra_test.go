@@ -83,6 +83,10 @@ var _ = Describe("device claims (DRA) across the fleet", Ordered, Serial, Label(
 			g.Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: s1.Name}, &cd)).To(Succeed())
 			g.Expect(cd.Status.DevicesUnknown).To(BeEmpty())
 			g.Expect(cd.Status.Devices).To(ContainElement(flotillav1.DeviceClassStatus{Class: class, Total: 4, Free: 4}))
+			// Read from its discovery: a 1.35 cluster serves DRA, in-place resize and admission policies.
+			for _, f := range []string{"DynamicResourceAllocation", "InPlacePodResize", "ValidatingAdmissionPolicy"} {
+				g.Expect(cd.Status.MissingFeatures).NotTo(ContainElement(HavePrefix(f)))
+			}
 			vn, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s1.Name), metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			total := vn.Status.Capacity[corev1.ResourceName(flotillav1.DeviceResourcePrefix+class)]

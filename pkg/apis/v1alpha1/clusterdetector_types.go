@@ -83,6 +83,11 @@ type ClusterDetectorStatus struct {
 	// do not go there (it does not serve resource.k8s.io/v1, or Flotilla may not read it there).
 	// +optional
 	DevicesUnknown string `json:"devicesUnknown,omitempty"`
+	// MissingFeatures are the APIs Flotilla uses that the cluster does not serve (read from its
+	// discovery with its version, so they change when it is upgraded), each with what Flotilla
+	// does without it there.
+	// +optional
+	MissingFeatures []string `json:"missingFeatures,omitempty"`
 	// TokenExpirationTime is when the credential Flotilla uses there expires (tokens only).
 	// +optional
 	TokenExpirationTime *metav1.Time `json:"tokenExpirationTime,omitempty"`

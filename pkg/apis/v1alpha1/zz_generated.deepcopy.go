@@ -135,6 +135,11 @@ func (in *ClusterDetectorStatus) DeepCopyInto(out *ClusterDetectorStatus) {
 		*out = make([]DeviceClassStatus, len(*in))
 		copy(*out, *in)
 	}
+	if in.MissingFeatures != nil {
+		in, out := &in.MissingFeatures, &out.MissingFeatures
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.TokenExpirationTime != nil {
 		in, out := &in.TokenExpirationTime, &out.TokenExpirationTime
 		*out = (*in).DeepCopy()

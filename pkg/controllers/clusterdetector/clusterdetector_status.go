@@ -65,6 +65,7 @@ func setStatus(cd *flotillav1.ClusterDetector, in StatusInput) {
 		st.Capacity, st.Allocatable = s.Capacity.Capacity, s.Capacity.Allocatable
 		st.LargestFree = s.Capacity.LargestFree()
 	}
+	st.MissingFeatures = s.MissingFeatures
 	st.Devices, st.DevicesUnknown = nil, ""
 	if dv := s.Capacity.Devices; s.CapacitySynced && dv != nil {
 		st.DevicesUnknown = dv.Unknown
