@@ -66,36 +66,28 @@ func ProxyResourceClaims(pod *corev1.Pod) []corev1.PodResourceClaim {
 // there for the delegate by the secondary's own claim controller; a named claim is shared, as in
 // the primary, by the pods of that cluster that name it).
 func claimTemplatesOf(pod *corev1.Pod) []Ref {
-	var out []Ref
-	for _, rc := range ProxyResourceClaims(pod) {
-		if rc.ResourceClaimTemplateName != nil && *rc.ResourceClaimTemplateName != "" {
-			out = append(out, Ref{Name: *rc.ResourceClaimTemplateName})
-		}
-	}
-	return compactRefs(out)
+	return claimRefs(pod, func(rc corev1.PodResourceClaim) *string { return rc.ResourceClaimTemplateName })
 }
 
 func namedClaimsOf(pod *corev1.Pod) []Ref {
-	var out []Ref
-	for _, rc := range ProxyResourceClaims(pod) {
-		if rc.ResourceClaimName != nil && *rc.ResourceClaimName != "" {
-			out = append(out, Ref{Name: *rc.ResourceClaimName})
-		}
-	}
-	return compactRefs(out)
+	return claimRefs(pod, func(rc corev1.PodResourceClaim) *string { return rc.ResourceClaimName })
 }
 
-func compactRefs(refs []Ref) []Ref {
-	slices.SortFunc(refs, func(a, b Ref) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
+// claimRefs are the names one field of a proxy's DRA claims gives, each once, sorted.
+func claimRefs(pod *corev1.Pod, field func(corev1.PodResourceClaim) *string) []Ref {
+	var names []string
+	for _, rc := range ProxyResourceClaims(pod) {
+		if name := field(rc); name != nil && *name != "" {
+			names = append(names, *name)
 		}
-		return 0
-	})
-	return slices.CompactFunc(refs, func(a, b Ref) bool { return a.Name == b.Name })
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	out := make([]Ref, 0, len(names))
+	for _, n := range names {
+		out = append(out, Ref{Name: n})
+	}
+	return out
 }
 
 // ResourceClaimTemplateCopy is the secondary's copy of a ResourceClaimTemplate: its spec (the

@@ -182,11 +182,7 @@ var _ = Describe("device claims (DRA) across the fleet", Ordered, Serial, Label(
 			map[string]string{flotillav1.AnnotationClusterWeights: s1.Name + "=1," + s2.Name + "=100"})
 		delegateOn(ctx, "third", s2)
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})).To(Succeed())
-		Eventually(func(g Gomega) {
-			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods.Items).To(BeEmpty())
-		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		podsGone(ctx, ns, "")
 	})
 })
 

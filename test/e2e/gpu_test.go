@@ -110,11 +110,7 @@ var _ = Describe("accelerators as extended resources", Ordered, Serial, Label("d
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "four-a", metav1.DeleteOptions{})).To(Succeed())
 		runsOn(ctx, "four-b", s2, "gpu-h100")
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})).To(Succeed())
-		Eventually(func(g Gomega) {
-			pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pods.Items).To(BeEmpty())
-		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		podsGone(ctx, ns, "")
 	})
 })
 
