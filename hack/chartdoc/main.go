@@ -48,6 +48,7 @@ type Chart struct {
 	Description string `json:"description"`
 	Version     string `json:"version"`
 	AppVersion  string `json:"appVersion"`
+	KubeVersion string `json:"kubeVersion"`
 }
 
 // Value is one row of the values table: a leaf of the schema with its default.

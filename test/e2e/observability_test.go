@@ -26,7 +26,7 @@ import (
 
 // renderAlertRules writes the chart's PrometheusRule, as the chart renders it, to a file of dir.
 func renderAlertRules(ctx SpecContext, dir string) string {
-	out, err := helm(ctx, bed.Primary, "template", "flotilla", "charts/flotilla", "-n", "flotilla-system", "--show-only", "templates/metrics.yaml",
+	out, err := helm(ctx, bed.Primary, "template", "flotilla", "charts/flotilla", "-n", "flotilla-system", "--kube-version", "1.34.0", "--show-only", "templates/metrics.yaml",
 		"--api-versions", "monitoring.coreos.com/v1", "--set", "metrics.prometheusRule.enabled=true")
 	Expect(err).NotTo(HaveOccurred(), out)
 	rules := filepath.Join(dir, "rendered.yaml")

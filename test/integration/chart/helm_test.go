@@ -45,10 +45,14 @@ func runHelm(ctx context.Context, home string, args ...string) (string, error) {
 	return out.String(), err
 }
 
+// oldestKubernetes is the oldest Kubernetes the chart installs on (its kubeVersion).
+const oldestKubernetes = "1.34.0"
+
 // helmTemplate renders the chart in flotilla-system with more helm arguments (--set, --set-json,
 // --api-versions): the objects, or helm's output and error.
 func helmTemplate(ctx context.Context, args ...string) ([]*unstructured.Unstructured, string, error) {
-	full := append([]string{"template", "flotilla", chartDir, "-n", flotillav1.SystemNamespace}, args...)
+	// helm template assumes Kubernetes 1.20 unless told: the oldest minor the chart takes.
+	full := append([]string{"template", "flotilla", chartDir, "-n", flotillav1.SystemNamespace, "--kube-version", oldestKubernetes}, args...)
 	out, err := runHelm(ctx, helmHome, full...)
 	if err != nil {
 		return nil, out, fmt.Errorf("helm template: %w", err)

@@ -655,6 +655,14 @@ var _ = Describe("the chart's rendering", Label("render"), func() {
 			"--set", "role=secondary", "--set", "agent.enabled=true", "--set", "agent.cluster=edge", "--set", "agent.tunnelAddress=primary.example.com"),
 	)
 
+	It("installs on Kubernetes 1.34 and later only (its kubeVersion), naming the requirement", func(ctx SpecContext) {
+		_, out, err := helmTemplate(ctx, "--kube-version", "1.33.9")
+		Expect(err).To(HaveOccurred())
+		Expect(out).To(ContainSubstring("chart requires kubeVersion: >=1.34.0-0"))
+		_, out, err = helmTemplate(ctx, "--kube-version", "1.37.0")
+		Expect(err).NotTo(HaveOccurred(), out)
+	})
+
 	It("refuses kubelet ports that run past 65535", func(ctx SpecContext) {
 		_, out, err := helmTemplate(ctx, "--set", "kubeletAPI.port=65500")
 		Expect(err).To(HaveOccurred())
