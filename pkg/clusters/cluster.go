@@ -433,19 +433,8 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	pinned := c.registry.pinnedID(c.name, id)
 	answeredID := ""
 	var missing []string
-	featuresRead := false
 	if err == nil && (version == "" || id == "" || recheck || pinned != id) {
-		answeredID, version, err = c.identify(pctx)
-		if err == nil {
-			// Read with the version, so a cluster upgraded in place says what it serves now. A
-			// failed read keeps what was known; the next identify reads again.
-			var ferr error
-			missing, ferr = MissingFeatures(c.client.Discovery())
-			featuresRead = ferr == nil
-			if ferr != nil {
-				log.V(logging.Debug).Info("Cannot read the cluster's discovery", "error", ferr.Error())
-			}
-		}
+		answeredID, version, missing, err = c.identify(pctx, log)
 	}
 	if ctx.Err() != nil {
 		return // stopping: not a failure of the cluster
@@ -457,10 +446,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 	before := c.state
 	now := c.registry.opts.Clock.Now()
 	c.state.LastProbe = now
-	c.applyProbe(log, err, changed, pinned, answeredID, version, now)
-	if featuresRead && !changed {
-		c.state.MissingFeatures = missing
-	}
+	c.applyProbe(log, err, changed, pinned, answeredID, version, missing, now)
 	id = c.state.ID
 	c.mu.Unlock()
 
@@ -468,10 +454,10 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 		// Informers on the cluster that answers now would report every delegate lost.
 		c.stopWatches()
 	}
-	if err == nil && !changed && before.Status == flotillav1.ClusterUnknown && before.Role == RoleSecondary {
-		c.restartWatches(log)
-	}
 	if err == nil && !changed {
+		if before.Status == flotillav1.ClusterUnknown && before.Role == RoleSecondary {
+			c.restartWatches(log)
+		}
 		c.settleRole(ctx, log, id, opts.ProbeTimeout)
 	}
 	c.announce(log, before, now)
@@ -479,7 +465,7 @@ func (c *cluster) probe(ctx context.Context, log logr.Logger) {
 
 // applyProbe sets the state from one probe's outcome: a failure (Unknown after FailureThreshold
 // in a row), another identity answering (IdentityChanged), or an answer (Running). c.mu is held.
-func (c *cluster) applyProbe(log logr.Logger, err error, changed bool, pinned, answeredID, version string, now time.Time) {
+func (c *cluster) applyProbe(log logr.Logger, err error, changed bool, pinned, answeredID, version string, missing []string, now time.Time) {
 	switch {
 	case err != nil:
 		log.V(logging.Debug).Info("Probe failed", "failures", c.failures+1, "error", err.Error())
@@ -505,6 +491,9 @@ func (c *cluster) applyProbe(log logr.Logger, err error, changed bool, pinned, a
 			c.probesSinceIdentify++
 		}
 		c.state.Version = version
+		if missing != nil {
+			c.state.MissingFeatures = missing
+		}
 		c.state.Status, c.state.Reason, c.state.Message = flotillav1.ClusterRunning, "", ""
 	}
 }
@@ -547,17 +536,32 @@ func (c *cluster) identityChanged() bool {
 	return c.state.Reason == flotillav1.ReasonIdentityChanged
 }
 
-// identify reads the cluster's kube-system UID and version.
-func (c *cluster) identify(ctx context.Context) (id, version string, err error) {
+// missingFeatures reads the cluster's discovery with its version, so a cluster upgraded in place
+// says what it serves now: the Features it lacks, empty (not nil) for none; nil when the read
+// failed, which keeps what was known (the next identify reads again).
+func (c *cluster) missingFeatures(log logr.Logger) []string {
+	missing, err := MissingFeatures(c.client.Discovery())
+	if err != nil {
+		log.V(logging.Debug).Info("Cannot read the cluster's discovery", "error", err.Error())
+		return nil
+	}
+	if missing == nil {
+		missing = []string{}
+	}
+	return missing
+}
+
+// identify reads the cluster's kube-system UID, version and missing features (missingFeatures).
+func (c *cluster) identify(ctx context.Context, log logr.Logger) (id, version string, missing []string, err error) {
 	ns, err := c.client.CoreV1().Namespaces().Get(ctx, metav1.NamespaceSystem, metav1.GetOptions{})
 	if err != nil {
-		return "", "", fmt.Errorf("reading the kube-system namespace: %w", err)
+		return "", "", nil, fmt.Errorf("reading the kube-system namespace: %w", err)
 	}
 	v, err := c.client.Discovery().ServerVersion()
 	if err != nil {
-		return "", "", fmt.Errorf("reading the server version: %w", err)
+		return "", "", nil, fmt.Errorf("reading the server version: %w", err)
 	}
-	return string(ns.UID), v.GitVersion, nil
+	return string(ns.UID), v.GitVersion, c.missingFeatures(log), nil
 }
 
 // takeCapacityDueForRelist takes away the capacity watch when it refused pods for lack of room and
