@@ -26,6 +26,12 @@
 //   - Each cluster is probed on its own goroutine with its own timeout, so a hung or dead cluster
 //     never delays another. A cluster is Unknown after FailureThreshold failed probes in a row,
 //     Running again after one good probe.
+//   - With its identity and version, a cluster's discovery is read for the APIs Flotilla uses
+//     that not every cluster serves (Features; Snapshot.MissingFeatures), never its version string.
+//   - Beside its capacity, a secondary's devices (DRA) are watched once a list of its
+//     DeviceClasses succeeds (devices_watch.go): its classes, its ResourceSlices, and of its
+//     ResourceClaims only the devices they hold; Capacity.Devices is what placement's allocator
+//     reads, Capacity.DeviceCounts what its ClusterDetector and virtual node show.
 //   - A cluster's identity is the UID of its kube-system namespace. The primary's own context
 //     becomes the primary (no virtual node); a second context for a cluster already registered is
 //     refused (DuplicateCluster).

@@ -12,6 +12,9 @@
 //     cluster of a weighted split (WeightedNext), the random choice by free CPU.
 //   - proxy.go: what a proxy carries: its failover bound and tolerations, the constraints kept
 //     for its delegate, the data cluster of its claims, and every Rejection text.
+//   - devices.go: device claims (DRA) judged per node by Kubernetes' allocator
+//     (k8s.io/dynamic-resource-allocation) over a cluster's DeviceView, the reasons (what one node
+//     could give at most), the devices per class (CountDevices).
 //   - gang.go: a gang's members (GangOf) placed as one (PlaceGang): the cluster whose nodes take
 //     every member together, or why none does, per cluster.
 //   - split.go, rebalance.go: a controller's split over clusters and the moves to it (Plan),
