@@ -37,7 +37,10 @@ func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang plac
 	var why string
 	switch {
 	case gone != "":
-		// The rest of the gang runs there: a member that comes later joins it.
+		// The rest of the gang runs there: a member that comes later joins it, unless that
+		// cluster is away (its members are being failed over: the replacement waits for them to
+		// go, and the gang starts whole elsewhere).
+		why = cannotJoin(gang.Name, gone, clusters)
 	case count < gang.Size:
 		why = fmt.Sprintf("gang %s waits for its members: %d of %d are here", gang.Name, count, gang.Size)
 	case held > 0:
@@ -73,6 +76,22 @@ func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang plac
 		ctrl.LoggerFrom(ctx).Info("Gang placed", "gang", gang.Name, "cluster", gone, "members", strings.Join(released, ","))
 	}
 	return ctrl.Result{}, nil
+}
+
+// cannotJoin says why a member that comes after its gang went to cluster may not join it there
+// ("" when it may): the cluster is not ready, or carries the failover taint. The member waits;
+// once the others are gone, the gang is placed anew, whole.
+func cannotJoin(gang, cluster string, clusters []placement.ClusterView) string {
+	for _, cl := range clusters {
+		if cl.Name != cluster {
+			continue
+		}
+		if !cl.Ready || cl.FailoverTainted {
+			return fmt.Sprintf("gang %s's other members are in cluster %s, which is away: this member waits for them to go, and the gang starts whole elsewhere", gang, cluster)
+		}
+		return ""
+	}
+	return ""
 }
 
 // gangState is what a gang's members say: those Flotilla's gate holds, the cluster the others

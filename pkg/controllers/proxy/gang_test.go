@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/placement"
 )
 
 // A gang's state: members Flotilla's gate holds wait, those another gate (Kueue's admission) still
@@ -35,5 +36,17 @@ func TestGangMembersOfCountsWhatHoldsEachMember(t *testing.T) {
 	s := gangMembersOf(pods, "train")
 	if s.count != 4 || s.held != 1 || s.gone != "eu" || len(s.waiting) != 3 {
 		t.Fatalf("count %d, held %d, gone %q, waiting %d: want 4, 1 (Kueue's gate; Flotilla's quota gate is its own), eu, 3", s.count, s.held, s.gone, len(s.waiting))
+	}
+}
+
+// A member that comes after its gang went joins it there, unless that cluster is away: then it
+// waits for the others to be failed over, and the gang starts whole elsewhere.
+func TestALateMemberJoinsItsGangOnlyInAClusterThatIsThere(t *testing.T) {
+	views := []placement.ClusterView{{Name: "up", Ready: true}, {Name: "down"}, {Name: "failing", Ready: true, FailoverTainted: true}}
+	for cluster, joins := range map[string]bool{"up": true, "down": false, "failing": false} {
+		why := cannotJoin("train", cluster, views)
+		if (why == "") != joins {
+			t.Errorf("%s: why %q, want joins=%v", cluster, why, joins)
+		}
 	}
 }
