@@ -3,6 +3,7 @@ package placement
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -108,7 +109,7 @@ func deviceMisfit(ctx context.Context, cl ClusterView, pod *corev1.Pod, nodes []
 		return "its devices cannot be judged: " + why, false
 	}
 	var absent []string
-	for _, name := range slices.Sorted(mapsKeys(devices)) {
+	for _, name := range slices.Sorted(maps.Keys(devices)) {
 		for _, class := range requestedClasses(devices[name]) {
 			if _, err := classLister(cl.Devices.Classes).Get(class); err != nil {
 				absent = append(absent, fmt.Sprintf("device class %s absent (claim %s)", class, name))
@@ -192,16 +193,6 @@ func devicesShort(ctx context.Context, dv *DeviceView, nodes []NodeView, claims 
 		out = append(out, "and no node has them at all")
 	}
 	return strings.Join(out, ", ")
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // CountDevices is how many devices of each class a cluster's slices publish and how many of

@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -32,7 +34,7 @@ func (r *Reconciler) showAllocation(ctx context.Context, sec clusters.Secondary,
 		return // the claims of its templates are not made yet
 	}
 	var parts []string
-	for _, podClaim := range sortedKeys(names) {
+	for _, podClaim := range slices.Sorted(maps.Keys(names)) {
 		var claim resourcev1.ResourceClaim
 		if err := sec.Client.Get(ctx, client.ObjectKey{Namespace: delegate.Namespace, Name: names[podClaim]}, &claim); err != nil {
 			log.FromContext(ctx).V(1).Info("Cannot read a delegate's claim to show its devices", "cluster", sec.Name, "claim", names[podClaim], "error", err.Error())
@@ -81,13 +83,4 @@ func allocatedDevices(a *resourcev1.AllocationResult) string {
 	}
 	sort.Strings(out)
 	return strings.Join(out, ", ")
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
