@@ -6,8 +6,12 @@
 # A step is a make target. A word of the form A,B+C runs the chains A then B, and C, side by
 # side: make test does so with the steps that only compute (unit, fuzz, chart, integration) and
 # the one that mostly waits on the host's daemons (real-nodes), which touch nothing of each other.
-# Their output lines carry the step's name; the run goes on once every chain is done, and stops
-# there if a step of any chain failed.
+# The run goes on once every chain is done, and stops there if a step of any chain failed.
+#
+# Every line a step prints carries the step's name ([unit] ok ..., [e2e] PASS): CI judges a run by
+# its closing lines, and a test runner's own closing line ("PASS" alone, from the e2e suite's last
+# bed) read there as the whole run's said no test ran. Only this script's table and its closing
+# line, "tests: N passed, N failed, N skipped", stand unprefixed at the end.
 # Usage: hack/test-steps.sh STEP|CHAINS... (make test passes its steps; MAKE names the make to call;
 # TEST_REPORTS lists the Ginkgo reports and go test events whose tests the closing line adds up)
 set -uo pipefail
@@ -33,23 +37,24 @@ table() {
   fi
 }
 
-# run_step STEP: runs one make target and records its time and result; returns its status.
+# run_step STEP: runs one make target, each output line prefixed with its name, and records its
+# time and result; returns its status. A pipe, not a process substitution, so that every line is
+# out before the next step (or the table) starts.
 run_step() {
   local step=$1 t0=$SECONDS rc
-  "$make_cmd" --no-print-directory "$step"
-  rc=$?
+  "$make_cmd" --no-print-directory "$step" 2>&1 | sed -u "s/^/[$step] /"
+  rc=${PIPESTATUS[0]}
   printf '%s %s %s\n' "$step" "$((SECONDS - t0))" "$rc" >>"$status_dir/steps"
   return "$rc"
 }
 
-# run_chain STEPS: runs comma-separated steps one after another, stopping at the first that fails,
-# each output line prefixed with its step's name.
+# run_chain STEPS: runs comma-separated steps one after another, stopping at the first that fails.
 run_chain() {
   local step
   local -a steps
   IFS=, read -r -a steps <<<"$1"
   for step in "${steps[@]}"; do
-    run_step "$step" > >(sed -u "s/^/[$step] /") 2>&1 || return 1
+    run_step "$step" || return 1
   done
 }
 
