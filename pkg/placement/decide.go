@@ -80,6 +80,14 @@ func Decide(ctx context.Context, pod *corev1.Pod, c translate.Constraints, clust
 		p.Affinity, p.Gated, p.Spread = nil, true, nil
 		return p, nil
 	}
+	if _, queued := pod.Labels[flotillav1.LabelKueueQueueName]; queued {
+		// A pod Kueue queues waits gated too: once Kueue admits it, its flavor's node labels (a
+		// node selector on the virtual nodes' labels) say the cluster, which need not be one that
+		// fits now; the proxy reconciler judges it then (Refit). Bound to today's feasible
+		// clusters, a flavor naming another would leave it Pending for good.
+		p.Affinity, p.Gated = nil, true
+		return p, nil
+	}
 	switch {
 	case len(fit.Feasible) == 0 && len(fit.Waiting) > 0:
 		// Only room or readiness is missing: the primary's scheduler binds it to one of these once

@@ -66,10 +66,10 @@ func TestDecidePlacement(t *testing.T) {
 				return c
 			}(), choose: pickFirst,
 			want: placement.Decision{Fit: placement.Fit{Feasible: []string{"us"}, Waiting: []string{"eu"}}, Affinity: []string{"us"}, Cluster: "us"}},
-		"a pod Kueue queues is left to the scheduler, which binds it once Kueue admits it": {
+		"a pod Kueue queues waits gated, to be placed once Kueue admits it, where its flavor says": {
 			pod:      placementtest.Elected(func(p *corev1.Pod) { p.Labels = map[string]string{flotillav1.LabelKueueQueueName: "team-a"} }),
 			clusters: twoClusters, choose: pickFirst,
-			want: placement.Decision{Fit: placement.Fit{Feasible: []string{"eu", "us"}}, Affinity: []string{"eu", "us"}}},
+			want: placement.Decision{Fit: placement.Fit{Feasible: []string{"eu", "us"}}, Gated: true}},
 		"a pod with scheduling gates is left to the scheduler": {
 			pod:      placementtest.Elected(func(p *corev1.Pod) { p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "wait"}} }),
 			clusters: twoClusters, choose: pickFirst,

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha1 "k8s.io/api/scheduling/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -22,17 +23,30 @@ const MaxGangSize = 1000
 type Gang struct {
 	Name string
 	Size int
+	// Workload is the pod group of the Workload API (scheduling.k8s.io) the pod names in
+	// spec.workloadRef, when that is what makes it a member. Size is then unknown (0) until the
+	// Workload is read (WorkloadGang): the pod may be created before its Workload.
+	Workload *corev1.WorkloadReference
+}
+
+// Same says whether g and o are one gang: one name, from the same kind of declaration.
+func (g Gang) Same(o Gang) bool {
+	return g.Name == o.Name && (g.Workload == nil) == (o.Workload == nil)
 }
 
 // GangOf is the gang a pod belongs to: flotilla.dev/gang and flotilla.dev/gang-size, or Kueue's
-// pod group (its name label and total count). ok is false for a pod of no gang; an error is a
-// gang whose size does not parse or is out of range.
+// pod group (its name label and total count), or the Workload API's pod group its
+// spec.workloadRef names (immutable, so it is trusted as the seal trusts the annotations). ok is
+// false for a pod of no gang; an error is a gang whose size does not parse or is out of range.
 func GangOf(pod *corev1.Pod) (Gang, bool, error) {
 	name, size := pod.Annotations[flotillav1.AnnotationGang], pod.Annotations[flotillav1.AnnotationGangSize]
 	sizeKey := flotillav1.AnnotationGangSize
 	if name == "" {
 		name, size = pod.Labels[flotillav1.LabelKueuePodGroup], pod.Annotations[flotillav1.AnnotationKueuePodGroupTotal]
 		sizeKey = flotillav1.AnnotationKueuePodGroupTotal
+	}
+	if name == "" && pod.Spec.WorkloadRef != nil {
+		return Gang{Name: WorkloadGangName(pod.Spec.WorkloadRef), Workload: pod.Spec.WorkloadRef}, true, nil
 	}
 	if name == "" {
 		return Gang{}, false, nil
@@ -207,4 +221,39 @@ func firstNodeFor(nodes []NodeView, free []corev1.ResourceList, delegate *corev1
 		}
 	}
 	return -1
+}
+
+// WorkloadGangName names a Workload API pod group's gang in messages and locks: the Workload, the
+// pod group and, where the group is replicated, the replica's key.
+func WorkloadGangName(ref *corev1.WorkloadReference) string {
+	name := ref.Name + "/" + ref.PodGroup
+	if ref.PodGroupReplicaKey != "" {
+		name += "/" + ref.PodGroupReplicaKey
+	}
+	return name
+}
+
+// WorkloadGang reads the gang of the pod group ref names from its Workload w (nil: there is none
+// yet). gang is false for a group whose policy is basic: its pods are placed one by one. A gang's
+// size is its policy's minCount: Flotilla waits for that many members, then places every member
+// there is together. why, when not empty, says what the members wait for (the Workload, or a pod
+// group it does not have).
+func WorkloadGang(w *schedulingv1alpha1.Workload, ref *corev1.WorkloadReference) (size int, gang bool, why string) {
+	if w == nil {
+		return 0, true, fmt.Sprintf("gang %s waits for its Workload %s (scheduling.k8s.io), which says how many members pod group %s needs", WorkloadGangName(ref), ref.Name, ref.PodGroup)
+	}
+	for _, g := range w.Spec.PodGroups {
+		if g.Name != ref.PodGroup {
+			continue
+		}
+		if g.Policy.Gang == nil {
+			return 0, false, ""
+		}
+		n := int(g.Policy.Gang.MinCount)
+		if n < 1 || n > MaxGangSize {
+			return 0, true, fmt.Sprintf("gang %s waits: Workload %s asks pod group %s for a minCount of %d, and Flotilla places gangs of 1 to %d members", WorkloadGangName(ref), ref.Name, ref.PodGroup, n, MaxGangSize)
+		}
+		return n, true, ""
+	}
+	return 0, true, fmt.Sprintf("gang %s waits: Workload %s has no pod group %s", WorkloadGangName(ref), ref.Name, ref.PodGroup)
 }

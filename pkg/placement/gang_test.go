@@ -2,10 +2,12 @@ package placement_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha1 "k8s.io/api/scheduling/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,6 +20,7 @@ func TestGangOf(t *testing.T) {
 	cases := []struct {
 		name        string
 		labels, ann map[string]string
+		workload    *corev1.WorkloadReference
 		want        placement.Gang
 		ok          bool
 		err         string
@@ -30,18 +33,59 @@ func TestGangOf(t *testing.T) {
 		{name: "a size that does not parse", ann: map[string]string{flotillav1.AnnotationGang: "train", flotillav1.AnnotationGangSize: "four"},
 			err: "needs flotilla.dev/gang-size, a count of its members from 1 to 1000"},
 		{name: "no size", labels: map[string]string{flotillav1.LabelKueuePodGroup: "g"}, err: "needs kueue.x-k8s.io/pod-group-total-count"},
+		{name: "the Workload API's pod group: its size is the Workload's", workload: &corev1.WorkloadReference{Name: "job", PodGroup: "workers"},
+			want: placement.Gang{Name: "job/workers", Workload: &corev1.WorkloadReference{Name: "job", PodGroup: "workers"}}, ok: true},
+		{name: "a replicated pod group: one gang per replica key", workload: &corev1.WorkloadReference{Name: "job", PodGroup: "workers", PodGroupReplicaKey: "r1"},
+			want: placement.Gang{Name: "job/workers/r1", Workload: &corev1.WorkloadReference{Name: "job", PodGroup: "workers", PodGroupReplicaKey: "r1"}}, ok: true},
+		{name: "Flotilla's annotations over a workload reference", ann: map[string]string{flotillav1.AnnotationGang: "train", flotillav1.AnnotationGangSize: "4"},
+			workload: &corev1.WorkloadReference{Name: "job", PodGroup: "workers"}, want: placement.Gang{Name: "train", Size: 4}, ok: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok, err := placement.GangOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels, Annotations: tc.ann}})
+			got, ok, err := placement.GangOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels, Annotations: tc.ann},
+				Spec: corev1.PodSpec{WorkloadRef: tc.workload}})
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
 				}
 				return
 			}
-			if err != nil || ok != tc.ok || got != tc.want {
+			if err != nil || ok != tc.ok || !reflect.DeepEqual(got, tc.want) {
 				t.Errorf("GangOf = %+v, %v, %v; want %+v, %v", got, ok, err, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+// A gang that names the Workload API's pod group is only known once its Workload is read: its size
+// is the group's gang minCount, a basic group's pods are no gang, and what is missing is said.
+func TestWorkloadGang(t *testing.T) {
+	ref := &corev1.WorkloadReference{Name: "job", PodGroup: "workers"}
+	workload := func(groups ...schedulingv1alpha1.PodGroup) *schedulingv1alpha1.Workload {
+		return &schedulingv1alpha1.Workload{Spec: schedulingv1alpha1.WorkloadSpec{PodGroups: groups}}
+	}
+	gang := func(name string, min int32) schedulingv1alpha1.PodGroup {
+		return schedulingv1alpha1.PodGroup{Name: name, Policy: schedulingv1alpha1.PodGroupPolicy{Gang: &schedulingv1alpha1.GangSchedulingPolicy{MinCount: min}}}
+	}
+	basic := schedulingv1alpha1.PodGroup{Name: "workers", Policy: schedulingv1alpha1.PodGroupPolicy{Basic: &schedulingv1alpha1.BasicSchedulingPolicy{}}}
+	cases := []struct {
+		name   string
+		w      *schedulingv1alpha1.Workload
+		size   int
+		isGang bool
+		why    string
+	}{
+		{name: "no Workload yet", isGang: true, why: "gang job/workers waits for its Workload job (scheduling.k8s.io), which says how many members pod group workers needs"},
+		{name: "a gang policy", w: workload(gang("driver", 1), gang("workers", 4)), size: 4, isGang: true},
+		{name: "a basic policy", w: workload(basic)},
+		{name: "no such pod group", w: workload(gang("driver", 1)), isGang: true, why: "gang job/workers waits: Workload job has no pod group workers"},
+		{name: "a minCount beyond Flotilla's gangs", w: workload(gang("workers", 5000)), isGang: true, why: "asks pod group workers for a minCount of 5000"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			size, isGang, why := placement.WorkloadGang(tc.w, ref)
+			if size != tc.size || isGang != tc.isGang || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
+				t.Errorf("WorkloadGang = %d, %v, %q; want %d, %v, %q", size, isGang, why, tc.size, tc.isGang, tc.why)
 			}
 		})
 	}

@@ -100,6 +100,7 @@ func addElection(ctx context.Context, mgr ctrl.Manager, registry *clusters.Regis
 	if err := (&proxy.Reconciler{Client: mgr.GetClient(), Secondaries: registry, Recorder: proxyEvents,
 		FlatNetwork: opts.Election.PodNetwork == PodNetworkFlat, SealKey: sealKey, Views: gatherer,
 		Reflector:    &copies.Reflector{Primary: mgr.GetAPIReader(), PrimaryID: registry.PrimaryID()},
+		Workloads:    mgr.GetAPIReader(),
 		Dependencies: dependencies.WaitingProxies(mgr.GetClient()),
 		PerCluster:   opts.Election.proxyWorkersPerCluster(), QuietStart: opts.Election.QuietStart, Clock: opts.Clock, Tracer: tp.Tracer(),
 	}).SetupWithManager(ctx, mgr, proxyOptions(opts.Election)); err != nil {

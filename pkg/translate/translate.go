@@ -30,7 +30,8 @@ func Owner(primaryID string, uid string) metav1.OwnerReference {
 // The priority class by name (the secondary resolves it; a class it lacks leaves the delegate
 // uncreated and the proxy Pending with the reason, PriorityClassMissing).
 // Not copied: owner references, finalizers, node name, the resolved priority, overhead,
-// scheduling gates, status. Added: the FlotillaPrimary owner, flotilla.dev/primary and flotilla.dev/proxy-uid.
+// scheduling gates, the workload reference (the Workload is the primary's; Flotilla places its
+// gang whole), status. Added: the FlotillaPrimary owner, flotilla.dev/primary and flotilla.dev/proxy-uid.
 // Env values are never resolved: secret and config map references stay references.
 func Delegate(proxy *corev1.Pod, primaryID string, owner metav1.OwnerReference) (*corev1.Pod, error) {
 	c, err := ConstraintsOf(proxy)

@@ -7,6 +7,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha1 "k8s.io/api/scheduling/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -191,6 +192,41 @@ var _ = Describe("gangs", Ordered, Serial, Label("disruptive"), func() {
 			g.Expect(placed[second]).To(Equal(placed[name]), "one cluster for the whole group")
 		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
 		deleteMembers(ctx, name, second)
+	})
+
+	It("places the Workload API's pod group as a gang: its members wait for their Workload, then go whole to the one cluster with room for its minCount", func(ctx SpecContext) {
+		roomFor(ctx, s1, 2)
+		roomFor(ctx, s2, 3)
+		names := []string{"wl-0", "wl-1", "wl-2"}
+		for _, n := range names {
+			_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: n, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+				Spec: corev1.PodSpec{NodeSelector: map[string]string{gangLabel: "true"},
+					WorkloadRef: &corev1.WorkloadReference{Name: "wl", PodGroup: "workers"},
+					Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Eventually(func(g Gomega) {
+			for _, n := range names {
+				p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(p.Spec.WorkloadRef).NotTo(BeNil(), "the bed's primary serves the Workload API (GenericWorkload)")
+				g.Expect(p.Spec.NodeName).To(BeEmpty())
+				g.Expect(p.Status.Conditions).To(ContainElement(HaveField("Message",
+					ContainSubstring("gang wl/workers waits for its Workload wl (scheduling.k8s.io)"))), "member %s", n)
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("the Workload comes: a gang of 3, which only secondary2 has room for")
+		workloads := bed.Primary.Clientset.SchedulingV1alpha1().Workloads(ns)
+		_, err := workloads.Create(ctx, &schedulingv1alpha1.Workload{ObjectMeta: metav1.ObjectMeta{Name: "wl"},
+			Spec: schedulingv1alpha1.WorkloadSpec{PodGroups: []schedulingv1alpha1.PodGroup{{Name: "workers",
+				Policy: schedulingv1alpha1.PodGroupPolicy{Gang: &schedulingv1alpha1.GangSchedulingPolicy{MinCount: 3}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx SpecContext) { _ = workloads.Delete(ctx, "wl", metav1.DeleteOptions{}) })
+		allIn(ctx, s2.Name, names...)
+		deleteMembers(ctx, names...)
 	})
 })
 

@@ -274,6 +274,53 @@ value: 1000
 		podsGone(ctx, ns, "e2e.flotilla.dev/group")
 	})
 
+	It("places a plain pod in its flavor's cluster even when that cluster could not take it when the pod was made", func(ctx SpecContext) {
+		applyManifests(ctx, bed.Primary, fmt.Sprintf(`
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: second-only}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: %[1]s
+      resources: [{name: cpu, nominalQuota: 2}]
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: second, namespace: %[2]s}
+spec: {clusterQueue: second-only}
+`, s2.Name, ns))
+		By("secondary2 is cordoned when the pod is made: only secondary1 could take it then")
+		setUnschedulable(ctx, s2.Name, true)
+		DeferCleanup(func(ctx SpecContext) { setUnschedulable(ctx, s2.Name, false) })
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "late",
+			Labels:      map[string]string{flotillav1.LabelKueueQueueName: "second", "e2e.flotilla.dev/group": "late"},
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "late", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Spec.NodeSelector).To(HaveKeyWithValue(flotillav1.LabelCluster, s2.Name), "Kueue admitted it to secondary2's flavor")
+			g.Expect(p.Spec.NodeName).To(BeEmpty())
+			g.Expect(p.Status.Conditions).To(ContainElement(HaveField("Message", ContainSubstring(s2.Name))), "it says why secondary2 does not take it")
+		}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("secondary2 is uncordoned: the pod goes there")
+		setUnschedulable(ctx, s2.Name, false)
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "late", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			c, _ := flotillav1.ClusterOfNode(p.Spec.NodeName)
+			g.Expect(c).To(Equal(s2.Name))
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
+		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "late", metav1.DeleteOptions{})).To(Succeed())
+		podsGone(ctx, ns, "e2e.flotilla.dev/group=late")
+	})
+
 	// MultiKueue in the primary, configured from Flotilla's ClusterProfiles alone: secondary1's
 	// admin lets the inventory's readers in as MultiKueue (join --consumer-role multikueue) and
 	// runs Kueue there (the bed's second Kueue); no kubeconfig is written by hand.

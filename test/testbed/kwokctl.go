@@ -155,6 +155,10 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 			"kwok-controller=manage-all-nodes=false",
 			"kwok-controller=manage-nodes-with-annotation-selector="+FakeNodeAnnotation+"=fake",
 			"kube-controller-manager=node-monitor-grace-period="+opts.NodeMonitorGracePeriod.String(),
+			// The Workload API (alpha in 1.35) and pods' spec.workloadRef: its pod groups are
+			// gangs Flotilla places whole. The API server alone: no scheduler here gangs proxies.
+			"kube-apiserver=feature-gates=GenericWorkload=true",
+			"kube-apiserver=runtime-config=scheduling.k8s.io/v1alpha1=true",
 		)
 		hbArgs, hbExtra := heartbeatArgs(opts.NodeMonitorGracePeriod)
 		args, extra = append(args, hbArgs...), append(extra, hbExtra...)

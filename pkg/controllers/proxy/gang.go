@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,6 +10,9 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha1 "k8s.io/api/scheduling/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,6 +28,19 @@ import (
 // affinity; none fits: each member says why, per cluster, and is looked at again with a backoff. A
 // member that comes after the others went (a replacement) follows them to their cluster.
 func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang placement.Gang, clusters []placement.ClusterView) (ctrl.Result, error) {
+	if gang.Workload != nil {
+		size, isGang, why, err := r.workloadGang(ctx, proxy.Namespace, gang.Workload)
+		switch {
+		case err != nil:
+			return ctrl.Result{}, err
+		case !isGang:
+			return r.placeOne(ctx, proxy, clusters)
+		case why != "":
+			r.event(proxy, corev1.EventTypeNormal, flotillav1.ReasonGangWaiting, "Wait", "%s", why)
+			return ctrl.Result{RequeueAfter: pendingRetry(proxy, r.now())}, r.sayUnschedulable(ctx, proxy, why)
+		}
+		gang.Size = size
+	}
 	mu, _ := r.gangs.LoadOrStore(proxy.Namespace+"/"+gang.Name, &sync.Mutex{})
 	mu.(*sync.Mutex).Lock()
 	defer mu.(*sync.Mutex).Unlock()
@@ -31,7 +48,7 @@ func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang plac
 	if err := r.Client.List(ctx, &proxies, client.InNamespace(proxy.Namespace), client.MatchingLabels{flotillav1.LabelProxy: "true"}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing the members of gang %s/%s: %w", proxy.Namespace, gang.Name, err)
 	}
-	m := gangMembersOf(proxies.Items, gang.Name)
+	m := gangMembersOf(proxies.Items, gang)
 	waiting, gone, count, held := m.waiting, m.gone, m.count, m.held
 	sort.Slice(waiting, func(i, j int) bool { return waiting[i].Name < waiting[j].Name })
 	var why string
@@ -78,6 +95,38 @@ func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang plac
 	return ctrl.Result{}, nil
 }
 
+// workloadGang reads the gang of the Workload API pod group ref names (placement.WorkloadGang),
+// live: Workloads are read only while a member waits, and the API is alpha (a primary that does
+// not serve it has members of no gang, placed one by one).
+func (r *Reconciler) workloadGang(ctx context.Context, namespace string, ref *corev1.WorkloadReference) (size int, gang bool, why string, err error) {
+	if r.Workloads == nil {
+		return 0, false, "", nil
+	}
+	var w schedulingv1alpha1.Workload
+	err = r.Workloads.Get(ctx, client.ObjectKey{Namespace: namespace, Name: ref.Name}, &w)
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err) && !workloadServed(err):
+		return 0, false, "", nil
+	case apierrors.IsNotFound(err):
+		size, gang, why = placement.WorkloadGang(nil, ref)
+		return size, gang, why, nil
+	case err != nil:
+		return 0, false, "", fmt.Errorf("reading Workload %s/%s: %w", namespace, ref.Name, err)
+	}
+	size, gang, why = placement.WorkloadGang(&w, ref)
+	return size, gang, why, nil
+}
+
+// workloadServed tells a Workload that does not exist from an API server that serves no
+// Workloads: only the first's NotFound names the object.
+func workloadServed(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	return status.Status().Details.Name != ""
+}
+
 // cannotJoin says why a member that comes after its gang went to cluster may not join it there
 // ("" when it may): the cluster is not ready, or carries the failover taint. The member waits;
 // once the others are gone, the gang is placed anew, whole.
@@ -104,11 +153,11 @@ type gangState struct {
 }
 
 // gangMembersOf reads a gang's state from its namespace's proxies.
-func gangMembersOf(proxies []corev1.Pod, gang string) gangState {
+func gangMembersOf(proxies []corev1.Pod, gang placement.Gang) gangState {
 	var s gangState
 	for i := range proxies {
 		p := &proxies[i]
-		if g, ok, _ := placement.GangOf(p); !ok || g.Name != gang || !p.DeletionTimestamp.IsZero() ||
+		if g, ok, _ := placement.GangOf(p); !ok || !g.Same(gang) || !p.DeletionTimestamp.IsZero() ||
 			p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue // not of this gang, or gone: a finished gang's members do not steer the next
 		}

@@ -33,7 +33,7 @@ func TestGangMembersOfCountsWhatHoldsEachMember(t *testing.T) {
 		went, done,
 		member("other", "infer", flotillav1.SchedulingGatePlacement, "kueue.x-k8s.io/admission"),
 	}
-	s := gangMembersOf(pods, "train")
+	s := gangMembersOf(pods, placement.Gang{Name: "train"})
 	if s.count != 4 || s.held != 1 || s.gone != "eu" || len(s.waiting) != 3 {
 		t.Fatalf("count %d, held %d, gone %q, waiting %d: want 4, 1 (Kueue's gate; Flotilla's quota gate is its own), eu, 3", s.count, s.held, s.gone, len(s.waiting))
 	}

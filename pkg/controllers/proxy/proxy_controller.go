@@ -92,6 +92,10 @@ type Reconciler struct {
 	// status is written (the manager gives DefaultQuietStart unless --quiet-start says otherwise);
 	// zero: none, a delegate's Pending is written as soon as it is seen, Running in a second write.
 	QuietStart time.Duration
+	// Workloads reads the Workload (scheduling.k8s.io/v1alpha1) whose pod group a gang's member
+	// names, uncached (the manager's APIReader): read only while a member waits, from an alpha
+	// API that few primaries serve. nil: members that name one are placed one by one.
+	Workloads client.Reader
 	// PerCluster bounds the reconciles working on one secondary at once (default 16; the manager
 	// gives half its workers): a secondary that answers slowly, or not at all until its probes say so, cannot take
 	// the workers the others need.
@@ -801,6 +805,16 @@ func (r *Reconciler) placeGated(ctx context.Context, proxy *corev1.Pod) (ctrl.Re
 	}
 	if gang, ok, err := placement.GangOf(proxy); err == nil && ok {
 		return r.placeGang(ctx, proxy, gang, clusters)
+	}
+	return r.placeOne(ctx, proxy, clusters)
+}
+
+// placeOne lets a gated proxy of no gang go to the clusters that fit it now, or says why none does.
+// While another scheduling gate holds it (Kueue's admission), it is left alone: what lets it go may
+// also say where (a flavor's node labels), and the gate's removal brings it back.
+func (r *Reconciler) placeOne(ctx context.Context, proxy *corev1.Pod, clusters []placement.ClusterView) (ctrl.Result, error) {
+	if heldByOthers(proxy) {
+		return ctrl.Result{}, nil
 	}
 	feasible, why, err := placement.Refit(ctx, proxy, clusters)
 	if err != nil {
