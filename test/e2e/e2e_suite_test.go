@@ -205,9 +205,15 @@ func startSuite(ctx SpecContext) {
 		resizableStorage = []string{testbed.SecondaryName(2)}
 	}
 	// Pods in secondaries start within 2-4 s, not 2-12 s: specs wait on many.
+	// The Kubernetes versions: $FLOTILLA_BED_VERSIONS, else the default mix (the newest primary),
+	// or on the bed without real nodes the opposite one (a primary older than a secondary).
+	var versions map[string]string
+	if noRealNodes && os.Getenv(testbed.KubeVersionsEnv) == "" {
+		versions = testbed.OppositeKubeVersions
+	}
 	bed, err = testbed.Start(ctx, testbed.Options{WorkDir: filepath.Join(workDir, "bed"), Log: GinkgoWriter, RealNode: realNodeErr == nil,
 		SecondaryRealNodes: secondaryRealNodes, SecondaryPodNetwork: secondaryPodNetwork, AuditWrites: true,
-		PodStartJitter: time.Second, Tracing: true, ResizableStorage: resizableStorage})
+		PodStartJitter: time.Second, Tracing: true, ResizableStorage: resizableStorage, KubeVersions: versions})
 	Expect(err).NotTo(HaveOccurred())
 	lap("the bed is up")
 	markUp()

@@ -131,11 +131,19 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 	if opts.Tracing {
 		extra = append(extra, "kube-apiserver=tracing-config-file="+apiServerTracingPath(filepath.Dir(k.workDir)))
 	}
+	var controlPlane [3]string
+	for i, name := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		path, err := kubeBinary(k.toolsDir, name, c.KubeVersion)
+		if err != nil {
+			return err
+		}
+		controlPlane[i] = path
+	}
 	args := []string{
 		"create", "cluster", "--name", c.Name, "--runtime", "binary",
-		"--kube-apiserver-binary", k.bin("kube-apiserver"),
-		"--kube-controller-manager-binary", k.bin("kube-controller-manager"),
-		"--kube-scheduler-binary", k.bin("kube-scheduler"),
+		"--kube-apiserver-binary", controlPlane[0],
+		"--kube-controller-manager-binary", controlPlane[1],
+		"--kube-scheduler-binary", controlPlane[2],
 		"--etcd-binary", k.bin("etcd"),
 		"--kwok-controller-binary", k.bin("kwok"),
 		"--kubeconfig", kubeconfig,
@@ -155,11 +163,12 @@ func (k kwokctl) createCluster(ctx context.Context, c *Cluster, kubeconfig strin
 			"kwok-controller=manage-all-nodes=false",
 			"kwok-controller=manage-nodes-with-annotation-selector="+FakeNodeAnnotation+"=fake",
 			"kube-controller-manager=node-monitor-grace-period="+opts.NodeMonitorGracePeriod.String(),
-			// The Workload API (alpha in 1.35) and pods' spec.workloadRef: its pod groups are
-			// gangs Flotilla places whole. The API server alone: no scheduler here gangs proxies.
-			"kube-apiserver=feature-gates=GenericWorkload=true",
-			"kube-apiserver=runtime-config=scheduling.k8s.io/v1alpha1=true",
 		)
+		gates, err := workloadAPIArgs(c.KubeVersion)
+		if err != nil {
+			return err
+		}
+		extra = append(extra, gates...)
 		hbArgs, hbExtra := heartbeatArgs(opts.NodeMonitorGracePeriod)
 		args, extra = append(args, hbArgs...), append(extra, hbExtra...)
 		if rn != nil {
@@ -423,4 +432,22 @@ func lastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// workloadAPIArgs serve the Workload API of Kubernetes 1.35 (scheduling.k8s.io/v1alpha1, alpha)
+// and pods' spec.workloadRef in a primary on that minor: its pod groups are gangs Flotilla places
+// whole. The API server alone (no scheduler here gangs proxies). 1.36 replaced both (PodGroup,
+// spec.schedulingGroup), and an API server refuses a runtime-config of a version it lacks.
+func workloadAPIArgs(version string) ([]string, error) {
+	if version == "" {
+		v, err := DefaultKubeVersion()
+		if err != nil {
+			return nil, err
+		}
+		version = v
+	}
+	if !strings.HasPrefix(version, "v1.35.") {
+		return nil, nil
+	}
+	return []string{"kube-apiserver=feature-gates=GenericWorkload=true", "kube-apiserver=runtime-config=scheduling.k8s.io/v1alpha1=true"}, nil
 }

@@ -181,3 +181,41 @@ func (b *Bed) StartCluster(ctx context.Context, c *Cluster) error {
 	fmt.Fprintf(b.log, "testbed: cluster %s started again in %s: %s\n", c.Name, time.Since(start).Round(100*time.Millisecond), strings.Join(took, ", "))
 	return nil
 }
+
+// UpgradeCluster upgrades a cluster's control plane in place to Kubernetes version (one test/tools
+// builds, see KubeVersions): it stops the cluster as StopCluster does, puts that version's API
+// server, controller manager and scheduler where kwokctl runs them from (the cluster's bin
+// folder, links kwokctl made to the tools), and starts it again (StartCluster). Its etcd, and so
+// every object, is kept; its real node's kubelet and kube-proxy restart on that version where
+// test/tools builds them, their containers running on.
+func (b *Bed) UpgradeCluster(ctx context.Context, c *Cluster, version string) error {
+	links := map[string]string{}
+	for _, name := range []string{"kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		to, err := kubeBinary(b.tools.toolsDir, name, version)
+		if err != nil {
+			return err
+		}
+		at := filepath.Join(b.tools.clusterDir(c.Name), "bin", name)
+		if _, err := os.Lstat(at); err != nil {
+			return fmt.Errorf("cluster %s: kwokctl runs %s from %s: %w", c.Name, name, at, err)
+		}
+		links[at] = to
+	}
+	if err := b.StopCluster(ctx, c); err != nil {
+		return err
+	}
+	for at, to := range links {
+		if err := os.Remove(at); err != nil {
+			return fmt.Errorf("cluster %s: removing %s: %w", c.Name, at, err)
+		}
+		if err := os.Symlink(to, at); err != nil {
+			return fmt.Errorf("cluster %s: linking %s to %s: %w", c.Name, at, to, err)
+		}
+	}
+	from := c.KubeVersion
+	c.KubeVersion = version
+	if err := b.StartCluster(ctx, c); err != nil {
+		return fmt.Errorf("upgrading cluster %s from %q to %s: %w", c.Name, from, version, err)
+	}
+	return nil
+}

@@ -554,7 +554,7 @@ func (n *RealNode) join(ctx context.Context, primary *Cluster, caFile string) er
 		writeFile(filepath.Join(n.Dir, "kube-proxy", "config.yaml"), proxyCfg)); err != nil {
 		return err
 	}
-	err = n.startProc("kubelet", filepath.Join(n.toolsDir, "kubelet"),
+	err = n.startProc("kubelet", nodeBinary(n.toolsDir, "kubelet", primary.KubeVersion),
 		"--config", filepath.Join(n.Dir, "kubelet", "config.yaml"), "--kubeconfig", primary.KubeconfigPath,
 		"--root-dir", filepath.Join(n.Dir, "kubelet", "root"), "--cert-dir", filepath.Join(n.Dir, "kubelet", "pki"),
 		"--hostname-override", n.Name, "--node-ip", n.HostIP, "--node-labels", RealNodeKey+"=true", "--v=2")
@@ -574,7 +574,7 @@ func (n *RealNode) join(ctx context.Context, primary *Cluster, caFile string) er
 	if err != nil {
 		return n.withLog(err, "kubelet")
 	}
-	if err := n.startProc("kube-proxy", filepath.Join(n.toolsDir, "kube-proxy"),
+	if err := n.startProc("kube-proxy", nodeBinary(n.toolsDir, "kube-proxy", primary.KubeVersion),
 		"--config", filepath.Join(n.Dir, "kube-proxy", "config.yaml"), "--v=2"); err != nil {
 		return err
 	}

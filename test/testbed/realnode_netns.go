@@ -572,7 +572,7 @@ func (n *SecondaryRealNode) join(ctx context.Context, c *Cluster, caFile string)
 // waits until the node is Ready.
 func (n *SecondaryRealNode) startKubelet(ctx context.Context, c *Cluster) error {
 	holder := strconv.Itoa(n.state.Procs["containerd"].PID)
-	err := n.startProc(ctx, "kubelet", "nsenter", "-t", holder, "-n", "-m", filepath.Join(n.toolsDir, "kubelet"),
+	err := n.startProc(ctx, "kubelet", "nsenter", "-t", holder, "-n", "-m", nodeBinary(n.toolsDir, "kubelet", c.KubeVersion),
 		"--config", filepath.Join(n.Dir, "kubelet", "config.yaml"), "--kubeconfig", filepath.Join(n.Dir, "kubeconfig"),
 		"--root-dir", filepath.Join(n.Dir, "kubelet", "root"), "--cert-dir", filepath.Join(n.Dir, "kubelet", "pki"),
 		"--hostname-override", n.Name, "--node-ip", n.NodeIP, "--node-labels", RealNodeKey+"=true", "--v=2")
@@ -599,7 +599,7 @@ func (n *SecondaryRealNode) startKubelet(ctx context.Context, c *Cluster) error 
 // rules of the `kubernetes` Service and of the cluster DNS.
 func (n *SecondaryRealNode) startKubeProxy(ctx context.Context, c *Cluster) error {
 	holder := strconv.Itoa(n.state.Procs["containerd"].PID)
-	if err := n.startProc(ctx, "kube-proxy", "nsenter", "-t", holder, "-n", "-m", filepath.Join(n.toolsDir, "kube-proxy"),
+	if err := n.startProc(ctx, "kube-proxy", "nsenter", "-t", holder, "-n", "-m", nodeBinary(n.toolsDir, "kube-proxy", c.KubeVersion),
 		"--config", filepath.Join(n.Dir, "kube-proxy", "config.yaml"), "--v=2"); err != nil {
 		return err
 	}

@@ -84,6 +84,9 @@ type Options struct {
 	// primary's. Root only (SecondaryRealNodesAvailable says whether this host can). Stop or
 	// StopDir restore the host.
 	SecondaryRealNodes bool
+	// KubeVersions is the Kubernetes version of each cluster by name (v1.34.4); a cluster not
+	// named runs test/tools' KUBE_VERSION. Nil: $FLOTILLA_BED_VERSIONS, else DefaultKubeVersions.
+	KubeVersions map[string]string
 	// SecondaryPodNetwork says how the pods of the secondaries' real nodes reach each other:
 	// PodNetworkIsolated (the default) not at all, each node's pods NATed behind its node IP;
 	// PodNetworkFlat through the host, which routes each node's pod range to it and forwards
@@ -130,6 +133,9 @@ type Cluster struct {
 	DNSServiceIP string
 	// ResizableStorage says the secondary runs the resizing CSI stack (Options.ResizableStorage).
 	ResizableStorage bool
+	// KubeVersion is the Kubernetes version its control plane runs ("": test/tools' KUBE_VERSION),
+	// and its real node's kubelet where test/tools builds that version's (Options.KubeVersions).
+	KubeVersion string
 
 	dir     string // kwokctl's folder for this cluster
 	dnsAddr string // the host address where CoreDNS listens, one the real node's pods reach
@@ -240,9 +246,14 @@ func Start(ctx context.Context, opts Options) (*Bed, error) {
 		noMetrics:      opts.NoMetricsServer,
 		noVolumes:      opts.NoVolumeProvisioner,
 	}
-	bed.Primary = &Cluster{Name: PrimaryName, Role: RolePrimary}
+	versions, err := kubeVersions(opts, tools.toolsDir)
+	if err != nil {
+		return nil, err
+	}
+	bed.Primary = &Cluster{Name: PrimaryName, Role: RolePrimary, KubeVersion: versions[PrimaryName]}
 	for i := 1; i <= opts.Secondaries; i++ {
-		bed.Secondaries = append(bed.Secondaries, &Cluster{Name: SecondaryName(i), Role: RoleSecondary})
+		name := SecondaryName(i)
+		bed.Secondaries = append(bed.Secondaries, &Cluster{Name: name, Role: RoleSecondary, KubeVersion: versions[name]})
 	}
 	if err := bed.planRealNodes(ctx, opts, tools.toolsDir); err != nil {
 		bed.release()

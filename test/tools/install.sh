@@ -92,11 +92,16 @@ run_step() { # name, target binary, command...
 }
 
 # Unstamped binaries report v0.0.0-master+$Format:%H$, which kubectl, helm and discovery choke on.
-kube_minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
-kube_ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  kube_ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$kube_minor -X $pkg.gitTreeState=clean"
-done
+# kube_ldflags_for VERSION: the link flags that stamp a Kubernetes binary with VERSION.
+kube_ldflags_for() {
+  local flags="-s -w" pkg minor
+  minor=$(echo "$1" | cut -d. -f2)
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X $pkg.gitVersion=$1 -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
+  done
+  echo "$flags"
+}
+kube_ldflags=$(kube_ldflags_for "$KUBE_VERSION")
 # The Go tools that import Kubernetes' libraries come from two wrapper modules, each built in as few
 # go build invocations as it takes, so that what they share (client-go, apimachinery, the API types,
 # the apiserver library, gRPC) is compiled once for all of them instead of once per tool:
@@ -209,6 +214,26 @@ if wanted bed; then
   require_version kube github.com/rancher/local-path-provisioner LOCAL_PATH_PROVISIONER_VERSION
   build_module kube "$kube_module_ldflags" "local-path-provisioner $LOCAL_PATH_PROVISIONER_VERSION" \
     "local-path-provisioner-$LOCAL_PATH_PROVISIONER_VERSION=github.com/rancher/local-path-provisioner"
+fi
+
+# Kubernetes' other minors (KUBE_OTHER_VERSIONS), which the bed runs a cluster on when asked
+# (FLOTILLA_BED_VERSIONS, and the default mix): each from its own wrapper module,
+# test/tools/kube-vMAJOR.MINOR, which pins every Kubernetes library to that version. Every binary
+# the module has (the control plane; kubelet and kube-proxy where a real node runs that minor),
+# named with its version (kube-apiserver-v1.34.4). What these builds share with the one above
+# (libraries outside Kubernetes at the same versions) comes from the Go build cache.
+if wanted bed; then
+  for v in ${KUBE_OTHER_VERSIONS//,/ }; do
+    dir=kube-$(echo "$v" | cut -d. -f1-2)
+    step="k8s.io/kubernetes $v in test/tools/$dir"
+    have=$(module_version "$dir" k8s.io/kubernetes)
+    [[ "$have" == "$v" ]] || { echo "tools: versions.env lists $v in KUBE_OTHER_VERSIONS but test/tools/$dir/go.mod requires k8s.io/kubernetes $have" >&2; exit 1; }
+    other_specs=()
+    for pkg in "$here/$dir"/*/; do
+      other_specs+=("$(basename "$pkg")-$v=./$(basename "$pkg")")
+    done
+    build_module "$dir" "$(kube_ldflags_for "$v")" "Kubernetes $v" "${other_specs[@]}"
+  done
 fi
 
 # test/tools/addons. kwok and kwokctl (the fake nodes and the clusters' lifecycle), metrics-server

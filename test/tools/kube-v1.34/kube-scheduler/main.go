@@ -1,0 +1,11 @@
+// Command kube-scheduler is the upstream scheduler, built for the test bed's clusters on Kubernetes v1.34.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewSchedulerCommand())) }
