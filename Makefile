@@ -8,7 +8,9 @@ SHELL := /usr/bin/env bash
 
 include test/tools/versions.env
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo v0.0.0-dev)
+# The version is the chart's appVersion (charts/flotilla/Chart.yaml): the image's tag, the chart's
+# version and flotillactl's; make release refuses a chart whose version differs.
+VERSION ?= v$(shell sed -n 's/^appVersion:[[:space:]]*"\{0,1\}\([^"[:space:]]*\)"\{0,1\}[[:space:]]*$$/\1/p' charts/flotilla/Chart.yaml)
 COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 LDFLAGS := -X github.com/flotilla-dev/flotilla/pkg/version.version=$(VERSION) -X github.com/flotilla-dev/flotilla/pkg/version.commit=$(COMMIT)
 
@@ -94,6 +96,39 @@ plugin: ## kubectl plugin archives bin/plugin/kubectl-flotilla_<os>_<arch>.tar.g
 	@go run ./hack/krew --template hack/krew/flotilla.yaml.tmpl --version $(IMAGE_TAG) --url-prefix $(PLUGIN_URL) --dir bin/plugin \
 		$(if $(wildcard LICENSE),--license LICENSE) \
 		$(foreach p,$(PLUGIN_PLATFORMS),--binary $(p)=bin/plugin/$(subst /,_,$(p))/kubectl-flotilla$(if $(filter windows/%,$(p)),.exe))
+
+RELEASE_DIR ?= bin/release
+RELEASE_IMAGE_PLATFORMS ?= linux/amd64 linux/arm64
+RELEASE_CLI_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+# Archives and layouts as reproducible as the image: sorted, numeric owners, one modification time.
+RELEASE_TAR = tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@$${SOURCE_DATE_EPOCH:-0}
+
+.PHONY: release
+release: ## Every artefact of a release in RELEASE_DIR=bin/release: the manager image as an OCI layout of linux/amd64 and linux/arm64 (one index), the chart archive, flotillactl for Linux, macOS and Windows on both architectures, an SPDX SBOM of each binary's modules, and SHA256SUMS; the version is the chart's
+	$(call tools-for,helm)
+	@test -n "$(IMAGE_TAG)" || { echo "release: no appVersion in charts/flotilla/Chart.yaml"; exit 1; }
+	@chart=$$(sed -n 's/^version:[[:space:]]*"\{0,1\}\([^"[:space:]]*\)"\{0,1\}[[:space:]]*$$/\1/p' $(CHART)/Chart.yaml); \
+	if [[ "$$chart" != "$(IMAGE_TAG)" ]]; then echo "release: the chart's version $$chart is not its appVersion $(IMAGE_TAG): one version names a release"; exit 1; fi; \
+	grep -q '^## \[$(IMAGE_TAG)\]' CHANGELOG.md || { echo "release: CHANGELOG.md has no section ## [$(IMAGE_TAG)]"; exit 1; }
+	@rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)/build
+	@$(call cross-build,$(RELEASE_IMAGE_PLATFORMS),$(RELEASE_DIR)/build,flotilla-manager,./cmd/flotilla-manager)
+	@go run ./hack/image --ref $(IMAGE_REPO):$(IMAGE_TAG) --entrypoint /flotilla-manager --user $(IMAGE_USER) $(IMAGE_LABELS) \
+		$(foreach p,$(RELEASE_IMAGE_PLATFORMS),--binary $(p)=$(RELEASE_DIR)/build/$(subst /,_,$(p))/flotilla-manager) --layout $(RELEASE_DIR)/build/oci
+	@$(RELEASE_TAR) -C $(RELEASE_DIR)/build/oci -cf $(RELEASE_DIR)/flotilla-manager_$(IMAGE_TAG)_oci.tar .
+	@$(call cross-build,$(RELEASE_CLI_PLATFORMS),$(RELEASE_DIR)/build,flotillactl,./cmd/flotillactl)
+	@for p in $(RELEASE_CLI_PLATFORMS); do d=$(RELEASE_DIR)/build/$${p/\//_}; cp README.md $$d/; \
+		$(RELEASE_TAR) -C $$d -c flotillactl$$([[ $$p == windows/* ]] && echo .exe) README.md | gzip -n > $(RELEASE_DIR)/flotillactl_$(IMAGE_TAG)_$${p/\//_}.tar.gz; done
+	@$(TOOLS_DIR)/helm package $(CHART) --destination $(RELEASE_DIR) >/dev/null
+	@go run ./hack/sbom $(foreach p,$(RELEASE_IMAGE_PLATFORMS),$(RELEASE_DIR)/build/$(subst /,_,$(p))/flotilla-manager $(RELEASE_DIR)/flotilla-manager_$(IMAGE_TAG)_$(subst /,_,$(p)).spdx.json) \
+		$(foreach p,$(RELEASE_CLI_PLATFORMS),$(RELEASE_DIR)/build/$(subst /,_,$(p))/flotillactl$(if $(filter windows/%,$(p)),.exe) $(RELEASE_DIR)/flotillactl_$(IMAGE_TAG)_$(subst /,_,$(p)).spdx.json) >/dev/null
+	@rm -rf $(RELEASE_DIR)/build
+	@cd $(RELEASE_DIR) && sha256sum $$(ls | grep -v '^SHA256SUMS$$') > SHA256SUMS && cat SHA256SUMS
+	@# What was written, checked before anything is published: the sums, each binary's format and
+	@# architecture (the arm64 image's manager an arm64 ELF), the chart's version, and the chart
+	@# archive rendering as helm install would.
+	@go run ./hack/releasecheck $(RELEASE_DIR) $(IMAGE_TAG)
+	@$(TOOLS_DIR)/helm template flotilla $(RELEASE_DIR)/flotilla-$(IMAGE_TAG).tgz -n flotilla-system --kube-version 1.34.0 >/dev/null
+	@echo "release $(IMAGE_TAG): $$(ls $(RELEASE_DIR) | wc -l) files in $(RELEASE_DIR) (checksums above, in SHA256SUMS), checked"
 
 CONTROLLER_GEN := $(TOOLS_DIR)/controller-gen
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/flotilla-dev/flotilla/pkg/access"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/pkg/virtualnode"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -92,7 +93,9 @@ var _ = Describe("secondaries as virtual nodes", Ordered, Serial, Label("disrupt
 		Expect(n.Labels).NotTo(HaveKey(corev1.LabelOSStable))
 		Expect(n.Labels).NotTo(HaveKey(corev1.LabelArchStable))
 		Expect(n.Spec.Taints).To(ContainElement(corev1.Taint{Key: flotillav1.TaintVirtualNode, Value: flotillav1.TaintVirtualNodeValue, Effect: corev1.TaintEffectNoSchedule}))
-		Expect(n.Status.NodeInfo.KubeletVersion).To(Equal("v1.35.4"))
+		// The secondary's version, capped at the primary's minor (a kubelet newer than its API
+		// server is refused by tools that compare them).
+		Expect(n.Status.NodeInfo.KubeletVersion).To(Equal(virtualnode.CapVersion(serverVersion(s1), serverVersion(bed.Primary))))
 
 		var fp flotillav1.FlotillaPrimary
 		Expect(clientOf(s1).Get(ctx, client.ObjectKey{Name: primaryID(ctx)}, &fp)).To(Succeed())

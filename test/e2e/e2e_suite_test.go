@@ -259,9 +259,15 @@ func startSuite(ctx SpecContext) {
 	// manager a Role there.
 	_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: inventoryReaders}}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
-	out, err := helm(ctx, bed.Primary, slices.Concat([]string{"install", "flotilla", "charts/flotilla", "-n", "flotilla-system",
+	// The primary's install is from the chart's archive, as a release ships it (make release runs
+	// the same helm package); the secondaries' from the folder.
+	out, err := helm(ctx, bed.Primary, "package", "charts/flotilla", "--destination", workDir)
+	Expect(err).NotTo(HaveOccurred(), "helm package: %s", out)
+	_, archive, found := strings.Cut(strings.TrimSpace(out), "saved it to: ")
+	Expect(found).To(BeTrue(), "helm package: %s", out)
+	out, err = helm(ctx, bed.Primary, slices.Concat([]string{"install", "flotilla", archive, "-n", "flotilla-system",
 		"--create-namespace", "--wait", "--take-ownership"}, outOfClusterValues)...)
-	Expect(err).NotTo(HaveOccurred(), "helm install (primary): %s", out)
+	Expect(err).NotTo(HaveOccurred(), "helm install (primary, from %s): %s", archive, out)
 	// Without the lender: the specs of what a secondary lends start it themselves, as the process
 	// the chart runs, against the secondary they need; a lender pod in every secondary would also
 	// take room no capacity spec counts on.

@@ -41,7 +41,12 @@ var _ = Describe("the test bed", func() {
 			}
 			version, err := c.Clientset.Discovery().ServerVersion()
 			Expect(err).NotTo(HaveOccurred())
-			Expect(version.GitVersion).To(Equal("v1.35.4"), "the API server's version must be stamped")
+			want := c.KubeVersion
+			if want == "" {
+				want, err = testbed.DefaultKubeVersion()
+				Expect(err).NotTo(HaveOccurred())
+			}
+			Expect(version.GitVersion).To(Equal(want), "the API server's version must be stamped")
 		}
 	}, SpecTimeout(30*time.Second))
 

@@ -35,6 +35,8 @@ type ClusterHandle struct {
 	ResizableStorage bool `json:"resizableStorage,omitempty"`
 	// RealNode is a secondary's real node as a description.
 	RealNode *SecondaryRealNode `json:"realNode,omitempty"`
+	// KubeVersion is the cluster's Kubernetes version ("": KUBE_VERSION).
+	KubeVersion string `json:"kubeVersion,omitempty"`
 
 	Dir     string `json:"dir"`
 	DNSAddr string `json:"dnsAddr,omitempty"`
@@ -46,7 +48,7 @@ func (b *Bed) Handle() Handle {
 		RealNode: b.RealNode, Jaeger: b.Jaeger, NoMetrics: b.noMetrics, NoVolumes: b.noVolumes}
 	for _, c := range b.Clusters() {
 		h.Clusters = append(h.Clusters, ClusterHandle{Name: c.Name, Role: c.Role, KubeconfigPath: c.KubeconfigPath,
-			Nodes: c.Nodes, DNSServiceIP: c.DNSServiceIP, ResizableStorage: c.ResizableStorage, RealNode: c.RealNode, Dir: c.dir, DNSAddr: c.dnsAddr})
+			Nodes: c.Nodes, DNSServiceIP: c.DNSServiceIP, ResizableStorage: c.ResizableStorage, RealNode: c.RealNode, KubeVersion: c.KubeVersion, Dir: c.dir, DNSAddr: c.dnsAddr})
 	}
 	return h
 }
@@ -67,7 +69,7 @@ func Attach(h Handle, log io.Writer) (*Bed, error) {
 		tools: tools.withWorkDir(filepath.Join(h.WorkDir, "kwok")), log: log, noMetrics: h.NoMetrics, noVolumes: h.NoVolumes}
 	for _, ch := range h.Clusters {
 		c := &Cluster{Name: ch.Name, Role: ch.Role, Nodes: ch.Nodes, DNSServiceIP: ch.DNSServiceIP, ResizableStorage: ch.ResizableStorage, RealNode: ch.RealNode,
-			dir: ch.Dir, dnsAddr: ch.DNSAddr}
+			KubeVersion: ch.KubeVersion, dir: ch.Dir, dnsAddr: ch.DNSAddr}
 		// The cluster's own kubeconfig again, written by the bed: loading it fills the clients.
 		if err := c.loadKubeconfigFile(ch.KubeconfigPath); err != nil {
 			return nil, fmt.Errorf("attaching to cluster %s: %w", ch.Name, err)

@@ -484,7 +484,7 @@ func (n *SecondaryRealNode) startProc(ctx context.Context, name, bin string, arg
 			return fmt.Errorf("process %d gone: %w", pid, err)
 		}
 		exe = strings.TrimSuffix(e, " (deleted)")
-		if filepath.Base(exe) != name {
+		if base := filepath.Base(exe); base != name && !strings.HasPrefix(base, name+"-v") { // kubelet-v1.34.4
 			return fmt.Errorf("still %s", exe)
 		}
 		return nil

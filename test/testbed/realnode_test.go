@@ -455,7 +455,11 @@ func TestRealNode(t *testing.T) {
 		t.Errorf("exec: %q", out)
 	}
 	svc := "https://" + net.JoinHostPort(n.KubernetesServiceIP, "443") + "/version: 200 OK"
-	if out := kubectl("exec", "rnprobe", "--", "/rnprobe", "version"); !strings.Contains(out, svc) || !strings.Contains(out, "v1.35.4") {
+	version, err := bed.Primary.Clientset.Discovery().ServerVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := kubectl("exec", "rnprobe", "--", "/rnprobe", "version"); !strings.Contains(out, svc) || !strings.Contains(out, version.GitVersion) {
 		t.Errorf("the pod did not reach the API server at the kubernetes ClusterIP (%s): %q", svc, out)
 	}
 	apiURL, _ := url.Parse(bed.Primary.RESTConfig.Host)
