@@ -55,6 +55,15 @@ func (l *Ledger) Unchanged(key, hash, liveVersion string, readable bool, now tim
 	}
 }
 
+// Known says whether the ledger has an entry for key: one this process applied, or found already
+// as desired (Record after WouldChange).
+func (l *Ledger) Known(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.entries[key]
+	return ok
+}
+
 // Record notes a successful apply of hash to key, which the API server answered with an object of
 // that Version.
 func (l *Ledger) Record(key, hash, version string, now time.Time) {

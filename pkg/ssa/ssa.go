@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -77,4 +79,31 @@ func Holds(obj metav1.Object, manager string) bool {
 		}
 	}
 	return false
+}
+
+// WouldChange says whether applying obj as manager would change the live object: a server-side dry
+// run of the apply, compared with the object as it is, its managed fields, resourceVersion and
+// status aside. A process whose
+// Ledger has no entry for an object (it just started, or was upgraded) asks this before applying
+// what an earlier process applied: a no-op apply is a write all the same (an admission pass, an
+// audit event, a read-modify of etcd), for every object of every cluster at once. An error (a
+// conflict, the object gone) is for the apply itself to handle; WouldChange then says true.
+func WouldChange(ctx context.Context, c client.Client, obj *unstructured.Unstructured, manager string) (bool, error) {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(obj.GroupVersionKind())
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), live); err != nil {
+		return true, err
+	}
+	dry := obj.DeepCopy()
+	if err := c.Patch(ctx, dry, client.Apply, client.FieldOwner(manager), client.DryRunAll); err != nil { //nolint:staticcheck // as Apply
+		return true, err
+	}
+	// What moves on its own between the read and the dry run (a Deployment's status, and with it
+	// the resourceVersion) is no change the apply would make.
+	for _, o := range []*unstructured.Unstructured{live, dry} {
+		o.SetManagedFields(nil)
+		o.SetResourceVersion("")
+		unstructured.RemoveNestedField(o.Object, "status")
+	}
+	return !equality.Semantic.DeepEqual(live.Object, dry.Object), nil
 }

@@ -111,8 +111,18 @@ var _ = Describe("a secondary that lends part of itself", Ordered, Serial, Label
 			for _, n := range nss.Items {
 				pods, err := s1.Clientset.CoreV1().Pods(n.Name).List(ctx, metav1.ListOptions{})
 				g.Expect(err).NotTo(HaveOccurred())
+				// A delegate whose proxy is gone or going goes too, a moment later.
+				proxies, err := bed.Primary.Clientset.CoreV1().Pods(n.Name).List(ctx, metav1.ListOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				staying := map[string]bool{}
+				for _, p := range proxies.Items {
+					staying[p.Name] = p.DeletionTimestamp == nil
+				}
 				for _, p := range pods.Items {
 					g.Expect(p.DeletionTimestamp).To(BeNil(), "pod %s/%s is still going", p.Namespace, p.Name)
+					if p.Annotations[flotillav1.AnnotationProxyUID] != "" {
+						g.Expect(staying[p.Name]).To(BeTrue(), "the proxy of %s/%s is gone or going", p.Namespace, p.Name)
+					}
 					if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 						live++
 					}

@@ -600,7 +600,7 @@ func lastWriters(ctx SpecContext, c *testbed.Cluster, namespace string) string {
 	return b.String()
 }
 
-// flotillaWrites are the writes Flotilla's identity in a secondary (the ServiceAccount join
+// flotillaWrites are the writes (dry runs aside) Flotilla's identity in a secondary (the ServiceAccount join
 // made, flotilla-system/flotilla-<id>) made in a namespace between from and to, from the
 // secondary's audit log (testbed.Options.AuditWrites): "verb resource/name" each.
 func flotillaWrites(c *testbed.Cluster, namespace string, from, to time.Time) []string {
@@ -613,12 +613,16 @@ func flotillaWrites(c *testbed.Cluster, namespace string, from, to time.Time) []
 		}
 		var ev struct {
 			Verb                     string                                                   `json:"verb"`
+			RequestURI               string                                                   `json:"requestURI"`
 			User                     struct{ Username string }                                `json:"user"`
 			ObjectRef                *struct{ Resource, Namespace, Name, Subresource string } `json:"objectRef"`
 			RequestReceivedTimestamp metav1.MicroTime                                         `json:"requestReceivedTimestamp"`
 		}
 		if json.Unmarshal(line, &ev) != nil || ev.ObjectRef == nil || ev.ObjectRef.Namespace != namespace || ev.ObjectRef.Subresource != "" {
 			continue
+		}
+		if strings.Contains(ev.RequestURI, "dryRun=") {
+			continue // asks what a write would do, writes nothing
 		}
 		if !strings.HasPrefix(ev.User.Username, "system:serviceaccount:flotilla-system:flotilla-") {
 			continue
@@ -630,3 +634,61 @@ func flotillaWrites(c *testbed.Cluster, namespace string, from, to time.Time) []
 	}
 	return out
 }
+
+var _ = Describe("Replicators across a manager restart", Ordered, Serial, Label("disruptive"), func() {
+	const ns = "restart-copies"
+
+	It("write nothing again that is already as desired: a restarted manager's first pass in each secondary makes no write", func(ctx SpecContext) {
+		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		joinBothSecondaries(ctx)
+		two := int32(2)
+		rep := &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: "restart-copies"}, Spec: flotillav1.ReplicatorSpec{
+			TargetCluster: []string{s1.Name, s2.Name}, ReplicationNamespace: ns,
+			ConfigMapName: "settings", ConfigMapData: map[string]string{"mode": "steady"},
+			DeploymentName: "web", DeploymentSpec: &flotillav1.ReplicatedDeploymentSpec{Replicas: &two, Template: corev1.PodTemplateSpec{
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10"}}}}},
+		}}
+		Expect(clientOf(bed.Primary).Create(ctx, rep)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { _ = clientOf(bed.Primary).Delete(ctx, rep) })
+		// syncedSince waits until each secondary had a whole pass of the Replicator after t.
+		syncedSince := func(t time.Time) {
+			Eventually(func(g Gomega) {
+				got, err := replicatorStatus(ctx, rep.Name)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(got.Status.Synced).To(Equal(flotillav1.SyncedTrue))
+				for _, c := range []string{s1.Name, s2.Name} {
+					g.Expect(got.Status.Clusters).To(ContainElement(And(HaveField("Name", c),
+						HaveField("LastSyncTime.Time", BeTemporally(">", t.Truncate(time.Second))))), "cluster %s", c)
+				}
+			}).WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+		}
+		syncedSince(time.Now().Add(-time.Hour))
+		for _, c := range []*testbed.Cluster{s1, s2} {
+			Eventually(func() error {
+				_, err := c.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+				return err
+			}).WithContext(ctx).WithTimeout(30*time.Second).Should(Succeed(), "the copy in %s", c.Name)
+		}
+
+		By("the manager restarts: its ledger of what it applied is empty")
+		restarted := time.Now()
+		restartManager(ctx)
+		syncedSince(time.Now())
+		for _, c := range []*testbed.Cluster{s1, s2} {
+			Expect(flotillaWrites(c, ns, restarted, time.Now())).To(BeEmpty(), "writes in %s after the restart", c.Name)
+		}
+
+		By("a change after the restart is still applied")
+		changed := time.Now()
+		Expect(clientOf(bed.Primary).Patch(ctx, &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: rep.Name}},
+			client.RawPatch(types.MergePatchType, []byte(`{"spec":{"configMapData":{"mode":"changed"}}}`)))).To(Succeed())
+		for _, c := range []*testbed.Cluster{s1, s2} {
+			Eventually(func(g Gomega) {
+				cm, err := c.Clientset.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(cm.Data).To(HaveKeyWithValue("mode", "changed"))
+			}).WithContext(ctx).WithTimeout(30*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), "the change in %s", c.Name)
+			Expect(flotillaWrites(c, ns, changed, time.Now())).To(ContainElement("patch configmaps/settings"), "in %s", c.Name)
+		}
+	})
+})

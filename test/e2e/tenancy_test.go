@@ -40,6 +40,16 @@ var _ = Describe("many teams, one fleet", Ordered, func() {
 			Expect(c.Create(ctx, &flotillav1.ClusterSetBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: set},
 				Spec: flotillav1.ClusterSetBindingSpec{ClusterSet: set}})).To(Succeed())
 		}
+		// Placement reads the bindings from the manager's cache, a moment behind: wait until the
+		// webhook holds team A to its set (a dry run naming secondary2 waits, naming the set), as a
+		// user would see a new RBAC binding take effect, before the specs place anything.
+		Eventually(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(teamA).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "binding-probe",
+				Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationClusters: s2.Name}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "nginx"}}}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Annotations[flotillav1.AnnotationNoClusterFits]).To(ContainSubstring("not in the ClusterSets bound to namespace " + teamA))
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 	})
 
 	deployment := func(ctx SpecContext, ns, name string, replicas int32) {

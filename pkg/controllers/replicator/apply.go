@@ -195,7 +195,8 @@ func (r *Reconciler) applyObject(ctx context.Context, in replication.Inputs, at 
 	key := appliedKey(rep, at.cluster, o.GroupVersionKind().GroupKind(), o.GetName())
 	hash, err := ssa.Hash(o.Object)
 	readable := at.primary || !kind.WriteOnly
-	if err == nil && r.applied.Unchanged(key, hash, liveVersion, readable, r.now(), blindReapply) {
+	if err == nil && (r.applied.Unchanged(key, hash, liveVersion, readable, r.now(), blindReapply) ||
+		r.alreadyAsDesired(ctx, at, o, key, hash, liveVersion, readable)) {
 		return ar, nil
 	}
 	holder, err := ssa.Apply(ctx, at.w, o, flotillav1.FieldManagerReplicator, flotillav1.FieldManagerReflection)
@@ -395,6 +396,22 @@ func (r *Reconciler) ensureNamespace(ctx context.Context, in replication.Inputs,
 		return flotillav1.ReasonNamespaceNotEnabled, fmt.Errorf("namespace %s is not labelled %s=true: its pods cannot be elected", name, flotillav1.LabelEnabled)
 	}
 	return "", nil
+}
+
+// alreadyAsDesired says whether an object this process has no record of (it started, or was
+// upgraded, since the last apply) is already as desired, by a dry run of its apply (ssa.WouldChange),
+// and records it so: a restarted or upgraded manager then writes nothing that is already right.
+// An object that cannot be read, or is not there, is applied as before.
+func (r *Reconciler) alreadyAsDesired(ctx context.Context, at applyTarget, o *unstructured.Unstructured, key, hash, liveVersion string, readable bool) bool {
+	if hash == "" || !readable || liveVersion == "" || r.applied.Known(key) {
+		return false
+	}
+	change, err := ssa.WouldChange(ctx, at.w, o, flotillav1.FieldManagerReplicator)
+	if err != nil || change {
+		return false
+	}
+	r.applied.Record(key, hash, liveVersion, r.now())
+	return true
 }
 
 // appliedKey names an object of a Replicator in a cluster in the ledger of what was applied.
