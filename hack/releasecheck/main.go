@@ -316,9 +316,13 @@ func checkChart(path, version string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, line := range []string{"version: " + version, `appVersion: "` + version + `"`} {
-		if !slices.Contains(strings.Split(string(raw), "\n"), line) {
-			return "", fmt.Errorf("its Chart.yaml lacks %q", line)
+	lines := strings.Split(string(raw), "\n")
+	for _, key := range []string{"version", "appVersion"} {
+		if !slices.ContainsFunc(lines, func(l string) bool {
+			v, ok := strings.CutPrefix(l, key+":")
+			return ok && strings.Trim(strings.TrimSpace(v), `"'`) == version
+		}) {
+			return "", fmt.Errorf("its Chart.yaml has no %s: %s", key, version)
 		}
 	}
 	return "the chart, version and appVersion " + version, nil
