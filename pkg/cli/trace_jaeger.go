@@ -266,7 +266,18 @@ func spanDetail(s *jaegerSpan) string {
 			parts = append(parts, strings.TrimPrefix(k, "flotilla.")+"="+v)
 		}
 	}
-	if code, _ := strconv.Atoi(s.tag("http.response.status_code")); code >= 400 {
+	// API servers before 1.35 name the path and the status by the older HTTP conventions
+	// (http.target, with the query; http.status_code): shown the same.
+	if s.tag("url.path") == "" {
+		if target, _, _ := strings.Cut(s.tag("http.target"), "?"); target != "" {
+			parts = append(parts, "url.path="+target)
+		}
+	}
+	code, _ := strconv.Atoi(s.tag("http.response.status_code"))
+	if code == 0 {
+		code, _ = strconv.Atoi(s.tag("http.status_code"))
+	}
+	if code >= 400 {
 		parts = append(parts, "status="+strconv.Itoa(code))
 	}
 	return strings.Join(parts, " ")

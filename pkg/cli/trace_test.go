@@ -161,3 +161,29 @@ func TestPodTimelineOfAWaitingPod(t *testing.T) {
 		}
 	}
 }
+
+// An API server's span shows its request path and a failed status by either HTTP convention: 1.35's
+// (url.path, http.response.status_code) or the older one (http.target with its query,
+// http.status_code).
+func TestSpanDetailReadsBothHTTPConventions(t *testing.T) {
+	span := func(tags map[string]any) *jaegerSpan {
+		s := &jaegerSpan{}
+		for k, v := range tags {
+			s.Tags = append(s.Tags, jaegerTag{Key: k, Value: v})
+		}
+		return s
+	}
+	for name, tc := range map[string]struct {
+		tags map[string]any
+		want string
+	}{
+		"1.35 and later":  {map[string]any{"url.path": "/api/v1/namespaces/a/pods", "http.response.status_code": 409}, "url.path=/api/v1/namespaces/a/pods status=409"},
+		"before 1.35":     {map[string]any{"http.target": "/api/v1/namespaces/a/pods?timeout=15s", "http.status_code": "404"}, "url.path=/api/v1/namespaces/a/pods status=404"},
+		"a success":       {map[string]any{"http.target": "/api/v1/namespaces/a/pods", "http.status_code": 201}, "url.path=/api/v1/namespaces/a/pods"},
+		"both: the newer": {map[string]any{"url.path": "/new", "http.target": "/old"}, "url.path=/new"},
+	} {
+		if got := spanDetail(span(tc.tags)); got != tc.want {
+			t.Errorf("%s: %q, want %q", name, got, tc.want)
+		}
+	}
+}
