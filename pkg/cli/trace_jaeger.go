@@ -206,7 +206,10 @@ func traceLines(tr jaegerTrace, linked []jaegerTrace) []spanLine {
 			}
 		}
 	}
-	shown := func(n *node) bool { return n.service != apiServerService || n.span.tag("http.request.method") != "" }
+	// An API server's request: http.request.method from 1.35 on, http.method before.
+	shown := func(n *node) bool {
+		return n.service != apiServerService || n.span.tag("http.request.method") != "" || n.span.tag("http.method") != ""
+	}
 	// The nearest shown ancestor: hidden spans (an API server's inner steps) pass their children up.
 	var parentOf func(n *node) *node
 	parentOf = func(n *node) *node {

@@ -187,3 +187,30 @@ func TestSpanDetailReadsBothHTTPConventions(t *testing.T) {
 		}
 	}
 }
+
+// A secondary's API server before 1.35 names its request spans' attributes by the older HTTP
+// conventions (http.method, http.target): its span of the delegate's creation is still shown,
+// linked under the manager's call, with its path.
+func TestAnOlderAPIServersRequestIsShownUnderTheCall(t *testing.T) {
+	tags := func(kv ...string) []jaegerTag {
+		var out []jaegerTag
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, jaegerTag{Key: kv[i], Value: kv[i+1]})
+		}
+		return out
+	}
+	manager := jaegerTrace{TraceID: "t1", Processes: map[string]jaegerProcess{"p1": {ServiceName: "flotilla-manager"}},
+		Spans: []jaegerSpan{
+			{TraceID: "t1", SpanID: "create", OperationName: "delegate create", ProcessID: "p1", StartTime: 10, Duration: 10},
+			{TraceID: "t1", SpanID: "post", OperationName: "POST pods", ProcessID: "p1", StartTime: 11, Duration: 8,
+				References: []jaegerRef{{RefType: "CHILD_OF", TraceID: "t1", SpanID: "create"}}, Tags: tags("span.kind", "client")},
+		}}
+	secondary := jaegerTrace{TraceID: "t2", Processes: map[string]jaegerProcess{"p2": {ServiceName: apiServerService}},
+		Spans: []jaegerSpan{{TraceID: "t2", SpanID: "served", OperationName: "HTTP POST", ProcessID: "p2", StartTime: 12, Duration: 5,
+			References: []jaegerRef{{RefType: "FOLLOWS_FROM", TraceID: "t1", SpanID: "post"}},
+			Tags:       tags("http.method", "POST", "http.target", "/api/v1/namespaces/a/pods?timeout=15s")}}}
+	lines := traceLines(manager, []jaegerTrace{secondary})
+	if len(lines) != 3 || !lines[2].Linked || lines[2].Depth != 2 || lines[2].Detail != "url.path=/api/v1/namespaces/a/pods" {
+		t.Fatalf("want the older API server's span linked under POST pods, with its path; got %+v", lines)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -199,6 +200,7 @@ func applyCRDs(ctx context.Context, c *Cluster, path string) error {
 	crdClient := cs.ApiextensionsV1().CustomResourceDefinitions()
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
 	var names []string
+	var served []servedResource
 	for {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
@@ -219,11 +221,41 @@ func applyCRDs(ctx context.Context, c *Cluster, path string) error {
 			return fmt.Errorf("applying CRD %s: %w", crd.Name, err)
 		}
 		names = append(names, crd.Name)
+		for _, v := range crd.Spec.Versions {
+			if v.Served {
+				served = append(served, servedResource{groupVersion: crd.Spec.Group + "/" + v.Name, plural: crd.Spec.Names.Plural})
+			}
+		}
 	}
 	if len(names) == 0 {
 		return fmt.Errorf("%s holds no CRD", path)
 	}
-	return waitCRDsEstablished(ctx, cs, names)
+	if err := waitCRDsEstablished(ctx, cs, names); err != nil {
+		return err
+	}
+	return waitDiscovered(ctx, c, served)
+}
+
+// servedResource is a resource a CRD serves, as discovery lists it.
+type servedResource struct{ groupVersion, plural string }
+
+// waitDiscovered waits until the API server's discovery lists each resource: a CRD is established
+// a moment before, and a controller started then builds its REST mapper without it (Kueue exits:
+// "no matches for kind Workload in version kueue.x-k8s.io/v1beta2").
+func waitDiscovered(ctx context.Context, c *Cluster, resources []servedResource) error {
+	for _, r := range resources {
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+			list, err := c.Clientset.Discovery().ServerResourcesForGroupVersion(r.groupVersion)
+			if err != nil {
+				return false, nil //nolint:nilerr // not listed yet: poll again
+			}
+			return slices.ContainsFunc(list.APIResources, func(a metav1.APIResource) bool { return a.Name == r.plural }), nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s of %s not in discovery within 30s: %w", r.plural, r.groupVersion, err)
+		}
+	}
+	return nil
 }
 
 // waitCRDsEstablished waits until each named CRD is established: its resources are served.
