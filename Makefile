@@ -271,7 +271,7 @@ E2E_BED_UP := bin/e2e-bed-up
 
 .PHONY: e2e
 e2e: ## End-to-end suites: the disruptive specs that need no real node on a bed of their own, beside the rest on a bed with real nodes (E2E_PROCS=4 Ginkgo processes; E2E_SPLIT=0: one bed; E2E_FLAGS='--label-filter=...' or '--focus=...' for a part, on one bed); then each bed's set-up time and 20 slowest specs, from Ginkgo's JSON reports (E2E_REPORT=bin/e2e-report.json)
-	$(call tools-for,bed tracing ginkgo cert-manager promrules csi inventory kueue)
+	$(call tools-for,bed tracing ginkgo cert-manager promrules csi inventory kueue previous)
 	@mkdir -p $(dir $(E2E_REPORT)) && rm -f $(E2E_REPORT) $(E2E_SIDE_REPORT) $(E2E_SIDE_LOG) $(E2E_BED_UP)
 	$(GINKGO) build ./test/e2e
 	@status=0; side=0; side_pid=; filter=(); after=; \

@@ -99,6 +99,7 @@ func failedCreates(ctx context.Context, ns string) (int, string) {
 
 var _ = Describe("the manager in cluster, installed by the chart", Ordered, Serial, Label("disruptive", "real-nodes"), func() {
 	const ns = "in-cluster"
+	var previous testbed.PreviousRelease
 	BeforeAll(func(ctx SpecContext) {
 		if bed.RealNode == nil {
 			if why := os.Getenv("FLOTILLA_E2E_NO_REAL_NODE"); why != "" {
@@ -106,12 +107,14 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, Seri
 			}
 			Fail(fmt.Sprintf("the bed has no real node (%v); set FLOTILLA_E2E_NO_REAL_NODE=<why> to skip these specs knowingly", realNodeErr))
 		}
-		// Out of cluster until now: that manager goes, the chart's takes over what it left.
+		var err error
+		previous, err = testbed.Previous("")
+		Expect(err).NotTo(HaveOccurred())
+		// Out of cluster until now: that manager goes, the previous release's chart takes over
+		// what it left, in cluster; the first spec upgrades it to this code.
 		Expect(manager.Stop(20 * time.Second)).To(Succeed())
 		DeferCleanup(backToOutOfCluster, NodeTimeout(4*time.Minute))
-		out, err := helm(ctx, bed.Primary, append([]string{"upgrade", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
-			"--wait", "--timeout", "90s"}, inClusterValues()...)...)
-		Expect(err).NotTo(HaveOccurred(), "helm upgrade to the in-cluster manager: %s", out)
+		installPrevious(ctx, previous)
 		// The pods reach the secondaries at the host's address, not the kubeconfigs' 127.0.0.1.
 		for _, c := range bed.Secondaries {
 			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m", "--server", serverAtHostIP(c))
@@ -136,7 +139,12 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, Seri
 		}
 	})
 
+	It("is upgraded from the previous release under load: over helm upgrade no delegate restarts, every proxy stays Running and Ready (sampled every 200 ms), no elected pod creation is refused (2 a second), no Replicator rewrites an unchanged object", func(ctx SpecContext) {
+		upgradeUnderLoad(ctx, previous)
+	}, SpecTimeout(10*time.Minute))
+
 	It("runs 2 replicas of the built image, Ready within 30 s with no probe failed once Ready, one leader, the webhook through its Service, virtual nodes at the leader pod's IP", func(ctx SpecContext) {
+		upgradeToCurrent(ctx)
 		pods := managerPods(ctx)
 		Expect(pods).To(HaveLen(2))
 		for _, p := range pods {

@@ -24,6 +24,9 @@
 #                  e2e suite: a reader of Flotilla's ClusterProfiles, as MultiKueue reads them)
 #   kueue          Kueue's controller manager, its CRDs and webhook manifests (the e2e suite's batch
 #                  specs: Kueue in the primary, and in a MultiKueue worker)
+#   previous       Flotilla's previous release (FLOTILLA_PREVIOUS_RELEASE): its manager built from
+#                  this repository's history at FLOTILLA_PREVIOUS_COMMIT, and its chart (the e2e
+#                  suite's upgrade under load)
 #   print-dir      print the cache folder and build nothing
 # The folder is the same for every set: its name holds the versions of test/tools/versions.env.
 set -euo pipefail
@@ -43,8 +46,8 @@ fi
 sets=" ${*:-all} "
 for s in $sets; do
   case "$s" in
-  all | bed | tracing | kube | helm | ginkgo | lint | generate | cert-manager | promrules | csi | inventory | kueue) ;;
-  *) echo "tools: unknown set $s (all, bed, tracing, kube, helm, ginkgo, lint, generate, cert-manager, promrules, csi, inventory, kueue, print-dir)" >&2; exit 2 ;;
+  all | bed | tracing | kube | helm | ginkgo | lint | generate | cert-manager | promrules | csi | inventory | kueue | previous) ;;
+  *) echo "tools: unknown set $s (all, bed, tracing, kube, helm, ginkgo, lint, generate, cert-manager, promrules, csi, inventory, kueue, previous, print-dir)" >&2; exit 2 ;;
   esac
 done
 # wanted SET...: whether one of these sets was asked for (all asks for every one).
@@ -413,6 +416,35 @@ kueue() {
 if wanted kueue; then
   step="Kueue $KUEUE_VERSION"
   kueue
+fi
+
+# Flotilla's previous release: the manager as that commit's Makefile builds it (static, stamped with
+# its version), and the chart of that commit, in flotilla-VERSION-COMMIT/{flotilla-manager,flotilla}.
+# The commit comes from this clone's history; a shallow clone fetches it.
+previous_release() {
+  local dir="$bin/flotilla-$FLOTILLA_PREVIOUS_RELEASE-${FLOTILLA_PREVIOUS_COMMIT:0:12}" repo tmp start=$SECONDS
+  if [[ -x "$dir/flotilla-manager" && -f "$dir/flotilla/Chart.yaml" ]]; then
+    echo "tools: Flotilla $FLOTILLA_PREVIOUS_RELEASE: cached ($dir)"
+    return 0
+  fi
+  echo "tools: Flotilla $FLOTILLA_PREVIOUS_RELEASE: building from ${FLOTILLA_PREVIOUS_COMMIT:0:12}..."
+  repo=$(cd "$here/../.." && pwd)
+  if ! git -C "$repo" cat-file -e "$FLOTILLA_PREVIOUS_COMMIT^{commit}" 2>/dev/null; then
+    git -C "$repo" fetch -q origin "$FLOTILLA_PREVIOUS_COMMIT" ||
+      { echo "tools: commit $FLOTILLA_PREVIOUS_COMMIT (Flotilla $FLOTILLA_PREVIOUS_RELEASE) is not in $repo's history and could not be fetched" >&2; return 1; }
+  fi
+  tmp=$(mktemp -d)
+  git -C "$repo" archive "$FLOTILLA_PREVIOUS_COMMIT" | tar -x -C "$tmp"
+  rm -rf "$dir.partial" && mkdir -p "$dir.partial"
+  (cd "$tmp" && go build -trimpath -gcflags "$gcflags" -ldflags "-s -w -X github.com/flotilla-dev/flotilla/pkg/version.version=v$FLOTILLA_PREVIOUS_RELEASE -X github.com/flotilla-dev/flotilla/pkg/version.commit=${FLOTILLA_PREVIOUS_COMMIT:0:12}" \
+    -o "$dir.partial/flotilla-manager" ./cmd/flotilla-manager)
+  cp -r "$tmp/charts/flotilla" "$dir.partial/flotilla"
+  rm -rf "$tmp" "$dir" && mv "$dir.partial" "$dir"
+  echo "tools: Flotilla $FLOTILLA_PREVIOUS_RELEASE: done in $((SECONDS - start))s ($dir)"
+}
+if wanted previous; then
+  step="Flotilla $FLOTILLA_PREVIOUS_RELEASE"
+  previous_release
 fi
 
 # The bed's optional real node (testbed.Options.RealNode) runs containers with Debian's containerd,

@@ -1,0 +1,316 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/flotilla-dev/flotilla/internal/ociimage"
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/testbed"
+)
+
+// installPrevious puts Flotilla's previous release in cluster, as a user running it has it: its
+// manager's image in the real node (tagged with its version), its chart installed over the
+// suite's release with the in-cluster values.
+func installPrevious(ctx context.Context, prev testbed.PreviousRelease) {
+	image := filepath.Join(workDir, "flotilla-manager-"+prev.Version+".tar")
+	Expect(ociimage.WriteTarball(ociimage.Spec{Ref: managerImageRepo + ":" + prev.Version, Entrypoint: "/flotilla-manager",
+		User: "65532:65532", Binaries: map[string]string{"linux/" + runtime.GOARCH: prev.ManagerBin}}, "linux/"+runtime.GOARCH, image)).To(Succeed())
+	Expect(bed.RealNode.ImportImage(ctx, image)).To(Succeed())
+	out, err := helm(ctx, bed.Primary, append([]string{"upgrade", "flotilla", prev.Chart, "-n", flotillav1.SystemNamespace,
+		"--wait", "--timeout", "90s"}, inClusterValues("--set", "manager.image.tag="+prev.Version)...)...)
+	Expect(err).NotTo(HaveOccurred(), "helm upgrade to Flotilla %s in cluster: %s", prev.Version, out)
+}
+
+// upgradeToCurrent helm-upgrades the in-cluster release to this code's chart and image, unless
+// it runs them already (a spec focused without the upgrade spec before it).
+func upgradeToCurrent(ctx context.Context) {
+	var d appsv1.Deployment
+	Expect(clientOf(bed.Primary).Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: "flotilla-manager"}, &d)).To(Succeed())
+	if d.Spec.Template.Spec.Containers[0].Image == managerImageRepo+":"+managerImageTag {
+		return
+	}
+	out, err := helm(ctx, bed.Primary, append([]string{"upgrade", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
+		"--wait", "--timeout", "2m"}, inClusterValues()...)...)
+	Expect(err).NotTo(HaveOccurred(), "helm upgrade to this code: %s", out)
+}
+
+// proxySampler lists a workload's proxies every interval and keeps every moment one of them was
+// not Running and Ready, or the set of proxies was not the one it started with.
+type proxySampler struct {
+	mu         sync.Mutex
+	violations []string
+	samples    int
+}
+
+func (s *proxySampler) run(ctx context.Context, ns, selector string, want map[string]bool, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pods, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			if ctx.Err() == nil {
+				s.add(fmt.Sprintf("%s: listing proxies: %v", time.Now().Format(time.StampMilli), err))
+			}
+			continue
+		}
+		seen := 0
+		for _, p := range pods.Items {
+			switch {
+			case !want[string(p.UID)]:
+				s.add(fmt.Sprintf("%s: proxy %s (uid %s) is new", time.Now().Format(time.StampMilli), p.Name, p.UID))
+			case p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning || !podReady(&p):
+				s.add(fmt.Sprintf("%s: proxy %s is %s, ready %t, deleting %t", time.Now().Format(time.StampMilli), p.Name,
+					p.Status.Phase, podReady(&p), p.DeletionTimestamp != nil))
+				seen++
+			default:
+				seen++
+			}
+		}
+		if seen != len(want) {
+			s.add(fmt.Sprintf("%s: %d of the %d proxies listed", time.Now().Format(time.StampMilli), seen, len(want)))
+		}
+		s.mu.Lock()
+		s.samples++
+		s.mu.Unlock()
+	}
+}
+
+func (s *proxySampler) add(v string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.violations = append(s.violations, v)
+}
+
+func (s *proxySampler) result() ([]string, int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.violations, s.samples
+}
+
+// podCreator creates a bare elected pod every interval and keeps every creation refused.
+type podCreator struct {
+	mu      sync.Mutex
+	created int
+	refused []string
+}
+
+func (c *podCreator) run(ctx context.Context, ns string, labels map[string]string, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("created-%03d", i), Labels: labels,
+			Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+			Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0),
+				Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+		// Its own bound: a call cut by the end of the run is neither made nor refused.
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(callCtx, pod, metav1.CreateOptions{})
+		cancel()
+		c.mu.Lock()
+		if err != nil {
+			c.refused = append(c.refused, fmt.Sprintf("%s: %s: %v", time.Now().Format(time.StampMilli), pod.Name, err))
+		} else {
+			c.created++
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *podCreator) result() (int, []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.created, c.refused
+}
+
+// delegateStarts maps each delegate of a namespace's pods labelled app=<app>, in every
+// secondary, to its UID and its container's start time: a delegate restarted or replaced shows.
+func delegateStarts(ctx SpecContext, ns, app string) map[string]string {
+	out := map[string]string{}
+	for _, c := range bed.Secondaries {
+		for _, p := range delegatesIn(ctx, c, ns) {
+			if p.Labels["app"] != app {
+				continue
+			}
+			started := "not started"
+			if len(p.Status.ContainerStatuses) > 0 && p.Status.ContainerStatuses[0].State.Running != nil {
+				started = p.Status.ContainerStatuses[0].State.Running.StartedAt.UTC().Format(time.RFC3339)
+			}
+			out[c.Name+"/"+p.Name] = fmt.Sprintf("uid %s, started %s, restarts %d", p.UID, started, restartsOf(p))
+		}
+	}
+	return out
+}
+
+func restartsOf(p corev1.Pod) int32 {
+	var n int32
+	for _, s := range p.Status.ContainerStatuses {
+		n += s.RestartCount
+	}
+	return n
+}
+
+// upgradeUnderLoad is the spec of an upgrade from the previous release: the in-cluster group
+// installs that release first, this spec runs the load and upgrades to this code.
+func upgradeUnderLoad(ctx SpecContext, prev testbed.PreviousRelease) {
+	const (
+		ns       = "upgrade-load"
+		replicas = 200
+	)
+	cl := clientOf(bed.Primary)
+	s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+	Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Labels: map[string]string{flotillav1.LabelEnabled: "true"}}})).To(Succeed())
+	DeferCleanup(func(ctx SpecContext) {
+		Expect(client.IgnoreNotFound(cl.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
+	})
+
+	By(fmt.Sprintf("Flotilla %s runs %d elected pods over both secondaries and 3 Replicators", prev.Version, replicas))
+	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "load"}, Spec: appsv1.DeploymentSpec{
+		Replicas: ptr.To[int32](replicas), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "load"}},
+		Template: corev1.PodTemplateSpec{
+			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "load"}, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}}}}}}}}
+	Expect(cl.Create(ctx, d)).To(Succeed())
+	var reps []*flotillav1.Replicator
+	for i := 1; i <= 3; i++ {
+		rep := &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("upgrade-copies-%d", i)}, Spec: flotillav1.ReplicatorSpec{
+			TargetCluster: []string{s1.Name, s2.Name}, ReplicationNamespace: fmt.Sprintf("upgrade-copies-%d", i),
+			ConfigMapName: "settings", ConfigMapData: map[string]string{"copy": fmt.Sprint(i)},
+			DeploymentName: "web", DeploymentSpec: &flotillav1.ReplicatedDeploymentSpec{Replicas: ptr.To[int32](1), Template: corev1.PodTemplateSpec{
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "registry.k8s.io/pause:3.10"}}}}},
+		}}
+		Expect(cl.Create(ctx, rep)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { Expect(client.IgnoreNotFound(cl.Delete(ctx, rep))).To(Succeed()) })
+		reps = append(reps, rep)
+	}
+	// syncedSince waits until every Replicator had a whole pass in both secondaries after t.
+	syncedSince := func(t time.Time) {
+		Eventually(func(g Gomega) {
+			for _, rep := range reps {
+				got, err := replicatorStatus(ctx, rep.Name)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(got.Status.Synced).To(Equal(flotillav1.SyncedTrue), "Replicator %s", rep.Name)
+				for _, c := range []string{s1.Name, s2.Name} {
+					g.Expect(got.Status.Clusters).To(ContainElement(And(HaveField("Name", c),
+						HaveField("LastSyncTime.Time", BeTemporally(">", t.Truncate(time.Second))))), "Replicator %s in %s", rep.Name, c)
+				}
+			}
+		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+	}
+	start := time.Now()
+	Eventually(func(g Gomega) {
+		g.Expect(runningProxies(ctx, g, ns, "app=load", "")).To(Equal(replicas))
+		for _, c := range bed.Secondaries {
+			g.Expect(podsInPhase(delegatesIn(ctx, c, ns), corev1.PodRunning)).To(BeNumerically(">", 0), "delegates running in %s", c.Name)
+		}
+	}).WithContext(ctx).WithTimeout(4 * time.Minute).WithPolling(time.Second).Should(Succeed())
+	AddReportEntry(fmt.Sprintf("%d elected pods Running under Flotilla %s", replicas, prev.Version), time.Since(start).Round(time.Second).String())
+	syncedSince(time.Now().Add(-time.Hour))
+	before := delegateStarts(ctx, ns, "load")
+	Expect(before).To(HaveLen(replicas))
+	proxies, err := bed.Primary.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=load"})
+	Expect(err).NotTo(HaveOccurred())
+	want := map[string]bool{}
+	for _, p := range proxies.Items {
+		want[string(p.UID)] = true
+	}
+	Expect(want).To(HaveLen(replicas))
+
+	By("helm upgrade to this code while a sampler reads every proxy each 200 ms and a client creates 2 elected pods a second")
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var sampler proxySampler
+	var creator podCreator
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer GinkgoRecover(); defer wg.Done(); sampler.run(loadCtx, ns, "app=load", want, 200*time.Millisecond) }()
+	go func() {
+		defer GinkgoRecover()
+		defer wg.Done()
+		creator.run(loadCtx, ns, map[string]string{"app": "created"}, 500*time.Millisecond)
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopLoad()
+			wg.Wait()
+		}
+	}
+	DeferCleanup(stop)
+	oldLeader := leaderPod(ctx)
+	Expect(oldLeader).NotTo(BeEmpty())
+	time.Sleep(2 * time.Second) // the load runs before the upgrade too
+	upgradeStart := time.Now()
+	upgradeToCurrent(ctx)
+	upgradeEnd := time.Now()
+	AddReportEntry("helm upgrade --wait from "+prev.Version, upgradeEnd.Sub(upgradeStart).Round(100*time.Millisecond).String())
+	// The new replicas lead, and the load goes on a little under them.
+	Eventually(func(g Gomega) {
+		leader := leaderPod(ctx)
+		g.Expect(leader).NotTo(Or(BeEmpty(), Equal(oldLeader)))
+		pods := managerPods(ctx)
+		g.Expect(pods).To(HaveLen(2))
+		for _, p := range pods {
+			g.Expect(p.Spec.Containers[0].Image).To(Equal(managerImageRepo + ":" + managerImageTag))
+		}
+	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	time.Sleep(5 * time.Second)
+	stop()
+
+	violations, samples := sampler.result()
+	created, refused := creator.result()
+	AddReportEntry("over the upgrade", fmt.Sprintf("%d samples of %d proxies, %d elected pods created", samples, replicas, created))
+	Expect(refused).To(BeEmpty(), "elected pod creations refused during the upgrade (%d made)", created)
+	Expect(created).To(BeNumerically(">=", int(2*upgradeEnd.Sub(upgradeStart).Seconds())), "the client kept creating 2 pods a second")
+	Expect(violations).To(BeEmpty(), "a proxy's status left Running and Ready (of %d samples)", samples)
+	Expect(samples).To(BeNumerically(">=", int(upgradeEnd.Sub(upgradeStart)/(400*time.Millisecond))), "the sampler kept its pace")
+	Expect(delegateStarts(ctx, ns, "load")).To(Equal(before), "a delegate restarted or was replaced")
+	// What was created through the rollout runs, placed by either manager.
+	Eventually(func(g Gomega) int { return runningProxies(ctx, g, ns, "app=created", "") }).
+		WithContext(ctx).WithTimeout(90 * time.Second).Should(Equal(created))
+
+	By("no Replicator of this code wrote an unchanged object again")
+	// From the moment a manager of this code leads. Before it, in a rollout, the previous release's
+	// standby replica may lead for a moment once the old leader is gone, and that release (which
+	// trusted only what it had applied itself) re-applies each object once: reported, not judged.
+	var lease coordinationv1.Lease
+	Expect(cl.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.ManagerLeaseName}, &lease)).To(Succeed())
+	Expect(lease.Spec.AcquireTime).NotTo(BeNil())
+	newLeader := lease.Spec.AcquireTime.Time
+	syncedSince(newLeader)
+	var byPrevious []string
+	for _, rep := range reps {
+		for _, c := range []*testbed.Cluster{s1, s2} {
+			byPrevious = append(byPrevious, flotillaWrites(c, rep.Spec.ReplicationNamespace, upgradeStart, newLeader)...)
+			Expect(flotillaWrites(c, rep.Spec.ReplicationNamespace, newLeader, time.Now())).To(BeEmpty(),
+				"writes of Replicator %s in %s since this code leads", rep.Name, c.Name)
+		}
+	}
+	AddReportEntry(fmt.Sprintf("replicated objects written during the rollout, before this code led (by Flotilla %s)", prev.Version), fmt.Sprint(len(byPrevious)))
+}
