@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -77,6 +78,18 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
+	decoded, err := json.Marshal(pod)
+	if err != nil {
+		decided(ctx, pod, OutcomeError, "")
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
+	// The PodGroup the pod names, where the placement reads it (the field is newer than the
+	// types it was decoded with): from the pod, never from what the pod claims.
+	if group := podGroupOf(req.Object.Raw); group != "" {
+		metav1.SetMetaDataAnnotation(&pod.ObjectMeta, flotillav1.AnnotationPodGroup, group)
+	} else {
+		delete(pod.Annotations, flotillav1.AnnotationPodGroup)
+	}
 	out, err := h.mutate(ctx, pod, ptr.Deref(req.DryRun, false))
 	var rej *placement.Rejection
 	switch {
@@ -101,7 +114,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	outcome, cluster := admittedOutcome(out)
 	decided(ctx, pod, outcome, cluster)
-	return admission.PatchResponseFromRaw(req.Object.Raw, raw)
+	resp := admission.PatchResponseFromRaw(req.Object.Raw, raw)
+	if resp.Patches = keepNewerFields(decoded, resp.Patches); len(resp.Patches) == 0 {
+		resp.PatchType = nil
+	}
+	return resp
 }
 
 // mutate reads the pod's namespace and admits the pod (Admit); a dry run changes nothing of the

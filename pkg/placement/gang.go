@@ -27,16 +27,21 @@ type Gang struct {
 	// spec.workloadRef, when that is what makes it a member. Size is then unknown (0) until the
 	// Workload is read (WorkloadGang): the pod may be created before its Workload.
 	Workload *corev1.WorkloadReference
+	// PodGroup is the PodGroup (scheduling.k8s.io, Kubernetes 1.36+) the pod names in
+	// spec.schedulingGroup (flotilla.dev/pod-group, which the webhook writes from it), when that is
+	// what makes it a member. Size is then unknown (0) until the PodGroup is read (PodGroupGang).
+	PodGroup string
 }
 
 // Same says whether g and o are one gang: one name, from the same kind of declaration.
 func (g Gang) Same(o Gang) bool {
-	return g.Name == o.Name && (g.Workload == nil) == (o.Workload == nil)
+	return g.Name == o.Name && (g.Workload == nil) == (o.Workload == nil) && g.PodGroup == o.PodGroup
 }
 
 // GangOf is the gang a pod belongs to: flotilla.dev/gang and flotilla.dev/gang-size, or Kueue's
 // pod group (its name label and total count), or the Workload API's pod group its
-// spec.workloadRef names (immutable, so it is trusted as the seal trusts the annotations). ok is
+// spec.workloadRef names (immutable, so it is trusted as the seal trusts the annotations), or the
+// PodGroup its spec.schedulingGroup names (flotilla.dev/pod-group, from the field). ok is
 // false for a pod of no gang; an error is a gang whose size does not parse or is out of range.
 func GangOf(pod *corev1.Pod) (Gang, bool, error) {
 	name, size := pod.Annotations[flotillav1.AnnotationGang], pod.Annotations[flotillav1.AnnotationGangSize]
@@ -47,6 +52,9 @@ func GangOf(pod *corev1.Pod) (Gang, bool, error) {
 	}
 	if name == "" && pod.Spec.WorkloadRef != nil {
 		return Gang{Name: WorkloadGangName(pod.Spec.WorkloadRef), Workload: pod.Spec.WorkloadRef}, true, nil
+	}
+	if group := pod.Annotations[flotillav1.AnnotationPodGroup]; name == "" && group != "" {
+		return Gang{Name: group, PodGroup: group}, true, nil
 	}
 	if name == "" {
 		return Gang{}, false, nil
@@ -256,4 +264,35 @@ func WorkloadGang(w *schedulingv1alpha1.Workload, ref *corev1.WorkloadReference)
 		return n, true, ""
 	}
 	return 0, true, fmt.Sprintf("gang %s waits: Workload %s has no pod group %s", WorkloadGangName(ref), ref.Name, ref.PodGroup)
+}
+
+// PodGroup is what Flotilla reads of a PodGroup (scheduling.k8s.io: v1beta1 from Kubernetes
+// 1.37, v1alpha2 in 1.36): its scheduling policy, the same in both. The API types Flotilla is
+// built with predate it.
+type PodGroup struct {
+	Spec struct {
+		SchedulingPolicy struct {
+			Basic *struct{} `json:"basic,omitempty"`
+			Gang  *struct {
+				MinCount int32 `json:"minCount"`
+			} `json:"gang,omitempty"`
+		} `json:"schedulingPolicy"`
+	} `json:"spec"`
+}
+
+// PodGroupGang reads the gang of PodGroup name from pg (nil: there is none yet). gang is false for
+// a group whose policy is not a gang's (basic): its pods are placed one by one. A gang's size is
+// its minCount; why, when not empty, says what the members wait for.
+func PodGroupGang(pg *PodGroup, name string) (size int, gang bool, why string) {
+	if pg == nil {
+		return 0, true, fmt.Sprintf("gang %s waits for its PodGroup %s (scheduling.k8s.io), which says how many members it needs", name, name)
+	}
+	if pg.Spec.SchedulingPolicy.Gang == nil {
+		return 0, false, ""
+	}
+	n := int(pg.Spec.SchedulingPolicy.Gang.MinCount)
+	if n < 1 || n > MaxGangSize {
+		return 0, true, fmt.Sprintf("gang %s waits: its PodGroup asks for a minCount of %d, and Flotilla places gangs of 1 to %d members", name, n, MaxGangSize)
+	}
+	return n, true, ""
 }

@@ -1,6 +1,7 @@
 package placement_test
 
 import (
+	"encoding/json"
 	"errors"
 	"reflect"
 	"strings"
@@ -39,6 +40,10 @@ func TestGangOf(t *testing.T) {
 			want: placement.Gang{Name: "job/workers/r1", Workload: &corev1.WorkloadReference{Name: "job", PodGroup: "workers", PodGroupReplicaKey: "r1"}}, ok: true},
 		{name: "Flotilla's annotations over a workload reference", ann: map[string]string{flotillav1.AnnotationGang: "train", flotillav1.AnnotationGangSize: "4"},
 			workload: &corev1.WorkloadReference{Name: "job", PodGroup: "workers"}, want: placement.Gang{Name: "train", Size: 4}, ok: true},
+		{name: "a PodGroup: its size is the PodGroup's", ann: map[string]string{flotillav1.AnnotationPodGroup: "trainers"},
+			want: placement.Gang{Name: "trainers", PodGroup: "trainers"}, ok: true},
+		{name: "Flotilla's annotations over a PodGroup", ann: map[string]string{flotillav1.AnnotationGang: "train", flotillav1.AnnotationGangSize: "4",
+			flotillav1.AnnotationPodGroup: "trainers"}, want: placement.Gang{Name: "train", Size: 4}, ok: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -86,6 +91,38 @@ func TestWorkloadGang(t *testing.T) {
 			size, isGang, why := placement.WorkloadGang(tc.w, ref)
 			if size != tc.size || isGang != tc.isGang || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
 				t.Errorf("WorkloadGang = %d, %v, %q; want %d, %v, %q", size, isGang, why, tc.size, tc.isGang, tc.why)
+			}
+		})
+	}
+}
+
+// A PodGroup (Kubernetes 1.36+) is read from its JSON as the API server serves it: a gang
+// policy's minCount is the gang's size, a basic policy is no gang, and what is missing is said.
+func TestPodGroupGang(t *testing.T) {
+	read := func(raw string) *placement.PodGroup {
+		var pg placement.PodGroup
+		if err := json.Unmarshal([]byte(raw), &pg); err != nil {
+			t.Fatal(err)
+		}
+		return &pg
+	}
+	cases := []struct {
+		name   string
+		pg     *placement.PodGroup
+		size   int
+		isGang bool
+		why    string
+	}{
+		{name: "no PodGroup yet", isGang: true, why: "gang trainers waits for its PodGroup trainers (scheduling.k8s.io), which says how many members it needs"},
+		{name: "a gang policy", pg: read(`{"apiVersion":"scheduling.k8s.io/v1beta1","kind":"PodGroup","spec":{"schedulingPolicy":{"gang":{"minCount":4}}}}`), size: 4, isGang: true},
+		{name: "a basic policy", pg: read(`{"spec":{"schedulingPolicy":{"basic":{}}}}`)},
+		{name: "a minCount beyond Flotilla's gangs", pg: read(`{"spec":{"schedulingPolicy":{"gang":{"minCount":5000}}}}`), isGang: true, why: "asks for a minCount of 5000"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			size, isGang, why := placement.PodGroupGang(tc.pg, "trainers")
+			if size != tc.size || isGang != tc.isGang || !strings.Contains(why, tc.why) || (tc.why == "") != (why == "") {
+				t.Errorf("PodGroupGang = %d, %v, %q; want %d, %v, %q", size, isGang, why, tc.size, tc.isGang, tc.why)
 			}
 		})
 	}

@@ -11,7 +11,10 @@ import (
 	schedulingv1alpha1 "k8s.io/api/scheduling/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/test/testbed"
@@ -231,6 +234,67 @@ var _ = Describe("gangs", Ordered, Serial, Label("disruptive"), func() {
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func(ctx SpecContext) { _ = workloads.Delete(ctx, "wl", metav1.DeleteOptions{}) })
 		allIn(ctx, s2.Name, names...)
+		deleteMembers(ctx, names...)
+	})
+
+	It("places a PodGroup (Kubernetes 1.36+) as a gang: its members keep spec.schedulingGroup, wait for their PodGroup, then go whole to the one cluster with room for its minCount", func(ctx SpecContext) {
+		version := ""
+		for _, v := range []string{"v1beta1", "v1alpha2"} {
+			if served, _ := bed.Primary.Clientset.Discovery().ServerResourcesForGroupVersion("scheduling.k8s.io/" + v); served != nil &&
+				slices.ContainsFunc(served.APIResources, func(r metav1.APIResource) bool { return r.Name == "podgroups" }) {
+				version = v
+				break
+			}
+		}
+		if version == "" {
+			Skip("the primary (Kubernetes " + serverVersion(bed.Primary) + ") serves no PodGroups (scheduling.k8s.io, 1.36+): the bed serves them in a primary on 1.37 (the bed with real nodes)")
+		}
+		roomFor(ctx, s1, 2)
+		roomFor(ctx, s2, 3)
+		names := []string{"pg-0", "pg-1", "pg-2"}
+		cl := clientOf(bed.Primary)
+		for _, n := range names {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns, Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+				Spec: corev1.PodSpec{NodeSelector: map[string]string{gangLabel: "true"},
+					Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}}}}}
+			// spec.schedulingGroup is newer than the API types the suite is built with.
+			obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
+			Expect(err).NotTo(HaveOccurred())
+			u := &unstructured.Unstructured{Object: obj}
+			u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+			Expect(unstructured.SetNestedField(u.Object, "trainers", "spec", "schedulingGroup", "podGroupName")).To(Succeed())
+			Expect(cl.Create(ctx, u)).To(Succeed())
+		}
+		Eventually(func(g Gomega) {
+			for _, n := range names {
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+				g.Expect(cl.Get(ctx, client.ObjectKey{Namespace: ns, Name: n}, u)).To(Succeed())
+				group, _, _ := unstructured.NestedString(u.Object, "spec", "schedulingGroup", "podGroupName")
+				g.Expect(group).To(Equal("trainers"), "the proxy %s keeps spec.schedulingGroup", n)
+				p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(p.Spec.NodeName).To(BeEmpty())
+				g.Expect(p.Status.Conditions).To(ContainElement(HaveField("Message",
+					ContainSubstring("gang trainers waits for its PodGroup trainers (scheduling.k8s.io)"))), "member %s", n)
+			}
+		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+
+		By("the PodGroup comes: a gang of 3, which only secondary2 has room for")
+		group := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "scheduling.k8s.io/" + version, "kind": "PodGroup",
+			"metadata": map[string]any{"name": "trainers", "namespace": ns},
+			"spec":     map[string]any{"schedulingPolicy": map[string]any{"gang": map[string]any{"minCount": int64(3)}}},
+		}}
+		Expect(cl.Create(ctx, group)).To(Succeed())
+		DeferCleanup(func(ctx SpecContext) { _ = cl.Delete(ctx, group) })
+		allIn(ctx, s2.Name, names...)
+		for _, n := range names {
+			d, err := s2.Clientset.CoreV1().Pods(ns).Get(ctx, n, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Expect(d.Annotations).NotTo(HaveKey(flotillav1.AnnotationPodGroup), "the delegate of %s", n)
+		}
 		deleteMembers(ctx, names...)
 	})
 })

@@ -248,7 +248,11 @@ func upgradeUnderLoad(ctx SpecContext, prev testbed.PreviousRelease) {
 	var creator podCreator
 	var wg sync.WaitGroup
 	wg.Add(2)
-	go func() { defer GinkgoRecover(); defer wg.Done(); sampler.run(loadCtx, ns, "app=load", want, 200*time.Millisecond) }()
+	go func() {
+		defer GinkgoRecover()
+		defer wg.Done()
+		sampler.run(loadCtx, ns, "app=load", want, 200*time.Millisecond)
+	}()
 	go func() {
 		defer GinkgoRecover()
 		defer wg.Done()

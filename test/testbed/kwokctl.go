@@ -434,10 +434,11 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// workloadAPIArgs serve the Workload API of Kubernetes 1.35 (scheduling.k8s.io/v1alpha1, alpha)
-// and pods' spec.workloadRef in a primary on that minor: its pod groups are gangs Flotilla places
-// whole. The API server alone (no scheduler here gangs proxies). 1.36 replaced both (PodGroup,
-// spec.schedulingGroup), and an API server refuses a runtime-config of a version it lacks.
+// workloadAPIArgs serve Kubernetes' pod groups in a primary: on 1.35 the Workload API
+// (scheduling.k8s.io/v1alpha1) and pods' spec.workloadRef, from 1.36 PodGroups (v1alpha2 in 1.36,
+// v1beta1 from 1.37) and pods' spec.schedulingGroup; their gangs are what Flotilla places whole.
+// The API server alone (no scheduler here gangs proxies); an API server refuses a runtime-config
+// of a version it lacks, so each minor gets its own.
 func workloadAPIArgs(version string) ([]string, error) {
 	if version == "" {
 		v, err := DefaultKubeVersion()
@@ -446,8 +447,14 @@ func workloadAPIArgs(version string) ([]string, error) {
 		}
 		version = v
 	}
-	if !strings.HasPrefix(version, "v1.35.") {
-		return nil, nil
+	served := map[string]string{"v1.35.": "v1alpha1", "v1.36.": "v1alpha2", "v1.37.": "v1beta1"}
+	for prefix, v := range served {
+		if strings.HasPrefix(version, prefix) {
+			// The controller manager too: from 1.37 its podgroup-protection controller removes the
+			// finalizer the API server gives each PodGroup (without it a namespace with one hangs).
+			return []string{"kube-apiserver=feature-gates=GenericWorkload=true", "kube-apiserver=runtime-config=scheduling.k8s.io/" + v + "=true",
+				"kube-controller-manager=feature-gates=GenericWorkload=true"}, nil
+		}
 	}
-	return []string{"kube-apiserver=feature-gates=GenericWorkload=true", "kube-apiserver=runtime-config=scheduling.k8s.io/v1alpha1=true"}, nil
+	return nil, nil
 }

@@ -37,7 +37,7 @@ func Previous(toolsDir string) (PreviousRelease, error) {
 		ManagerBin: filepath.Join(home, "flotilla-manager"), Chart: filepath.Join(home, "flotilla")}
 	for _, f := range []string{r.ManagerBin, filepath.Join(r.Chart, "Chart.yaml")} {
 		if _, err := os.Stat(f); err != nil {
-			return PreviousRelease{}, fmt.Errorf("Flotilla %s is not built (test/tools/install.sh previous): %w", version, err)
+			return PreviousRelease{}, fmt.Errorf("the previous release of Flotilla (%s) is not built (test/tools/install.sh previous): %w", version, err)
 		}
 	}
 	return r, nil

@@ -193,6 +193,11 @@ const (
 	// Kueue's pod groups (LabelKueuePodGroup, AnnotationKueuePodGroupTotal) are gangs too.
 	AnnotationGang     = "flotilla.dev/gang"
 	AnnotationGangSize = "flotilla.dev/gang-size"
+	// AnnotationPodGroup is the PodGroup (scheduling.k8s.io, Kubernetes 1.36+) an elected pod's
+	// spec.schedulingGroup names: written by the webhook from the pod itself (a value the pod
+	// brings is replaced, or removed when the pod names none), since the field is newer than the
+	// API types Flotilla reads pods with. A PodGroup with a gang policy is a gang.
+	AnnotationPodGroup = "flotilla.dev/pod-group"
 	// AnnotationGangCluster is the cluster a gang's member was let go to, with the rest of its
 	// gang (set by the proxy reconciler, under the seal; removed at admission).
 	AnnotationGangCluster = "flotilla.dev/gang-cluster"

@@ -13,6 +13,9 @@ import (
 	schedulingv1alpha1 "k8s.io/api/scheduling/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,8 +31,16 @@ import (
 // affinity; none fits: each member says why, per cluster, and is looked at again with a backoff. A
 // member that comes after the others went (a replacement) follows them to their cluster.
 func (r *Reconciler) placeGang(ctx context.Context, proxy *corev1.Pod, gang placement.Gang, clusters []placement.ClusterView) (ctrl.Result, error) {
-	if gang.Workload != nil {
-		size, isGang, why, err := r.workloadGang(ctx, proxy.Namespace, gang.Workload)
+	if gang.Workload != nil || gang.PodGroup != "" {
+		var size int
+		var isGang bool
+		var why string
+		var err error
+		if gang.Workload != nil {
+			size, isGang, why, err = r.workloadGang(ctx, proxy.Namespace, gang.Workload)
+		} else {
+			size, isGang, why, err = r.podGroupGang(ctx, proxy.Namespace, gang.PodGroup)
+		}
 		switch {
 		case err != nil:
 			return ctrl.Result{}, err
@@ -115,6 +126,40 @@ func (r *Reconciler) workloadGang(ctx context.Context, namespace string, ref *co
 	}
 	size, gang, why = placement.WorkloadGang(&w, ref)
 	return size, gang, why, nil
+}
+
+// podGroupVersions are the versions of scheduling.k8s.io that serve PodGroups, newest first:
+// v1beta1 from Kubernetes 1.37, v1alpha2 in 1.36.
+var podGroupVersions = []string{"v1beta1", "v1alpha2"}
+
+// podGroupGang reads the gang of PodGroup name (placement.PodGroupGang), live, at the first
+// version the primary serves: PodGroups are read only while a member waits. A primary that serves
+// none has no PodGroup gangs (the API server drops spec.schedulingGroup then): placed one by one.
+func (r *Reconciler) podGroupGang(ctx context.Context, namespace, name string) (size int, gang bool, why string, err error) {
+	if r.Workloads == nil {
+		return 0, false, "", nil
+	}
+	for _, version := range podGroupVersions {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(schema.GroupVersionKind{Group: "scheduling.k8s.io", Version: version, Kind: "PodGroup"})
+		err := r.Workloads.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
+		switch {
+		case meta.IsNoMatchError(err) || apierrors.IsNotFound(err) && !workloadServed(err):
+			continue
+		case apierrors.IsNotFound(err):
+			size, gang, why = placement.PodGroupGang(nil, name)
+			return size, gang, why, nil
+		case err != nil:
+			return 0, false, "", fmt.Errorf("reading PodGroup %s/%s: %w", namespace, name, err)
+		}
+		var pg placement.PodGroup
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &pg); err != nil {
+			return 0, false, "", fmt.Errorf("reading PodGroup %s/%s: %w", namespace, name, err)
+		}
+		size, gang, why = placement.PodGroupGang(&pg, name)
+		return size, gang, why, nil
+	}
+	return 0, false, "", nil
 }
 
 // workloadServed tells a Workload that does not exist from an API server that serves no

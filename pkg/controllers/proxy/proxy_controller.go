@@ -92,9 +92,10 @@ type Reconciler struct {
 	// status is written (the manager gives DefaultQuietStart unless --quiet-start says otherwise);
 	// zero: none, a delegate's Pending is written as soon as it is seen, Running in a second write.
 	QuietStart time.Duration
-	// Workloads reads the Workload (scheduling.k8s.io/v1alpha1) whose pod group a gang's member
-	// names, uncached (the manager's APIReader): read only while a member waits, from an alpha
-	// API that few primaries serve. nil: members that name one are placed one by one.
+	// Workloads reads the Workload (scheduling.k8s.io/v1alpha1, Kubernetes 1.35) or the PodGroup
+	// (v1alpha2 or v1beta1, 1.36+) whose pod group a gang's member names, uncached (the manager's
+	// APIReader): read only while a member waits, from APIs few primaries serve yet. nil: members
+	// that name one are placed one by one.
 	Workloads client.Reader
 	// PerCluster bounds the reconciles working on one secondary at once (default 16; the manager
 	// gives half its workers): a secondary that answers slowly, or not at all until its probes say so, cannot take
