@@ -181,11 +181,12 @@ verify-generated: generate ## Fail when generated files are not up to date
 		echo "generated files changed: run make generate and commit"; exit 1; fi
 
 .PHONY: verify
-verify: ## gofmt, go vet, a tidy go.mod, docs/architecture.svg rendered from its source, no work-log numbering
+verify: ## gofmt, go vet, a tidy go.mod, docs/architecture.svg rendered from its source, every relative link of the docs, no work-log numbering
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	@go mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run go mod tidy"; go mod tidy -diff; exit 1; }
 	@hack/docs-picture.sh --check $(PICTURE_SRC) $(PICTURE)
+	@go run ./hack/doclinks
 	@hack/worklog-check.sh
 
 PICTURE_SRC := docs/architecture.dot

@@ -26,7 +26,7 @@ const (
 var decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "flotilla_webhook_decisions_total",
 	Help: "Pod admission requests the webhook answered, by outcome (elected, waiting, skipped, denied, error) and, for elected, the cluster bound to.",
-}, []string{"outcome", "cluster"})
+}, []string{"outcome", "member_cluster"})
 
 func init() { metrics.Registry.MustRegister(decisions) }
 

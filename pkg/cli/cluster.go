@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -48,7 +50,7 @@ func newClusterCommand(g *GlobalOptions) *cobra.Command {
 config), one context per cluster. The manager picks up every change within seconds: each
 secondary becomes a virtual node flotilla-<name> and a ClusterDetector.
 
-The primary is --primary-context (default: the current context); secondaries are other contexts
+The primary is --context (default: the current context); secondaries are other contexts
 of the same kubeconfig. Credentials are never printed.`,
 	}
 	cmd.AddCommand(newJoinCommand(g), newAddCommand(g), newListCommand(g), newDrainCommand(g), newUncordonCommand(g),
@@ -108,25 +110,27 @@ func refuseDuplicate(ctx context.Context, primary client.Client, reg *clientcmda
 func newAddCommand(g *GlobalOptions) *cobra.Command {
 	var contextName, name, server, storageClass string
 	cmd := &cobra.Command{
-		Use:   "add --context CONTEXT [--name NAME]",
+		Use:   "add --secondary-context CONTEXT [--name NAME]",
 		Short: "Register a secondary with the credentials of its kubeconfig context (plumber's way)",
 		Long: `add copies the context's own cluster and user entries into the registration Secret. It refuses
 credentials the manager cannot use in the primary (exec plugins, auth providers): use join for those.
 add also installs the FlotillaPrimary CRD there with the same credentials.`,
-		Example: "  flotillactl cluster add --context secondary1\n  flotillactl cluster add --context kind-eu --server https://eu.internal:6443",
+		Example: "  flotillactl cluster add --secondary-context secondary1\n  flotillactl cluster add --secondary-context kind-eu --server https://eu.internal:6443",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkStorageClass(storageClass); err != nil {
 				return err
 			}
+			if contextName = g.secondaryContextName(contextName, cmd.ErrOrStderr()); contextName == "" {
+				return errors.New("--secondary-context is required: the secondary's context in your kubeconfig")
+			}
 			return runAdd(cmd.Context(), g, contextName, name, server, storageClass, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary (required)")
+	cmd.Flags().StringVar(&contextName, "secondary-context", "", "kubeconfig context of the secondary (required)")
 	cmd.Flags().StringVar(&name, "name", "", "cluster name (DNS-1123; default: derived from the context name)")
 	cmd.Flags().StringVar(&server, "server", "", serverFlagHelp)
 	cmd.Flags().StringVar(&storageClass, "storage-class", "", storageClassFlagHelp)
-	_ = cmd.MarkFlagRequired("context")
 	return cmd
 }
 
@@ -150,7 +154,7 @@ func runAdd(ctx context.Context, g *GlobalOptions, contextName, name, server, st
 	if err != nil {
 		return err
 	}
-	primary, _, err := clientFor(user, g.PrimaryContext)
+	primary, _, err := clientFor(user, g.primaryContext())
 	if err != nil {
 		return err
 	}
@@ -200,7 +204,7 @@ func newJoinCommand(g *GlobalOptions) *cobra.Command {
 	var crds bool
 	var consumerRole string
 	cmd := &cobra.Command{
-		Use:   "join --context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*] [--ingress-hosts HOST,*.DOMAIN] [--service-types TYPE] [--allow pods=N,cpu=Q,...] [--kinds RESOURCE.GROUP,... [--crds]] [--consumer-role multikueue|CLUSTERROLE]",
+		Use:   "join --secondary-context CONTEXT [--name NAME] [--namespaces NAME,PREFIX-*] [--ingress-hosts HOST,*.DOMAIN] [--service-types TYPE] [--allow pods=N,cpu=Q,...] [--kinds RESOURCE.GROUP,... [--crds]] [--consumer-role multikueue|CLUSTERROLE]",
 		Short: "Register a secondary with a least-privilege identity of Flotilla's own",
 		Long: `join uses the context's (admin) credentials once, to install in the secondary:
   - the FlotillaPrimary CRD and this primary's FlotillaPrimary object;
@@ -248,19 +252,19 @@ ServiceAccount of their own, flotilla-system/flotilla-<primary id>-consumer, bou
 ClusterRole you name, or with multikueue to one join makes with what a MultiKueue manager needs in
 a worker (Jobs, pods and Kueue Workloads, cluster-wide); Flotilla's identity may mint that
 account's tokens and nothing else of it. Joining again without it removes that account.`,
-		Example: "  flotillactl cluster join --context secondary1 --name eu-west\n" +
+		Example: "  flotillactl cluster join --secondary-context secondary1 --name eu-west\n" +
 			"  # a local cluster whose kubeconfig says 127.0.0.1, for a manager running in a pod:\n" +
-			"  flotillactl cluster join --context kind-eu --server https://192.168.1.20:6443\n" +
+			"  flotillactl cluster join --secondary-context kind-eu --server https://192.168.1.20:6443\n" +
 			"  # only namespace web and those whose names start with team-:\n" +
-			"  flotillactl cluster join --context secondary1 --namespaces web,team-*\n" +
+			"  flotillactl cluster join --secondary-context secondary1 --namespaces web,team-*\n" +
 			"  # Ingresses only under eu.example.com, and no Service beyond ClusterIP:\n" +
-			"  flotillactl cluster join --context secondary1 --ingress-hosts '*.eu.example.com'\n" +
+			"  flotillactl cluster join --secondary-context secondary1 --ingress-hosts '*.eu.example.com'\n" +
 			"  # Replicators may also carry ServiceMonitors, and copy their definition here:\n" +
-			"  flotillactl cluster join --context secondary1 --kinds servicemonitors.monitoring.coreos.com --crds\n" +
+			"  flotillactl cluster join --secondary-context secondary1 --kinds servicemonitors.monitoring.coreos.com --crds\n" +
 			"  # MultiKueue in the primary may dispatch Jobs here through Flotilla's ClusterProfile:\n" +
-			"  flotillactl cluster join --context secondary1 --consumer-role multikueue\n" +
+			"  flotillactl cluster join --secondary-context secondary1 --consumer-role multikueue\n" +
 			"  # a cluster the primary cannot reach, whose agent dials the primary's tunnel:\n" +
-			"  flotillactl cluster join --context edge --pull --tunnel-address tunnel.example.com:8444 --tunnel-ca-file tunnel-ca.crt",
+			"  flotillactl cluster join --secondary-context edge --pull --tunnel-address tunnel.example.com:8444 --tunnel-ca-file tunnel-ca.crt",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkStorageClass(storageClass); err != nil {
@@ -277,12 +281,15 @@ account's tokens and nothing else of it. Joining again without it removes that a
 			if err != nil {
 				return err
 			}
+			if contextName = g.secondaryContextName(contextName, cmd.ErrOrStderr()); contextName == "" {
+				return errors.New("--secondary-context is required: the secondary's context in your kubeconfig, with rights to install CRDs and RBAC")
+			}
 			return runJoin(cmd.Context(), g, joinOptions{contextName: contextName, name: name, server: server, duration: duration,
 				namespaces: namespaces, exposure: exposureOf(ingressHosts, serviceTypes), storageClass: storageClass, pull: pull,
 				allowance: lent, kinds: allowed, crds: crds, consumerRole: consumerRole}, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVar(&contextName, "context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
+	cmd.Flags().StringVar(&contextName, "secondary-context", "", "kubeconfig context of the secondary, with rights to install CRDs and RBAC (required)")
 	cmd.Flags().StringVar(&name, "name", "", "cluster name (DNS-1123; default: derived from the context name)")
 	cmd.Flags().StringVar(&server, "server", "", serverFlagHelp)
 	cmd.Flags().StringVar(&storageClass, "storage-class", "", storageClassFlagHelp)
@@ -313,7 +320,6 @@ account's tokens and nothing else of it. Joining again without it removes that a
 	cmd.Flags().StringVar(&pull.caFile, "tunnel-ca-file", "", "with --pull: PEM file of the CA that signed the tunnel endpoint's certificate, given to the agent")
 	cmd.Flags().DurationVar(&pull.tokenDuration, "agent-token-duration", time.Hour,
 		"with --pull: lifetime of the agent's bootstrap credential (a token of the primary's ServiceAccount flotilla-system/flotilla-agent-<name>, bound to the Secret flotilla-agent-bootstrap-<name> there): the agent must first connect within it; the manager then gives it a credential of its own, renewed before it expires, and deletes that Secret, which ends the bootstrap one")
-	_ = cmd.MarkFlagRequired("context")
 	return cmd
 }
 
@@ -409,7 +415,7 @@ func runJoin(ctx context.Context, g *GlobalOptions, o joinOptions, out io.Writer
 	if err != nil {
 		return err
 	}
-	primary, _, err := clientFor(user, g.PrimaryContext)
+	primary, _, err := clientFor(user, g.primaryContext())
 	if err != nil {
 		return err
 	}
@@ -607,26 +613,43 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 }
 
 func newListCommand(g *GlobalOptions) *cobra.Command {
-	return &cobra.Command{
+	var output string
+	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the registered clusters and their status",
-		Args:  cobra.NoArgs,
+		Example: `  flotillactl cluster list
+  flotillactl --context primary cluster list -o wide
+  flotillactl cluster list -o json | jq -r '.items[] | select(.status != "Running") | .name'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runList(cmd.Context(), g, cmd.OutOrStdout())
+			if err := checkOutput(output, "wide", "json", "yaml"); err != nil {
+				return err
+			}
+			return runList(cmd.Context(), g, cmd.OutOrStdout(), output)
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: wide (with version, nodes, message), json or yaml (every column of wide, one object per cluster under items)")
+	return cmd
 }
 
-func runList(ctx context.Context, g *GlobalOptions, out io.Writer) error {
+// checkOutput refuses an --output a command does not print, naming those it does.
+func checkOutput(output string, formats ...string) error {
+	if output == "" || slices.Contains(formats, output) {
+		return nil
+	}
+	return fmt.Errorf("--output %q: want one of %s (or none: a table)", output, strings.Join(formats, ", "))
+}
+
+func runList(ctx context.Context, g *GlobalOptions, out io.Writer, output string) error {
 	user, err := g.userConfig()
 	if err != nil {
 		return err
 	}
-	primary, _, err := clientFor(user, g.PrimaryContext)
+	primary, _, err := clientFor(user, g.primaryContext())
 	if err != nil {
 		return err
 	}
-	return listClusters(ctx, primary, out)
+	return listClusters(ctx, primary, out, output)
 }
 
 // modeColumn says how the manager reaches a context's cluster: push (it dials it), or pull with
@@ -647,52 +670,114 @@ func modeColumn(st flotillav1.ClusterDetectorStatus) string {
 	}
 }
 
-// listClusters prints the registered contexts with their ClusterDetector's status. A context the
-// registration refuses (clusters.ValidateContext) shows InvalidContext and, under the table, the
-// fields refused, whether or not a manager has reported it yet.
-func listClusters(ctx context.Context, primary client.Reader, out io.Writer) error {
+// clusterRow is one registered context as cluster list shows it: the table's columns (wide's
+// too), and the whole row in json and yaml.
+type clusterRow struct {
+	Context      string `json:"context"`
+	Cluster      string `json:"cluster"`
+	User         string `json:"user"`
+	Name         string `json:"name"`
+	Role         string `json:"role"`
+	Status       string `json:"status"`
+	Reason       string `json:"reason"`
+	StorageClass string `json:"storageClass"`
+	Mode         string `json:"mode"`
+	Version      string `json:"version"`
+	Nodes        int32  `json:"nodes"`
+	Message      string `json:"message"`
+	// Refused says what the registration refuses of the context ("": nothing).
+	Refused string `json:"refused"`
+}
+
+// clusterRows reads the registered contexts with their ClusterDetector's status. A context the
+// registration refuses (clusters.ValidateContext) shows InvalidContext and what is refused,
+// whether or not a manager has reported it yet.
+func clusterRows(ctx context.Context, primary client.Reader) ([]clusterRow, error) {
 	reg, err := clusters.ReadRegistration(ctx, primary)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var detectors flotillav1.ClusterDetectorList
 	if err := primary.List(ctx, &detectors, client.InNamespace(flotillav1.SystemNamespace)); err != nil {
-		return fmt.Errorf("listing ClusterDetectors: %w", err)
+		return nil, fmt.Errorf("listing ClusterDetectors: %w", err)
 	}
 	byContext := map[string]flotillav1.ClusterDetector{}
 	for _, d := range detectors.Items {
 		byContext[d.Spec.Context] = d
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "CONTEXT\tCLUSTER\tUSER\tNAME\tROLE\tSTATUS\tREASON\tSTORAGECLASS\tMODE")
 	contexts := make([]string, 0, len(reg.Contexts))
 	for name := range reg.Contexts {
 		contexts = append(contexts, name)
 	}
 	sort.Strings(contexts)
-	var refused []error
+	rows := make([]clusterRow, 0, len(contexts))
 	for _, c := range contexts {
 		kctx := reg.Contexts[c]
-		status, reason, role, name, class := "Pending", "", "", clusters.ClusterName(c), ""
-		mode := modeColumn(byContext[c].Status)
+		row := clusterRow{Context: c, Cluster: kctx.Cluster, User: kctx.AuthInfo, Name: clusters.ClusterName(c), Status: "Pending",
+			Mode: modeColumn(byContext[c].Status)}
 		if d, ok := byContext[c]; ok {
-			status, reason, role, name = string(d.Status.ClusterStatus), d.Status.Reason, d.Labels[flotillav1.LabelRole], d.Name
+			row.Status, row.Reason, row.Role, row.Name = string(d.Status.ClusterStatus), d.Status.Reason, d.Labels[flotillav1.LabelRole], d.Name
+			row.Version, row.Nodes, row.Message = d.Status.KubernetesVersion, d.Status.NodeCount, d.Status.Message
 			if d.Status.VirtualNode != "" {
 				// What real claims get there: its registration's class, else its default one.
-				class = cmp.Or(d.Status.StorageClass, "default")
+				row.StorageClass = cmp.Or(d.Status.StorageClass, "default")
 			}
 		}
 		if err := clusters.ValidateContext(reg, c); err != nil {
-			status, reason = string(flotillav1.ClusterUnknown), flotillav1.ReasonInvalidContext
-			refused = append(refused, err)
+			row.Status, row.Reason, row.Refused = string(flotillav1.ClusterUnknown), flotillav1.ReasonInvalidContext, err.Error()
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c, kctx.Cluster, kctx.AuthInfo, name, role, status, reason, class, mode)
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// listClusters prints the registered clusters: a table (wide: with version, nodes and message),
+// the refused contexts' reasons under it; or every column of every row as json or yaml.
+func listClusters(ctx context.Context, primary client.Reader, out io.Writer, output string) error {
+	rows, err := clusterRows(ctx, primary)
+	if err != nil {
+		return err
+	}
+	switch output {
+	case "json", "yaml":
+		doc := struct {
+			Items []clusterRow `json:"items"`
+		}{Items: rows}
+		raw, err := json.MarshalIndent(doc, "", "  ")
+		if err == nil && output == "yaml" {
+			raw, err = yaml.JSONToYAML(raw)
+		}
+		if err != nil {
+			return fmt.Errorf("printing the clusters: %w", err)
+		}
+		if output == "json" {
+			raw = append(raw, '\n')
+		}
+		_, err = out.Write(raw)
+		return err
+	}
+	wide := output == "wide"
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	header := "CONTEXT\tCLUSTER\tUSER\tNAME\tROLE\tSTATUS\tREASON\tSTORAGECLASS\tMODE"
+	if wide {
+		header += "\tVERSION\tNODES\tMESSAGE"
+	}
+	fmt.Fprintln(w, header)
+	for _, r := range rows {
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s", r.Context, r.Cluster, r.User, r.Name, r.Role, r.Status, r.Reason, r.StorageClass, r.Mode)
+		if wide {
+			line += fmt.Sprintf("\t%s\t%d\t%s", r.Version, r.Nodes, r.Message)
+		}
+		fmt.Fprintln(w, line)
 	}
 	if err := w.Flush(); err != nil {
 		return fmt.Errorf("printing the clusters: %w", err)
 	}
-	for _, err := range refused {
-		if _, werr := fmt.Fprintf(out, "\n%v\n", err); werr != nil {
+	for _, r := range rows {
+		if r.Refused == "" {
+			continue
+		}
+		if _, werr := fmt.Fprintf(out, "\n%s\n", r.Refused); werr != nil {
 			return fmt.Errorf("printing the clusters: %w", werr)
 		}
 	}
@@ -705,7 +790,7 @@ func resolveTarget(ctx context.Context, g *GlobalOptions, target string) (primar
 	if err != nil {
 		return nil, "", "", err
 	}
-	primary, _, err = clientFor(user, g.PrimaryContext)
+	primary, _, err = clientFor(user, g.primaryContext())
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -753,7 +838,7 @@ until their delegates are gone, removes its context from the registration Secret
 has deleted the virtual node, the ClusterDetector and (with the registered credentials) the
 FlotillaPrimary in the secondary, which lets the secondary's garbage collector remove everything
 Flotilla created there. Last, with your own credentials for the secondary (the context of the
-same name in your kubeconfig, or --context), it deletes what join made there for this primary
+same name in your kubeconfig, or --secondary-context), it deletes what join made there for this primary
 (ServiceAccount, roles, bindings, admission policy) and, unless --orphan, the namespaces Flotilla
 created that hold nothing else; an object of those names without this primary's label, or a
 namespace that also holds something else, is left and named.
@@ -775,6 +860,7 @@ the data with them. --orphan keeps the namespaces and the claims in the secondar
 			"  flotillactl cluster remove secondary1 --orphan",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.context = g.secondaryContextName(o.context, cmd.ErrOrStderr())
 			return runRemove(cmd.Context(), g, args[0], o, cmd.OutOrStdout())
 		},
 	}
@@ -784,7 +870,7 @@ the data with them. --orphan keeps the namespaces and the claims in the secondar
 		"without, let the drain evict pods no controller owns (they are not re-created)")
 	cmd.Flags().BoolVar(&o.noDrain, "no-drain", false, "do not drain: delete the proxies at once, PodDisruptionBudgets aside")
 	cmd.Flags().BoolVar(&o.deleteVolumes, "delete-volumes", false, "delete the real claims of claims of class flotilla whose data is in the secondary, with the namespaces Flotilla created there (their data is lost)")
-	cmd.Flags().StringVar(&o.context, "context", "", "your kubeconfig's context for the secondary, to remove what join made there (default: the registered context's name)")
+	cmd.Flags().StringVar(&o.context, "secondary-context", "", "your kubeconfig's context for the secondary, to remove what join made there (default: the registered context's name)")
 	return cmd
 }
 
@@ -886,7 +972,7 @@ func cleanUpSecondary(ctx context.Context, g *GlobalOptions, o removeOptions, co
 	c, rc, err := g.secondaryAsUser(ctx, userContext, clusterID)
 	if err != nil {
 		_, werr := fmt.Fprintf(out, "Not cleaned up in %s (%v): this primary's ServiceAccount, roles and admission policy there "+
-			"(label %s=%s) and the namespaces it created; run `flotillactl cluster remove %s --context <yours>` again, "+
+			"(label %s=%s) and the namespaces it created; run `flotillactl cluster remove %s --secondary-context <yours>` again, "+
 			"or delete them with kubectl.\n", name, err, flotillav1.LabelPrimary, primaryID, name)
 		return werr
 	}

@@ -24,14 +24,14 @@ func TestAddRefusesExecCredentialsPointingToJoin(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
-	out, err := run(t, "--kubeconfig", path, "cluster", "add", "--context", "gke_p_z_n")
+	out, err := run(t, "--kubeconfig", path, "cluster", "add", "--secondary-context", "gke_p_z_n")
 	if err == nil || !strings.Contains(err.Error(), "flotillactl cluster join") {
 		t.Fatalf("err = %v, out %q; want a pointer to join", err, out)
 	}
-	if _, err := run(t, "--kubeconfig", path, "cluster", "add", "--context", "missing"); err == nil || !strings.Contains(err.Error(), `"missing"`) {
+	if _, err := run(t, "--kubeconfig", path, "cluster", "add", "--secondary-context", "missing"); err == nil || !strings.Contains(err.Error(), `"missing"`) {
 		t.Errorf("unknown context: err = %v", err)
 	}
-	if _, err := run(t, "--kubeconfig", path, "cluster", "add", "--context", "gke_p_z_n", "--name", "Bad_Name"); err == nil || !strings.Contains(err.Error(), "DNS-1123") {
+	if _, err := run(t, "--kubeconfig", path, "cluster", "add", "--secondary-context", "gke_p_z_n", "--name", "Bad_Name"); err == nil || !strings.Contains(err.Error(), "DNS-1123") {
 		t.Errorf("bad --name: err = %v", err)
 	}
 	if _, err := os.Stat(path); err != nil {

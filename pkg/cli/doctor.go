@@ -74,7 +74,7 @@ func (g *GlobalOptions) primaryClient() (client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, _, err := clientFor(user, g.PrimaryContext)
+	c, _, err := clientFor(user, g.primaryContext())
 	return c, err
 }
 

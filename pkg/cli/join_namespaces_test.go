@@ -30,7 +30,7 @@ func TestJoinTakesANamespaceAllowList(t *testing.T) {
 	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
-	_, err = run(t, "--kubeconfig", path, "cluster", "join", "--context", "eu", "--namespaces", "web,kube-*")
+	_, err = run(t, "--kubeconfig", path, "cluster", "join", "--secondary-context", "eu", "--namespaces", "web,kube-*")
 	if err == nil || !strings.Contains(err.Error(), "--namespaces") || !strings.Contains(err.Error(), `"kube-*"`) {
 		t.Errorf("err = %v; want --namespaces refused, naming kube-*", err)
 	}
@@ -50,7 +50,7 @@ func TestJoinPullChecksItsFlagsFirst(t *testing.T) {
 			[]string{`not "primary.example.com"`, "holds no PEM certificate", "--agent-token-duration 1m0s: at least 10m"}},
 		{[]string{"--tunnel-address", "primary.example.com:8444"}, []string{"go with --pull"}},
 	} {
-		_, err := run(t, append([]string{"--kubeconfig", filepath.Join(t.TempDir(), "none"), "cluster", "join", "--context", "eu"}, tc.args...)...)
+		_, err := run(t, append([]string{"--kubeconfig", filepath.Join(t.TempDir(), "none"), "cluster", "join", "--secondary-context", "eu"}, tc.args...)...)
 		for _, want := range tc.says {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("join %v = %v; want it to say %q", tc.args, err, want)

@@ -167,5 +167,5 @@ func removeContext(reg *clientcmdapi.Config, name string) bool {
 
 // errExecCredential explains why a context that runs a credential plugin cannot be added.
 var errExecCredential = errors.New("authenticates with an exec plugin or auth provider, which the manager cannot run " +
-	"in the primary; register it with `flotillactl cluster join --context <context>`, which gives Flotilla a " +
+	"in the primary; register it with `flotillactl cluster join --secondary-context <context>`, which gives Flotilla a " +
 	"ServiceAccount token of its own there (the way for GKE, EKS and AKS)")

@@ -67,7 +67,7 @@ func TestListShowsARefusedContext(t *testing.T) {
 	cfg.Contexts["good"] = &clientcmdapi.Context{Cluster: "good", AuthInfo: "good"}
 	primary := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(registrationSecret(t, cfg)).Build()
 	var out bytes.Buffer
-	if err := listClusters(t.Context(), primary, &out); err != nil {
+	if err := listClusters(t.Context(), primary, &out, ""); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(out.String(), "\n")

@@ -199,7 +199,7 @@ func userResources(lists []*metav1.APIResourceList) []schema.GroupVersionResourc
 }
 
 // secondaryAsUser is the user's own client for a registered secondary: the context of the user's
-// kubeconfig of that name (or --context), checked to reach the very cluster registered (its
+// kubeconfig of that name (or --secondary-context), checked to reach the very cluster registered (its
 // kube-system UID, as the ClusterDetector recorded it).
 func (g *GlobalOptions) secondaryAsUser(ctx context.Context, contextName, wantID string) (client.Client, *rest.Config, error) {
 	user, err := g.userConfig()

@@ -62,7 +62,7 @@ Nothing of OLD is changed before NEW is healthy with every Replicator's objects;
 cannot finish within --timeout stops the command with what is left, and running it again
 carries on.`,
 		Example: `  # Stand up secondary3, join it, then move everything of secondary1 to it
-  flotillactl cluster join --context secondary3
+  flotillactl cluster join --secondary-context secondary3
   flotillactl cluster replace secondary1 --with secondary3 --dry-run
   flotillactl cluster replace secondary1 --with secondary3 --timeout 30m`,
 		Args: cobra.ExactArgs(1),

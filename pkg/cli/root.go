@@ -17,8 +17,29 @@ import (
 type GlobalOptions struct {
 	// Kubeconfig is the path of the user's kubeconfig (default: kubectl's rules).
 	Kubeconfig string
-	// PrimaryContext is the context of the primary cluster (default: the current context).
-	PrimaryContext string
+	// Context is the context of the primary cluster (--context, as kubectl's; default: the
+	// current context). PrimaryContext is its older spelling (--primary-context), which wins.
+	Context, PrimaryContext string
+}
+
+// primaryContext is the primary's context: --primary-context, else --context ("": the current one).
+func (g *GlobalOptions) primaryContext() string {
+	if g.PrimaryContext != "" {
+		return g.PrimaryContext
+	}
+	return g.Context
+}
+
+// secondaryContext resolves the secondary's context of join, add and remove: --secondary-context,
+// else, for one release, --context as those commands read it before (the primary is then
+// --primary-context or the current context), with a warning on errOut.
+func (g *GlobalOptions) secondaryContextName(secondary string, errOut io.Writer) string {
+	if secondary != "" || g.Context == "" {
+		return secondary
+	}
+	fmt.Fprintf(errOut, "Warning: --context %s names the secondary here as it did before; use --secondary-context %s (from the next release --context names the primary, as everywhere else)\n", g.Context, g.Context)
+	secondary, g.Context = g.Context, ""
+	return secondary
 }
 
 // NewRootCommand builds flotillactl's command tree, writing to out and errOut.
@@ -43,9 +64,12 @@ Replicator copies a namespace's resources to chosen clusters.`,
 	root.SetOut(out)
 	root.SetErr(errOut)
 	root.PersistentFlags().StringVar(&g.Kubeconfig, "kubeconfig", "", "path of the kubeconfig (default: $KUBECONFIG or ~/.kube/config)")
-	root.PersistentFlags().StringVar(&g.PrimaryContext, "primary-context", "", "kubeconfig context of the primary cluster (default: the current context)")
+	root.PersistentFlags().StringVar(&g.Context, "context", "", "kubeconfig context of the primary cluster (default: the current context)")
+	root.PersistentFlags().StringVar(&g.PrimaryContext, "primary-context", "", "kubeconfig context of the primary cluster")
+	_ = root.PersistentFlags().MarkDeprecated("primary-context", "use --context, as kubectl does")
 	root.AddCommand(newVersionCommand(), newClusterCommand(&g), newDoctorCommand(doctorDeps{primary: g.primaryClient, contexts: g.userContexts}),
 		newUninstallCommand(&g), newRebalanceCommand(&g), newReplicateCommand(g.primaryClient), newTraceCommand(g.primaryClient), newRenderCommand(g.primaryClient))
+	registerCompletions(root, &g)
 	return root
 }
 

@@ -44,7 +44,7 @@ func TestHelpNamesTheCommandsAndGlobalFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"virtual node", "version", "--kubeconfig", "--primary-context", "cluster"} {
+	for _, want := range []string{"virtual node", "version", "--kubeconfig", "--context", "cluster"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("--help lacks %q:\n%s", want, out)
 		}

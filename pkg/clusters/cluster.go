@@ -398,8 +398,11 @@ func (c *cluster) remoteWatch() *remoteWatch {
 func (c *cluster) run(ctx context.Context) {
 	defer close(c.done)
 	if c.configErr != nil {
+		// Shown, never probed: a refused context says so to the alerts too.
+		recordRefused(c.name, c.state.Reason == flotillav1.ReasonInvalidContext)
 		return
 	}
+	recordRefused(c.name, false)
 	log := c.registry.log.WithValues("cluster", c.name)
 	ticker := time.NewTicker(c.registry.opts.ProbeInterval)
 	defer ticker.Stop()
@@ -525,7 +528,7 @@ const identityRecheckProbes = 30
 func identityChangedMessage(name, contextName, pinned, answered string) string {
 	return fmt.Sprintf("Cluster %s answered with kube-system UID %s, not %s, the one pinned for it: it was rebuilt, or its "+
 		"server now reaches another cluster. It is not used and nothing of it is touched (its virtual node, proxies and "+
-		"delegates stay as they are) until `flotillactl cluster join --context <its context> --name %s` pins the cluster "+
+		"delegates stay as they are) until `flotillactl cluster join --secondary-context <its context> --name %s` pins the cluster "+
 		"that answers now (registered context %s)", name, answered, pinned, name, contextName)
 }
 

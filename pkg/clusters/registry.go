@@ -380,6 +380,8 @@ func (r *Registry) Apply(raw []byte) error {
 	r.configured = true
 	changedConfigErr := (r.configErr == nil) != (err == nil) || (err != nil && r.configErr.Error() != err.Error())
 	r.configErr = err
+	// A Secret not there yet (before the first join) is not refused; one that does not parse is.
+	recordRefused("", err != nil && !errors.Is(err, ErrSecretMissing))
 	var known []*cluster
 	if first {
 		// Clusters an earlier run knew (ClusterDetectors) but the registration does not name are

@@ -77,6 +77,22 @@ func writeResourceMetrics(w io.Writer, r nodeReport) {
 		func(c containerReport) float64 { return c.CPUSeconds })
 	containerLines("container_memory_working_set_bytes", "gauge", "Current working set of the container in bytes",
 		func(c containerReport) float64 { return c.MemoryBytes })
+	// The pod series a kubelet serves beside them (tools that read pods, not containers), each
+	// the sum of the pod's containers, as the kubelet's pod cgroup sums them.
+	podLines := func(name, kind, help string, value func(containerReport) float64) {
+		header(name, kind, help)
+		for _, p := range r.Pods {
+			var sum float64
+			for _, c := range p.Containers {
+				sum += value(c)
+			}
+			fmt.Fprintf(w, "%s{namespace=%s,pod=%s} %s %s\n", name, strconv.Quote(p.Namespace), strconv.Quote(p.Name), num(sum), ms(p.At))
+		}
+	}
+	podLines("pod_cpu_usage_seconds_total", "counter", "Cumulative cpu time consumed by the pod in core-seconds",
+		func(c containerReport) float64 { return c.CPUSeconds })
+	podLines("pod_memory_working_set_bytes", "gauge", "Current working set of the pod in bytes",
+		func(c containerReport) float64 { return c.MemoryBytes })
 }
 
 // summaryOf is a report as the kubelet's Summary API: CPU and memory of the node and of each pod

@@ -110,6 +110,8 @@ func TestResourceMetricsParse(t *testing.T) {
 		"node_memory_working_set_bytes":      {"3145728@1795000001123"},
 		"container_cpu_usage_seconds_total":  {`app ns web 12.25@1795000000123`, `side"car ns web 30.25@1795000000123`},
 		"container_memory_working_set_bytes": {`app ns web 1048576@1795000000123`, `side"car ns web 2097152@1795000000123`},
+		"pod_cpu_usage_seconds_total":        {`ns web 42.5@1795000000123`},
+		"pod_memory_working_set_bytes":       {`ns web 3145728@1795000000123`},
 	}
 	for name, values := range want {
 		f, ok := families[name]

@@ -96,7 +96,7 @@ func (t *benchTunnel) stop() {
 // joinCommand is flotillactl cluster join for a secondary, in pull mode with a tunnel.
 func joinCommand(ctx context.Context, bin string, bed *testbed.Bed, c *testbed.Cluster, t *benchTunnel) *exec.Cmd {
 	return exec.CommandContext(ctx, filepath.Join(bin, "flotillactl"), append([]string{"--kubeconfig", bed.KubeconfigPath,
-		"--primary-context", testbed.PrimaryName, "cluster", "join", "--context", c.Name}, t.joinArgs()...)...)
+		"--context", testbed.PrimaryName, "cluster", "join", "--secondary-context", c.Name}, t.joinArgs()...)...)
 }
 
 // startAndJoin starts the leader and joins every secondary, in pull mode with their agents when

@@ -11,7 +11,7 @@ dir=$1
 case $dir in /*) ;; *) dir="$PWD/$dir" ;; esac
 kubectl=${KUBECTL:-kubectl}
 export KUBECONFIG="$dir/kubeconfig"
-flotillactl() { bin/flotillactl --primary-context primary "$@"; }
+flotillactl() { bin/flotillactl --context primary "$@"; }
 
 helm=${HELM:-helm}
 # The chart takes over the CRDs it renders that exist already and are no release's: the
@@ -68,13 +68,13 @@ for c in secondary1 secondary2; do
 done
 
 echo
-echo "== flotillactl cluster join --context secondary1 / secondary2 (identity, admission policy, FlotillaPrimary; the CRD is the chart's)"
+echo "== flotillactl cluster join --secondary-context secondary1 / secondary2 (identity, admission policy, FlotillaPrimary; the CRD is the chart's)"
 for c in secondary1 secondary2; do
   if [[ ${#join_args[@]} -gt 0 ]]; then
     server=$("$kubectl" config view --raw --minify --context "$c" -o jsonpath='{.clusters[0].cluster.server}' | sed "s#127.0.0.1#${join_args[1]}#")
-    flotillactl cluster join --context "$c" --server "$server"
+    flotillactl cluster join --secondary-context "$c" --server "$server"
   else
-    flotillactl cluster join --context "$c"
+    flotillactl cluster join --secondary-context "$c"
   fi
 done
 
@@ -179,6 +179,6 @@ cat <<TXT
 The bed and the manager keep running.
   kubeconfig:   export KUBECONFIG=$dir/kubeconfig   (contexts primary, secondary1, secondary2)
   manager logs: kubectl --context primary -n flotilla-system logs deploy/flotilla-manager (in cluster), else $dir/logs/manager.log
-  try:          bin/flotillactl --primary-context primary cluster remove secondary2
+  try:          bin/flotillactl --context primary cluster remove secondary2
   stop it all:  make dev-down
 TXT

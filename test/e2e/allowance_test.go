@@ -93,7 +93,7 @@ var _ = Describe("a secondary that lends part of itself", Ordered, Serial, Label
 
 	It("shows its cap as the virtual node's allocatable, keeps pods beyond it waiting, refuses a delegate made by hand beyond it, lets the admin raise it, and gives a second primary its own", func(ctx SpecContext) {
 		By("join --allow writes the allowance; the lender puts a quota in force in every namespace the primary manages")
-		out, err := flotillactl(ctx, "cluster", "join", "--context", s1.Name, "--token-duration", "10m", "--allow", "pods=1000")
+		out, err := flotillactl(ctx, "cluster", "join", "--secondary-context", s1.Name, "--token-duration", "10m", "--allow", "pods=1000")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("lends this primary at most pods=1k"))
 		// What the primary uses there must hold still: an earlier spec's pods may still be going

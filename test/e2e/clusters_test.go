@@ -56,12 +56,12 @@ var _ = Describe("secondaries as virtual nodes", Ordered, Serial, Label("disrupt
 		// s2 is registered at the host's own address, as for a manager in a pod that cannot
 		// reach the kubeconfig's 127.0.0.1; a --server that is another cluster is refused.
 		s2Server := serverAtHostIP(s2)
-		out, err := flotillactl(ctx, "cluster", "join", "--context", s2.Name, "--server", serverAtHostIP(s1))
+		out, err := flotillactl(ctx, "cluster", "join", "--secondary-context", s2.Name, "--server", serverAtHostIP(s1))
 		Expect(err).To(HaveOccurred(), out)
 		Expect(out).To(Or(ContainSubstring("answers as another cluster"), ContainSubstring("does not present a certificate context "+s2.Name+" trusts")))
 		start := time.Now()
 		for _, c := range []*testbed.Cluster{s1, s2} {
-			args := []string{"cluster", "join", "--context", c.Name, "--token-duration", "10m"}
+			args := []string{"cluster", "join", "--secondary-context", c.Name, "--token-duration", "10m"}
 			if c == s2 {
 				args = append(args, "--server", s2Server)
 			}
@@ -136,7 +136,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, Serial, Label("disrupt
 	}, SpecTimeout(time.Minute))
 
 	It("shows the primary's own context as the role=primary ClusterDetector, with no virtual node", func(ctx SpecContext) {
-		out, err := flotillactl(ctx, "cluster", "add", "--context", testbed.PrimaryName, "--name", "self")
+		out, err := flotillactl(ctx, "cluster", "add", "--secondary-context", testbed.PrimaryName, "--name", "self")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func(g Gomega) {
 			cd, err := detector(ctx, "primary")
@@ -297,7 +297,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, Serial, Label("disrupt
 		editRegistrationConfig(ctx, func(cfg *clientcmdapi.Config) { delete(cfg.Contexts, "bogus") })
 
 		// The same cluster registered a second time is refused, and the first registration is untouched.
-		out, err := flotillactl(ctx, "cluster", "add", "--context", s1.Name, "--name", "again")
+		out, err := flotillactl(ctx, "cluster", "add", "--secondary-context", s1.Name, "--name", "again")
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func(g Gomega) {
 			cd, err := detector(ctx, "again")
@@ -613,7 +613,7 @@ var _ = Describe("secondaries as virtual nodes", Ordered, Serial, Label("disrupt
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "ValidatingAdmissionPolicy: %v", err)
 
 		// Back for the specs that follow, at the address it had.
-		out, err = flotillactl(ctx, "cluster", "join", "--context", s2.Name, "--token-duration", "10m", "--server", serverAtHostIP(s2))
+		out, err = flotillactl(ctx, "cluster", "join", "--secondary-context", s2.Name, "--token-duration", "10m", "--server", serverAtHostIP(s2))
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 		Expect(bed.Primary.Clientset.CoreV1().Namespaces().Delete(ctx, space, metav1.DeleteOptions{})).To(Succeed())

@@ -52,7 +52,7 @@ func clientOf(c *testbed.Cluster) client.Client {
 func flotillactl(ctx context.Context, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	full := append([]string{"--kubeconfig", bed.KubeconfigPath, "--primary-context", testbed.PrimaryName}, args...)
+	full := append([]string{"--kubeconfig", bed.KubeconfigPath, "--context", testbed.PrimaryName}, args...)
 	cmd := exec.CommandContext(ctx, cliBin, full...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -78,7 +78,7 @@ func joinBothSecondaries(ctx SpecContext) {
 // changed how the manager runs, a join can meet the primary mid-change; the last error is reported.
 func joinSecondary(ctx SpecContext, c *testbed.Cluster, flags ...string) {
 	Eventually(func() error {
-		out, err := flotillactl(ctx, append([]string{"cluster", "join", "--context", c.Name, "--token-duration", "10m"}, flags...)...)
+		out, err := flotillactl(ctx, append([]string{"cluster", "join", "--secondary-context", c.Name, "--token-duration", "10m"}, flags...)...)
 		if err != nil {
 			return fmt.Errorf("%w: %s", err, out)
 		}

@@ -117,7 +117,7 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, Seri
 		installPrevious(ctx, previous)
 		// The pods reach the secondaries at the host's address, not the kubeconfigs' 127.0.0.1.
 		for _, c := range bed.Secondaries {
-			out, err := flotillactl(ctx, "cluster", "join", "--context", c.Name, "--token-duration", "10m", "--server", serverAtHostIP(c))
+			out, err := flotillactl(ctx, "cluster", "join", "--secondary-context", c.Name, "--token-duration", "10m", "--server", serverAtHostIP(c))
 			Expect(err).NotTo(HaveOccurred(), out)
 		}
 		_, err = bed.Primary.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{

@@ -106,6 +106,12 @@ var _ = Describe("resource metrics of elected pods", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring(`"name":"` + proxy.Name + `"`))
 		Expect(out).To(ContainSubstring(`"uid":"` + string(proxy.UID) + `"`))
+		// The resource metrics as a kubelet serves them, the pod series beside the containers'.
+		out, err = kubectlIn(ctx, "", nil, "get", "--raw", "/api/v1/nodes/"+proxy.Spec.NodeName+"/proxy/metrics/resource")
+		Expect(err).NotTo(HaveOccurred(), out)
+		for _, series := range []string{"container_cpu_usage_seconds_total", "pod_cpu_usage_seconds_total", "pod_memory_working_set_bytes"} {
+			Expect(out).To(MatchRegexp(`(?m)^%s\{(container="[^"]*",)?namespace="%s",pod="%s"\} [0-9.e+]+ [0-9]+$`, series, ns, proxy.Name), series)
+		}
 
 		Eventually(func(g Gomega) {
 			got, err := bed.Primary.Clientset.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "busy", metav1.GetOptions{})

@@ -115,7 +115,7 @@ var _ = Describe("a secondary the manager cannot reach, through the tunnel its a
 		Expect(out).To(MatchRegexp(`(?i)timeout|deadline exceeded`), "dropped, not refused")
 		Expect(time.Since(began)).To(BeNumerically(">=", 3*time.Second))
 
-		out, err = flotillactl(ctx, "cluster", "join", "--context", s2.Name, "--token-duration", "10m",
+		out, err = flotillactl(ctx, "cluster", "join", "--secondary-context", s2.Name, "--token-duration", "10m",
 			"--pull", "--tunnel-address", pullTunnel.address, "--tunnel-ca-file", pullTunnel.caFile)
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("Pull mode"))

@@ -63,7 +63,7 @@ var _ = Describe("cluster replace", Ordered, Serial, Label("disruptive"), func()
 
 		// The first run, SIGKILLed as soon as it says it drains: the objects must be healthy in
 		// secondary2 by then, and no elected pod moved yet.
-		cmd := exec.CommandContext(ctx, cliBin, "--kubeconfig", bed.KubeconfigPath, "--primary-context", testbed.PrimaryName,
+		cmd := exec.CommandContext(ctx, cliBin, "--kubeconfig", bed.KubeconfigPath, "--context", testbed.PrimaryName,
 			"cluster", "replace", s1.Name, "--with", s2.Name, "--timeout", "5m")
 		stdout, err := cmd.StdoutPipe()
 		Expect(err).NotTo(HaveOccurred())
@@ -127,7 +127,7 @@ var _ = Describe("cluster replace", Ordered, Serial, Label("disruptive"), func()
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "secondary1's ClusterDetector: %v", err)
 
 		// Back for the specs that follow, at the address it had.
-		out, err = flotillactl(ctx, "cluster", "join", "--context", s1.Name, "--token-duration", "10m", "--server", serverAtHostIP(s1))
+		out, err = flotillactl(ctx, "cluster", "join", "--secondary-context", s1.Name, "--token-duration", "10m", "--server", serverAtHostIP(s1))
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s1.Name) }).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
 	}, SpecTimeout(10*time.Minute))

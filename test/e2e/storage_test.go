@@ -448,10 +448,10 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 
 	It("keeps a pod with a claim out of a secondary whose registration takes no claims (cluster join --storage-class none), saying so", func(ctx SpecContext) {
 		s2 := bed.Secondaries[1]
-		out, err := flotillactl(ctx, "cluster", "join", "--context", s2.Name, "--token-duration", "10m", "--storage-class", "none")
+		out, err := flotillactl(ctx, "cluster", "join", "--secondary-context", s2.Name, "--token-duration", "10m", "--storage-class", "none")
 		Expect(err).NotTo(HaveOccurred(), out)
 		DeferCleanup(func(ctx SpecContext) {
-			out, err := flotillactl(ctx, "cluster", "join", "--context", s2.Name, "--token-duration", "10m", "--storage-class", "default")
+			out, err := flotillactl(ctx, "cluster", "join", "--secondary-context", s2.Name, "--token-duration", "10m", "--storage-class", "default")
 			Expect(err).NotTo(HaveOccurred(), out)
 		})
 		Eventually(func(g Gomega) {
@@ -492,10 +492,10 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 	// joinWithClass registers secondary s again, its claims of class flotilla made of class class,
 	// for the spec; DeferCleanup registers it as before.
 	joinWithClass := func(ctx SpecContext, s *testbed.Cluster, class string) {
-		out, err := flotillactl(ctx, "cluster", "join", "--context", s.Name, "--token-duration", "10m", "--storage-class", class)
+		out, err := flotillactl(ctx, "cluster", "join", "--secondary-context", s.Name, "--token-duration", "10m", "--storage-class", class)
 		Expect(err).NotTo(HaveOccurred(), out)
 		DeferCleanup(func(ctx SpecContext) {
-			out, err := flotillactl(ctx, "cluster", "join", "--context", s.Name, "--token-duration", "10m", "--storage-class", "default")
+			out, err := flotillactl(ctx, "cluster", "join", "--secondary-context", s.Name, "--token-duration", "10m", "--storage-class", "default")
 			Expect(err).NotTo(HaveOccurred(), out)
 		})
 		Eventually(func(g Gomega) {

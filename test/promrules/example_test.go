@@ -18,7 +18,7 @@ func ExampleEvalScrape() {
 	}
 	for _, a := range alerts {
 		if a.Firing() {
-			fmt.Println(a.Name, a.Labels["cluster"])
+			fmt.Println(a.Name, a.Labels["member_cluster"])
 		}
 	}
 }

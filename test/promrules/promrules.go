@@ -75,6 +75,27 @@ func EvalScrape(ctx context.Context, rulesFile, scrapeFile string, at time.Durat
 	return res.Alerts, nil
 }
 
+// EvalScrapes replays scrapes of one target taken every `every`, in order (the last held to at),
+// evaluates the rules over them, and returns the alerts active at at: a counter that rose between
+// two scrapes has a rate, a series one scrape lacks is missing while that scrape is the latest.
+func EvalScrapes(ctx context.Context, rulesFile string, scrapeFiles []string, every, at time.Duration) ([]Alert, error) {
+	args := []string{"eval", "-rules", rulesFile, "-at", at.String(), "-interval", "30s", "-scrape-every", every.String()}
+	for _, f := range scrapeFiles {
+		args = append(args, "-scrape", f)
+	}
+	out, err := Run(ctx, args...)
+	if err != nil {
+		return nil, err
+	}
+	var res struct {
+		Alerts []Alert `json:"alerts"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		return nil, fmt.Errorf("reading promrules eval's answer %q: %w", out, err)
+	}
+	return res.Alerts, nil
+}
+
 // Query is one query of a dashboard or a rule file and the metric names it selects.
 type Query struct {
 	Source  string   `json:"source"`

@@ -51,3 +51,24 @@ podAntiAffinity:
           matchLabels: {{- include "flotilla.selector" . | nindent 12 }}
 {{- end -}}
 {{- end -}}
+
+{{- /*
+flotilla.imagePullSecrets: the pod spec's imagePullSecrets, from imagePullSecrets and
+global.imagePullSecrets (names or {name: ...}), or nothing. Indented by the caller.
+*/ -}}
+{{- define "flotilla.imagePullSecrets" -}}
+{{- $secrets := list -}}
+{{- range .Values.imagePullSecrets -}}
+{{- $secrets = append $secrets (dict "name" .name) -}}
+{{- end -}}
+{{- range ((.Values.global).imagePullSecrets | default list) -}}
+{{- if kindIs "string" . -}}
+{{- $secrets = append $secrets (dict "name" .) -}}
+{{- else -}}
+{{- $secrets = append $secrets (dict "name" .name) -}}
+{{- end -}}
+{{- end -}}
+{{- with $secrets | uniq }}
+imagePullSecrets: {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end -}}

@@ -41,16 +41,16 @@ var (
 		Name:    "flotilla_elected_pod_start_seconds",
 		Help:    "Time from an elected pod's admission (its proxy's creationTimestamp, whole seconds) to its proxy's status Running written, per secondary; once per proxy.",
 		Buckets: startBuckets,
-	}, []string{"cluster"})
+	}, []string{"member_cluster"})
 	podStartLegs = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "flotilla_elected_pod_start_leg_seconds",
 		Help:    "The legs of flotilla_elected_pod_start_seconds, per secondary: admission_to_delegate_created, delegate_created_to_running, delegate_running_to_proxy_running; a leg whose start this process did not see is not observed.",
 		Buckets: startBuckets,
-	}, []string{"cluster", "leg"})
+	}, []string{"member_cluster", "leg"})
 	delegateCreationErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flotilla_delegate_creation_errors_total",
 		Help: "Delegates a secondary refused to create, per secondary and reason (the API error's StatusReason, Unknown for an error without one).",
-	}, []string{"cluster", "reason"})
+	}, []string{"member_cluster", "reason"})
 )
 
 func init() { metrics.Registry.MustRegister(podStart, podStartLegs, delegateCreationErrors) }
@@ -210,10 +210,10 @@ var (
 	_ manager.Runnable     = (*Metrics)(nil)
 
 	proxiesDesc = prometheus.NewDesc("flotilla_proxies",
-		"Proxies (elected pods) in the primary, per secondary (\"\" while bound to none) and phase.", []string{"cluster", "phase"}, nil)
+		"Proxies (elected pods) in the primary, per secondary (\"\" while bound to none) and phase.", []string{"member_cluster", "phase"}, nil)
 	withoutDelegateDesc = prometheus.NewDesc("flotilla_proxies_without_delegate_oldest_seconds",
 		"Age of the oldest proxy that is neither terminal nor terminating and has no delegate yet (its Delegated condition not True), per secondary (\"\" while bound to none); 0 when every proxy there has one.",
-		[]string{"cluster"}, nil)
+		[]string{"member_cluster"}, nil)
 	phases = []corev1.PodPhase{corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown}
 )
 

@@ -172,7 +172,7 @@ func TestMetricsCollectsFromTheCacheAtScrape(t *testing.T) {
 	want := `
 # HELP flotilla_proxies_without_delegate_oldest_seconds Age of the oldest proxy that is neither terminal nor terminating and has no delegate yet (its Delegated condition not True), per secondary ("" while bound to none); 0 when every proxy there has one.
 # TYPE flotilla_proxies_without_delegate_oldest_seconds gauge
-flotilla_proxies_without_delegate_oldest_seconds{cluster="east"} 120
+flotilla_proxies_without_delegate_oldest_seconds{member_cluster="east"} 120
 `
 	if err := testutil.CollectAndCompare(m, strings.NewReader(want), "flotilla_proxies_without_delegate_oldest_seconds"); err != nil {
 		t.Error(err)

@@ -24,7 +24,7 @@ import (
 var sweptDelegates = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "flotilla_sweep_deleted_delegates_total",
 	Help: "Delegates deleted by the sweep because their proxy is gone, per secondary.",
-}, []string{"cluster"})
+}, []string{"member_cluster"})
 
 func init() { metrics.Registry.MustRegister(sweptDelegates) }
 

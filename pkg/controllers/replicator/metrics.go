@@ -19,11 +19,11 @@ var (
 		Name:    "flotilla_replicator_apply_duration_seconds",
 		Help:    "Time of one Replicator's apply in one cluster (its namespace, every object, the health read back), per cluster (primary for the primary).",
 		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
-	}, []string{"cluster"})
+	}, []string{"member_cluster"})
 	applyErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "flotilla_replicator_apply_errors_total",
 		Help: "Applies of a Replicator that did not sync a cluster (an object refused, the cluster not usable or not answering), per cluster.",
-	}, []string{"cluster"})
+	}, []string{"member_cluster"})
 )
 
 func init() { metrics.Registry.MustRegister(applyDuration, applyErrors) }

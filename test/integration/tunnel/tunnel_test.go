@@ -273,7 +273,7 @@ var _ = Describe("a secondary reached through its agent's tunnel", func() {
 		Expect(os.WriteFile(caFile, endpointCAPEM, 0o600)).To(Succeed())
 		var out, errOut bytes.Buffer
 		root := cli.NewRootCommand(&out, &errOut)
-		root.SetArgs([]string{"--kubeconfig", kubeconfig, "--primary-context", primary.Name, "cluster", "join", "--context", secondary.Name,
+		root.SetArgs([]string{"--kubeconfig", kubeconfig, "--context", primary.Name, "cluster", "join", "--secondary-context", secondary.Name,
 			"--name", "pulled", "--pull", "--tunnel-address", endpoint, "--tunnel-ca-file", caFile})
 		Expect(root.ExecuteContext(ctx)).To(Succeed(), "%s%s", out.String(), errOut.String())
 		Expect(out.String()).To(ContainSubstring("--set agent.enabled=true --set agent.cluster=pulled --set agent.tunnelAddress=" + endpoint))

@@ -112,14 +112,16 @@ func evalCmd(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
 	rulesPath := fs.String("rules", "", "rule file, PrometheusRule, or YAML stream holding one")
 	seriesPath := fs.String("series", "", "series in promtool's load syntax, one a line")
-	scrapePath := fs.String("scrape", "", "one scrape in the text exposition format, replayed as constant series")
+	var scrapePaths files
+	fs.Var(&scrapePaths, "scrape", "a scrape in the text exposition format, replayed as constant series; repeated, the scrapes of a target taken every -scrape-every, in order")
+	scrapeEvery := fs.Duration("scrape-every", 0, "time between two scrapes given with -scrape (the last is held to the end)")
 	at := fs.Duration("at", 10*time.Minute, "evaluate from 0 to this time")
 	interval := fs.Duration("interval", time.Minute, "time between two samples of a series")
 	evalInterval := fs.Duration("eval-interval", 15*time.Second, "time between two evaluations of the rules")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *rulesPath == "" || (*seriesPath == "") == (*scrapePath == "") {
+	if *rulesPath == "" || (*seriesPath == "") == (len(scrapePaths) == 0) {
 		return errors.New("eval needs -rules and one of -series or -scrape")
 	}
 	ruleFile, cleanup, err := ruleFileOf(*rulesPath)
@@ -139,12 +141,18 @@ func evalCmd(args []string, out io.Writer) error {
 			}
 		}
 	} else {
-		f, err := os.Open(*scrapePath)
-		if err != nil {
-			return fmt.Errorf("reading the scrape: %w", err)
+		if len(scrapePaths) > 1 && *scrapeEvery <= 0 {
+			return errors.New("eval: more than one -scrape needs -scrape-every")
 		}
-		defer f.Close()
-		series, err = scrapeSeries(f, int(*at / *interval))
+		var readers []io.Reader
+		for _, path := range scrapePaths {
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				return fmt.Errorf("reading the scrape: %w", err)
+			}
+			readers = append(readers, bytes.NewReader(raw))
+		}
+		series, err = scrapesSeries(readers, *scrapeEvery, *interval, int(*at / *interval))
 		if err != nil {
 			return err
 		}
@@ -158,14 +166,17 @@ func evalCmd(args []string, out io.Writer) error {
 	return enc.Encode(Result{Alerts: alerts})
 }
 
-// Cases is the file test reads.
+// Cases is the file test reads. Background series (a healthy manager, say) are loaded in every
+// case but those that ask for none, so that a case states only what it is about.
 type Cases struct {
-	Cases []Case `yaml:"cases"`
+	Background []string `yaml:"background"`
+	Cases      []Case   `yaml:"cases"`
 }
 
 // Case is series, a time, and the alerts that must fire then.
 type Case struct {
 	Name         string         `yaml:"name"`
+	NoBackground bool           `yaml:"no_background"`
 	Interval     model.Duration `yaml:"interval"`
 	EvalInterval model.Duration `yaml:"eval_interval"`
 	Series       []string       `yaml:"series"`
@@ -209,7 +220,11 @@ func testCmd(args []string, out io.Writer) (failed bool, err error) {
 		if evalInterval == 0 {
 			evalInterval = 15 * time.Second
 		}
-		alerts, err := evaluate(ruleFile, c.Series, interval, evalInterval, time.Duration(c.At))
+		series := c.Series
+		if !c.NoBackground {
+			series = append(slices.Clone(cs.Background), series...)
+		}
+		alerts, err := evaluate(ruleFile, series, interval, evalInterval, time.Duration(c.At))
 		if err != nil {
 			return false, fmt.Errorf("case %q: %w", c.Name, err)
 		}
@@ -390,15 +405,16 @@ func ruleSpec(raw []byte) (map[string]any, error) {
 	}
 }
 
-// scrapeSeries turns one scrape (text exposition format) into series of the load syntax that hold
-// its values for samples+1 samples. Values that are not finite are left out.
-func scrapeSeries(r io.Reader, samples int) ([]string, error) {
+// scrapeSamples reads one scrape (text exposition format) as samples: each series (in the load
+// syntax's notation) and its value, in a stable order.
+func scrapeSamples(r io.Reader) ([]string, map[string]float64, error) {
 	tp := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := tp.TextToMetricFamilies(r)
 	if err != nil {
-		return nil, fmt.Errorf("parsing the scrape: %w", err)
+		return nil, nil, fmt.Errorf("parsing the scrape: %w", err)
 	}
-	var out []string
+	var order []string
+	values := map[string]float64{}
 	add := func(name string, lbls map[string]string, v float64) {
 		if math.IsInf(v, 0) || math.IsNaN(v) {
 			return
@@ -407,7 +423,11 @@ func scrapeSeries(r io.Reader, samples int) ([]string, error) {
 		for k, val := range lbls {
 			m[k] = val
 		}
-		out = append(out, fmt.Sprintf("%s %sx%d", labels.FromMap(m).String(), strconv.FormatFloat(v, 'g', -1, 64), samples))
+		key := labels.FromMap(m).String()
+		if _, seen := values[key]; !seen {
+			order = append(order, key)
+		}
+		values[key] = v
 	}
 	names := make([]string, 0, len(families))
 	for n := range families {
@@ -448,6 +468,47 @@ func scrapeSeries(r io.Reader, samples int) ([]string, error) {
 				add(name+"_count", lbls, float64(s.GetSampleCount()))
 			}
 		}
+	}
+	return order, values, nil
+}
+
+// scrapesSeries turns scrapes taken every `every` into series of the load syntax, one sample every
+// interval from 0 to `samples` intervals: each sample is the series' value in the latest scrape
+// taken by then, the last scrape held to the end; a series a scrape lacks is missing (_) while
+// that scrape is the latest, as Prometheus would see a series that went away.
+func scrapesSeries(scrapes []io.Reader, every, interval time.Duration, samples int) ([]string, error) {
+	var order []string
+	seen := map[string]bool{}
+	var taken []map[string]float64
+	for i, r := range scrapes {
+		keys, values, err := scrapeSamples(r)
+		if err != nil {
+			return nil, fmt.Errorf("scrape %d: %w", i+1, err)
+		}
+		for _, k := range keys {
+			if !seen[k] {
+				seen[k] = true
+				order = append(order, k)
+			}
+		}
+		taken = append(taken, values)
+	}
+	out := make([]string, 0, len(order))
+	for _, key := range order {
+		var b strings.Builder
+		b.WriteString(key)
+		for k := 0; k <= samples; k++ {
+			i := 0
+			if every > 0 {
+				i = min(int(time.Duration(k)*interval/every), len(taken)-1)
+			}
+			if v, ok := taken[i][key]; ok {
+				b.WriteString(" " + strconv.FormatFloat(v, 'g', -1, 64))
+			} else {
+				b.WriteString(" _")
+			}
+		}
+		out = append(out, b.String())
 	}
 	return out, nil
 }
