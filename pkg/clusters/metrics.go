@@ -42,8 +42,11 @@ func recordState(s Snapshot) {
 		v = 1
 	}
 	clusterReady.WithLabelValues(s.Name, string(s.Role)).Set(v)
-	// Counted from 0 from the cluster's first state on, so that rate() sees its first failure.
+	// Counted from 0 from the cluster's first state on, so that rate() and increase() see the
+	// first failure (and the alert on renewals its first error).
 	probeFailures.WithLabelValues(s.Name)
+	tokenRenewals.WithLabelValues(s.Name, "renewed")
+	tokenRenewals.WithLabelValues(s.Name, "error")
 }
 
 func forgetCluster(name string) {

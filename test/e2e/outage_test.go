@@ -100,7 +100,7 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 
 		// The alert: not while the secondary answers.
 		alertRules = renderAlertRules(ctx, GinkgoT().TempDir())
-		healthy := metricsScraper(ctx, GinkgoT().TempDir())("healthy.txt", fmt.Sprintf(`flotilla_cluster_ready{cluster=%q,role="secondary"} 1`, s2.Name))
+		healthy := metricsScraper(ctx, GinkgoT().TempDir())("healthy.txt", fmt.Sprintf(`flotilla_cluster_ready{member_cluster=%q,role="secondary"} 1`, s2.Name))
 		Expect(unreachableAlerts(ctx, alertRules, healthy, s2.Name, 6*time.Minute)).To(BeEmpty(), "%s answers", s2.Name)
 
 		// Every feature settled before the outage.
@@ -219,7 +219,7 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 		}, SpecTimeout(2*time.Minute))
 
 		It("fires FlotillaClusterUnreachable for a stopped secondary, and did not while it answered", func(ctx SpecContext) {
-			stopped := metricsScraper(ctx, GinkgoT().TempDir())("stopped.txt", fmt.Sprintf(`flotilla_cluster_ready{cluster=%q,role="secondary"} 0`, s2.Name))
+			stopped := metricsScraper(ctx, GinkgoT().TempDir())("stopped.txt", fmt.Sprintf(`flotilla_cluster_ready{member_cluster=%q,role="secondary"} 0`, s2.Name))
 			Expect(unreachableAlerts(ctx, alertRules, stopped, s2.Name, 4*time.Minute)).To(ConsistOf(HaveField("State", "pending")), "not for 5 minutes yet")
 			Expect(unreachableAlerts(ctx, alertRules, stopped, s2.Name, 6*time.Minute)).To(ConsistOf(And(HaveField("State", "firing"),
 				HaveField("Labels", HaveKeyWithValue("severity", "critical")))))
@@ -277,7 +277,7 @@ var _ = Describe("a secondary that stops answering, once for every feature", Ord
 
 		It("fires FlotillaClusterUnreachable for a stopped secondary, and did not while it answered", func(ctx SpecContext) {
 			Eventually(func(g Gomega) { expectRunningAndReady(g, ctx, s2.Name) }).WithContext(ctx).WithTimeout(within(returnedAt, 30*time.Second)).Should(Succeed())
-			back := metricsScraper(ctx, GinkgoT().TempDir())("back.txt", fmt.Sprintf(`flotilla_cluster_ready{cluster=%q,role="secondary"} 1`, s2.Name))
+			back := metricsScraper(ctx, GinkgoT().TempDir())("back.txt", fmt.Sprintf(`flotilla_cluster_ready{member_cluster=%q,role="secondary"} 1`, s2.Name))
 			Expect(unreachableAlerts(ctx, alertRules, back, s2.Name, 6*time.Minute)).To(BeEmpty(), "%s answers again", s2.Name)
 		}, SpecTimeout(90*time.Second))
 

@@ -135,7 +135,7 @@ var _ = Describe("the manager's metrics", func() {
 			g.Expect(string(apiserver)).To(ContainSubstring(`apiserver_admission_webhook_admission_duration_seconds_bucket{name="pods.flotilla.dev"`))
 			g.Expect(sample(text, `flotilla_elected_pod_start_seconds_count{`+east+`}`)).To(BeNumerically(">=", 1))
 			for _, leg := range []string{"admission_to_delegate_created", "delegate_created_to_running", "delegate_running_to_proxy_running"} {
-				g.Expect(sample(text, `flotilla_elected_pod_start_leg_seconds_count{`+east+`,leg="`+leg+`"}`)).To(BeNumerically(">=", 1), leg)
+				g.Expect(sample(text, `flotilla_elected_pod_start_leg_seconds_count{leg="`+leg+`",`+east+`}`)).To(BeNumerically(">=", 1), leg)
 			}
 			g.Expect(sample(text, `flotilla_proxies{`+east+`,phase="Running"}`)).To(BeNumerically(">=", 1))
 			g.Expect(sample(text, `flotilla_delegate_creation_errors_total{`+east+`,reason="AlreadyExists"}`)).To(BeNumerically(">=", 1))

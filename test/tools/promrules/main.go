@@ -20,7 +20,7 @@
 //	  - name: a secondary that does not answer
 //	    interval: 1m
 //	    series:
-//	      - 'flotilla_cluster_ready{cluster="east",role="secondary"} 0x10'
+//	      - 'flotilla_cluster_ready{member_cluster="east",role="secondary"} 0x10'
 //	    at: 10m
 //	    firing: [FlotillaClusterUnreachable]
 //
