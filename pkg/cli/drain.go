@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/internal/dryrun"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/translate"
 )
@@ -40,6 +41,7 @@ const (
 
 func newDrainCommand(g *GlobalOptions) *cobra.Command {
 	var o drainOptions
+	var dry dryrun.Mode
 	cmd := &cobra.Command{
 		Use:   "drain CLUSTER|CONTEXT",
 		Short: "Move a secondary's elected pods to the other clusters, within their PodDisruptionBudgets",
@@ -76,6 +78,10 @@ shows. When it cannot finish within --timeout it exits non-zero and lists what i
   flotillactl cluster uncordon secondary1`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if dry == dryrun.Server {
+				return dry.Refuse("drain", "plans from what it reads and would write nothing the API server could check")
+			}
+			o.dryRun = dry.On()
 			primary, _, name, err := resolveTarget(cmd.Context(), g, args[0])
 			if err != nil {
 				return err
@@ -85,7 +91,7 @@ shows. When it cannot finish within --timeout it exits non-zero and lists what i
 	}
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to keep evicting and waiting before giving up (and listing what is left)")
 	cmd.Flags().BoolVar(&o.force, "force", false, "evict pods no controller owns too (they are not re-created anywhere)")
-	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what would be evicted and what refused; change nothing")
+	dryrun.AddFlag(cmd.Flags(), &dry, "print what would be evicted and what refused; change nothing")
 	return cmd
 }
 

@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/flotilla-dev/flotilla/internal/dryrun"
 	clusterviews "github.com/flotilla-dev/flotilla/pkg/clusters/views"
 
 	"github.com/spf13/cobra"
@@ -33,6 +34,7 @@ type rebalanceOptions struct {
 
 func newRebalanceCommand(g *GlobalOptions) *cobra.Command {
 	o := rebalanceOptions{poll: 2 * time.Second}
+	var dry dryrun.Mode
 	cmd := &cobra.Command{
 		Use:   "rebalance",
 		Short: "Move elected pods until each controller's split over the clusters is what placement would choose now",
@@ -53,6 +55,10 @@ It is safe to interrupt and run again. With --dry-run it prints the plan and cha
   flotillactl rebalance -n shop -l app=web --timeout 5m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if dry == dryrun.Server {
+				return dry.Refuse("rebalance", "plans its moves from what it reads and would write nothing the API server could check")
+			}
+			o.dryRun = dry.On()
 			primary, err := g.primaryClient()
 			if err != nil {
 				return err
@@ -62,7 +68,7 @@ It is safe to interrupt and run again. With --dry-run it prints the plan and cha
 	}
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "only this namespace's elected pods (default: every namespace)")
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "only elected pods with these labels (a label selector, as kubectl's -l)")
-	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print the moves and change nothing")
+	dryrun.AddFlag(cmd.Flags(), &dry, "print the moves and change nothing")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long, saying what is left")
 	return cmd
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/flotilla-dev/flotilla/internal/dryrun"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
@@ -41,6 +42,7 @@ type replaceOptions struct {
 
 func newReplaceCommand(g *GlobalOptions) *cobra.Command {
 	o := replaceOptions{poll: 2 * time.Second}
+	var dry dryrun.Mode
 	cmd := &cobra.Command{
 		Use:   "replace OLD --with NEW",
 		Short: "Replace a secondary by another (an out-of-place upgrade): replicate, drain, retire",
@@ -67,6 +69,10 @@ carries on.`,
   flotillactl cluster replace secondary1 --with secondary3 --timeout 30m`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if dry == dryrun.Server {
+				return dry.Refuse("replace", "plans each step from what it reads and would write nothing the API server could check")
+			}
+			o.dryRun = dry.On()
 			if o.with == "" {
 				return fmt.Errorf("--with NEW is required: the joined secondary that takes over %s", args[0])
 			}
@@ -87,7 +93,7 @@ carries on.`,
 	}
 	cmd.Flags().StringVar(&o.with, "with", "", "the joined secondary that takes over (required)")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long the whole replacement may take before it stops, saying what is left (run it again to carry on)")
-	cmd.Flags().BoolVar(&o.dryRun, "dry-run", false, "print what each step would change and change nothing")
+	dryrun.AddFlag(cmd.Flags(), &dry, "print what each step would change and change nothing")
 	return cmd
 }
 

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-dev/flotilla/internal/dryrun"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
@@ -29,7 +30,7 @@ type replicateOptions struct {
 	namespace string
 	to        []string
 	name      string
-	dryRun    string
+	dryRun    dryrun.Mode
 	output    string
 	// adopt accepts that the namespace's objects become the Replicator's (deleted with it).
 	adopt bool
@@ -91,8 +92,7 @@ func newReplicateCommand(primary func() (client.Client, error)) *cobra.Command {
 	}
 	cmd.Flags().StringSliceVar(&o.to, "to", nil, "clusters to replicate to (repeat, or comma-separated): cluster, context or <cluster>.<user> names, or '*' for every secondary")
 	cmd.Flags().StringVar(&o.name, "name", "", "the Replicator's name (default: the namespace's)")
-	cmd.Flags().StringVar(&o.dryRun, "dry-run", "none", "client: write nothing, show what would be (with -o, the Replicator)")
-	cmd.Flags().Lookup("dry-run").NoOptDefVal = "client"
+	dryrun.AddFlag(cmd.Flags(), &o.dryRun, "write nothing, show what would be (with -o, the Replicator)")
 	cmd.Flags().StringVarP(&o.output, "output", "o", "", "print the Replicator: yaml or json")
 	cmd.Flags().BoolVar(&o.adopt, "adopt", false, "accept that the namespace's objects become the Replicator's: deleting the Replicator then deletes them in the primary too (required to write)")
 	return cmd
@@ -119,13 +119,6 @@ func (o *replicateOptions) validate() error {
 	}
 	if errs := validation.IsDNS1123Subdomain(o.name); len(errs) > 0 {
 		return fmt.Errorf("--name %q: %s", o.name, strings.Join(errs, "; "))
-	}
-	switch o.dryRun {
-	case "none", "client":
-	case "server":
-		return errors.New("--dry-run=server is not supported: use --dry-run=client")
-	default:
-		return fmt.Errorf("--dry-run %q: want none or client", o.dryRun)
 	}
 	switch o.output {
 	case "", "yaml", "json":
@@ -169,13 +162,21 @@ func runReplicate(ctx context.Context, c client.Client, o replicateOptions, out,
 	for _, n := range notes {
 		_, _ = fmt.Fprintln(errOut, "skipped:", n)
 	}
-	dry := o.dryRun == "client"
+	dry := o.dryRun.On()
 	verb := map[bool]string{false: "created", true: "configured"}[existing]
 	if !dry && len(added) > 0 && !o.adopt {
 		return fmt.Errorf("replicate would make %d object(s) of namespace %s Replicator %s's: deleting the Replicator would then delete them in the primary too; "+
 			"run it again with --adopt to accept that, or with --dry-run=client -o yaml to see the Replicator (nothing was changed)", len(added), o.namespace, o.name)
 	}
-	if !dry {
+	switch o.dryRun {
+	case dryrun.Server:
+		// The API server checks the Replicator (the CRD's rules, the webhook's check of the
+		// author's rights) and keeps nothing; nothing else is written.
+		if err := checkReplicator(ctx, c, rep, existing); err != nil {
+			return err
+		}
+	case dryrun.Client:
+	default:
 		if err := writeReplicator(ctx, c, rep, existing, &ns, added, errOut); err != nil {
 			return err
 		}
@@ -185,7 +186,7 @@ func runReplicate(ctx context.Context, c client.Client, o replicateOptions, out,
 	}
 	suffix := ""
 	if dry {
-		suffix = " (dry run)"
+		suffix = " (" + string(o.dryRun) + " dry run)"
 	}
 	_, err = fmt.Fprintf(out, "replicator.flotilla.dev/%s %s%s: %d object(s) of %s added, targets %s\n",
 		o.name, verb, suffix, len(added), o.namespace, strings.Join(rep.Spec.TargetCluster, ", "))
@@ -197,20 +198,8 @@ func runReplicate(ctx context.Context, c client.Client, o replicateOptions, out,
 // namespace, adopts the objects taken and writes the Replicator.
 func writeReplicator(ctx context.Context, c client.Client, rep *flotillav1.Replicator, existing bool, ns *corev1.Namespace,
 	added []unstructured.Unstructured, errOut io.Writer) error {
-	write := func(dryRun bool) error {
-		var opts []string
-		obj := rep
-		if dryRun {
-			opts = []string{metav1.DryRunAll}
-			obj = rep.DeepCopy() // the answer to a dry run is not what is written next
-		}
-		if existing {
-			return c.Update(ctx, obj, &client.UpdateOptions{DryRun: opts})
-		}
-		return c.Create(ctx, obj, &client.CreateOptions{DryRun: opts})
-	}
-	if err := write(true); err != nil {
-		return fmt.Errorf("writing Replicator %s: %w", rep.Name, err)
+	if err := checkReplicator(ctx, c, rep, existing); err != nil {
+		return err
 	}
 	if err := openNamespace(ctx, c, ns, errOut); err != nil {
 		return err
@@ -218,7 +207,13 @@ func writeReplicator(ctx context.Context, c client.Client, rep *flotillav1.Repli
 	if err := adopt(ctx, c, ns.Name, rep.Name, added); err != nil {
 		return err
 	}
-	if err := write(false); err != nil {
+	var err error
+	if existing {
+		err = c.Update(ctx, rep)
+	} else {
+		err = c.Create(ctx, rep)
+	}
+	if err != nil {
 		return fmt.Errorf("writing Replicator %s: %w", rep.Name, err)
 	}
 	return nil
@@ -479,4 +474,20 @@ func printReplicator(out io.Writer, rep *flotillav1.Replicator, format string) e
 	}
 	_, err = out.Write(raw)
 	return err
+}
+
+// checkReplicator has the API server check the Replicator as it would be written (a server-side
+// dry run: the CRD's rules, the webhook's check of the author's rights), keeping nothing.
+func checkReplicator(ctx context.Context, c client.Client, rep *flotillav1.Replicator, existing bool) error {
+	obj := rep.DeepCopy() // the answer to a dry run is not what is written next
+	var err error
+	if existing {
+		err = c.Update(ctx, obj, &client.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+	} else {
+		err = c.Create(ctx, obj, &client.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	}
+	if err != nil {
+		return fmt.Errorf("writing Replicator %s: %w", rep.Name, err)
+	}
+	return nil
 }

@@ -152,7 +152,7 @@ func TestReplicateRefusesWithAClearError(t *testing.T) {
 		{"an unknown cluster", []string{"shop", "--to", "secondary1,atlantis"}, "unknown cluster(s) atlantis: flotillactl cluster list"},
 		{"a missing namespace", []string{"nowhere", "--to", "secondary1"}, "namespace nowhere not found in the primary"},
 		{"a Replicator of that name for another namespace", []string{"shop", "--to", "secondary1", "--dry-run"}, "replicates namespace elsewhere, not shop: choose another --name"},
-		{"server dry run", []string{"shop", "--to", "secondary1", "--dry-run=server"}, "use --dry-run=client"},
+		{"a dry run of no known kind", []string{"shop", "--to", "secondary1", "--dry-run=maybe"}, "want none, client or server"},
 		{"two namespaces", []string{"shop", "cart", "--to", "secondary1"}, "one namespace"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -185,5 +185,35 @@ func TestReplicateLabelsNothingWhenTheReplicatorIsRefused(t *testing.T) {
 	}
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "shop", Name: "web"}, &d); err != nil || d.Labels[flotillav1.LabelReplicator] != "" {
 		t.Errorf("the Deployment was adopted: %v %v", d.Labels, err)
+	}
+}
+
+// --dry-run=server has the API server check the Replicator as it would be written, and writes
+// nothing: no Replicator kept, nothing labelled, nothing adopted.
+func TestReplicateServerDryRunAsksTheAPIServerAndWritesNothing(t *testing.T) {
+	var dryRuns, writes int
+	count := interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		co := &client.CreateOptions{}
+		co.ApplyOptions(opts)
+		if _, ok := obj.(*flotillav1.Replicator); ok {
+			if len(co.DryRun) > 0 {
+				dryRuns++
+				return nil // the fake keeps nothing of a dry run, as the API server
+			}
+			writes++
+		}
+		return c.Create(ctx, obj, opts...)
+	}}
+	c := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(shop()...).WithInterceptorFuncs(count).Build()
+	out, _, err := runReplicateCommand(t, c, "shop", "--to", "secondary1", "--adopt", "--dry-run=server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dryRuns != 1 || writes != 0 || !strings.Contains(out, "(server dry run)") {
+		t.Errorf("dry runs %d, writes %d, output %q; want one dry run, no write, the output saying so", dryRuns, writes, out)
+	}
+	var ns corev1.Namespace
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "shop"}, &ns); err != nil || ns.Labels[flotillav1.LabelReplicationAllowed] != "" {
+		t.Errorf("the namespace was labelled: %v %v", ns.Labels, err)
 	}
 }

@@ -10,10 +10,10 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -240,43 +240,17 @@ func digest(b []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// callGroup runs one call per key at a time; concurrent callers of a key share its result. It is
-// golang.org/x/sync/singleflight's Do, with each waiter bounded by its own context.
+// callGroup runs one call per key at a time; concurrent callers of a key share its result, each
+// waiting no longer than its own context allows (singleflight's DoChan with a select).
 type callGroup struct {
-	mu    sync.Mutex
-	calls map[string]*call
-}
-
-type call struct {
-	done chan struct{}
-	val  any
-	err  error
+	group singleflight.Group
 }
 
 func (g *callGroup) do(ctx context.Context, key string, fn func() (any, error)) (any, error) {
-	g.mu.Lock()
-	if c, ok := g.calls[key]; ok {
-		g.mu.Unlock()
-		select {
-		case <-c.done:
-			return c.val, c.err
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for a review: %w", ctx.Err())
-		}
+	select {
+	case r := <-g.group.DoChan(key, fn):
+		return r.Val, r.Err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a review: %w", ctx.Err())
 	}
-	if g.calls == nil {
-		g.calls = map[string]*call{}
-	}
-	c := &call{done: make(chan struct{})}
-	g.calls[key] = c
-	g.mu.Unlock()
-
-	defer func() {
-		g.mu.Lock()
-		delete(g.calls, key)
-		g.mu.Unlock()
-		close(c.done)
-	}()
-	c.val, c.err = fn()
-	return c.val, c.err
 }

@@ -24,6 +24,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/flotilla-dev/flotilla/internal/dryrun"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
@@ -44,8 +45,9 @@ type Options struct {
 	// Orphan lets elected pods and Replicators go: Flotilla's finalizers are removed, their
 	// delegates and copies keep running in the secondaries, unmanaged.
 	Orphan bool
-	// DryRun reports what would be removed and removes nothing.
-	DryRun bool
+	// DryRun reports what would be removed and removes nothing (--dry-run: client; server is
+	// refused: the removal plans from what it reads).
+	DryRun dryrun.Mode
 	// Timeout bounds the wait for the manager to stop. Default 2m.
 	Timeout time.Duration
 	// Out receives one line per step.
@@ -58,7 +60,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Namespace, "namespace", flotillav1.SystemNamespace, "namespace of the manager's Deployment and leader Lease")
 	fs.StringVar(&o.Deployment, "deployment", flotillav1.ManagerDeploymentName, "the manager's Deployment, scaled to zero first")
 	fs.BoolVar(&o.Orphan, "orphan", false, "let elected pods and Replicators go: their delegates and copies keep running in the secondaries, unmanaged")
-	fs.BoolVar(&o.DryRun, "dry-run", false, "say what would be removed, remove nothing")
+	dryrun.AddFlag(fs, &o.DryRun, "say what would be removed, remove nothing")
 	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long to wait for the manager to stop")
 }
 
@@ -152,6 +154,9 @@ func Survey(ctx context.Context, c client.Reader) (InUse, error) {
 // or Replicators exist, unless Orphan.
 func Run(ctx context.Context, c client.Client, o Options) error {
 	o.defaults()
+	if o.DryRun == dryrun.Server {
+		return o.DryRun.Refuse("uninstall", "plans its removal from what it reads and would write nothing the API server could check")
+	}
 	inUse, err := Survey(ctx, c)
 	if err != nil {
 		return err
@@ -160,7 +165,7 @@ func Run(ctx context.Context, c client.Client, o Options) error {
 		return fmt.Errorf("%w: %s. Delete them (or remove %s from the pods) first, or orphan them: "+
 			"their delegates, copies and real claims then stay in the secondaries, unmanaged", ErrInUse, inUse, flotillav1.AnnotationElect)
 	}
-	if o.DryRun {
+	if o.DryRun.On() {
 		say(o.Out, "dry run: would stop Deployment %s/%s, then remove the webhook configuration, the virtual nodes, "+
 			"the ClusterDetectors, the manager's Secrets and its Lease; orphaning: %s", o.Namespace, o.Deployment, orNone(inUse))
 		return nil

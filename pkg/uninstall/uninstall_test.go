@@ -3,6 +3,7 @@ package uninstall
 import (
 	"bytes"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/flotilla-dev/flotilla/internal/dryrun"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
@@ -171,5 +173,13 @@ func TestRunRefusesWhileClaimsHoldData(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "orphaned 1 claim(s) of class flotilla") {
 		t.Errorf("output does not say so:\n%s", out.String())
+	}
+}
+
+// --dry-run=server is refused before anything is read: the removal plans from what it reads.
+func TestServerDryRunIsRefused(t *testing.T) {
+	err := Run(t.Context(), nil, Options{DryRun: dryrun.Server, Out: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "use --dry-run=client") {
+		t.Fatalf("error %v, want the refusal naming client", err)
 	}
 }
