@@ -5,15 +5,18 @@
 package main
 
 import (
+	"log/slog"
+
 	"context"
 	"errors"
 	"fmt"
 	"os"
 
-	"github.com/sirupsen/logrus"
+	"github.com/go-logr/logr"
+
 	"github.com/spf13/pflag"
 	vklog "github.com/virtual-kubelet/virtual-kubelet/log"
-	vklogrus "github.com/virtual-kubelet/virtual-kubelet/log/logrus"
+	vkslog "github.com/virtual-kubelet/virtual-kubelet/log/slog"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
@@ -159,15 +162,15 @@ func main() {
 		fmt.Println("flotilla-manager", version.Get())
 		return
 	}
-	logger, err := logging.NewLogrus(opts.logging, os.Stderr)
+	handler, err := logging.NewHandler(opts.logging, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "flotilla-manager:", err)
 		os.Exit(2)
 	}
-	log, _ := logging.New(opts.logging, os.Stderr)
+	log := logr.FromSlogHandler(handler)
 	ctrl.SetLogger(log)
 	klog.SetLogger(log)
-	vklog.L = vklogrus.FromLogrus(logrus.NewEntry(logger))
+	vklog.L = vkslog.FromSlog(slog.New(handler))
 	if err := run(ctrl.SetupSignalHandler(), opts); err != nil {
 		setupLog.Error(err, "Manager stopped")
 		os.Exit(1)

@@ -1,7 +1,8 @@
-// Command doclinks checks every relative link of the repository's Markdown files (git ls-files
-// '*.md'): the file or folder it names exists, and the anchor it names is a heading of that file,
-// as GitHub makes anchors. `make verify` runs it; it prints each broken link with where it is and
-// exits 1 when there is one.
+// Command doclinks checks the repository's Markdown files (git ls-files '*.md'): every relative
+// link names a file or folder that exists, and an anchor a heading of that file, as GitHub makes
+// anchors; and every block shared between files (between <!-- shared:NAME --> and
+// <!-- /shared:NAME -->, the README's figures and docs/benchmarks.md's, say) is the same in each.
+// `make verify` runs it; it prints each problem with where it is and exits 1 when there is one.
 package main
 
 import (
@@ -28,11 +29,17 @@ func main() {
 		fmt.Fprintln(os.Stderr, "doclinks:", err)
 		os.Exit(2)
 	}
+	differ, err := sharedBlocks(files)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "doclinks:", err)
+		os.Exit(2)
+	}
+	broken = append(broken, differ...)
 	for _, b := range broken {
 		fmt.Println(b)
 	}
 	if len(broken) > 0 {
-		fmt.Printf("doclinks: %d broken links in %d Markdown files\n", len(broken), len(files))
+		fmt.Printf("doclinks: %d problems in %d Markdown files\n", len(broken), len(files))
 		os.Exit(1)
 	}
 }
@@ -177,4 +184,63 @@ func Anchors(text string) map[string]bool {
 		out[anchor] = true
 	}
 	return out
+}
+
+var sharedMarker = regexp.MustCompile(`^<!-- (/?)shared:([a-z0-9-]+)\b.*-->\s*$`)
+
+// sharedBlocks returns, for each shared block whose copies differ, where they are.
+func sharedBlocks(files []string) ([]string, error) {
+	type copyOf struct{ file, text string }
+	blocks := map[string][]copyOf{}
+	var names []string
+	for _, file := range files {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		found, err := SharedBlocks(string(raw))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		for name, text := range found {
+			if _, ok := blocks[name]; !ok {
+				names = append(names, name)
+			}
+			blocks[name] = append(blocks[name], copyOf{file, text})
+		}
+	}
+	var out []string
+	for _, name := range names {
+		copies := blocks[name]
+		for _, c := range copies[1:] {
+			if c.text != copies[0].text {
+				out = append(out, fmt.Sprintf("%s: shared block %s differs from the one in %s", c.file, name, copies[0].file))
+			}
+		}
+	}
+	return out, nil
+}
+
+// SharedBlocks are a Markdown text's shared blocks by name: the lines between their markers.
+func SharedBlocks(text string) (map[string]string, error) {
+	out := map[string]string{}
+	open, start := "", 0
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
+		m := sharedMarker.FindStringSubmatch(strings.TrimSpace(line))
+		switch {
+		case m == nil:
+		case m[1] == "" && open == "":
+			open, start = m[2], i+1
+		case m[1] == "/" && m[2] == open:
+			out[open] = strings.Join(lines[start:i], "\n")
+			open = ""
+		default:
+			return nil, fmt.Errorf("line %d: marker %q out of place", i+1, line)
+		}
+	}
+	if open != "" {
+		return nil, fmt.Errorf("shared block %s is not closed", open)
+	}
+	return out, nil
 }

@@ -44,3 +44,25 @@ func TestCheckFindsBrokenLinksOnly(t *testing.T) {
 		t.Errorf("broken = %q, want docs/c.md and docs/b.md#other", broken)
 	}
 }
+
+func TestSharedBlocksMustAgree(t *testing.T) {
+	dir := t.TempDir()
+	block := func(rows string) string {
+		return "text\n<!-- shared:figures (kept in both) -->\n| a |\n" + rows + "\n<!-- /shared:figures -->\nmore\n"
+	}
+	a, b, c := filepath.Join(dir, "a.md"), filepath.Join(dir, "b.md"), filepath.Join(dir, "c.md")
+	for path, text := range map[string]string{a: block("| 1 |"), b: block("| 1 |"), c: block("| 2 |")} {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if differ, err := sharedBlocks([]string{a, b}); err != nil || len(differ) != 0 {
+		t.Errorf("the same block: %q, %v", differ, err)
+	}
+	if differ, err := sharedBlocks([]string{a, c}); err != nil || len(differ) != 1 || !strings.Contains(differ[0], "shared block figures differs") {
+		t.Errorf("different blocks: %q, %v", differ, err)
+	}
+	if _, err := SharedBlocks("<!-- shared:x -->\nno end\n"); err == nil {
+		t.Error("an unclosed block was taken")
+	}
+}

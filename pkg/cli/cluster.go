@@ -121,7 +121,7 @@ add also installs the FlotillaPrimary CRD there with the same credentials.`,
 			if err := checkStorageClass(storageClass); err != nil {
 				return err
 			}
-			if contextName = g.secondaryContextName(contextName, cmd.ErrOrStderr()); contextName == "" {
+			if contextName = g.secondaryContextName(contextName, true, cmd.ErrOrStderr()); contextName == "" {
 				return errors.New("--secondary-context is required: the secondary's context in your kubeconfig")
 			}
 			return runAdd(cmd.Context(), g, contextName, name, server, storageClass, cmd.OutOrStdout())
@@ -281,7 +281,7 @@ account's tokens and nothing else of it. Joining again without it removes that a
 			if err != nil {
 				return err
 			}
-			if contextName = g.secondaryContextName(contextName, cmd.ErrOrStderr()); contextName == "" {
+			if contextName = g.secondaryContextName(contextName, true, cmd.ErrOrStderr()); contextName == "" {
 				return errors.New("--secondary-context is required: the secondary's context in your kubeconfig, with rights to install CRDs and RBAC")
 			}
 			return runJoin(cmd.Context(), g, joinOptions{contextName: contextName, name: name, server: server, duration: duration,
@@ -860,7 +860,7 @@ the data with them. --orphan keeps the namespaces and the claims in the secondar
 			"  flotillactl cluster remove secondary1 --orphan",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.context = g.secondaryContextName(o.context, cmd.ErrOrStderr())
+			o.context = g.secondaryContextName(o.context, false, cmd.ErrOrStderr())
 			return runRemove(cmd.Context(), g, args[0], o, cmd.OutOrStdout())
 		},
 	}

@@ -79,24 +79,28 @@ func TestListPrintsEveryColumnAsJSONYAMLAndWide(t *testing.T) {
 }
 
 // The root --context names the primary, as kubectl's; --primary-context still does, and wins;
-// join's, add's and remove's --context alone still names the secondary, with a warning.
+// join's and add's --context alone still names the secondary, with a warning, and remove's only
+// beside --primary-context (remove needs no secondary context: its --context alone is the primary).
 func TestContextFlagsAsKubectls(t *testing.T) {
 	for name, tc := range map[string]struct {
 		g                    GlobalOptions
 		secondaryFlag        string
+		required             bool
 		wantPrimary, wantSec string
 		warned               bool
 	}{
-		"--context and --secondary-context":       {g: GlobalOptions{Context: "p"}, secondaryFlag: "s", wantPrimary: "p", wantSec: "s"},
-		"--primary-context wins over --context":   {g: GlobalOptions{Context: "p", PrimaryContext: "old"}, secondaryFlag: "s", wantPrimary: "old", wantSec: "s"},
-		"--context alone, as join read it before": {g: GlobalOptions{Context: "s"}, wantPrimary: "", wantSec: "s", warned: true},
-		"--primary-context and join's --context":  {g: GlobalOptions{Context: "s", PrimaryContext: "p"}, wantPrimary: "p", wantSec: "s", warned: true},
-		"neither":                                 {wantPrimary: "", wantSec: ""},
+		"--context and --secondary-context":        {g: GlobalOptions{Context: "p"}, secondaryFlag: "s", required: true, wantPrimary: "p", wantSec: "s"},
+		"--primary-context wins over --context":    {g: GlobalOptions{Context: "p", PrimaryContext: "old"}, secondaryFlag: "s", required: true, wantPrimary: "old", wantSec: "s"},
+		"join's --context alone, as before":        {g: GlobalOptions{Context: "s"}, required: true, wantPrimary: "", wantSec: "s", warned: true},
+		"--primary-context and join's --context":   {g: GlobalOptions{Context: "s", PrimaryContext: "p"}, required: true, wantPrimary: "p", wantSec: "s", warned: true},
+		"remove's --context alone is the primary":  {g: GlobalOptions{Context: "p"}, wantPrimary: "p", wantSec: ""},
+		"--primary-context and remove's --context": {g: GlobalOptions{Context: "s", PrimaryContext: "p"}, wantPrimary: "p", wantSec: "s", warned: true},
+		"neither": {required: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var errOut bytes.Buffer
 			g := tc.g
-			sec := g.secondaryContextName(tc.secondaryFlag, &errOut)
+			sec := g.secondaryContextName(tc.secondaryFlag, tc.required, &errOut)
 			if sec != tc.wantSec || g.primaryContext() != tc.wantPrimary || (errOut.Len() > 0) != tc.warned {
 				t.Errorf("secondary %q, primary %q, warning %q; want %q, %q, warned %v", sec, g.primaryContext(), errOut.String(), tc.wantSec, tc.wantPrimary, tc.warned)
 			}

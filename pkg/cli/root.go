@@ -30,11 +30,13 @@ func (g *GlobalOptions) primaryContext() string {
 	return g.Context
 }
 
-// secondaryContext resolves the secondary's context of join, add and remove: --secondary-context,
-// else, for one release, --context as those commands read it before (the primary is then
-// --primary-context or the current context), with a warning on errOut.
-func (g *GlobalOptions) secondaryContextName(secondary string, errOut io.Writer) string {
-	if secondary != "" || g.Context == "" {
+// secondaryContextName resolves the secondary's context of join, add and remove:
+// --secondary-context; else, for one release, --context as those commands read it before, with a
+// warning on errOut, where it cannot be the primary's: in join and add (which need a secondary)
+// always, in remove (whose secondary defaults to the registered context) only beside the older
+// --primary-context. The primary is then --primary-context or the current context.
+func (g *GlobalOptions) secondaryContextName(secondary string, required bool, errOut io.Writer) string {
+	if secondary != "" || g.Context == "" || (!required && g.PrimaryContext == "") {
 		return secondary
 	}
 	fmt.Fprintf(errOut, "Warning: --context %s names the secondary here as it did before; use --secondary-context %s (from the next release --context names the primary, as everywhere else)\n", g.Context, g.Context)

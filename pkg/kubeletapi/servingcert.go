@@ -82,6 +82,13 @@ func (k *Server) selfSigned(ca *pki.CA, node string) (*tls.Certificate, error) {
 // two thirds of its life, until ctx ends. While the cluster does not sign, the node keeps its
 // self-signed certificate: said once in a log line and a Warning Event on the node, and asked
 // again after a growing wait (one minute to one hour).
+//
+// Not client-go's util/certificate.Manager, which rotates a kubelet's certificate the same way:
+// between creating the CSR and waiting for it, this server approves its own request
+// (kube-controller-manager approves no kubelet-serving CSR, and a real kubelet waits for an
+// approver the cluster must run); and while none is signed it must go on serving a certificate
+// and say why on the node. The Manager has no step between the request and the wait, serves no
+// certificate until one is signed, and reports a failure only in its log.
 func (k *Server) keepCertificate(ctx context.Context, node *corev1.Node, c *servingCert) {
 	backoff := wait.Backoff{Duration: retryFirst, Factor: 2, Cap: retryCap, Steps: 1 << 30}
 	selfSigned := false

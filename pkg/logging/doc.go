@@ -1,7 +1,8 @@
 // Package logging owns how Flotilla's processes log, so that every library they link logs one way:
-// logrus does the writing (text or JSON, a level flag), and a logr.Logger bridged to it through
-// logrusr is what controller-runtime, client-go (klog) and Flotilla's own code receive. Code gets
-// its logger from the context, never from a global.
+// the standard library's slog does the writing (text or JSON, a level flag, the caller's source
+// line), and a logr.Logger over that handler is what controller-runtime, client-go (klog) and
+// Flotilla's own code receive; virtual-kubelet gets the same handler through its slog adapter.
+// Code gets its logger from the context, never from a global.
 //
 // # Usage
 //

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
+	"github.com/flotilla-dev/flotilla/test/promrules"
 	"github.com/flotilla-dev/flotilla/test/testbed"
 )
 
@@ -139,9 +140,9 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, Seri
 		}
 	})
 
-	It("is upgraded from the previous release under load: over helm upgrade no delegate restarts, every proxy stays Running and Ready (sampled every 200 ms), no elected pod creation is refused (2 a second), no Replicator rewrites an unchanged object", func(ctx SpecContext) {
+	It("is upgraded from the previous release under load, then rolled out again: no delegate restarts, every proxy stays Running and Ready (sampled every 200 ms), no elected pod creation is refused (2 a second) but by a stopping replica of the previous release, none at all in this code's rollout, no Replicator rewrites an unchanged object", func(ctx SpecContext) {
 		upgradeUnderLoad(ctx, previous)
-	}, SpecTimeout(10*time.Minute))
+	}, SpecTimeout(12*time.Minute))
 
 	It("runs 2 replicas of the built image, Ready within 30 s with no probe failed once Ready, one leader, the webhook through its Service, virtual nodes at the leader pod's IP", func(ctx SpecContext) {
 		upgradeToCurrent(ctx)
@@ -338,6 +339,76 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, Seri
 		Expect(err).NotTo(HaveOccurred())
 		Expect(bed.Primary.Clientset.CoreV1().Pods(ns).Delete(ctx, "through-own-ca", metav1.DeleteOptions{})).To(Succeed())
 	}, SpecTimeout(6*time.Minute))
+
+	It("fires FlotillaWebhookUnreachable, from the API server's own metrics, while the webhook's Service has no endpoints and the manager's pods run and lead; resolves once it has them again", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		rules := renderAlertRules(ctx, dir)
+		outside := []string{"FlotillaManagerDown", "FlotillaNoLeader", "FlotillaWebhookUnreachable", "FlotillaWebhookSlow"}
+		// What Prometheus holds at a moment: the API server's view of the webhooks, and up and
+		// the leader metric as the manager's pods are (they run throughout).
+		scrape := func(name string) string {
+			raw, err := bed.Primary.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+			Expect(err).NotTo(HaveOccurred())
+			var b strings.Builder
+			for _, line := range strings.Split(string(raw), "\n") {
+				family := strings.TrimPrefix(strings.TrimPrefix(line, "# HELP "), "# TYPE ")
+				if strings.HasPrefix(family, "apiserver_admission_webhook_") {
+					b.WriteString(line + "\n")
+				}
+			}
+			b.WriteString("# TYPE up gauge\n")
+			for _, p := range managerPods(ctx) {
+				fmt.Fprintf(&b, "up{job=\"flotilla-manager-metrics\",pod=%q} %d\n", p.Name, map[bool]int{true: 1}[podReady(&p)])
+			}
+			leader := leaderPod(ctx)
+			Expect(leader).NotTo(BeEmpty())
+			fmt.Fprintf(&b, "# TYPE leader_election_master_status gauge\nleader_election_master_status{name=%q,pod=%q} 1\n", flotillav1.ManagerLeaseName, leader)
+			file := filepath.Join(dir, name)
+			Expect(os.WriteFile(file, []byte(b.String()), 0o600)).To(Succeed())
+			return file
+		}
+		elected := func(name string) error {
+			_, err := bed.Primary.Clientset.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name,
+				Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
+				Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0), Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}},
+				metav1.CreateOptions{})
+			return err
+		}
+		scrapes := []string{scrape("healthy.prom")}
+
+		By("the webhook's Service selects no pod: the API server cannot call the webhook")
+		services := bed.Primary.Clientset.CoreV1().Services(flotillav1.SystemNamespace)
+		_, err := services.Patch(ctx, "flotilla-webhook", types.MergePatchType, []byte(`{"spec":{"selector":{"e2e.flotilla.dev/nowhere":"true"}}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		restored := false
+		restore := func(ctx context.Context) {
+			if !restored {
+				_, err := services.Patch(ctx, "flotilla-webhook", types.MergePatchType, []byte(`{"spec":{"selector":{"e2e.flotilla.dev/nowhere":null}}}`), metav1.PatchOptions{})
+				Expect(err).NotTo(HaveOccurred())
+				restored = true
+			}
+		}
+		DeferCleanup(restore)
+		for i := range 3 {
+			Eventually(func() error { return elected(fmt.Sprintf("no-endpoints-%d-%d", i, time.Now().UnixNano())) }).
+				WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).
+				Should(MatchError(ContainSubstring(`failed calling webhook "pods.flotilla.dev"`)))
+			scrapes = append(scrapes, scrape(fmt.Sprintf("no-endpoints-%d.prom", i)))
+		}
+		// As in the spec of the stopped manager: the refusals' counter may be new at the first
+		// scrape without endpoints, and its rise is seen from the second.
+		alerts, err := promrules.EvalScrapes(ctx, rules, scrapes, 2*time.Minute, 5*time.Minute+30*time.Second)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(firingOf(alerts, outside...)).To(ConsistOf("FlotillaWebhookUnreachable"), "3.5 minutes without endpoints, the manager up and leading")
+
+		By("the Service selects the manager's pods again: admitted, and the alert resolves")
+		restore(ctx)
+		Eventually(func() error { return elected(fmt.Sprintf("endpoints-back-%d", time.Now().UnixNano())) }).
+			WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(time.Second).Should(Succeed())
+		alerts, err = promrules.EvalScrapes(ctx, rules, append(scrapes, scrape("back.prom")), 2*time.Minute, 16*time.Minute)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(firingOf(alerts, outside...)).To(BeEmpty(), "8 minutes after the endpoints came back")
+	}, SpecTimeout(3*time.Minute))
 
 	It("uninstalls: refused with nothing changed while elected pods exist; after the documented steps no webhook, finalizer or Flotilla object is left, and ordinary pods create", func(ctx SpecContext) {
 		out, err := helm(ctx, bed.Primary, "uninstall", "flotilla", "-n", flotillav1.SystemNamespace, "--wait", "--timeout", "2m")

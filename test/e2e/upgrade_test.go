@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -107,8 +108,10 @@ func (s *proxySampler) result() ([]string, int) {
 	return s.violations, s.samples
 }
 
-// podCreator creates a bare elected pod every interval and keeps every creation refused.
+// podCreator creates a bare elected pod every interval (named prefix-NNN) and keeps every
+// creation refused.
 type podCreator struct {
+	prefix  string
 	mu      sync.Mutex
 	created int
 	refused []string
@@ -123,7 +126,7 @@ func (c *podCreator) run(ctx context.Context, ns string, labels map[string]strin
 			return
 		case <-t.C:
 		}
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("created-%03d", i), Labels: labels,
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%03d", c.prefix, i), Labels: labels,
 			Annotations: map[string]string{flotillav1.AnnotationElect: ""}},
 			Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0),
 				Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
@@ -243,61 +246,39 @@ func upgradeUnderLoad(ctx SpecContext, prev testbed.PreviousRelease) {
 	Expect(want).To(HaveLen(replicas))
 
 	By("helm upgrade to this code while a sampler reads every proxy each 200 ms and a client creates 2 elected pods a second")
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	var sampler proxySampler
-	var creator podCreator
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() {
-		defer GinkgoRecover()
-		defer wg.Done()
-		sampler.run(loadCtx, ns, "app=load", want, 200*time.Millisecond)
-	}()
-	go func() {
-		defer GinkgoRecover()
-		defer wg.Done()
-		creator.run(loadCtx, ns, map[string]string{"app": "created"}, 500*time.Millisecond)
-	}()
-	stopped := false
-	stop := func() {
-		if !stopped {
-			stopped = true
-			stopLoad()
-			wg.Wait()
-		}
-	}
-	DeferCleanup(stop)
 	oldLeader := leaderPod(ctx)
 	Expect(oldLeader).NotTo(BeEmpty())
-	time.Sleep(2 * time.Second) // the load runs before the upgrade too
-	upgradeStart := time.Now()
-	upgradeToCurrent(ctx)
-	upgradeEnd := time.Now()
-	AddReportEntry("helm upgrade --wait from "+prev.Version, upgradeEnd.Sub(upgradeStart).Round(100*time.Millisecond).String())
-	// The new replicas lead, and the load goes on a little under them.
-	Eventually(func(g Gomega) {
-		leader := leaderPod(ctx)
-		g.Expect(leader).NotTo(Or(BeEmpty(), Equal(oldLeader)))
-		pods := managerPods(ctx)
-		g.Expect(pods).To(HaveLen(2))
-		for _, p := range pods {
-			g.Expect(p.Spec.Containers[0].Image).To(Equal(managerImageRepo + ":" + managerImageTag))
+	previousIPs := map[string]bool{}
+	for _, p := range managerPods(ctx) {
+		previousIPs[p.Status.PodIP] = true
+	}
+	upgrade := underLoad(ctx, ns, want, "created", func() {
+		upgradeToCurrent(ctx)
+		// The new replicas lead, and the load goes on a little under them.
+		Eventually(func(g Gomega) {
+			leader := leaderPod(ctx)
+			g.Expect(leader).NotTo(Or(BeEmpty(), Equal(oldLeader)))
+			pods := managerPods(ctx)
+			g.Expect(pods).To(HaveLen(2))
+			for _, p := range pods {
+				g.Expect(p.Spec.Containers[0].Image).To(Equal(managerImageRepo + ":" + managerImageTag))
+			}
+		}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
+	})
+	AddReportEntry("helm upgrade --wait from "+prev.Version, upgrade.took.Round(100*time.Millisecond).String())
+	// The previous release stops serving the moment its pod is told to stop, while the API server
+	// may still call it for a moment: such a refusal is that release's, reported; any other fails.
+	var byPrevious, others []string
+	for _, r := range upgrade.refused {
+		if ip := dialedIP(r); strings.Contains(r, "connection refused") && previousIPs[ip] {
+			byPrevious = append(byPrevious, r)
+		} else {
+			others = append(others, r)
 		}
-	}).WithContext(ctx).WithTimeout(60 * time.Second).Should(Succeed())
-	time.Sleep(5 * time.Second)
-	stop()
-
-	violations, samples := sampler.result()
-	created, refused := creator.result()
-	AddReportEntry("over the upgrade", fmt.Sprintf("%d samples of %d proxies, %d elected pods created", samples, replicas, created))
-	Expect(refused).To(BeEmpty(), "elected pod creations refused during the upgrade (%d made)", created)
-	Expect(created).To(BeNumerically(">=", int(2*upgradeEnd.Sub(upgradeStart).Seconds())), "the client kept creating 2 pods a second")
-	Expect(violations).To(BeEmpty(), "a proxy's status left Running and Ready (of %d samples)", samples)
-	Expect(samples).To(BeNumerically(">=", int(upgradeEnd.Sub(upgradeStart)/(400*time.Millisecond))), "the sampler kept its pace")
-	Expect(delegateStarts(ctx, ns, "load")).To(Equal(before), "a delegate restarted or was replaced")
-	// What was created through the rollout runs, placed by either manager.
-	Eventually(func(g Gomega) int { return runningProxies(ctx, g, ns, "app=created", "") }).
-		WithContext(ctx).WithTimeout(90 * time.Second).Should(Equal(created))
+	}
+	AddReportEntry("over the upgrade", fmt.Sprintf("%d samples of %d proxies, %d elected pods created, %d refused by a stopping replica of %s",
+		upgrade.samples, replicas, upgrade.created, len(byPrevious), prev.Version))
+	upgrade.expectHeld(ctx, ns, before, others, replicas)
 
 	By("no Replicator of this code wrote an unchanged object again")
 	// From the moment a manager of this code leads. Before it, in a rollout, the previous release's
@@ -308,13 +289,104 @@ func upgradeUnderLoad(ctx SpecContext, prev testbed.PreviousRelease) {
 	Expect(lease.Spec.AcquireTime).NotTo(BeNil())
 	newLeader := lease.Spec.AcquireTime.Time
 	syncedSince(newLeader)
-	var byPrevious []string
+	var writtenByPrevious []string
 	for _, rep := range reps {
 		for _, c := range []*testbed.Cluster{s1, s2} {
-			byPrevious = append(byPrevious, flotillaWrites(c, rep.Spec.ReplicationNamespace, upgradeStart, newLeader)...)
+			writtenByPrevious = append(writtenByPrevious, flotillaWrites(c, rep.Spec.ReplicationNamespace, upgrade.start, newLeader)...)
 			Expect(flotillaWrites(c, rep.Spec.ReplicationNamespace, newLeader, time.Now())).To(BeEmpty(),
 				"writes of Replicator %s in %s since this code leads", rep.Name, c.Name)
 		}
 	}
-	AddReportEntry(fmt.Sprintf("replicated objects written during the rollout, before this code led (by Flotilla %s)", prev.Version), fmt.Sprint(len(byPrevious)))
+	AddReportEntry(fmt.Sprintf("replicated objects written during the rollout, before this code led (by Flotilla %s)", prev.Version), fmt.Sprint(len(writtenByPrevious)))
+
+	By("a rollout of this code under the same load: its replicas serve until the API server has stopped calling them")
+	rollout := underLoad(ctx, ns, want, "rolled", func() {
+		out, err := helm(ctx, bed.Primary, append([]string{"upgrade", "flotilla", "charts/flotilla", "-n", flotillav1.SystemNamespace,
+			"--wait", "--timeout", "2m"}, inClusterValues("--set-string", fmt.Sprintf("manager.podAnnotations.e2e\\.flotilla\\.dev/rollout=r%d", time.Now().Unix()))...)...)
+		Expect(err).NotTo(HaveOccurred(), "helm upgrade (a rollout): %s", out)
+	})
+	AddReportEntry("a rollout of this code", fmt.Sprintf("%s; %d samples, %d elected pods created", rollout.took.Round(100*time.Millisecond),
+		rollout.samples, rollout.created))
+	rollout.expectHeld(ctx, ns, before, rollout.refused, replicas)
+	syncedSince(rollout.start.Add(rollout.took))
+	for _, rep := range reps {
+		for _, c := range []*testbed.Cluster{s1, s2} {
+			Expect(flotillaWrites(c, rep.Spec.ReplicationNamespace, rollout.start, time.Now())).To(BeEmpty(),
+				"writes of Replicator %s in %s over the rollout of this code", rep.Name, c.Name)
+		}
+	}
+
+	// What was created through the rollouts runs, placed by either manager.
+	Eventually(func(g Gomega) int { return runningProxies(ctx, g, ns, "app in (created,rolled)", "") }).
+		WithContext(ctx).WithTimeout(90 * time.Second).Should(Equal(upgrade.created + rollout.created))
+
+}
+
+// loadRun is what a sampler and a creator saw over one operation.
+type loadRun struct {
+	start      time.Time
+	took       time.Duration
+	violations []string
+	samples    int
+	created    int
+	refused    []string
+}
+
+// underLoad runs op while a sampler reads the proxies of want every 200 ms and a client creates 2
+// elected pods a second (labelled app=<app>), from 2 s before op to 5 s after it.
+func underLoad(ctx SpecContext, ns string, want map[string]bool, app string, op func()) loadRun {
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	var sampler proxySampler
+	creator := podCreator{prefix: app}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer GinkgoRecover()
+		defer wg.Done()
+		sampler.run(loadCtx, ns, "app=load", want, 200*time.Millisecond)
+	}()
+	go func() {
+		defer GinkgoRecover()
+		defer wg.Done()
+		creator.run(loadCtx, ns, map[string]string{"app": app}, 500*time.Millisecond)
+	}()
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			stopLoad()
+			wg.Wait()
+		}
+	}
+	DeferCleanup(stop)
+	time.Sleep(2 * time.Second) // the load runs before the operation too
+	r := loadRun{start: time.Now()}
+	op()
+	r.took = time.Since(r.start)
+	time.Sleep(5 * time.Second)
+	stop()
+	r.violations, r.samples = sampler.result()
+	r.created, r.refused = creator.result()
+	return r
+}
+
+// expectHeld checks a run: no creation refused (of refused, those that count), the creator and
+// the sampler kept their pace, no proxy left Running and Ready, no delegate restarted.
+func (r loadRun) expectHeld(ctx SpecContext, ns string, before map[string]string, refused []string, replicas int) {
+	GinkgoHelper()
+	Expect(refused).To(BeEmpty(), "elected pod creations refused (%d made)", r.created)
+	Expect(r.created).To(BeNumerically(">=", int(2*r.took.Seconds())), "the client kept creating 2 pods a second")
+	Expect(r.violations).To(BeEmpty(), "a proxy's status left Running and Ready (of %d samples of %d)", r.samples, replicas)
+	Expect(r.samples).To(BeNumerically(">=", int(r.took/(400*time.Millisecond))), "the sampler kept its pace")
+	Expect(delegateStarts(ctx, ns, "load")).To(Equal(before), "a delegate restarted or was replaced")
+}
+
+// dialedIP is the address a refusal's "dial tcp IP:PORT" names ("" when none).
+func dialedIP(refusal string) string {
+	_, rest, ok := strings.Cut(refusal, "dial tcp ")
+	if !ok {
+		return ""
+	}
+	host, _, _ := strings.Cut(rest, ":")
+	return host
 }
