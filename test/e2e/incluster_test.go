@@ -347,15 +347,8 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, Seri
 		// What Prometheus holds at a moment: the API server's view of the webhooks, and up and
 		// the leader metric as the manager's pods are (they run throughout).
 		scrape := func(name string) string {
-			raw, err := bed.Primary.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-			Expect(err).NotTo(HaveOccurred())
 			var b strings.Builder
-			for _, line := range strings.Split(string(raw), "\n") {
-				family := strings.TrimPrefix(strings.TrimPrefix(line, "# HELP "), "# TYPE ")
-				if strings.HasPrefix(family, "apiserver_admission_webhook_") {
-					b.WriteString(line + "\n")
-				}
-			}
+			b.WriteString(apiserverWebhookFamilies(ctx))
 			b.WriteString("# TYPE up gauge\n")
 			for _, p := range managerPods(ctx) {
 				fmt.Fprintf(&b, "up{job=\"flotilla-manager-metrics\",pod=%q} %d\n", p.Name, map[bool]int{true: 1}[podReady(&p)])

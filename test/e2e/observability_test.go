@@ -120,15 +120,8 @@ func metricsScraper(ctx SpecContext, dir string) func(name, want string) string 
 // moment: up for the manager's target (1 when a scrape of it answers), that scrape's series, and
 // the primary's API server's view of the webhooks (its apiserver_admission_webhook_* families).
 func outsideScrape(ctx SpecContext, token, file string) (up bool, text string) {
-	raw, err := bed.Primary.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	Expect(err).NotTo(HaveOccurred())
 	var b strings.Builder
-	for _, line := range strings.Split(string(raw), "\n") {
-		name := strings.TrimPrefix(strings.TrimPrefix(line, "# HELP "), "# TYPE ")
-		if strings.HasPrefix(name, "apiserver_admission_webhook_") {
-			b.WriteString(line + "\n")
-		}
-	}
+	b.WriteString(apiserverWebhookFamilies(ctx))
 	managerText, err := scrapeManager(ctx, token)
 	up = err == nil
 	if up {
@@ -137,6 +130,21 @@ func outsideScrape(ctx SpecContext, token, file string) (up bool, text string) {
 	fmt.Fprintf(&b, "# TYPE up gauge\nup{job=%q,instance=%q} %d\n", "flotilla-manager-metrics", "manager", map[bool]int{true: 1}[up])
 	Expect(os.WriteFile(file, []byte(b.String()), 0o600)).To(Succeed())
 	return up, b.String()
+}
+
+// apiserverWebhookFamilies is the primary's API server's view of the webhooks it calls: its
+// apiserver_admission_webhook_* families, from its /metrics.
+func apiserverWebhookFamilies(ctx context.Context) string {
+	raw, err := bed.Primary.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	var b strings.Builder
+	for _, line := range strings.Split(string(raw), "\n") {
+		family := strings.TrimPrefix(strings.TrimPrefix(line, "# HELP "), "# TYPE ")
+		if strings.HasPrefix(family, "apiserver_admission_webhook_") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
 }
 
 // firingOf names the alerts of names that fire.

@@ -62,17 +62,7 @@ func (a Alert) Firing() bool { return a.State == "firing" }
 // series from 0 to at, evaluates the rules (a rule file, a PrometheusRule or a YAML stream with
 // one) over them, and returns the alerts active at at.
 func EvalScrape(ctx context.Context, rulesFile, scrapeFile string, at time.Duration) ([]Alert, error) {
-	out, err := Run(ctx, "eval", "-rules", rulesFile, "-scrape", scrapeFile, "-at", at.String(), "-interval", "30s")
-	if err != nil {
-		return nil, err
-	}
-	var res struct {
-		Alerts []Alert `json:"alerts"`
-	}
-	if err := json.Unmarshal([]byte(out), &res); err != nil {
-		return nil, fmt.Errorf("reading promrules eval's answer %q: %w", out, err)
-	}
-	return res.Alerts, nil
+	return EvalScrapes(ctx, rulesFile, []string{scrapeFile}, 0, at)
 }
 
 // EvalScrapes replays scrapes of one target taken every `every`, in order (the last held to at),
