@@ -353,8 +353,10 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, Seri
 			for _, p := range managerPods(ctx) {
 				fmt.Fprintf(&b, "up{job=\"flotilla-manager-metrics\",pod=%q} %d\n", p.Name, map[bool]int{true: 1}[podReady(&p)])
 			}
-			leader := leaderPod(ctx)
-			Expect(leader).NotTo(BeEmpty())
+			// A rollout of the spec before may have just moved the Lease: wait for its holder.
+			var leader string
+			Eventually(func() string { leader = leaderPod(ctx); return leader }).
+				WithContext(ctx).WithTimeout(60 * time.Second).WithPolling(500 * time.Millisecond).ShouldNot(BeEmpty())
 			fmt.Fprintf(&b, "# TYPE leader_election_master_status gauge\nleader_election_master_status{name=%q,pod=%q} 1\n", flotillav1.ManagerLeaseName, leader)
 			file := filepath.Join(dir, name)
 			Expect(os.WriteFile(file, []byte(b.String()), 0o600)).To(Succeed())

@@ -189,8 +189,18 @@ func upgradeUnderLoad(ctx SpecContext, prev testbed.PreviousRelease) {
 	Expect(cl.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
 		Labels: map[string]string{flotillav1.LabelEnabled: "true"}}})).To(Succeed())
 	DeferCleanup(func(ctx SpecContext) {
+		// Gone before the next spec: 200 and more delegates leaving later would free room that
+		// specs measuring what the primary uses in a secondary count on.
 		Expect(client.IgnoreNotFound(cl.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
-	})
+		Eventually(func(g Gomega) {
+			var proxies corev1.PodList
+			g.Expect(cl.List(ctx, &proxies, client.InNamespace(ns))).To(Succeed())
+			g.Expect(proxies.Items).To(BeEmpty(), "proxies of %s left", ns)
+			for _, c := range bed.Secondaries {
+				g.Expect(delegatesIn(ctx, c, ns)).To(BeEmpty(), "delegates of %s left in %s", ns, c.Name)
+			}
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+	}, NodeTimeout(4*time.Minute))
 
 	By(fmt.Sprintf("Flotilla %s runs %d elected pods over both secondaries and 3 Replicators", prev.Version, replicas))
 	d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "load"}, Spec: appsv1.DeploymentSpec{

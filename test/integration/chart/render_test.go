@@ -176,6 +176,9 @@ func pullSecretsOfEveryPod(objs []*unstructured.Unstructured) map[string][]strin
 
 // valueCases has one case per documented value.
 var valueCases = map[string]valueCase{
+	"election.podNetwork": {set("election.podNetwork=flat"), func(objs []*unstructured.Unstructured) {
+		Expect(container(objs).Args).To(ContainElement("--pod-network=flat"))
+	}},
 	"global": {set("global.imagePullSecrets={shared}"), func(objs []*unstructured.Unstructured) {
 		Expect(pullSecretsOfEveryPod(objs)).To(HaveEach(ConsistOf("shared")))
 	}},
