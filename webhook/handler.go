@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
+	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -78,11 +79,6 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace
 	}
-	decoded, err := json.Marshal(pod)
-	if err != nil {
-		decided(ctx, pod, OutcomeError, "")
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
 	// The PodGroup the pod names, where the placement reads it (the field is newer than the
 	// types it was decoded with): from the pod, never from what the pod claims.
 	if group := podGroupOf(req.Object.Raw); group != "" {
@@ -115,10 +111,28 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	outcome, cluster := admittedOutcome(out)
 	decided(ctx, pod, outcome, cluster)
 	resp := admission.PatchResponseFromRaw(req.Object.Raw, raw)
+	if !slices.ContainsFunc(resp.Patches, func(op jsonpatch.Operation) bool { return op.Operation == "remove" }) {
+		return resp
+	}
+	// A removal may be of a field newer than the types the pod was decoded with: only then (the
+	// webhook rarely removes anything itself) is the request's object decoded again to tell.
+	decoded, err := decodedJSON(h.Decoder, req)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err)
+	}
 	if resp.Patches = keepNewerFields(decoded, resp.Patches); len(resp.Patches) == 0 {
 		resp.PatchType = nil
 	}
 	return resp
+}
+
+// decodedJSON is the request's pod as the webhook's types decode it, as JSON: what it knows of it.
+func decodedJSON(dec admission.Decoder, req admission.Request) ([]byte, error) {
+	pod := &corev1.Pod{}
+	if err := dec.Decode(req, pod); err != nil {
+		return nil, err
+	}
+	return json.Marshal(pod)
 }
 
 // mutate reads the pod's namespace and admits the pod (Admit); a dry run changes nothing of the

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -65,6 +66,9 @@ func pointsInto(doc any, pointer string) bool {
 // podGroupOf reads spec.schedulingGroup.podGroupName from a pod's JSON ("": none): the field
 // (Kubernetes 1.36+) is newer than the API types the manager decodes pods with.
 func podGroupOf(raw []byte) string {
+	if !bytes.Contains(raw, []byte(`"schedulingGroup"`)) {
+		return "" // most pods: no second parse of the whole object
+	}
 	var pod struct {
 		Spec struct {
 			SchedulingGroup *struct {

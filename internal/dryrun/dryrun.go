@@ -54,7 +54,7 @@ func AddFlag(fs *pflag.FlagSet, m *Mode, usage string) {
 	fs.Lookup("dry-run").NoOptDefVal = string(Client)
 }
 
-// Refuse returns the error of a command that cannot take mode m (""), naming why.
+// Refuse is the error of a command that cannot take mode m, saying why and what to use.
 func (m Mode) Refuse(command, why string) error {
 	return fmt.Errorf("--dry-run=%s: %s %s; use --dry-run=client", m, command, why)
 }
