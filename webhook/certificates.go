@@ -26,8 +26,9 @@ import (
 )
 
 // Certificates keeps the webhook's CA (shared by replicas, in a Secret of flotilla-system), this
-// replica's serving certificate (files in CertDir, reloaded by the webhook server), and the
-// MutatingWebhookConfiguration's caBundle.
+// replica's serving certificate (files in CertDir, reloaded by the webhook and metrics servers),
+// the MutatingWebhookConfiguration's caBundle, and the CA's certificate published for the other
+// clients of that serving certificate (the metrics' scrapers).
 type Certificates struct {
 	Client   client.Client
 	CertDir  string
@@ -36,6 +37,10 @@ type Certificates struct {
 	Config   ConfigOptions
 	// SecretName holds the CA in flotilla-system.
 	SecretName string
+	// CAConfigMapName is the ConfigMap of flotilla-system where the CA's certificate (never its
+	// key) is published, key ca.crt, for scrapers to verify the metrics endpoint with; "":
+	// published nowhere. With cert-manager it is the ca.crt cert-manager mounted, when there is one.
+	CAConfigMapName string
 	// Clock tells the time of renewals (default: the real one).
 	Clock clock.PassiveClock
 }
@@ -75,6 +80,13 @@ func (c *Certificates) Ensure(ctx context.Context) error {
 		if _, err := os.Stat(filepath.Join(c.CertDir, "tls.crt")); err != nil {
 			return fmt.Errorf("the webhook's serving certificate from %s: %w", c.Config.CAInjectedFrom, err)
 		}
+		// An issuer that names no CA (an ACME one) leaves no ca.crt: nothing to publish then, and
+		// scrapers need a tlsConfig of their own.
+		if caPEM, err := os.ReadFile(filepath.Join(c.CertDir, "ca.crt")); err == nil && len(caPEM) > 0 {
+			if err := c.publishCA(ctx, caPEM); err != nil {
+				return err
+			}
+		}
 		return c.ensureConfiguration(ctx, nil)
 	}
 	now := c.now()
@@ -82,11 +94,15 @@ func (c *Certificates) Ensure(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := c.publishCA(ctx, ca.CertPEM); err != nil {
+		return err
+	}
 	certFile := filepath.Join(c.CertDir, "tls.crt")
 	// Kept only while the CA in the Secret still signs it: a CA replaced meanwhile (the Secret
 	// deleted by an uninstall, then a reinstall) would otherwise be published as the caBundle of a
-	// certificate it never signed, and every elected pod's admission would fail TLS.
-	if current, err := os.ReadFile(certFile); err == nil && pki.SignedBy(current, ca.CertPEM) {
+	// certificate it never signed, and every elected pod's admission would fail TLS. And only while
+	// it names every name asked for (a name added since, the metrics Service's, is served at once).
+	if current, err := os.ReadFile(certFile); err == nil && pki.SignedBy(current, ca.CertPEM) && pki.Covers(current, c.DNSNames) {
 		if notAfter, err := pki.NotAfter(current); err == nil && !pki.RenewalDue(now, notAfter.Add(-servingValidity), notAfter) {
 			return c.ensureConfiguration(ctx, ca.CertPEM)
 		}
@@ -133,6 +149,36 @@ func (c *Certificates) ensureCA(ctx context.Context, now time.Time) (*pki.CA, er
 	}
 	return ca, nil
 }
+
+// publishCA writes the CA's certificate to the ConfigMap CAConfigMapName: public, so readable by
+// whoever scrapes (a Prometheus Operator's ServiceMonitor names it in its tlsConfig), where the
+// CA's Secret, which holds its key, must stay readable by the manager alone.
+func (c *Certificates) publishCA(ctx context.Context, caPEM []byte) error {
+	if c.CAConfigMapName == "" {
+		return nil
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: c.CAConfigMapName}}
+	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
+		_, err := controllerutil.CreateOrUpdate(ctx, c.Client, cm, func() error {
+			if cm.Labels == nil {
+				cm.Labels = map[string]string{}
+			}
+			cm.Labels["app.kubernetes.io/part-of"] = "flotilla"
+			cm.Data = map[string]string{CAConfigMapKey: string(caPEM)}
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("publishing the CA's certificate in ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+	}
+	return nil
+}
+
+// CAConfigMapKey is the key of the CA's certificate in the ConfigMap CAConfigMapName.
+const CAConfigMapKey = "ca.crt"
 
 func (c *Certificates) ensureConfiguration(ctx context.Context, caPEM []byte) error {
 	opts := c.Config

@@ -1,8 +1,11 @@
 package webhook
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -112,5 +115,76 @@ func TestEnsureLeavesTheCABundleToCertManagersInjector(t *testing.T) {
 	}
 	if len(secrets.Items) != 0 {
 		t.Errorf("the manager made a CA Secret of its own: %v", secrets.Items[0].Name)
+	}
+}
+
+// The CA's certificate is published in a ConfigMap (never its key) and verifies the serving
+// certificate for every name it was asked for, the metrics Service's included: what a
+// ServiceMonitor's tlsConfig names. A name added since the certificate was issued gets a new one.
+func TestEnsurePublishesTheCAThatVerifiesTheServedNames(t *testing.T) {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	c := fake.NewClientBuilder().WithScheme(s).Build()
+	names := flotillav1.NamesFrom("fleet")
+	certs := &Certificates{Client: c, CertDir: t.TempDir(), SecretName: names.WebhookCASecret, CAConfigMapName: names.CAConfigMap,
+		DNSNames: []string{"fleet-webhook.flotilla-system.svc"}, Config: ConfigOptions{Name: names.WebhookConfiguration, URL: "https://127.0.0.1:9443"}}
+	if err := certs.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	metrics := "fleet-manager-metrics.flotilla-system.svc"
+	certs.DNSNames = append(certs.DNSNames, metrics)
+	if err := certs.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: "fleet-ca"}, &cm); err != nil {
+		t.Fatalf("the CA's certificate is not published: %v", err)
+	}
+	if len(cm.Data) != 1 || !strings.Contains(cm.Data[CAConfigMapKey], "BEGIN CERTIFICATE") {
+		t.Fatalf("ConfigMap data %v: want the CA's certificate alone, under %s", cm.Data, CAConfigMapKey)
+	}
+	served, err := tls.LoadX509KeyPair(filepath.Join(certs.CertDir, "tls.crt"), filepath.Join(certs.CertDir, "tls.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(served.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(cm.Data[CAConfigMapKey])) {
+		t.Fatal("the published certificate does not parse")
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, DNSName: metrics}); err != nil {
+		t.Fatalf("a scraper of %s cannot verify the served certificate with the published CA: %v", metrics, err)
+	}
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := c.Get(t.Context(), client.ObjectKey{Name: "fleet"}, &cfg); err != nil {
+		t.Fatalf("the webhook configuration is not named from the prefix: %v", err)
+	}
+}
+
+// With cert-manager, the ca.crt cert-manager mounted is what is published.
+func TestEnsurePublishesCertManagersCA(t *testing.T) {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	c := fake.NewClientBuilder().WithScheme(s).Build()
+	dir := t.TempDir()
+	for file, content := range map[string]string{"tls.crt": "serving", "ca.crt": "cert-manager's CA"} {
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	certs := &Certificates{Client: c, CertDir: dir, SecretName: flotillav1.WebhookCASecretName, CAConfigMapName: "flotilla-ca",
+		Config: ConfigOptions{Service: "flotilla-webhook", Namespace: flotillav1.SystemNamespace, CAInjectedFrom: "flotilla-system/flotilla-webhook"}}
+	if err := certs.Ensure(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var cm corev1.ConfigMap
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: "flotilla-ca"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data[CAConfigMapKey] != "cert-manager's CA" {
+		t.Fatalf("published %q, want the mounted ca.crt", cm.Data[CAConfigMapKey])
 	}
 }

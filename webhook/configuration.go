@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"cmp"
 	"fmt"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -11,6 +12,8 @@ import (
 
 // ConfigOptions say how the API server reaches the webhook.
 type ConfigOptions struct {
+	// Name is the configuration's name; "": flotillav1.WebhookConfigurationName.
+	Name string
 	// URL, when set, is the webhook's address (out of cluster: https://127.0.0.1:PORT).
 	URL string
 	// Service and Namespace name the webhook's Service otherwise (port 443).
@@ -44,7 +47,7 @@ func Configuration(o ConfigOptions) *admissionregistrationv1.MutatingWebhookConf
 		annotations = map[string]string{flotillav1.AnnotationInjectCAFrom: o.CAInjectedFrom}
 	}
 	return &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName, Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"},
+		ObjectMeta: metav1.ObjectMeta{Name: cmp.Or(o.Name, flotillav1.WebhookConfigurationName), Labels: map[string]string{"app.kubernetes.io/part-of": "flotilla"},
 			Annotations: annotations},
 		Webhooks: []admissionregistrationv1.MutatingWebhook{{
 			Name:                    "pods.flotilla.dev",

@@ -25,7 +25,9 @@ func runLender(args []string) int {
 	fs.StringVar(&kubecontext, "context", "", "context of --kubeconfig")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "address of the metrics endpoint (0 turns it off)")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "address of /healthz and /readyz (0 turns them off)")
-	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one replica to lend (Lease flotilla-lender.flotilla.dev)")
+	var namePrefix string
+	fs.StringVar(&namePrefix, "name-prefix", flotillav1.DefaultNamePrefix, "prefix of the lender's Lease's name, <prefix>-lender.flotilla.dev (the chart's fullname)")
+	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "elect one replica to lend (Lease <name-prefix>-lender.flotilla.dev)")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", o.LeaderElectionNamespace, "namespace of the lender's Lease")
 	logOpts.AddFlags(fs)
 	fs.Usage = func() {
@@ -40,6 +42,11 @@ func runLender(args []string) int {
 		}
 		return 2
 	}
+	if err := setup.ValidateNamePrefix(namePrefix); err != nil {
+		fmt.Fprintf(os.Stderr, "flotilla-manager lender: --name-prefix %q: %v\n", namePrefix, err)
+		return 2
+	}
+	o.LeaseName = flotillav1.NamesFrom(namePrefix).LenderLease
 	log, err := logging.New(logOpts, os.Stderr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "flotilla-manager lender:", err)

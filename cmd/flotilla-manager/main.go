@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/logging"
 	"github.com/flotilla-dev/flotilla/pkg/setup"
 	"github.com/flotilla-dev/flotilla/pkg/tracing"
@@ -38,6 +39,7 @@ type options struct {
 	showVersion          bool
 	logging              logging.Options
 	manager              setup.Options
+	namePrefix           string
 }
 
 // newOptions are the defaults: setup.DefaultOptions, and what the environment says.
@@ -53,6 +55,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubecontext, "context", o.kubecontext, "context of --kubeconfig to use (default: its current context)")
 	fs.StringVar(&o.containerMemoryLimit, "container-memory-limit", o.containerMemoryLimit, "the container's memory limit (bytes or a quantity such as 512Mi; the chart passes limits.memory through the downward API, $FLOTILLA_CONTAINER_MEMORY_LIMIT): Go's soft memory limit is set to 90% of it, so the heap is collected before it reaches the limit (GOMEMLIMIT, when set, wins)")
 	fs.BoolVar(&o.showVersion, "version", o.showVersion, "print the version and exit")
+	fs.StringVar(&o.namePrefix, "name-prefix", o.manager.Names.Prefix, "prefix of the names of the manager's own objects (the chart's fullname): its MutatingWebhookConfiguration <prefix>, "+
+		"in its namespace the Services <prefix>-webhook and <prefix>-manager-metrics, the Secrets <prefix>-webhook-ca and <prefix>-admission-seal, the ConfigMap <prefix>-ca "+
+		"(the CA's certificate, for scrapers) and the Lease <prefix>-manager.flotilla.dev; --leader-election-id and --webhook-service, when given, win")
 	o.logging.AddFlags(fs)
 	addManagerFlags(fs, &o.manager.Manager)
 	addLeaderElectionFlags(fs, &o.manager.LeaderElection)
@@ -158,6 +163,7 @@ func main() {
 		}
 		os.Exit(2)
 	}
+	opts.applyNamePrefix(fs)
 	if opts.showVersion {
 		fmt.Println("flotilla-manager", version.Get())
 		return
@@ -174,6 +180,20 @@ func main() {
 	if err := run(ctrl.SetupSignalHandler(), opts); err != nil {
 		setupLog.Error(err, "Manager stopped")
 		os.Exit(1)
+	}
+}
+
+// applyNamePrefix names the manager's objects from --name-prefix; an explicit --leader-election-id
+// or --webhook-service still wins.
+func (o *options) applyNamePrefix(fs *pflag.FlagSet) {
+	names := flotillav1.NamesFrom(o.namePrefix)
+	names.Prefix = o.namePrefix // validated by setup: "" is refused there, not silently defaulted
+	o.manager.Names = names
+	if !fs.Changed("leader-election-id") {
+		o.manager.LeaderElection.ID = names.ManagerLease
+	}
+	if !fs.Changed("webhook-service") {
+		o.manager.Webhook.Service = names.WebhookService
 	}
 }
 

@@ -24,7 +24,35 @@ func parse(t *testing.T, args ...string) options {
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("parsing %q: %v", args, err)
 	}
+	o.applyNamePrefix(fs)
 	return o
+}
+
+// --name-prefix (the chart's fullnameOverride) names the manager's objects; an explicit Lease or
+// Service name still wins, and a prefix no Service name could carry is refused.
+func TestNamePrefixNamesTheManagersObjects(t *testing.T) {
+	m := parse(t, "--name-prefix=fleet").manager
+	for what, c := range map[string]struct{ got, want string }{
+		"webhook configuration": {m.Names.WebhookConfiguration, "fleet"},
+		"Lease":                 {m.LeaderElection.ID, "fleet-manager.flotilla.dev"},
+		"webhook Service":       {m.Webhook.Service, "fleet-webhook"},
+		"metrics Service":       {m.Names.MetricsService, "fleet-manager-metrics"},
+		"CA ConfigMap":          {m.Names.CAConfigMap, "fleet-ca"},
+		"seal Secret":           {m.Names.SealSecret, "fleet-admission-seal"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: %q, want %q", what, c.got, c.want)
+		}
+	}
+	m = parse(t, "--name-prefix=fleet", "--webhook-service=hooks", "--leader-election-id=lead").manager
+	if m.Webhook.Service != "hooks" || m.LeaderElection.ID != "lead" {
+		t.Errorf("explicit flags lost: Service %q, Lease %q", m.Webhook.Service, m.LeaderElection.ID)
+	}
+	for _, bad := range []string{"", "Fleet", "fleet_1", strings.Repeat("a", 41)} {
+		if err := parse(t, "--name-prefix="+bad).manager.Validate(); err == nil || !strings.Contains(err.Error(), "--name-prefix") {
+			t.Errorf("--name-prefix=%q: %v, want a refusal naming the flag", bad, err)
+		}
+	}
 }
 
 func TestFlagsDefaultToSetupsDefaults(t *testing.T) {

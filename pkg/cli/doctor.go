@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-dev/flotilla/internal/installnames"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
 )
@@ -173,7 +174,8 @@ per finding, then a summary. It checks:
                  (IdentityChanged: join it again to accept it). ERROR, with the reason. And the
                  tunnel of each cluster in pull mode: up, with its round trip and reconnects (OK),
                  or held by no agent, since when and why (WARN).
-  webhook        The MutatingWebhookConfiguration ` + flotillav1.WebhookConfigurationName + `: without it, elected
+  webhook        The manager's MutatingWebhookConfiguration (` + flotillav1.WebhookConfigurationName + `, or the name the chart's
+                 fullnameOverride gave it, as the manager's Deployment says): without it, elected
                  pods run in the primary and DaemonSets are not kept off virtual nodes (ERROR).
 
 A check the API server does not let doctor read in the primary is an ERROR. doctor exits
@@ -829,9 +831,13 @@ func runningProxy(p *corev1.Pod) bool {
 // webhookFindings checks that the MutatingWebhookConfiguration exists; the manager writes it at
 // start, so its absence means the manager never ran or someone deleted it.
 func webhookFindings(ctx context.Context, c client.Client) ([]finding, error) {
-	name := flotillav1.WebhookConfigurationName
+	names, err := installnames.Find(ctx, c, flotillav1.SystemNamespace)
+	if err != nil {
+		return nil, err
+	}
+	name := names.WebhookConfiguration
 	var cfg admissionregistrationv1.MutatingWebhookConfiguration
-	err := c.Get(ctx, client.ObjectKey{Name: name}, &cfg)
+	err = c.Get(ctx, client.ObjectKey{Name: name}, &cfg)
 	if apierrors.IsNotFound(err) {
 		return []finding{{Severity: severityError, Check: checkWebhook, Object: name, Message: fmt.Sprintf(
 			"MutatingWebhookConfiguration %s is missing: elected pods run in the primary and DaemonSets are not kept "+

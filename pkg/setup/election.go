@@ -132,7 +132,7 @@ func addWebhook(ctx context.Context, mgr ctrl.Manager, direct client.Client, gat
 	if err := addCertificates(ctx, mgr, direct, opts); err != nil {
 		return nil, err
 	}
-	sealKey, err := ensureSealKey(ctx, direct, flotillav1.SealSecretName)
+	sealKey, err := ensureSealKey(ctx, direct, opts.Names.SealSecret)
 	if err != nil {
 		return nil, err
 	}
@@ -197,12 +197,18 @@ const liveClaimReads = 10
 // addCertificates writes the webhook's serving certificate and configuration now (the webhook
 // server needs the files when it starts) and adds their renewal.
 func addCertificates(ctx context.Context, mgr ctrl.Manager, direct client.Client, opts Options) error {
-	service := opts.Webhook.Service + "." + flotillav1.SystemNamespace + ".svc"
+	// One serving certificate for the webhook's Service and the metrics' (the metrics server reads
+	// the same files): a scraper verifies it with the CA published in opts.Names.CAConfigMap.
+	dnsNames := []string{"localhost"}
+	for _, svc := range []string{opts.Webhook.Service, opts.Names.MetricsService} {
+		name := svc + "." + flotillav1.SystemNamespace + ".svc"
+		dnsNames = append(dnsNames, name, name+".cluster.local")
+	}
 	certs := &webhook.Certificates{
-		Client: direct, CertDir: opts.Webhook.CertDir, SecretName: flotillav1.WebhookCASecretName,
-		DNSNames: []string{"localhost", service, service + ".cluster.local"},
+		Client: direct, CertDir: opts.Webhook.CertDir, SecretName: opts.Names.WebhookCASecret, CAConfigMapName: opts.Names.CAConfigMap,
+		DNSNames: dnsNames,
 		IPs:      []net.IP{net.ParseIP("127.0.0.1")},
-		Config: webhook.ConfigOptions{URL: opts.Webhook.URL, Service: opts.Webhook.Service, Namespace: flotillav1.SystemNamespace,
+		Config: webhook.ConfigOptions{Name: opts.Names.WebhookConfiguration, URL: opts.Webhook.URL, Service: opts.Webhook.Service, Namespace: flotillav1.SystemNamespace,
 			AcceptAdmiralty: opts.Election.AcceptAdmiralty, CAInjectedFrom: opts.Webhook.CAInjectedFrom},
 		Clock: opts.Clock,
 	}

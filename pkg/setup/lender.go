@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -27,10 +28,9 @@ type LenderOptions struct {
 	LeaderElection                             bool
 	// LeaderElectionNamespace holds the lender's Lease (flotilla-system).
 	LeaderElectionNamespace string
+	// LeaseName is the lender's Lease; "": flotilla-lender.flotilla.dev (--name-prefix).
+	LeaseName string
 }
-
-// lenderLeaseName is the lender's leader-election Lease.
-const lenderLeaseName = "flotilla-lender.flotilla.dev"
 
 // NewLender builds the lender's manager: its cache holds only PrimaryAllowances, the namespaces
 // a primary manages (label-selected) and the lender's own quotas (label-selected).
@@ -53,7 +53,7 @@ func NewLender(ctx context.Context, cfg *rest.Config, opts LenderOptions, log lo
 		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsBindAddress},
 		HealthProbeBindAddress:        opts.HealthProbeBindAddress,
 		LeaderElection:                opts.LeaderElection,
-		LeaderElectionID:              lenderLeaseName,
+		LeaderElectionID:              cmp.Or(opts.LeaseName, flotillav1.NamesFrom("").LenderLease),
 		LeaderElectionNamespace:       opts.LeaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
 		LeaseDuration:                 &lease,

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -35,6 +37,8 @@ const (
 // Options are every setting of the manager. Each field names the flag of cmd/flotilla-manager
 // that sets it; DefaultOptions holds the defaults.
 type Options struct {
+	// Names are those of the manager's own objects, from --name-prefix (the chart's fullname).
+	Names          flotillav1.InstallNames
 	Manager        ManagerOptions
 	LeaderElection LeaderElectionOptions
 	Clusters       ClusterOptions
@@ -209,7 +213,9 @@ type ReplicatorOptions struct {
 // DefaultOptions are the manager's defaults, the one place they are written; a default a package
 // also applies to its zero value is taken from that package's constant.
 func DefaultOptions() Options {
+	names := flotillav1.NamesFrom(flotillav1.DefaultNamePrefix)
 	return Options{
+		Names: names,
 		Manager: ManagerOptions{
 			MetricsBindAddress:     ":8443",
 			MetricsSecure:          true,
@@ -221,7 +227,7 @@ func DefaultOptions() Options {
 		LeaderElection: LeaderElectionOptions{
 			Enabled:       true,
 			Namespace:     flotillav1.SystemNamespace,
-			ID:            flotillav1.ManagerLeaseName,
+			ID:            names.ManagerLease,
 			LeaseDuration: 15 * time.Second,
 			RenewDeadline: 10 * time.Second,
 			RetryPeriod:   2 * time.Second,
@@ -240,7 +246,7 @@ func DefaultOptions() Options {
 		},
 		Webhook: WebhookOptions{
 			Port:    9443,
-			Service: "flotilla-webhook",
+			Service: names.WebhookService,
 		},
 		Election: ElectionOptions{
 			AcceptAdmiralty:          true,
@@ -268,6 +274,9 @@ func DefaultOptions() Options {
 // Validate refuses settings the manager cannot run with, naming their flags.
 func (o Options) Validate() error {
 	errs := []error{o.Tracing.Validate()}
+	if err := ValidateNamePrefix(o.Names.Prefix); err != nil {
+		errs = append(errs, fmt.Errorf("--name-prefix %q: %w", o.Names.Prefix, err))
+	}
 	if o.Election.PodNetwork != PodNetworkIsolated && o.Election.PodNetwork != PodNetworkFlat {
 		errs = append(errs, fmt.Errorf("--pod-network %q: want %s or %s", o.Election.PodNetwork, PodNetworkIsolated, PodNetworkFlat))
 	}
@@ -318,4 +327,20 @@ func (o ElectionOptions) proxyWorkersPerCluster() int {
 // nodeAddress is the address the virtual nodes advertise and the kubelet API's certificate names.
 func (o VirtualNodeOptions) nodeAddress() string {
 	return cmp.Or(o.Address, "127.0.0.1")
+}
+
+// MaxNamePrefix is the longest --name-prefix: its longest Service name (<prefix>-manager-metrics)
+// still fits the 63 characters of a DNS label, with room to spare.
+const MaxNamePrefix = 40
+
+// ValidateNamePrefix refuses a prefix the names made from it could not carry: each must be a DNS
+// label (a Service's name) once suffixed.
+func ValidateNamePrefix(prefix string) error {
+	if len(prefix) > MaxNamePrefix {
+		return fmt.Errorf("at most %d characters", MaxNamePrefix)
+	}
+	if errs := validation.IsDNS1035Label(prefix); len(errs) > 0 {
+		return errors.New(strings.Join(errs, "; "))
+	}
+	return nil
 }

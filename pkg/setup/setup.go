@@ -134,6 +134,10 @@ func managerOptions(opts Options, callers *clientca.Pool, log logr.Logger) (ctrl
 	metricsOpts := metricsserver.Options{BindAddress: opts.Manager.MetricsBindAddress, SecureServing: opts.Manager.MetricsSecure}
 	if opts.Manager.MetricsSecure {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+		// The webhook's serving certificate, which names the metrics Service too and chains to the
+		// CA the manager publishes: scrapers verify it, where controller-runtime's own would be
+		// self-signed at each start and vouched for by nothing.
+		metricsOpts.CertDir = opts.Webhook.CertDir
 	}
 	le := opts.LeaderElection
 	tlsOpts := []func(*tls.Config){http1Only}

@@ -1,6 +1,7 @@
 package uninstall
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +26,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/flotilla-dev/flotilla/internal/dryrun"
+	"github.com/flotilla-dev/flotilla/internal/installnames"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
@@ -36,11 +38,14 @@ type Options struct {
 	// Namespace is where the manager's Deployment and Lease are (the release's namespace). Default
 	// flotilla-system. Its Secrets are always in flotilla-system.
 	Namespace string
+	// NamePrefix names the manager's objects (flotillav1.NamesFrom): the chart's fullname.
+	// Default flotilla.
+	NamePrefix string
 	// Deployment is the manager's Deployment, scaled to zero first so that no replica recreates
-	// what this removes. Default flotilla-manager. A missing one is fine (out of cluster).
+	// what this removes. Default <NamePrefix>-manager. A missing one is fine (out of cluster).
 	Deployment string
 	// Lease is the manager's leader-election Lease: while a manager renews it, nothing is removed.
-	// Default flotilla-manager.flotilla.dev.
+	// Default <NamePrefix>-manager.flotilla.dev.
 	Lease string
 	// Orphan lets elected pods and Replicators go: Flotilla's finalizers are removed, their
 	// delegates and copies keep running in the secondaries, unmanaged.
@@ -58,7 +63,8 @@ type Options struct {
 // chart's hook) take the same ones.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Namespace, "namespace", flotillav1.SystemNamespace, "namespace of the manager's Deployment and leader Lease")
-	fs.StringVar(&o.Deployment, "deployment", flotillav1.ManagerDeploymentName, "the manager's Deployment, scaled to zero first")
+	fs.StringVar(&o.NamePrefix, "name-prefix", "", "prefix of the names of the manager's objects, the chart's fullname (default: read from the manager's Deployment, else flotilla)")
+	fs.StringVar(&o.Deployment, "deployment", "", "the manager's Deployment, scaled to zero first (default <name-prefix>-manager)")
 	fs.BoolVar(&o.Orphan, "orphan", false, "let elected pods and Replicators go: their delegates and copies keep running in the secondaries, unmanaged")
 	dryrun.AddFlag(fs, &o.DryRun, "say what would be removed, remove nothing")
 	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long to wait for the manager to stop")
@@ -68,11 +74,12 @@ func (o *Options) defaults() {
 	if o.Namespace == "" {
 		o.Namespace = flotillav1.SystemNamespace
 	}
+	names := o.names()
 	if o.Deployment == "" {
-		o.Deployment = flotillav1.ManagerDeploymentName
+		o.Deployment = names.ManagerDeployment
 	}
 	if o.Lease == "" {
-		o.Lease = flotillav1.ManagerLeaseName
+		o.Lease = names.ManagerLease
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 2 * time.Minute
@@ -153,10 +160,18 @@ func Survey(ctx context.Context, c client.Reader) (InUse, error) {
 // Run removes what the manager created. It refuses (ErrInUse), changing nothing, while elected pods
 // or Replicators exist, unless Orphan.
 func Run(ctx context.Context, c client.Client, o Options) error {
-	o.defaults()
 	if o.DryRun == dryrun.Server {
 		return o.DryRun.Refuse("uninstall", "plans its removal from what it reads and would write nothing the API server could check")
 	}
+	if o.NamePrefix == "" && o.Deployment == "" {
+		// The chart's hook is told; flotillactl reads it from the manager's Deployment.
+		names, err := installnames.Find(ctx, c, cmp.Or(o.Namespace, flotillav1.SystemNamespace))
+		if err != nil {
+			return err
+		}
+		o.NamePrefix = names.Prefix
+	}
+	o.defaults()
 	inUse, err := Survey(ctx, c)
 	if err != nil {
 		return err
@@ -260,9 +275,13 @@ func Held(l *coordinationv1.Lease, now time.Time) bool {
 	return now.Before(l.Spec.RenewTime.Add(d))
 }
 
+// names are the manager's objects' names, from NamePrefix.
+func (o Options) names() flotillav1.InstallNames { return flotillav1.NamesFrom(o.NamePrefix) }
+
 func deleteWebhookConfiguration(ctx context.Context, c client.Client, o Options) error {
-	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName}}
-	return deleteOne(ctx, c, cfg, "MutatingWebhookConfiguration "+flotillav1.WebhookConfigurationName, o.Out)
+	name := o.names().WebhookConfiguration
+	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	return deleteOne(ctx, c, cfg, "MutatingWebhookConfiguration "+name, o.Out)
 }
 
 // releaseProxies removes Flotilla's finalizer from the proxies (Orphan only: otherwise there are none).
@@ -383,17 +402,20 @@ func deleteSecrets(ctx context.Context, c client.Client, o Options) error {
 	cert.SetAPIVersion("cert-manager.io/v1")
 	cert.SetKind("Certificate")
 	cert.SetNamespace(flotillav1.SystemNamespace)
-	cert.SetName(flotillav1.WebhookCertificateName)
-	if err := deleteOne(ctx, c, cert, "Certificate "+flotillav1.SystemNamespace+"/"+flotillav1.WebhookCertificateName, o.Out); err != nil && !meta.IsNoMatchError(err) {
+	names := o.names()
+	cert.SetName(names.WebhookCertificate)
+	if err := deleteOne(ctx, c, cert, "Certificate "+flotillav1.SystemNamespace+"/"+names.WebhookCertificate, o.Out); err != nil && !meta.IsNoMatchError(err) {
 		return err
 	}
-	for _, name := range SecretNames {
+	for _, name := range SecretNames(names) {
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: name}}
 		if err := deleteOne(ctx, c, s, "Secret "+flotillav1.SystemNamespace+"/"+name, o.Out); err != nil {
 			return err
 		}
 	}
-	return nil
+	// The CA's published certificate: public, but the manager's, and of no use once it is gone.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: names.CAConfigMap}}
+	return deleteOne(ctx, c, cm, "ConfigMap "+flotillav1.SystemNamespace+"/"+names.CAConfigMap, o.Out)
 }
 
 func deleteLease(ctx context.Context, c client.Client, o Options) error {
@@ -415,5 +437,6 @@ func deleteOne(ctx context.Context, c client.Client, obj client.Object, what str
 
 // SecretNames are the manager's own Secrets in flotilla-system, which an uninstall deletes (the
 // chart's pre-delete Job may delete these names, and only these).
-var SecretNames = []string{flotillav1.WebhookCASecretName, flotillav1.WebhookTLSSecretName, flotillav1.KubeconfigSecretName,
-	flotillav1.SealSecretName}
+func SecretNames(names flotillav1.InstallNames) []string {
+	return []string{names.WebhookCASecret, names.WebhookTLSSecret, flotillav1.KubeconfigSecretName, names.SealSecret}
+}

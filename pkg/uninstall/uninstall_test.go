@@ -183,3 +183,43 @@ func TestServerDryRunIsRefused(t *testing.T) {
 		t.Fatalf("error %v, want the refusal naming client", err)
 	}
 }
+
+// With the chart's fullnameOverride, the names are read from the manager's Deployment: the
+// objects of that prefix go, those of the default names (another product's, here) stay.
+func TestRunFindsTheNamesOnTheManagersDeployment(t *testing.T) {
+	names := flotillav1.NamesFrom("fleet")
+	ns := flotillav1.SystemNamespace
+	deployment := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ManagerDeployment,
+		Labels:      map[string]string{"app.kubernetes.io/name": "flotilla"},
+		Annotations: map[string]string{flotillav1.AnnotationNamePrefix: "fleet"}}, Spec: appsv1.DeploymentSpec{Replicas: ptr.To[int32](2)}}
+	gone := []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: names.WebhookConfiguration}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.WebhookCASecret}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.SealSecret}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.CAConfigMap}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: names.ManagerLease}},
+	}
+	kept := []client.Object{
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: flotillav1.WebhookConfigurationName}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: flotillav1.WebhookCASecretName}},
+	}
+	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(append(append([]client.Object{deployment}, gone...), kept...)...).Build()
+	var out bytes.Buffer
+	if err := Run(t.Context(), c, Options{Timeout: time.Second, Out: &out}); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, o := range gone {
+		if exists(t, c, o) {
+			t.Errorf("%T %s still exists\n%s", o, o.GetName(), out.String())
+		}
+	}
+	for _, o := range kept {
+		if !exists(t, c, o) {
+			t.Errorf("%T %s, not of this prefix, was deleted", o, o.GetName())
+		}
+	}
+	var d appsv1.Deployment
+	if err := c.Get(t.Context(), client.ObjectKeyFromObject(deployment), &d); err != nil || *d.Spec.Replicas != 0 {
+		t.Errorf("Deployment %s was not scaled to zero: %v", names.ManagerDeployment, err)
+	}
+}

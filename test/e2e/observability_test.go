@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -72,10 +73,21 @@ func scraperToken(ctx SpecContext) string {
 	return tr.Status.Token
 }
 
-// scrapeManager scrapes the manager's /metrics once, as a scraper holding token would.
+// scrapeManager scrapes the manager's /metrics once, as a scraper holding token would: verifying
+// the manager's certificate against the CA it publishes (the ConfigMap flotilla-ca, what the
+// chart's ServiceMonitor names), never skipping verification.
 func scrapeManager(ctx context.Context, token string) (string, error) {
+	names := flotillav1.NamesFrom("")
+	cm, err := bed.Primary.Clientset.CoreV1().ConfigMaps(flotillav1.SystemNamespace).Get(ctx, names.CAConfigMap, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("reading the CA the manager publishes: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
+		return "", fmt.Errorf("ConfigMap %s holds no certificate under ca.crt", names.CAConfigMap)
+	}
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // the manager's self-signed serving certificate
+		TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
 	}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, manager.metricsURL, nil)
 	if err != nil {

@@ -72,3 +72,20 @@ global.imagePullSecrets (names or {name: ...}), or nothing. Indented by the call
 imagePullSecrets: {{- toYaml . | nindent 2 }}
 {{- end -}}
 {{- end -}}
+
+{{- /*
+flotilla.fullname: the prefix of every name of the chart's objects and of those the manager makes
+in this cluster (its webhook configuration, CA, seal and Lease): fullnameOverride, else flotilla.
+Not the release's name: one Flotilla per cluster, and its names stay the same whatever the release
+is called. The manager is given it (--name-prefix) and its Deployment records it, where flotillactl
+reads it. Names other clusters or users rely on never change with it: the registration Secret
+kubeconfig, the StorageClass flotilla, a pulled secondary's agent Secret (agent.secretName).
+*/ -}}
+{{- define "flotilla.fullname" -}}
+{{- .Values.fullnameOverride | default "flotilla" -}}
+{{- end -}}
+
+{{- /* flotilla.serviceAccountName: the manager's ServiceAccount, serviceAccount.name or the fullname. */ -}}
+{{- define "flotilla.serviceAccountName" -}}
+{{- .Values.serviceAccount.name | default (include "flotilla.fullname" .) -}}
+{{- end -}}

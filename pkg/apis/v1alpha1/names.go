@@ -17,28 +17,36 @@ const (
 	KubeconfigSecretName = "kubeconfig"
 	// KubeconfigSecretKey is the key of the kubeconfig in that Secret.
 	KubeconfigSecretKey = "config"
+	// DefaultNamePrefix is the chart's fullname unless its fullnameOverride sets another: each
+	// object of the manager's own in its cluster is named from it (InstallNames). The names other
+	// clusters and users rely on (the registration Secret, the StorageClass, a pulled secondary's
+	// agent Secret, the ServiceAccounts join makes) never change.
+	DefaultNamePrefix = "flotilla"
+	// AnnotationNamePrefix, on the manager's Deployment (the chart's), is the prefix its objects
+	// are named from: how flotillactl finds them.
+	AnnotationNamePrefix = "flotilla.dev/name-prefix"
 	// SealSecretName is the Secret (in SystemNamespace) holding the key of the admission seal
 	// (pkg/seal): only the manager reads it.
-	SealSecretName = "flotilla-admission-seal"
+	SealSecretName = DefaultNamePrefix + "-admission-seal"
 	// WebhookCASecretName is the Secret (in SystemNamespace) holding the CA of the webhook's
 	// self-issued serving certificates.
-	WebhookCASecretName = "flotilla-webhook-ca"
+	WebhookCASecretName = DefaultNamePrefix + "-webhook-ca"
 	// WebhookCertificateName is the chart's cert-manager Certificate of the webhook (in
 	// SystemNamespace; webhook.certManager.enabled), and WebhookTLSSecretName its Secret.
-	WebhookCertificateName = "flotilla-webhook"
-	WebhookTLSSecretName   = "flotilla-webhook-tls"
+	WebhookCertificateName = DefaultNamePrefix + "-webhook"
+	WebhookTLSSecretName   = DefaultNamePrefix + "-webhook-tls"
 	// WebhookConfigurationName names the MutatingWebhookConfiguration the manager owns (its pod,
 	// DaemonSet and Replicator webhooks): the manager writes it at start, flotillactl doctor checks
 	// that it is there, and uninstall deletes it.
-	WebhookConfigurationName = "flotilla"
+	WebhookConfigurationName = DefaultNamePrefix
 	// AnnotationInjectCAFrom is cert-manager's CA injector annotation, set on that configuration
 	// when cert-manager serves the webhook: the caBundle of every webhook in it is the CA of the
 	// named Certificate's Secret.
 	AnnotationInjectCAFrom = "cert-manager.io/inject-ca-from"
 	// ManagerLeaseName is the manager's leader-election Lease (in its namespace).
-	ManagerLeaseName = "flotilla-manager.flotilla.dev"
+	ManagerLeaseName = DefaultNamePrefix + "-manager.flotilla.dev"
 	// ManagerDeploymentName is the chart's Deployment of the manager.
-	ManagerDeploymentName = "flotilla-manager"
+	ManagerDeploymentName = DefaultNamePrefix + "-manager"
 	// AnnotationRemovedClusters, on that Secret, lists (comma-separated) the clusters removed on
 	// purpose by `flotillactl cluster remove`; a context that merely vanished is not in it.
 	AnnotationRemovedClusters = "flotilla.dev/removed-clusters"
@@ -155,6 +163,50 @@ func ClusterOfNode(nodeName string) (cluster string, ok bool) {
 func VirtualNodeExclusion() corev1.NodeSelectorRequirement {
 	return corev1.NodeSelectorRequirement{
 		Key: LabelNodeType, Operator: corev1.NodeSelectorOpNotIn, Values: []string{NodeTypeVirtualKubelet},
+	}
+}
+
+// InstallNames are the names of the manager's own objects in its cluster, each made from one
+// prefix: the chart's fullname (fullnameOverride), given to the manager as --name-prefix and
+// recorded on its Deployment (AnnotationNamePrefix). All are in SystemNamespace but the
+// MutatingWebhookConfiguration.
+// +kubebuilder:object:generate=false
+type InstallNames struct {
+	Prefix string
+	// WebhookConfiguration is the MutatingWebhookConfiguration the manager writes: the prefix.
+	WebhookConfiguration string
+	// WebhookService and MetricsService are the Services of the webhook and of the metrics.
+	WebhookService, MetricsService string
+	// WebhookCASecret holds the manager's CA (key included); CAConfigMap publishes its certificate.
+	WebhookCASecret, CAConfigMap string
+	// WebhookCertificate is the chart's cert-manager Certificate and WebhookTLSSecret its Secret.
+	WebhookCertificate, WebhookTLSSecret string
+	// SealSecret holds the admission seal's key.
+	SealSecret string
+	// ManagerDeployment and ManagerLease are the manager's Deployment and leader-election Lease.
+	ManagerDeployment, ManagerLease string
+	// LenderLease is the lender's leader-election Lease (in a secondary).
+	LenderLease string
+}
+
+// NamesFrom returns the names made from prefix ("" is DefaultNamePrefix).
+func NamesFrom(prefix string) InstallNames {
+	if prefix == "" {
+		prefix = DefaultNamePrefix
+	}
+	return InstallNames{
+		Prefix:               prefix,
+		WebhookConfiguration: prefix,
+		WebhookService:       prefix + "-webhook",
+		MetricsService:       prefix + "-manager-metrics",
+		WebhookCASecret:      prefix + "-webhook-ca",
+		CAConfigMap:          prefix + "-ca",
+		WebhookCertificate:   prefix + "-webhook",
+		WebhookTLSSecret:     prefix + "-webhook-tls",
+		SealSecret:           prefix + "-admission-seal",
+		ManagerDeployment:    prefix + "-manager",
+		ManagerLease:         prefix + "-manager.flotilla.dev",
+		LenderLease:          prefix + "-lender.flotilla.dev",
 	}
 }
 

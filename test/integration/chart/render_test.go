@@ -179,6 +179,16 @@ var valueCases = map[string]valueCase{
 	"election.podNetwork": {set("election.podNetwork=flat"), func(objs []*unstructured.Unstructured) {
 		Expect(container(objs).Args).To(ContainElement("--pod-network=flat"))
 	}},
+	"fullnameOverride": {set("fullnameOverride=fleet"), func(objs []*unstructured.Unstructured) {
+		Expect(namedFromPrefix(objs, "fleet")).To(BeEmpty(), "names not made from fullnameOverride")
+		d := find(objs, "Deployment", "fleet-manager")
+		Expect(d).NotTo(BeNil())
+		Expect(d.GetAnnotations()).To(HaveKeyWithValue(flotillav1.AnnotationNamePrefix, "fleet"), "flotillactl reads the prefix there")
+		Expect(nested(d, "spec", "template", "spec", "containers")).To(ContainElement(HaveKeyWithValue("args", ContainElement("--name-prefix=fleet"))))
+		Expect(nested(find(objs, "Job", "fleet-uninstall"), "spec", "template", "spec", "containers")).To(ContainElement(HaveKeyWithValue("args", ContainElement("--name-prefix=fleet"))))
+		Expect(find(objs, "ServiceAccount", "fleet")).NotTo(BeNil(), "the manager's ServiceAccount is the fullname unless serviceAccount.name says otherwise")
+		Expect(find(objs, "StorageClass", flotillav1.StorageClassRemote)).NotTo(BeNil(), "claims name the class: it keeps its name")
+	}},
 	"global": {set("global.imagePullSecrets={shared}"), func(objs []*unstructured.Unstructured) {
 		Expect(pullSecretsOfEveryPod(objs)).To(HaveEach(ConsistOf("shared")))
 	}},
@@ -440,7 +450,8 @@ var valueCases = map[string]valueCase{
 	"webhook.certManager.enabled": {set("webhook.certManager.enabled=true"), func(objs []*unstructured.Unstructured) {
 		cert := webhookCertificate(objs)
 		Expect(nested(cert, "spec", "secretName")).To(Equal("flotilla-webhook-tls"))
-		Expect(nested(cert, "spec", "dnsNames")).To(ConsistOf("flotilla-webhook.flotilla-system.svc", "flotilla-webhook.flotilla-system.svc.cluster.local"))
+		Expect(nested(cert, "spec", "dnsNames")).To(ConsistOf("flotilla-webhook.flotilla-system.svc", "flotilla-webhook.flotilla-system.svc.cluster.local",
+			"flotilla-manager-metrics.flotilla-system.svc", "flotilla-manager-metrics.flotilla-system.svc.cluster.local"), "the metrics are served with it too")
 		Expect(nested(cert, "spec", "issuerRef")).To(Equal(map[string]any{"name": "flotilla-webhook-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}))
 		Expect(nested(find(objs, "Issuer", "flotilla-webhook-selfsigned"), "spec", "selfSigned")).NotTo(BeNil())
 		Expect(container(objs).Args).To(ContainElement("--webhook-ca-injected-from=flotilla-system/flotilla-webhook"))
@@ -570,6 +581,10 @@ var _ = Describe("the chart's rendering", Label("render"), func() {
 		Expect(token.GetAnnotations()).To(HaveKeyWithValue("kubernetes.io/service-account.name", "flotilla-metrics-scraper"))
 		Expect(nested(find(objs, "ClusterRoleBinding", "flotilla-metrics-scraper"), "roleRef", "name")).To(Equal("flotilla-metrics-reader"))
 		Expect(nested(serviceMonitor(objs), "spec", "namespaceSelector", "matchNames")).To(ConsistOf("flotilla-system"))
+		Expect(ep).To(HaveKeyWithValue("tlsConfig", Equal(map[string]any{
+			"ca":         map[string]any{"configMap": map[string]any{"name": "flotilla-ca", "key": "ca.crt"}},
+			"serverName": "flotilla-manager-metrics.flotilla-system.svc",
+		})), "verified against the CA the manager publishes, not skipped")
 		Expect(ofKind(render(ctx, "metrics.serviceMonitor.force=true"), "ServiceMonitor")).To(BeEmpty(), "force alone does not enable it")
 		Expect(ofKind(render(ctx, "metrics.serviceMonitor.enabled=true", "manager.enabled=false"), "ServiceMonitor")).To(BeEmpty(), "nothing to scrape")
 	})
@@ -920,7 +935,7 @@ var _ = Describe("the uninstall Job's rights", Label("render"), func() {
 				}
 			}
 		}
-		for _, name := range uninstall.SecretNames {
+		for _, name := range uninstall.SecretNames(flotillav1.NamesFrom("")) {
 			Expect(names).To(ContainElement(name), "the uninstall Job may not delete Secret %s", name)
 		}
 	})
@@ -1153,4 +1168,38 @@ func definedMetrics() map[string]bool {
 		ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	}
 	return out
+}
+
+// namedFromPrefix lists the objects (kind/name) whose name, or a name they refer to (a binding's
+// role and subjects, a policy binding's policy, a pod's ServiceAccount and Secrets), is not made
+// from prefix: every one but the CRDs, the StorageClass claims name, and the Secrets users bring.
+func namedFromPrefix(objs []*unstructured.Unstructured, prefix string) []string {
+	var wrong []string
+	check := func(o *unstructured.Unstructured, what, name string) {
+		if name != prefix && !strings.HasPrefix(name, prefix+"-") {
+			wrong = append(wrong, fmt.Sprintf("%s/%s %s %q", o.GetKind(), o.GetName(), what, name))
+		}
+	}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "CustomResourceDefinition", "StorageClass":
+			continue
+		}
+		check(o, "name", o.GetName())
+		if ref, ok, _ := unstructured.NestedString(o.Object, "roleRef", "name"); ok {
+			check(o, "roleRef", ref)
+		}
+		if subjects, ok, _ := unstructured.NestedSlice(o.Object, "subjects"); ok {
+			for _, sub := range subjects {
+				check(o, "subject", sub.(map[string]any)["name"].(string))
+			}
+		}
+		if policy, ok, _ := unstructured.NestedString(o.Object, "spec", "policyName"); ok {
+			check(o, "policyName", policy)
+		}
+		if sa, ok, _ := unstructured.NestedString(o.Object, "spec", "template", "spec", "serviceAccountName"); ok {
+			check(o, "serviceAccountName", sa)
+		}
+	}
+	return wrong
 }
