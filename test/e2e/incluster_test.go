@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,6 +173,12 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, Seri
 			g.Expect(cfg.Webhooks[0].ClientConfig.Service).NotTo(BeNil())
 			g.Expect(cfg.Webhooks[0].ClientConfig.Service.Name).To(Equal("flotilla-webhook"))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).Should(Succeed())
+
+		// What the chart's ServiceMonitor does: each replica's metrics, verified against the CA
+		// the manager publishes, for the metrics Service's name.
+		for _, p := range pods {
+			Expect(scrapeVerifiedInCluster(ctx, p.Name)).To(ContainSubstring("flotilla_build_info"), "pod %s", p.Name)
+		}
 
 		Eventually(func(g Gomega) {
 			leader := leaderPod(ctx)
@@ -440,6 +449,8 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, Seri
 			Expect(apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: name}, &corev1.Secret{}))).To(BeTrue(), name)
 		}
 		Expect(apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.ManagerLeaseName}, &coordinationv1.Lease{}))).To(BeTrue())
+		Expect(apierrors.IsNotFound(cl.Get(ctx, client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: flotillav1.NamesFrom("").CAConfigMap}, &corev1.ConfigMap{}))).
+			To(BeTrue(), "the ConfigMap publishing the CA is left")
 		var left corev1.PodList
 		Expect(cl.List(ctx, &left, client.InNamespace(flotillav1.SystemNamespace))).To(Succeed())
 		Expect(left.Items).To(BeEmpty(), "pods of the release or its hook are left")
@@ -621,4 +632,41 @@ func unexpectedProbeFailures(events []corev1.Event, pod string, ready time.Time)
 		}
 	}
 	return failed
+}
+
+// scrapeVerifiedInCluster scrapes the metrics of the manager pod through a port-forward as the
+// chart's ServiceMonitor would: a scraper's token, TLS verified against the ConfigMap flotilla-ca
+// for the name flotilla-manager-metrics.flotilla-system.svc.
+func scrapeVerifiedInCluster(ctx SpecContext, pod string) string {
+	names := flotillav1.NamesFrom("")
+	cm, err := bed.Primary.Clientset.CoreV1().ConfigMaps(flotillav1.SystemNamespace).Get(ctx, names.CAConfigMap, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred(), "the manager publishes no CA")
+	roots := x509.NewCertPool()
+	Expect(roots.AppendCertsFromPEM([]byte(cm.Data["ca.crt"]))).To(BeTrue())
+	tools, err := testbed.ToolsDir("")
+	Expect(err).NotTo(HaveOccurred())
+	local, err := testbed.FreePort()
+	Expect(err).NotTo(HaveOccurred())
+	forward, err := testbed.StartProcess("port-forward", filepath.Join(tools, "kubectl"), []string{"--kubeconfig", bed.KubeconfigPath,
+		"--context", testbed.PrimaryName, "-n", flotillav1.SystemNamespace, "port-forward", "pod/" + pod, fmt.Sprintf("%d:8443", local)},
+		filepath.Join(GinkgoT().TempDir(), "port-forward.log"))
+	Expect(err).NotTo(HaveOccurred())
+	defer func() { _ = forward.Stop(5 * time.Second) }()
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: roots, ServerName: names.MetricsService + "." + flotillav1.SystemNamespace + ".svc", MinVersion: tls.VersionTLS12}}}
+	token := scraperToken(ctx)
+	var body string
+	Eventually(func(g Gomega) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", local), nil)
+		g.Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := hc.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		defer resp.Body.Close()
+		raw, err := io.ReadAll(resp.Body)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), string(raw))
+		body = string(raw)
+	}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+	return body
 }
