@@ -4,13 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/x509"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -28,7 +26,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,6 +33,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/config"
+	"github.com/flotilla-dev/flotilla/internal/dryrun"
 	"github.com/flotilla-dev/flotilla/pkg/access"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -632,14 +630,6 @@ func newListCommand(g *GlobalOptions) *cobra.Command {
 	return cmd
 }
 
-// checkOutput refuses an --output a command does not print, naming those it does.
-func checkOutput(output string, formats ...string) error {
-	if output == "" || slices.Contains(formats, output) {
-		return nil
-	}
-	return fmt.Errorf("--output %q: want one of %s (or none: a table)", output, strings.Join(formats, ", "))
-}
-
 func runList(ctx context.Context, g *GlobalOptions, out io.Writer, output string) error {
 	user, err := g.userConfig()
 	if err != nil {
@@ -743,18 +733,10 @@ func listClusters(ctx context.Context, primary client.Reader, out io.Writer, out
 		doc := struct {
 			Items []clusterRow `json:"items"`
 		}{Items: rows}
-		raw, err := json.MarshalIndent(doc, "", "  ")
-		if err == nil && output == "yaml" {
-			raw, err = yaml.JSONToYAML(raw)
-		}
-		if err != nil {
+		if err := printDocument(out, output, doc); err != nil {
 			return fmt.Errorf("printing the clusters: %w", err)
 		}
-		if output == "json" {
-			raw = append(raw, '\n')
-		}
-		_, err = out.Write(raw)
-		return err
+		return nil
 	}
 	wide := output == "wide"
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
@@ -823,10 +805,15 @@ type removeOptions struct {
 	deleteVolumes bool
 	noDrain       bool
 	context       string
+	// dryRun prints what remove would do and changes nothing.
+	dryRun bool
+	// output is the format of a dry run's plan: "" (text), json or yaml (one document).
+	output string
 }
 
 func newRemoveCommand(g *GlobalOptions) *cobra.Command {
 	var o removeOptions
+	var dry dryrun.Mode
 	cmd := &cobra.Command{
 		Use:   "remove CLUSTER|CONTEXT",
 		Short: "Unregister a secondary: drain its node, remove its credentials, wait until Flotilla let go of it",
@@ -851,8 +838,19 @@ secondary, so each would run twice. --force orphans them anyway, accepting that.
 remove is refused, before anything is changed, while claims of class flotilla have their data in
 the secondary: deleting the namespaces Flotilla created there would delete their real claims, and
 the data with them. --orphan keeps the namespaces and the claims in the secondary;
---delete-volumes deletes them.`,
-		Example: "  # drain (within PodDisruptionBudgets), then unregister and clean up\n" +
+--delete-volumes deletes them.
+
+--dry-run prints what remove would do and changes nothing: the drain it would run first (as
+` + "`cluster drain --dry-run`" + ` prints it; with --no-drain the proxies it would delete at once, with
+--orphan those it would leave running), the FlotillaPrimary it would delete, the context it would
+remove from the registration, and, read with your own credentials for the secondary as it is now,
+what it would delete there and what it would leave (and why), then every refusal it would meet.
+It exits with the error remove itself would give, after printing. With -o json or -o yaml the
+plan is one document (kind RemovePlan). -o applies to --dry-run only.`,
+		Example: "  # what remove would drain, delete and refuse; changes nothing\n" +
+			"  flotillactl cluster remove secondary1 --dry-run\n" +
+			"  flotillactl cluster remove secondary1 --dry-run -o json | jq '.secondary.namespaces'\n" +
+			"  # drain (within PodDisruptionBudgets), then unregister and clean up\n" +
 			"  flotillactl cluster remove secondary1 --timeout 10m\n" +
 			"  # delete its pods at once, PodDisruptionBudgets aside\n" +
 			"  flotillactl cluster remove secondary1 --no-drain\n" +
@@ -860,6 +858,13 @@ the data with them. --orphan keeps the namespaces and the claims in the secondar
 			"  flotillactl cluster remove secondary1 --orphan",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if dry == dryrun.Server {
+				return dry.Refuse("remove", "plans from what it reads and would write nothing the API server could check")
+			}
+			if err := checkPlanOutput(o.output, dry); err != nil {
+				return err
+			}
+			o.dryRun = dry.On()
 			o.context = g.secondaryContextName(o.context, false, cmd.ErrOrStderr())
 			return runRemove(cmd.Context(), g, args[0], o, cmd.OutOrStdout())
 		},
@@ -871,6 +876,8 @@ the data with them. --orphan keeps the namespaces and the claims in the secondar
 	cmd.Flags().BoolVar(&o.noDrain, "no-drain", false, "do not drain: delete the proxies at once, PodDisruptionBudgets aside")
 	cmd.Flags().BoolVar(&o.deleteVolumes, "delete-volumes", false, "delete the real claims of claims of class flotilla whose data is in the secondary, with the namespaces Flotilla created there (their data is lost)")
 	cmd.Flags().StringVar(&o.context, "secondary-context", "", "your kubeconfig's context for the secondary, to remove what join made there (default: the registered context's name)")
+	dryrun.AddFlag(cmd.Flags(), &dry, "print what remove would drain, delete and refuse; change nothing")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "with --dry-run: print the plan as one json or yaml document")
 	return cmd
 }
 
@@ -878,6 +885,9 @@ func runRemove(ctx context.Context, g *GlobalOptions, target string, o removeOpt
 	primary, contextName, name, err := resolveTarget(ctx, g, target)
 	if err != nil {
 		return err
+	}
+	if o.dryRun {
+		return dryRunRemove(ctx, primary, contextName, name, o, g.secondaryClientsAsUser, out)
 	}
 	return removeCluster(ctx, g, primary, contextName, name, o, out)
 }
@@ -942,9 +952,9 @@ func clearNode(ctx context.Context, primary client.Client, name string, o remove
 	var n corev1.Node
 	switch err := primary.Get(ctx, client.ObjectKey{Name: nodeName}, &n); {
 	case err == nil && !orphan && !o.noDrain:
-		d := newDrainer(primary, name, drainOptions{timeout: timeout, force: o.force, dropData: o.deleteVolumes}, out)
+		d := newDrainer(primary, name, removeDrainOptions(o), out)
 		if err := d.run(ctx); err != nil {
-			return fmt.Errorf("draining %s before removing it (--no-drain deletes its pods at once instead): %w", name, err)
+			return drainBeforeRemoving(name, err)
 		}
 	case err == nil:
 		if err := setCordon(ctx, primary, name, true, out); err != nil {
@@ -960,6 +970,16 @@ func clearNode(ctx context.Context, primary client.Client, name string, o remove
 	return deleteProxies(ctx, primary, nodeName, timeout, out)
 }
 
+// removeDrainOptions are the options of the drain remove runs first.
+func removeDrainOptions(o removeOptions) drainOptions {
+	return drainOptions{timeout: o.timeout, force: o.force, dropData: o.deleteVolumes}
+}
+
+// drainBeforeRemoving is the error of remove whose drain failed (or refused).
+func drainBeforeRemoving(name string, err error) error {
+	return fmt.Errorf("draining %s before removing it (--no-drain deletes its pods at once instead): %w", name, err)
+}
+
 // cleanUpSecondary removes, with the user's own credentials, what the join left in the secondary
 // (the registered identity cannot remove its own rights), what made it a member of the ClusterSet
 // (imports and their objects, ClusterProperties) and, unless orphaning, the namespaces Flotilla
@@ -969,7 +989,7 @@ func cleanUpSecondary(ctx context.Context, g *GlobalOptions, o removeOptions, co
 	if userContext == "" {
 		userContext = contextName
 	}
-	c, rc, err := g.secondaryAsUser(ctx, userContext, clusterID)
+	sc, err := g.secondaryClientsAsUser(ctx, userContext, clusterID)
 	if err != nil {
 		_, werr := fmt.Fprintf(out, "Not cleaned up in %s (%v): this primary's ServiceAccount, roles and admission policy there "+
 			"(label %s=%s) and the namespaces it created; run `flotillactl cluster remove %s --secondary-context <yours>` again, "+
@@ -978,19 +998,15 @@ func cleanUpSecondary(ctx context.Context, g *GlobalOptions, o removeOptions, co
 	}
 	// The ClusterSet's objects and namespaces first, while this primary's admission policy is
 	// whole (the orphaned delegates keep running in theirs).
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("dynamic client of %s: %w", name, err)
-	}
-	if err := removeSetMembership(ctx, dyn, name, primaryID, out); err != nil {
+	if err := removeSetMembership(ctx, sc.dynamic, name, primaryID, out); err != nil {
 		return err
 	}
 	if !o.orphan {
-		if err := removeNamespaces(ctx, c, rc, name, primaryID, out); err != nil {
+		if err := removeNamespaces(ctx, sc, name, primaryID, out); err != nil {
 			return err
 		}
 	}
-	return removeAccess(ctx, c, name, primaryID, out)
+	return removeAccess(ctx, sc.client, name, primaryID, out)
 }
 
 // OutOfServiceTaint releases the pods of a node known to be dead (Kubernetes' non-graceful node shutdown).

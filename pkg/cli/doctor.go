@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -180,11 +179,11 @@ per finding, then a summary. It checks:
 
 A check the API server does not let doctor read in the primary is an ERROR. doctor exits
 non-zero when any finding is an ERROR.`,
-		Example: "  flotillactl doctor\n  flotillactl doctor -o json\n  flotillactl doctor --secondary-context eu=gke_prod_europe-west1_eu",
+		Example: "  flotillactl doctor\n  flotillactl doctor -o json\n  flotillactl doctor -o yaml\n  flotillactl doctor --secondary-context eu=gke_prod_europe-west1_eu",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "" && output != "json" {
-				return fmt.Errorf("--output %q: want json or nothing", output)
+			if err := checkOutput(output, "json", "yaml"); err != nil {
+				return err
 			}
 			overrides, err := parseSecondaryContexts(secondaryContexts)
 			if err != nil {
@@ -201,7 +200,7 @@ non-zero when any finding is an ERROR.`,
 			return runDoctor(cmd.Context(), c, sec, output, cmd.OutOrStdout())
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output format: json or yaml (the findings and the summary as one document)")
 	cmd.Flags().StringArrayVar(&secondaryContexts, "secondary-context", nil,
 		"read cluster CLUSTER's delegates with kubeconfig context CONTEXT, given as `CLUSTER=CONTEXT` (repeatable; default: the context named CLUSTER)")
 	return cmd
@@ -228,8 +227,8 @@ func parseSecondaryContexts(flags []string) (map[string]string, error) {
 func runDoctor(ctx context.Context, c client.Client, sec secondaryAccess, output string, out io.Writer) error {
 	findings := diagnose(ctx, c, sec)
 	var err error
-	if output == "json" {
-		err = printDoctorJSON(out, findings)
+	if output != "" {
+		err = printDocument(out, output, doctorReport{Findings: emptyIfNil(findings), Summary: countSeverity(findings)})
 	} else {
 		err = printDoctorText(out, findings)
 	}
@@ -874,12 +873,6 @@ func printDoctorText(out io.Writer, findings []finding) error {
 type doctorReport struct {
 	Findings []finding        `json:"findings"`
 	Summary  map[severity]int `json:"summary"`
-}
-
-func printDoctorJSON(out io.Writer, findings []finding) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(doctorReport{Findings: findings, Summary: countSeverity(findings)})
 }
 
 // countSeverity counts the findings of each severity (every severity present, even at 0).

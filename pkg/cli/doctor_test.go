@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -301,8 +302,31 @@ func TestDoctorPassesWithTheWebhookAndJSON(t *testing.T) {
 	if ds == nil || strings.Join(ds.Nodes, ",") != "flotilla-a,flotilla-b" || !strings.Contains(ds.Fix, "operator: NotIn") {
 		t.Errorf("tolerate-all finding = %+v", ds)
 	}
-	if _, err := doctorWith(t, c, "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "want json") {
+	yamlOut, err := doctorWith(t, c, "-o", "yaml")
+	if err != nil {
+		t.Fatalf("doctor -o yaml failed: %v\n%s", err, yamlOut)
+	}
+	var fromYAML doctorReport
+	if err := yaml.Unmarshal([]byte(yamlOut), &fromYAML); err != nil || !reflect.DeepEqual(fromYAML, report) {
+		t.Errorf("-o yaml is not the JSON document (%v):\n%s", err, yamlOut)
+	}
+	if _, err := doctorWith(t, c, "-o", "wide"); err == nil || !strings.Contains(err.Error(), "json, yaml") {
 		t.Errorf("unknown output: err = %v", err)
+	}
+}
+
+// With the chart's fullnameOverride, the webhook configuration is the one the manager's
+// Deployment names: no false "missing".
+func TestDoctorFindsTheWebhookConfigurationByTheManagersNames(t *testing.T) {
+	objs := append(primaryObjects(),
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: "fleet-manager",
+			Labels: map[string]string{"app.kubernetes.io/name": "flotilla"}, Annotations: map[string]string{flotillav1.AnnotationNamePrefix: "fleet"}}},
+		&admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "fleet"},
+			Webhooks: []admissionregistrationv1.MutatingWebhook{{Name: "pods.flotilla.dev"}}})
+	c := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(objs...).Build()
+	out, err := doctorWith(t, c)
+	if err != nil || !strings.Contains(out, "OK    MutatingWebhookConfiguration fleet is present") {
+		t.Fatalf("err = %v; output:\n%s", err, out)
 	}
 }
 
@@ -346,7 +370,7 @@ func TestDoctorHelpSaysWhatItChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"daemonsets", "virtual-nodes", "proxies", "delegates", "MutatingWebhookConfiguration flotilla",
+	for _, want := range []string{"daemonsets", "virtual-nodes", "proxies", "delegates", "MutatingWebhookConfiguration (flotilla, or the name the chart's",
 		"type NotIn [virtual-kubelet]", "non-zero", "--output", "--secondary-context", "never the manager's credentials"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor --help lacks %q:\n%s", want, out)

@@ -29,6 +29,8 @@ type drainOptions struct {
 	force bool
 	// dryRun prints what the drain would do and changes nothing.
 	dryRun bool
+	// output is the format of a dry run's plan: "" (text), json or yaml (one document).
+	output string
 	// dropData evicts pods whose claims hold their data in the cluster.
 	dropData bool
 }
@@ -67,9 +69,16 @@ What drain guarantees:
 
 It prints progress as it goes (pods left, moving, blocked per PodDisruptionBudget, an ETA from the
 rate so far). It can be interrupted and run again at any time: it carries on from what the primary
-shows. When it cannot finish within --timeout it exits non-zero and lists what is left, and why.`,
+shows. When it cannot finish within --timeout it exits non-zero and lists what is left, and why.
+
+--dry-run prints what drain would do now and changes nothing; with -o json or -o yaml it prints
+that plan as one document (kind DrainPlan: the pods to evict, refuse, wait for, hold and leave,
+each with its namespace, name, controller and reason). A dry run that would refuse pods exits
+non-zero, after printing. -o applies to --dry-run only.`,
 		Example: `  # what would move, and what would be refused; changes nothing
   flotillactl cluster drain secondary1 --dry-run
+  # the same plan as one JSON document (or -o yaml): the pods to evict, refuse, wait for, leave
+  flotillactl cluster drain secondary1 --dry-run -o json | jq -r '.refused[] | .namespace + "/" + .name + ": " + .reason'
   # move everything, waiting up to 30 minutes for PodDisruptionBudgets
   flotillactl cluster drain secondary1 --timeout 30m
   # pods no controller owns too (they are not re-created anywhere)
@@ -80,6 +89,9 @@ shows. When it cannot finish within --timeout it exits non-zero and lists what i
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dry == dryrun.Server {
 				return dry.Refuse("drain", "plans from what it reads and would write nothing the API server could check")
+			}
+			if err := checkPlanOutput(o.output, dry); err != nil {
+				return err
 			}
 			o.dryRun = dry.On()
 			primary, _, name, err := resolveTarget(cmd.Context(), g, args[0])
@@ -92,6 +104,7 @@ shows. When it cannot finish within --timeout it exits non-zero and lists what i
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long to keep evicting and waiting before giving up (and listing what is left)")
 	cmd.Flags().BoolVar(&o.force, "force", false, "evict pods no controller owns too (they are not re-created anywhere)")
 	dryrun.AddFlag(cmd.Flags(), &dry, "print what would be evicted and what refused; change nothing")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "with --dry-run: print the plan as one json or yaml document")
 	return cmd
 }
 
@@ -206,20 +219,33 @@ func (d *drainer) gather(ctx context.Context, moving map[types.UID]bool) (drainI
 	return in, nil
 }
 
+// look plans the drain from one look at the cluster, before the drain has evicted anything.
+func (d *drainer) look(ctx context.Context) (drainPlan, error) {
+	in, err := d.gather(ctx, nil)
+	if err != nil {
+		return drainPlan{}, fmt.Errorf("draining %s: %w", d.cluster, err)
+	}
+	return planDrain(in), nil
+}
+
+// refusedDrain is the error of a drain that refuses pods before it changes anything.
+func refusedDrain(cluster string, plan drainPlan) error {
+	return fmt.Errorf("refusing to drain %s, nothing changed: %d pod(s) cannot be moved:\n%s", cluster, len(plan.refused), drainLeft(drainPlan{refused: plan.refused}, nil))
+}
+
 // run drains the cluster: refusals first (nothing is changed then), the cordon, then evictions
 // until no pod is left on the virtual node, the timeout, or an interruption.
 func (d *drainer) run(ctx context.Context) error {
 	nodeName := flotillav1.VirtualNodeName(d.cluster)
-	in, err := d.gather(ctx, nil)
+	plan, err := d.look(ctx)
 	if err != nil {
-		return fmt.Errorf("draining %s: %w", d.cluster, err)
+		return err
 	}
-	plan := planDrain(in)
 	if d.o.dryRun {
 		return d.dryRun(plan)
 	}
 	if len(plan.refused) > 0 {
-		return fmt.Errorf("refusing to drain %s, nothing changed: %d pod(s) cannot be moved:\n%s", d.cluster, len(plan.refused), drainLeft(drainPlan{refused: plan.refused}, nil))
+		return refusedDrain(d.cluster, plan)
 	}
 	if err := setCordon(ctx, d.primary, d.cluster, true, d.out); err != nil {
 		return err
@@ -388,34 +414,94 @@ func (d *drainer) unfinished(ctx context.Context, plan drainPlan, blocked map[st
 		d.cluster, what, plan.left(), flotillav1.VirtualNodeName(d.cluster), drainLeft(plan, blocked), context.Cause(ctx))
 }
 
-// dryRun prints what a drain would do now, and fails when it would refuse pods.
+// dryRun prints what a drain would do now, as text or (--output) one document, and fails when it
+// would refuse pods: after printing, so that the plan says which and why.
 func (d *drainer) dryRun(plan drainPlan) error {
-	fmt.Fprintf(d.out, "Dry run: nothing is changed. Draining %s would:\n", d.cluster)
-	fmt.Fprintf(d.out, "  cordon %s\n", flotillav1.VirtualNodeName(d.cluster))
+	if d.o.output != "" {
+		if err := printDocument(d.out, d.o.output, drainDocumentOf(d.cluster, plan)); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(d.out, "Dry run: nothing is changed. Draining %s would:\n", d.cluster)
+		printDrainSteps(d.out, "  ", d.cluster, plan)
+	}
+	return dryRunRefusal(d.cluster, plan)
+}
+
+// dryRunRefusal is the error of a dry run whose drain would refuse pods (nil when none).
+func dryRunRefusal(cluster string, plan drainPlan) error {
+	if len(plan.refused) == 0 {
+		return nil
+	}
+	return fmt.Errorf("drain of %s would refuse %d pod(s) (and then change nothing)", cluster, len(plan.refused))
+}
+
+// printDrainSteps prints what a drain of cluster would do, one step a line, each line after indent.
+func printDrainSteps(out io.Writer, indent, cluster string, plan drainPlan) {
+	fmt.Fprintf(out, "%scordon %s\n", indent, flotillav1.VirtualNodeName(cluster))
 	var once []string
 	for _, v := range append(append([]podVerdict{}, plan.evict...), plan.held...) {
 		if v.atMostOnce && !translate.Terminal(v.pod) {
 			once = append(once, v.key())
 			continue
 		}
-		fmt.Fprintf(d.out, "  evict %s%s\n", v.key(), ownerSuffix(v.pod))
+		fmt.Fprintf(out, "%sevict %s%s\n", indent, v.key(), ownerSuffix(v.pod))
 	}
 	if len(once) > 0 {
-		fmt.Fprintf(d.out, "  evict one at a time, each once the previous one's delegate is gone (at-most-once): %s\n", strings.Join(once, ", "))
+		fmt.Fprintf(out, "%sevict one at a time, each once the previous one's delegate is gone (at-most-once): %s\n", indent, strings.Join(once, ", "))
 	}
 	for _, v := range plan.moving {
-		fmt.Fprintf(d.out, "  wait for %s (already evicted)\n", v.key())
+		fmt.Fprintf(out, "%swait for %s (already evicted)\n", indent, v.key())
 	}
 	for _, v := range plan.ignored {
-		fmt.Fprintf(d.out, "  leave %s: %s\n", v.key(), v.why)
+		fmt.Fprintf(out, "%sleave %s: %s\n", indent, v.key(), v.why)
 	}
 	for _, v := range plan.refused {
-		fmt.Fprintf(d.out, "  refuse %s: %s\n", v.key(), v.why)
+		fmt.Fprintf(out, "%srefuse %s: %s\n", indent, v.key(), v.why)
 	}
-	if len(plan.refused) > 0 {
-		return fmt.Errorf("drain of %s would refuse %d pod(s) (and then change nothing)", d.cluster, len(plan.refused))
+}
+
+// drainDocument is a drain's plan as --output prints it: every proxy on the virtual node under
+// what the drain would do with it now. evict is in the order of eviction; held are at-most-once
+// pods that wait for the one before them.
+type drainDocument struct {
+	Kind        string       `json:"kind"`
+	Cluster     string       `json:"cluster"`
+	VirtualNode string       `json:"virtualNode"`
+	Evict       []plannedPod `json:"evict"`
+	Held        []plannedPod `json:"held"`
+	Moving      []plannedPod `json:"moving"`
+	Ignored     []plannedPod `json:"ignored"`
+	Refused     []plannedPod `json:"refused"`
+}
+
+// plannedPod is one proxy in a drain's plan.
+type plannedPod struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Controller is its controller as Kind/name, "" when none owns it.
+	Controller string `json:"controller"`
+	// AtMostOnce pods move one at a time, each once the one before is proven stopped.
+	AtMostOnce bool `json:"atMostOnce"`
+	// Reason says why the pod is where it is in the plan ("" for a plain eviction).
+	Reason string `json:"reason"`
+}
+
+// drainDocumentOf is plan as a document.
+func drainDocumentOf(cluster string, plan drainPlan) drainDocument {
+	pods := func(vs []podVerdict) []plannedPod {
+		out := make([]plannedPod, 0, len(vs))
+		for _, v := range vs {
+			p := plannedPod{Namespace: v.pod.Namespace, Name: v.pod.Name, AtMostOnce: v.atMostOnce, Reason: v.why}
+			if ref := metav1.GetControllerOf(v.pod); ref != nil {
+				p.Controller = ref.Kind + "/" + ref.Name
+			}
+			out = append(out, p)
+		}
+		return out
 	}
-	return nil
+	return drainDocument{Kind: "DrainPlan", Cluster: cluster, VirtualNode: flotillav1.VirtualNodeName(cluster),
+		Evict: pods(plan.evict), Held: pods(plan.held), Moving: pods(plan.moving), Ignored: pods(plan.ignored), Refused: pods(plan.refused)}
 }
 
 // ownerSuffix is " (Kind name)" of the pod's controller, or " (no controller)".

@@ -3,8 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -376,5 +381,114 @@ func TestEvictDueAsksABudgetOncePerLook(t *testing.T) {
 	calls = 0
 	if err := d.evictDue(t.Context(), plan, &st, now.Add(time.Minute+100*time.Millisecond)); err != nil || calls != 0 {
 		t.Errorf("before the retry: %d evictions (%v), want none", calls, err)
+	}
+}
+
+// plannedPodFields are a DrainPlan's pod fields, by the names the document promises.
+type plannedPodFields struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Controller string `json:"controller"`
+	AtMostOnce bool   `json:"atMostOnce"`
+	Reason     string `json:"reason"`
+}
+
+// drainPlanFields is a DrainPlan document, by the names it promises.
+type drainPlanFields struct {
+	Kind        string             `json:"kind"`
+	Cluster     string             `json:"cluster"`
+	VirtualNode string             `json:"virtualNode"`
+	Evict       []plannedPodFields `json:"evict"`
+	Held        []plannedPodFields `json:"held"`
+	Moving      []plannedPodFields `json:"moving"`
+	Ignored     []plannedPodFields `json:"ignored"`
+	Refused     []plannedPodFields `json:"refused"`
+}
+
+// exactKeys fails unless the JSON object raw has exactly the keys want, each spelled so.
+func exactKeys(t *testing.T, what string, raw []byte, want ...string) map[string]json.RawMessage {
+	t.Helper()
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatalf("%s is not a JSON object: %v\n%s", what, err, raw)
+	}
+	got := slices.Sorted(maps.Keys(fields))
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("%s has the fields %v, want %v", what, got, want)
+	}
+	return fields
+}
+
+// --dry-run -o json prints the plan as one document, -o yaml the same; the dry run still fails
+// when it would refuse, after printing, and changes nothing.
+func TestDrainDryRunPrintsThePlanAsOneDocument(t *testing.T) {
+	evictions := 0
+	primary := drainFixture(interceptor.Funcs{SubResourceCreate: func(context.Context, client.Client, string, client.Object, client.Object, ...client.SubResourceCreateOption) error {
+		evictions++
+		return nil
+	}}, objects(drainPod("web-a", byReplicaSet), drainPod("db-0", byStatefulSet), drainPod("db-1", byStatefulSet), drainPod("bare"),
+		drainPod("agent", controlledBy("DaemonSet", "agent")))...)
+	out, err := runDrain(t, primary, drainOptions{dryRun: true, output: "json"})
+	if err == nil || !strings.Contains(err.Error(), "would refuse 1 pod(s)") {
+		t.Errorf("err = %v, want the refusal counted after the document", err)
+	}
+	fields := exactKeys(t, "the DrainPlan", []byte(out), "kind", "cluster", "virtualNode", "evict", "held", "moving", "ignored", "refused")
+	if string(fields["moving"]) != "[]" {
+		t.Errorf("an empty list prints %s, want []", fields["moving"])
+	}
+	var evict []json.RawMessage
+	if err := json.Unmarshal(fields["evict"], &evict); err != nil || len(evict) == 0 {
+		t.Fatalf("evict = %s (%v)", fields["evict"], err)
+	}
+	exactKeys(t, "an evicted pod", evict[0], "namespace", "name", "controller", "atMostOnce", "reason")
+
+	var fromJSON drainPlanFields
+	if err := json.Unmarshal([]byte(out), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	name := func(ps []plannedPodFields) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.Namespace+"/"+p.Name)
+		}
+		return out
+	}
+	if fromJSON.Kind != "DrainPlan" || fromJSON.Cluster != "eu" || fromJSON.VirtualNode != flotillav1.VirtualNodeName("eu") {
+		t.Errorf("kind, cluster, virtualNode = %q, %q, %q", fromJSON.Kind, fromJSON.Cluster, fromJSON.VirtualNode)
+	}
+	for what, tc := range map[string]struct{ got, want []string }{
+		"evict":   {name(fromJSON.Evict), []string{"demo/web-a", "demo/db-1"}},
+		"held":    {name(fromJSON.Held), []string{"demo/db-0"}},
+		"ignored": {name(fromJSON.Ignored), []string{"demo/agent"}},
+		"refused": {name(fromJSON.Refused), []string{"demo/bare"}},
+	} {
+		if !slices.Equal(tc.got, tc.want) {
+			t.Errorf("%s = %v, want %v", what, tc.got, tc.want)
+		}
+	}
+	if web := fromJSON.Evict[0]; web.Controller != "ReplicaSet/web-7d4" || web.AtMostOnce {
+		t.Errorf("web-a = %+v, want its controller and not at-most-once", web)
+	}
+	if db := fromJSON.Held[0]; !db.AtMostOnce || !strings.Contains(db.Reason, "waits until demo/db-1 is gone") {
+		t.Errorf("db-0 = %+v, want at-most-once, waiting for db-1", db)
+	}
+	if bare := fromJSON.Refused[0]; bare.Controller != "" || !strings.Contains(bare.Reason, "no controller owns it") {
+		t.Errorf("bare = %+v, want the refusal's reason", bare)
+	}
+
+	out, err = runDrain(t, primary, drainOptions{dryRun: true, output: "yaml"})
+	if err == nil {
+		t.Error("-o yaml: the refusing dry run succeeded")
+	}
+	var fromYAML drainPlanFields
+	if err := yaml.Unmarshal([]byte(out), &fromYAML); err != nil {
+		t.Fatalf("-o yaml is not YAML: %v\n%s", err, out)
+	}
+	if !reflect.DeepEqual(fromYAML, fromJSON) {
+		t.Errorf("-o yaml says %+v, -o json %+v", fromYAML, fromJSON)
+	}
+	if cordoned(t, primary) || evictions != 0 || len(leftOn(t, primary)) != 5 {
+		t.Errorf("a dry run changed something: cordoned %t, %d evictions", cordoned(t, primary), evictions)
 	}
 }

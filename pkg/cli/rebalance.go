@@ -29,7 +29,9 @@ import (
 type rebalanceOptions struct {
 	namespace, selector string
 	dryRun              bool
-	timeout, poll       time.Duration
+	// output is the format of a dry run's plan: "" (a table), json or yaml (one document).
+	output        string
+	timeout, poll time.Duration
 }
 
 func newRebalanceCommand(g *GlobalOptions) *cobra.Command {
@@ -48,15 +50,23 @@ The plan is placement's own judgement, the one the manager's --rebalance-on-retu
 the clusters as their virtual nodes show them (Ready, cordoned, tainted, draining, the pods'
 flotilla.dev/clusters, selector and weights); where a replacement goes is the webhook's judgement,
 which also sees each secondary's nodes. Pods whose claims hold data stay where it is.
-It is safe to interrupt and run again. With --dry-run it prints the plan and changes nothing.`,
+It is safe to interrupt and run again. With --dry-run it prints the plan and changes nothing;
+with -o json or -o yaml as well, the plan is one document (kind RebalancePlan: per controller its
+pods per cluster now and as placement would have them, the moves, each pod with its cluster from
+and to, and the pods that stay with their data). -o applies to --dry-run only.`,
 		Example: `  # What would move, everywhere
   flotillactl rebalance --dry-run
+  # The same plan as one JSON document (or -o yaml)
+  flotillactl rebalance --dry-run -o json | jq -r '.controllers[].moves[] | .namespace + "/" + .name + " " + .from + "->" + .to'
   # Rebalance one namespace's web pods
   flotillactl rebalance -n shop -l app=web --timeout 5m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dry == dryrun.Server {
 				return dry.Refuse("rebalance", "plans its moves from what it reads and would write nothing the API server could check")
+			}
+			if err := checkPlanOutput(o.output, dry); err != nil {
+				return err
 			}
 			o.dryRun = dry.On()
 			primary, err := g.primaryClient()
@@ -69,6 +79,7 @@ It is safe to interrupt and run again. With --dry-run it prints the plan and cha
 	cmd.Flags().StringVarP(&o.namespace, "namespace", "n", "", "only this namespace's elected pods (default: every namespace)")
 	cmd.Flags().StringVarP(&o.selector, "selector", "l", "", "only elected pods with these labels (a label selector, as kubectl's -l)")
 	dryrun.AddFlag(cmd.Flags(), &dry, "print the moves and change nothing")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "with --dry-run: print the plan as one json or yaml document")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 10*time.Minute, "give up after this long, saying what is left")
 	return cmd
 }
@@ -98,6 +109,9 @@ func runRebalance(ctx context.Context, primary client.Client, o rebalanceOptions
 		left := 0
 		for _, p := range plans {
 			left += len(p.split.Moves)
+		}
+		if o.dryRun && o.output != "" {
+			return printDocument(out, o.output, rebalanceDocumentOf(o, plans, busy))
 		}
 		if o.dryRun {
 			return printPlans(out, plans, busy)
@@ -260,4 +274,60 @@ func orNone(s []string) string {
 		return "-"
 	}
 	return strings.Join(s, ",")
+}
+
+// rebalanceDocument is a rebalance's plan as --output prints it.
+type rebalanceDocument struct {
+	Kind string `json:"kind"`
+	// Namespace and Selector are what the plan covers ("": every namespace, every pod).
+	Namespace   string               `json:"namespace"`
+	Selector    string               `json:"selector"`
+	Controllers []controllerDocument `json:"controllers"`
+	// Busy are the controllers with a pod not Ready or on its way: judged once it is.
+	Busy []string `json:"busy"`
+}
+
+// controllerDocument is one controller's part of a rebalance's plan.
+type controllerDocument struct {
+	// Controller is namespace/kind name, as the table's CONTROLLER.
+	Controller string `json:"controller"`
+	// Now and Placement count its pods per cluster: where they are, and where placement would
+	// have them.
+	Now       map[string]int `json:"now"`
+	Placement map[string]int `json:"placement"`
+	// Moves are the evictions, in order: each pod leaves From and its replacement is expected in To.
+	Moves []plannedMove `json:"moves"`
+	// StaysForData are the pods that stay where their claims' data is.
+	StaysForData []string `json:"staysForData"`
+}
+
+// plannedMove is one pod a rebalance would evict.
+type plannedMove struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+}
+
+// rebalanceDocumentOf is a dry run's plans as a document.
+func rebalanceDocumentOf(o rebalanceOptions, plans []controllerPlan, busy []string) rebalanceDocument {
+	doc := rebalanceDocument{Kind: "RebalancePlan", Namespace: o.namespace, Selector: o.selector,
+		Controllers: make([]controllerDocument, 0, len(plans)), Busy: emptyIfNil(busy)}
+	for _, p := range plans {
+		c := controllerDocument{Controller: p.name, Now: nonNilCounts(p.split.Have), Placement: nonNilCounts(p.split.Want),
+			Moves: make([]plannedMove, 0, len(p.split.Moves)), StaysForData: emptyIfNil(p.split.Pinned)}
+		for _, m := range p.split.Moves {
+			c.Moves = append(c.Moves, plannedMove{Namespace: m.Pod.Namespace, Name: m.Pod.Name, From: m.From, To: m.To})
+		}
+		doc.Controllers = append(doc.Controllers, c)
+	}
+	return doc
+}
+
+// nonNilCounts is m, or an empty map when m is nil: documents print {} there, never null.
+func nonNilCounts(m map[string]int) map[string]int {
+	if m == nil {
+		return map[string]int{}
+	}
+	return m
 }

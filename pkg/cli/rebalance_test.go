@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/clusters"
@@ -126,5 +129,73 @@ func TestRebalancePlansAsTheManagerDoes(t *testing.T) {
 	cli := plans[0].split
 	if !slices.Equal(moves(cli), moves(manager)) || len(cli.Moves) != 2 || !maps.Equal(cli.Want, manager.Want) {
 		t.Errorf("flotillactl plans %v (want %v), the manager %v (want %v)", moves(cli), cli.Want, moves(manager), manager.Want)
+	}
+}
+
+// rebalancePlanFields is a RebalancePlan document, by the names it promises.
+type rebalancePlanFields struct {
+	Kind        string `json:"kind"`
+	Namespace   string `json:"namespace"`
+	Selector    string `json:"selector"`
+	Controllers []struct {
+		Controller string         `json:"controller"`
+		Now        map[string]int `json:"now"`
+		Placement  map[string]int `json:"placement"`
+		Moves      []struct {
+			Namespace string `json:"namespace"`
+			Name      string `json:"name"`
+			From      string `json:"from"`
+			To        string `json:"to"`
+		} `json:"moves"`
+		StaysForData []string `json:"staysForData"`
+	} `json:"controllers"`
+	Busy []string `json:"busy"`
+}
+
+// rebalance --dry-run -o json|yaml prints the moves as one document, the same in both formats,
+// and evicts nothing.
+func TestRebalanceDryRunPrintsThePlanAsOneDocument(t *testing.T) {
+	primary := rebalanceFixture(t, 4)
+	plan := func(output string) []byte {
+		t.Helper()
+		var out bytes.Buffer
+		o := rebalanceOptions{dryRun: true, output: output, namespace: "shop", selector: "app=web", timeout: time.Minute, poll: time.Millisecond}
+		if err := runRebalance(t.Context(), primary, o, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes()
+	}
+	raw := plan("json")
+	fields := exactKeys(t, "the RebalancePlan", raw, "kind", "namespace", "selector", "controllers", "busy")
+	if string(fields["busy"]) != "[]" {
+		t.Errorf("busy = %s, want []", fields["busy"])
+	}
+	var controllers []json.RawMessage
+	if err := json.Unmarshal(fields["controllers"], &controllers); err != nil || len(controllers) != 1 {
+		t.Fatalf("controllers = %s (%v)", fields["controllers"], err)
+	}
+	exactKeys(t, "a controller", controllers[0], "controller", "now", "placement", "moves", "staysForData")
+
+	var fromJSON rebalancePlanFields
+	if err := json.Unmarshal(raw, &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	c := fromJSON.Controllers[0]
+	var moves []string
+	for _, m := range c.Moves {
+		moves = append(moves, fmt.Sprintf("%s/%s %s->%s", m.Namespace, m.Name, m.From, m.To))
+	}
+	if fromJSON.Kind != "RebalancePlan" || fromJSON.Namespace != "shop" || fromJSON.Selector != "app=web" || c.Controller != "shop/replicaset web-rs" ||
+		!maps.Equal(c.Now, map[string]int{"us": 4}) || !maps.Equal(c.Placement, map[string]int{"eu": 2, "us": 2}) ||
+		!slices.Equal(moves, []string{"shop/web-3 us->eu", "shop/web-2 us->eu"}) || c.StaysForData == nil {
+		t.Errorf("plan = %+v, moves %v\n%s", fromJSON, moves, raw)
+	}
+	var fromYAML rebalancePlanFields
+	if err := yaml.Unmarshal(plan("yaml"), &fromYAML); err != nil || !reflect.DeepEqual(fromYAML, fromJSON) {
+		t.Errorf("-o yaml says %+v (%v), -o json %+v", fromYAML, err, fromJSON)
+	}
+	var pods corev1.PodList
+	if err := primary.List(t.Context(), &pods); err != nil || len(pods.Items) != 4 {
+		t.Fatalf("a dry run evicted: %d pods left (%v)", len(pods.Items), err)
 	}
 }

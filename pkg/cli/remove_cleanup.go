@@ -36,6 +36,44 @@ const policySettle = 3 * time.Second
 // still carries this primary's flotilla.dev/primary label: an object of that name that is not ours
 // is left and named. The namespace flotilla-system stays (the chart's, or other primaries').
 func removeAccess(ctx context.Context, c client.Client, cluster, primaryID string, out io.Writer) error {
+	ours, left, err := accessToRemove(ctx, c, cluster, primaryID)
+	if err != nil {
+		return err
+	}
+	for _, what := range left {
+		fmt.Fprintf(out, "Left %s in %s: it does not carry %s=%s.\n", what, cluster, flotillav1.LabelPrimary, primaryID)
+	}
+	var removed []string
+	for _, obj := range ours {
+		if _, legacy := obj.(*corev1.ConfigMap); legacy && len(removed) > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(policySettle):
+			}
+		}
+		what := accessName(obj)
+		uid := obj.GetUID()
+		if err := c.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s in %s: %w", what, cluster, err)
+		}
+		removed = append(removed, what)
+	}
+	if len(removed) > 0 {
+		fmt.Fprintf(out, "Removed this primary's access to %s: %s.\n", cluster, strings.Join(removed, ", "))
+	}
+	return nil
+}
+
+// accessName names one of join's objects as remove says it: its type and key.
+func accessName(obj client.Object) string {
+	return strings.TrimPrefix(fmt.Sprintf("%T %s", obj, client.ObjectKeyFromObject(obj)), "*")
+}
+
+// accessToRemove reads what join made in the secondary for this primary, in the order remove
+// deletes it: ours are those that carry this primary's label (as read, with their UIDs), left
+// names those of the same names that do not.
+func accessToRemove(ctx context.Context, c client.Client, cluster, primaryID string) (ours []client.Object, left []string, err error) {
 	n := access.NamesFor(primaryID)
 	ns := flotillav1.SystemNamespace
 	objs := []client.Object{
@@ -62,37 +100,21 @@ func removeAccess(ctx context.Context, c client.Client, cluster, primaryID strin
 		// parameters are gone denies every request, every user's).
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: n.Params, Namespace: ns}},
 	}
-	var removed []string
 	for _, obj := range objs {
-		if _, legacy := obj.(*corev1.ConfigMap); legacy && len(removed) > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(policySettle):
-			}
-		}
-		what := fmt.Sprintf("%T %s", obj, client.ObjectKeyFromObject(obj))
-		what = strings.TrimPrefix(what, "*")
+		what := accessName(obj)
 		switch err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); {
 		case apierrors.IsNotFound(err):
 			continue
 		case err != nil:
-			return fmt.Errorf("reading %s in %s: %w", what, cluster, err)
+			return nil, nil, fmt.Errorf("reading %s in %s: %w", what, cluster, err)
 		}
 		if obj.GetLabels()[flotillav1.LabelPrimary] != primaryID {
-			fmt.Fprintf(out, "Left %s in %s: it does not carry %s=%s.\n", what, cluster, flotillav1.LabelPrimary, primaryID)
+			left = append(left, what)
 			continue
 		}
-		uid := obj.GetUID()
-		if err := c.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting %s in %s: %w", what, cluster, err)
-		}
-		removed = append(removed, what)
+		ours = append(ours, obj)
 	}
-	if len(removed) > 0 {
-		fmt.Fprintf(out, "Removed this primary's access to %s: %s.\n", cluster, strings.Join(removed, ", "))
-	}
-	return nil
+	return ours, left, nil
 }
 
 // foreign lists the objects of a namespace that are not Flotilla's: neither labelled with this
@@ -119,10 +141,38 @@ func foreign(objs []unstructured.Unstructured, primaryID string) []string {
 // removeNamespaces deletes the namespaces this primary created in the secondary that hold nothing
 // not Flotilla's (every namespaced kind the API server lists is read); a namespace that also
 // holds something else is left, and what is named.
-func removeNamespaces(ctx context.Context, c client.Client, rc *rest.Config, cluster, primaryID string, out io.Writer) error {
+func removeNamespaces(ctx context.Context, sc secondaryClients, cluster, primaryID string, out io.Writer) error {
+	empty, left, err := namespacesToRemove(ctx, sc, cluster, primaryID)
+	if err != nil {
+		return err
+	}
+	for _, l := range left {
+		fmt.Fprintf(out, "Left namespace %s in %s: it also holds %s.\n", l.name, cluster, strings.Join(l.holds, ", "))
+	}
+	for i := range empty {
+		ns := &empty[i]
+		uid := ns.UID
+		if err := sc.client.Delete(ctx, ns, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting namespace %s in %s: %w", ns.Name, cluster, err)
+		}
+		fmt.Fprintf(out, "Deleted namespace %s in %s (created by Flotilla, nothing else in it).\n", ns.Name, cluster)
+	}
+	return nil
+}
+
+// leftNamespace is a namespace this primary created that remove leaves, and what else it holds.
+type leftNamespace struct {
+	name  string
+	holds []string
+}
+
+// namespacesToRemove reads the namespaces this primary created in the secondary: empty are those
+// that hold nothing not Flotilla's (every namespaced kind the API server lists is read), which
+// remove deletes; left are those that also hold something else.
+func namespacesToRemove(ctx context.Context, sc secondaryClients, cluster, primaryID string) (empty []corev1.Namespace, left []leftNamespace, err error) {
 	var list corev1.NamespaceList
-	if err := c.List(ctx, &list, client.MatchingLabels{flotillav1.LabelManagedBy: primaryID}); err != nil {
-		return fmt.Errorf("listing namespaces in %s: %w", cluster, err)
+	if err := sc.client.List(ctx, &list, client.MatchingLabels{flotillav1.LabelManagedBy: primaryID}); err != nil {
+		return nil, nil, fmt.Errorf("listing namespaces in %s: %w", cluster, err)
 	}
 	var candidates []corev1.Namespace
 	for _, ns := range list.Items {
@@ -131,40 +181,28 @@ func removeNamespaces(ctx context.Context, c client.Client, rc *rest.Config, clu
 		}
 	}
 	if len(candidates) == 0 {
-		return nil
+		return nil, nil, nil
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	resources, err := namespacedListable(sc.discovery)
 	if err != nil {
-		return fmt.Errorf("discovery of %s: %w", cluster, err)
-	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return fmt.Errorf("dynamic client of %s: %w", cluster, err)
-	}
-	resources, err := namespacedListable(dc)
-	if err != nil {
-		return fmt.Errorf("discovery of %s: %w", cluster, err)
+		return nil, nil, fmt.Errorf("discovery of %s: %w", cluster, err)
 	}
 	for _, ns := range candidates {
 		var objs []unstructured.Unstructured
 		for _, gvr := range resources {
-			l, err := dyn.Resource(gvr).Namespace(ns.Name).List(ctx, metav1.ListOptions{})
+			l, err := sc.dynamic.Resource(gvr).Namespace(ns.Name).List(ctx, metav1.ListOptions{})
 			if err != nil {
-				return fmt.Errorf("listing %s in namespace %s of %s: %w", gvr.Resource, ns.Name, cluster, err)
+				return nil, nil, fmt.Errorf("listing %s in namespace %s of %s: %w", gvr.Resource, ns.Name, cluster, err)
 			}
 			objs = append(objs, l.Items...)
 		}
 		if others := foreign(objs, primaryID); len(others) > 0 {
-			fmt.Fprintf(out, "Left namespace %s in %s: it also holds %s.\n", ns.Name, cluster, strings.Join(others, ", "))
+			left = append(left, leftNamespace{name: ns.Name, holds: others})
 			continue
 		}
-		uid := ns.UID
-		if err := c.Delete(ctx, &ns, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting namespace %s in %s: %w", ns.Name, cluster, err)
-		}
-		fmt.Fprintf(out, "Deleted namespace %s in %s (created by Flotilla, nothing else in it).\n", ns.Name, cluster)
+		empty = append(empty, ns)
 	}
-	return nil
+	return empty, left, nil
 }
 
 // namespacedListable is every namespaced resource (preferred versions) the API server lists and
@@ -196,6 +234,32 @@ func userResources(lists []*metav1.APIResourceList) []schema.GroupVersionResourc
 		}
 	}
 	return out
+}
+
+// secondaryClients are the clients remove cleans up a secondary with, all with the user's own
+// credentials: typed objects, discovery (which kinds a namespace may hold) and unstructured
+// objects of those kinds.
+type secondaryClients struct {
+	client    client.Client
+	discovery discovery.DiscoveryInterface
+	dynamic   dynamic.Interface
+}
+
+// secondaryClientsAsUser are the clients of secondaryAsUser's.
+func (g *GlobalOptions) secondaryClientsAsUser(ctx context.Context, contextName, wantID string) (secondaryClients, error) {
+	c, rc, err := g.secondaryAsUser(ctx, contextName, wantID)
+	if err != nil {
+		return secondaryClients{}, err
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return secondaryClients{}, fmt.Errorf("discovery client of context %s: %w", contextName, err)
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return secondaryClients{}, fmt.Errorf("dynamic client of context %s: %w", contextName, err)
+	}
+	return secondaryClients{client: c, discovery: dc, dynamic: dyn}, nil
 }
 
 // secondaryAsUser is the user's own client for a registered secondary: the context of the user's

@@ -44,8 +44,38 @@ var setMembership = []struct {
 // ClusterProperties, each only when it carries this primary's label (a user's or another
 // implementation's is never touched). A kind the cluster does not serve is skipped.
 func removeSetMembership(ctx context.Context, dyn dynamic.Interface, cluster, primaryID string, out io.Writer) error {
+	members, err := setMembers(ctx, dyn, cluster, primaryID)
+	if err != nil {
+		return err
+	}
+	for _, m := range members {
+		uid := m.object.GetUID()
+		err := dyn.Resource(m.resource).Namespace(m.object.GetNamespace()).Delete(ctx, m.object.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s %s in %s: %w", m.resource.Resource, objectName(m.object), cluster, err)
+		}
+	}
+	if len(members) > 0 {
+		fmt.Fprintf(out, "Deleted %d ServiceImport, EndpointSlice, Service and ClusterProperty object(s) of this primary's ClusterSet in %s.\n", len(members), cluster)
+	}
+	return nil
+}
+
+// setMember is one object that makes a secondary a member of this primary's ClusterSet, and the
+// resource it was listed as.
+type setMember struct {
+	resource schema.GroupVersionResource
+	object   *unstructured.Unstructured
+}
+
+// String names the member as remove says it: resource namespace/name.
+func (m setMember) String() string { return m.resource.Resource + " " + objectName(m.object) }
+
+// setMembers lists the objects of this primary's ClusterSet in the secondary (setMembership),
+// each kind in the newest version the cluster serves.
+func setMembers(ctx context.Context, dyn dynamic.Interface, cluster, primaryID string) ([]setMember, error) {
 	selector := metav1.ListOptions{LabelSelector: flotillav1.LabelPrimary + "=" + primaryID}
-	deleted := 0
+	var members []setMember
 	for _, kind := range setMembership {
 		for _, gvr := range kind.versions {
 			list, err := dyn.Resource(gvr).List(ctx, selector)
@@ -53,27 +83,17 @@ func removeSetMembership(ctx context.Context, dyn dynamic.Interface, cluster, pr
 				continue // not served in this version
 			}
 			if err != nil {
-				return fmt.Errorf("listing %s in %s: %w", gvr.Resource, cluster, err)
+				return nil, fmt.Errorf("listing %s in %s: %w", gvr.Resource, cluster, err)
 			}
 			for i := range list.Items {
-				u := &list.Items[i]
-				if !kind.ours(u) {
-					continue
+				if u := &list.Items[i]; kind.ours(u) {
+					members = append(members, setMember{resource: gvr, object: u})
 				}
-				uid := u.GetUID()
-				err := dyn.Resource(gvr).Namespace(u.GetNamespace()).Delete(ctx, u.GetName(), metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-				if err != nil && !apierrors.IsNotFound(err) {
-					return fmt.Errorf("deleting %s %s in %s: %w", gvr.Resource, objectName(u), cluster, err)
-				}
-				deleted++
 			}
 			break // the newest version served lists them all
 		}
 	}
-	if deleted > 0 {
-		fmt.Fprintf(out, "Deleted %d ServiceImport, EndpointSlice, Service and ClusterProperty object(s) of this primary's ClusterSet in %s.\n", deleted, cluster)
-	}
-	return nil
+	return members, nil
 }
 
 func objectName(u *unstructured.Unstructured) string {

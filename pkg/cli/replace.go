@@ -37,7 +37,9 @@ type replaceOptions struct {
 	with    string
 	timeout time.Duration
 	dryRun  bool
-	poll    time.Duration
+	// output is the format of a dry run's plan: "" (text), json or yaml (one document).
+	output string
+	poll   time.Duration
 }
 
 func newReplaceCommand(g *GlobalOptions) *cobra.Command {
@@ -62,15 +64,26 @@ where it was when run again:
 
 Nothing of OLD is changed before NEW is healthy with every Replicator's objects; a step that
 cannot finish within --timeout stops the command with what is left, and running it again
-carries on.`,
+carries on.
+
+--dry-run prints what each step would change and changes nothing; with -o json or -o yaml it
+prints that plan as one document (kind ReplacePlan: the steps it would run, the Replicators that
+target OLD, those NEW would be added to, OLD's drain plan as cluster drain's, the Replicators OLD
+would leave, and the error that would stop it). A dry run that would stop (NEW not Ready, pods
+the drain would refuse) exits non-zero, after printing. -o applies to --dry-run only.`,
 		Example: `  # Stand up secondary3, join it, then move everything of secondary1 to it
   flotillactl cluster join --secondary-context secondary3
   flotillactl cluster replace secondary1 --with secondary3 --dry-run
+  # The same plan as one YAML document (or -o json)
+  flotillactl cluster replace secondary1 --with secondary3 --dry-run -o yaml
   flotillactl cluster replace secondary1 --with secondary3 --timeout 30m`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dry == dryrun.Server {
 				return dry.Refuse("replace", "plans each step from what it reads and would write nothing the API server could check")
+			}
+			if err := checkPlanOutput(o.output, dry); err != nil {
+				return err
 			}
 			o.dryRun = dry.On()
 			if o.with == "" {
@@ -88,12 +101,16 @@ carries on.`,
 				remove: func(ctx context.Context, timeout time.Duration) error {
 					return removeCluster(ctx, g, primary, contextName, name, removeOptions{timeout: timeout, noDrain: true}, cmd.OutOrStdout())
 				}}
+			if o.output != "" {
+				r.out, r.docOut = io.Discard, cmd.OutOrStdout()
+			}
 			return r.run(cmd.Context())
 		},
 	}
 	cmd.Flags().StringVar(&o.with, "with", "", "the joined secondary that takes over (required)")
 	cmd.Flags().DurationVar(&o.timeout, "timeout", 30*time.Minute, "how long the whole replacement may take before it stops, saying what is left (run it again to carry on)")
 	dryrun.AddFlag(cmd.Flags(), &dry, "print what each step would change and change nothing")
+	cmd.Flags().StringVarP(&o.output, "output", "o", "", "with --dry-run: print the plan as one json or yaml document")
 	return cmd
 }
 
@@ -104,8 +121,40 @@ type replacer struct {
 	new             string
 	o               replaceOptions
 	out             io.Writer
+	// docOut is where a dry run with --output prints its plan, one document; out then gets none
+	// of the steps' lines, which are for people.
+	docOut io.Writer
+	// plan is what a dry run finds each step would do, gathered as the steps run.
+	plan *replaceDocument
 	// remove retires the old cluster (cluster remove without its drain).
 	remove func(ctx context.Context, timeout time.Duration) error
+}
+
+// replaceDocument is a replacement's dry run as --output prints it.
+type replaceDocument struct {
+	Kind string `json:"kind"`
+	Old  string `json:"old"`
+	New  string `json:"new"`
+	// Steps are the steps the replacement would run, in order: from the one recorded when it
+	// resumes.
+	Steps []plannedStep `json:"steps"`
+	// Replicators are those that target the old cluster: the new one must be healthy in each
+	// before anything of the old one changes.
+	Replicators []string `json:"replicators"`
+	// AddNewTo are the Replicators the new cluster would be added to.
+	AddNewTo []string `json:"addNewTo"`
+	// Drain is the old cluster's drain plan (null when the replacement stops before it).
+	Drain *drainDocument `json:"drain"`
+	// RemoveOldFrom are the Replicators the old cluster would leave.
+	RemoveOldFrom []string `json:"removeOldFrom"`
+	// Error is what would stop the replacement at the last of Steps ("" when nothing would).
+	Error string `json:"error"`
+}
+
+// plannedStep is one step of a replacement and what it does.
+type plannedStep struct {
+	Name string `json:"name"`
+	Does string `json:"does"`
 }
 
 // resumeAt is the step a replacement starts at: the one recorded (an interrupted run), else the
@@ -138,17 +187,24 @@ func (r *replacer) run(ctx context.Context) error {
 	if from != stepChecking {
 		fmt.Fprintf(r.out, "Resuming the replacement of %s by %s at step %s.\n", r.old, r.new, from)
 	}
+	if r.o.dryRun {
+		r.plan = &replaceDocument{Kind: "ReplacePlan", Old: r.old, New: r.new, Steps: []plannedStep{},
+			Replicators: []string{}, AddNewTo: []string{}, RemoveOldFrom: []string{}}
+	}
 	start := time.Now()
-	for _, step := range replaceSteps[slices.Index(replaceSteps, from):] {
-		if !r.o.dryRun && step != stepChecking {
-			if err := r.record(ctx, step); err != nil {
-				return err
-			}
+	err = r.steps(ctx, from)
+	if r.o.dryRun && r.o.output != "" {
+		// The document comes first, whether or not the replacement would stop: it says where and why.
+		if err != nil {
+			r.plan.Error = err.Error()
 		}
-		fmt.Fprintf(r.out, "[%s] %s\n", step, stepDoes(step, r.old, r.new))
-		if err := r.do(ctx, step); err != nil {
-			return fmt.Errorf("replacing %s by %s, step %s: %w (run the same command again to carry on)", r.old, r.new, step, err)
+		if perr := printDocument(r.docOut, r.o.output, r.plan); perr != nil {
+			return perr
 		}
+		return err
+	}
+	if err != nil {
+		return err
 	}
 	if r.o.dryRun {
 		_, err := fmt.Fprintln(r.out, "Dry run: nothing changed.")
@@ -156,6 +212,27 @@ func (r *replacer) run(ctx context.Context) error {
 	}
 	_, err = fmt.Fprintf(r.out, "Replaced %s by %s in %s.\n", r.old, r.new, time.Since(start).Round(time.Second))
 	return err
+}
+
+// steps runs the replacement's steps from the one named, in order, each recorded before it
+// begins (unless a dry run).
+func (r *replacer) steps(ctx context.Context, from string) error {
+	for _, step := range replaceSteps[slices.Index(replaceSteps, from):] {
+		if !r.o.dryRun && step != stepChecking {
+			if err := r.record(ctx, step); err != nil {
+				return err
+			}
+		}
+		does := stepDoes(step, r.old, r.new)
+		fmt.Fprintf(r.out, "[%s] %s\n", step, does)
+		if r.plan != nil {
+			r.plan.Steps = append(r.plan.Steps, plannedStep{Name: step, Does: does})
+		}
+		if err := r.do(ctx, step); err != nil {
+			return fmt.Errorf("replacing %s by %s, step %s: %w (run the same command again to carry on)", r.old, r.new, step, err)
+		}
+	}
+	return nil
 }
 
 func stepDoes(step, old, new string) string {
@@ -181,7 +258,16 @@ func (r *replacer) do(ctx context.Context, step string) error {
 		return r.replicate(ctx)
 	case stepDraining:
 		if r.o.dryRun {
-			return newDrainer(r.primary, r.old, drainOptions{dryRun: true}, r.out).run(ctx)
+			d := newDrainer(r.primary, r.old, drainOptions{dryRun: true}, r.out)
+			plan, err := d.look(ctx)
+			if err != nil {
+				return err
+			}
+			if r.plan != nil {
+				doc := drainDocumentOf(r.old, plan)
+				r.plan.Drain = &doc
+			}
+			return d.dryRun(plan)
 		}
 		deadline, _ := ctx.Deadline()
 		return newDrainer(r.primary, r.old, drainOptions{timeout: time.Until(deadline)}, r.out).run(ctx)
@@ -303,11 +389,17 @@ func (r *replacer) replicate(ctx context.Context) error {
 			continue
 		}
 		mine = append(mine, client.ObjectKeyFromObject(rep))
+		if r.plan != nil {
+			r.plan.Replicators = append(r.plan.Replicators, rep.Name)
+		}
 		if all || slices.Contains(rep.Spec.TargetCluster, r.new) {
 			continue
 		}
 		if r.o.dryRun {
 			fmt.Fprintf(r.out, "  would add %s to Replicator %s\n", r.new, rep.Name)
+			if r.plan != nil {
+				r.plan.AddNewTo = append(r.plan.AddNewTo, rep.Name)
+			}
 			continue
 		}
 		if err := r.editTargets(ctx, rep, func(targets []string) []string {
@@ -435,6 +527,9 @@ func (r *replacer) detach(ctx context.Context) error {
 		}
 		if r.o.dryRun {
 			fmt.Fprintf(r.out, "  would remove %s from Replicator %s\n", r.old, rep.Name)
+			if r.plan != nil {
+				r.plan.RemoveOldFrom = append(r.plan.RemoveOldFrom, rep.Name)
+			}
 			continue
 		}
 		if err := r.editTargets(ctx, rep, func(targets []string) []string {

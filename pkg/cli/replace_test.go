@@ -3,14 +3,20 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -176,5 +182,95 @@ func TestReplaceCarriesOnThroughAStatusWrite(t *testing.T) {
 	}
 	if strings.Join(got.Spec.TargetCluster, ",") != "old,new" || got.Status.ObservedGeneration != 2 {
 		t.Fatalf("targets %v, status %+v: want old,new and the controller's status kept", got.Spec.TargetCluster, got.Status)
+	}
+}
+
+// replacePlanFields is a ReplacePlan document, by the names it promises.
+type replacePlanFields struct {
+	Kind  string `json:"kind"`
+	Old   string `json:"old"`
+	New   string `json:"new"`
+	Steps []struct {
+		Name string `json:"name"`
+		Does string `json:"does"`
+	} `json:"steps"`
+	Replicators   []string         `json:"replicators"`
+	AddNewTo      []string         `json:"addNewTo"`
+	Drain         *drainPlanFields `json:"drain"`
+	RemoveOldFrom []string         `json:"removeOldFrom"`
+	Error         string           `json:"error"`
+}
+
+// replace --dry-run -o json|yaml prints its plan as one document: the steps, the Replicators it
+// would change, the old cluster's drain plan; a plan the drain would refuse still fails, after
+// printing, with the error in the document. Nothing changes.
+func TestReplaceDryRunPrintsThePlanAsOneDocument(t *testing.T) {
+	ready := func(name string) *flotillav1.ClusterDetector {
+		return &flotillav1.ClusterDetector{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: name},
+			Spec: flotillav1.ClusterDetectorSpec{Context: name},
+			Status: flotillav1.ClusterDetectorStatus{ClusterStatus: flotillav1.ClusterRunning,
+				Conditions: []metav1.Condition{{Type: flotillav1.ConditionReady, Status: metav1.ConditionTrue}}}}
+	}
+	replicator := func(name string, targets ...string) *flotillav1.Replicator {
+		return &flotillav1.Replicator{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: flotillav1.ReplicatorSpec{TargetCluster: targets, ReplicationNamespace: "shop"}}
+	}
+	plan := func(output string, pods ...corev1.Pod) (client.Client, []byte, error) {
+		t.Helper()
+		objs := append([]client.Object{ready("eu"), ready("us"), replicator("web", "eu"), replicator("both", "eu", "us"), replicator("elsewhere", "us")},
+			objects(pods...)...)
+		primary := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(objs...).Build()
+		var doc bytes.Buffer
+		r := &replacer{primary: primary, old: "eu", oldContext: "eu", new: "us", out: io.Discard, docOut: &doc,
+			o:      replaceOptions{dryRun: true, output: output, timeout: time.Minute, poll: time.Millisecond},
+			remove: func(context.Context, time.Duration) error { t.Fatal("a dry run removed the old cluster"); return nil }}
+		err := r.run(t.Context())
+		return primary, doc.Bytes(), err
+	}
+	primary, raw, err := plan("json", drainPod("web-a", byReplicaSet))
+	if err != nil {
+		t.Fatalf("dry run: %v\n%s", err, raw)
+	}
+	fields := exactKeys(t, "the ReplacePlan", raw, "kind", "old", "new", "steps", "replicators", "addNewTo", "drain", "removeOldFrom", "error")
+	exactKeys(t, "its drain", fields["drain"], "kind", "cluster", "virtualNode", "evict", "held", "moving", "ignored", "refused")
+	var fromJSON replacePlanFields
+	if err := json.Unmarshal(raw, &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	var steps []string
+	for _, s := range fromJSON.Steps {
+		steps = append(steps, s.Name)
+	}
+	if fromJSON.Kind != "ReplacePlan" || fromJSON.Old != "eu" || fromJSON.New != "us" || fromJSON.Error != "" ||
+		!slices.Equal(steps, replaceSteps) || !slices.Equal(fromJSON.Replicators, []string{"both", "web"}) ||
+		!slices.Equal(fromJSON.AddNewTo, []string{"web"}) || !slices.Equal(fromJSON.RemoveOldFrom, []string{"both", "web"}) ||
+		fromJSON.Drain == nil || len(fromJSON.Drain.Evict) != 1 || fromJSON.Drain.Evict[0].Name != "web-a" {
+		t.Errorf("plan = %+v\n%s", fromJSON, raw)
+	}
+	_, rawYAML, err := plan("yaml", drainPod("web-a", byReplicaSet))
+	var fromYAML replacePlanFields
+	if err != nil || yaml.Unmarshal(rawYAML, &fromYAML) != nil || !reflect.DeepEqual(fromYAML, fromJSON) {
+		t.Errorf("-o yaml says %+v (%v), -o json %+v", fromYAML, err, fromJSON)
+	}
+	var web flotillav1.Replicator
+	var old flotillav1.ClusterDetector
+	if err := primary.Get(t.Context(), client.ObjectKey{Name: "web"}, &web); err != nil || !slices.Equal(web.Spec.TargetCluster, []string{"eu"}) {
+		t.Errorf("a dry run changed Replicator web: %v (%v)", web.Spec.TargetCluster, err)
+	}
+	if err := primary.Get(t.Context(), client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: "eu"}, &old); err != nil || len(old.Annotations) != 0 {
+		t.Errorf("a dry run recorded a step: %v (%v)", old.Annotations, err)
+	}
+
+	_, raw, err = plan("json", drainPod("web-a", byReplicaSet), drainPod("bare"))
+	if err == nil || !strings.Contains(err.Error(), "would refuse 1 pod(s)") {
+		t.Fatalf("a drain that would refuse: err = %v", err)
+	}
+	var refused replacePlanFields
+	if jerr := json.Unmarshal(raw, &refused); jerr != nil {
+		t.Fatalf("no document before the error: %v\n%s", jerr, raw)
+	}
+	if refused.Error != err.Error() || len(refused.Steps) != 3 || refused.Drain == nil || len(refused.Drain.Refused) != 1 ||
+		refused.Drain.Refused[0].Name != "bare" || len(refused.RemoveOldFrom) != 0 {
+		t.Errorf("plan = %+v, want the steps up to Draining, bare refused and the error\n%s", refused, raw)
 	}
 }

@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,11 +33,15 @@ span by span: the primary's API server admitting it, the webhook, each proxy rec
 its outcome, the dependency copies, the delegate's creation, the status writes; and the spans
 of the API servers Flotilla called (the secondary's creating the delegate), which join the
 trace as linked traces (an API server parents a caller's span only for system:masters and
-system:monitoring callers) and are found by their link.`
+system:monitoring callers) and are found by their link.
+
+-o json or -o yaml prints the same as one document (namespace, name, now, steps, traceID, spans,
+traceNote), the two formats with the same fields.`
 
 const traceExample = `  flotillactl trace pod shop/web-7d9c5b-x2x4k
   flotillactl trace pod shop/web-7d9c5b-x2x4k --tracing-query http://127.0.0.1:16686
-  flotillactl trace pod shop/web-7d9c5b-x2x4k -o json`
+  flotillactl trace pod shop/web-7d9c5b-x2x4k -o json
+  flotillactl trace pod shop/web-7d9c5b-x2x4k -o yaml`
 
 // traceQueryEnv names the tracing backend when --tracing-query is not given.
 const traceQueryEnv = "FLOTILLA_TRACING_QUERY"
@@ -69,8 +72,8 @@ func newTraceCommand(primary func() (client.Client, error)) *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.output != "" && o.output != "json" {
-				return fmt.Errorf("--output %q: want json or nothing", o.output)
+			if err := checkOutput(o.output, "json", "yaml"); err != nil {
+				return err
 			}
 			ns, name, _ := strings.Cut(args[0], "/")
 			c, err := primary()
@@ -82,7 +85,7 @@ func newTraceCommand(primary func() (client.Client, error)) *cobra.Command {
 		},
 	}
 	pod.Flags().StringVar(&o.query, "tracing-query", "", "the tracing backend's query address, Jaeger's (http://HOST:16686); default $"+traceQueryEnv+"; none: the timeline from the pod's conditions and Events alone")
-	pod.Flags().StringVarP(&o.output, "output", "o", "", "output format: json")
+	pod.Flags().StringVarP(&o.output, "output", "o", "", "output format: json or yaml")
 	trace.AddCommand(pod)
 	return trace
 }
@@ -136,10 +139,8 @@ func runTracePod(ctx context.Context, c client.Client, backend jaegerClient, ns,
 		}
 		t.Spans = spans
 	}
-	if output == "json" {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(t)
+	if output != "" {
+		return printDocument(out, output, t)
 	}
 	return printPodTrace(out, t)
 }

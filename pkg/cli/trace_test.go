@@ -1,15 +1,21 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
@@ -212,5 +218,47 @@ func TestAnOlderAPIServersRequestIsShownUnderTheCall(t *testing.T) {
 	lines := traceLines(manager, []jaegerTrace{secondary})
 	if len(lines) != 3 || !lines[2].Linked || lines[2].Depth != 2 || lines[2].Detail != "url.path=/api/v1/namespaces/a/pods" {
 		t.Fatalf("want the older API server's span linked under POST pods, with its path; got %+v", lines)
+	}
+}
+
+// trace pod -o yaml prints the same document as -o json: same fields, same values.
+func TestTracePodPrintsJSONAndYAMLAlike(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web", UID: "web-uid", CreationTimestamp: metav1.NewTime(t0),
+		Labels: map[string]string{flotillav1.LabelProxy: "true"}},
+		Spec: corev1.PodSpec{NodeName: flotillav1.VirtualNodeName("eu")},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(3 * time.Second))}}}}
+	event := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web.1"}, Reason: "Delegated", Message: "delegate created in eu",
+		InvolvedObject: corev1.ObjectReference{UID: "web-uid"}, FirstTimestamp: metav1.NewTime(t0.Add(time.Second))}
+	primary := fake.NewClientBuilder().WithScheme(cliScheme).WithObjects(pod, event).
+		WithIndex(&corev1.Event{}, "involvedObject.uid", func(o client.Object) []string { return []string{string(o.(*corev1.Event).InvolvedObject.UID)} }).
+		Build()
+	traced := func(output string) []byte {
+		t.Helper()
+		var out bytes.Buffer
+		if err := runTracePod(t.Context(), primary, jaegerClient{}, "shop", "web", output, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Bytes()
+	}
+	raw := traced("json")
+	exactKeys(t, "the trace", raw, "namespace", "name", "now", "steps", "traceNote")
+	var fromJSON, fromYAML podTrace
+	if err := json.Unmarshal(raw, &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	if len(fromJSON.Steps) != 3 || fromJSON.Steps[1].What != "Delegated" || fromJSON.Steps[2].Since != 2*time.Second {
+		t.Errorf("steps = %+v", fromJSON.Steps)
+	}
+	rawYAML := traced("yaml")
+	if err := yaml.Unmarshal(rawYAML, &fromYAML); err != nil || !reflect.DeepEqual(fromYAML, fromJSON) {
+		t.Errorf("-o yaml says %+v (%v), -o json %+v\n%s", fromYAML, err, fromJSON, rawYAML)
+	}
+	if !strings.Contains(string(rawYAML), "namespace: shop") {
+		t.Errorf("-o yaml is not YAML:\n%s", rawYAML)
+	}
+	if _, err := run(t, "trace", "pod", "shop/web", "-o", "table"); err == nil || !strings.Contains(err.Error(), "want one of json, yaml") {
+		t.Errorf("-o table: %v, want the formats named", err)
 	}
 }
