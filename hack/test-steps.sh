@@ -4,8 +4,9 @@
 # come from this table.
 #
 # A step is a make target. A word of the form A,B+C runs the chains A then B, and C, side by
-# side: make test does so with the steps that only compute (unit, fuzz, chart, integration) and
-# the one that mostly waits on the host's daemons (real-nodes), which touch nothing of each other.
+# side: make test does so with steps that only compute (unit, chart, integration) and the one that
+# mostly waits on the host's daemons (real-nodes, then tools and fuzz), which touch nothing of each
+# other.
 # The run goes on once every chain is done, and stops there if a step of any chain failed.
 #
 # Every line a step prints carries the step's name ([unit] ok ..., [e2e] PASS): CI judges a run by
