@@ -20,8 +20,13 @@ helm uninstall does this by itself; run it by hand for a manager installed anoth
 It refuses, changing nothing, while elected pods or Replicators exist: delete them first (or
 remove flotilla.dev/elect from their pod templates). --orphan lets them go instead: Flotilla's
 finalizers are removed and their delegates and copies keep running in the secondaries, unmanaged.
-What join installed in each secondary stays: run 'flotillactl cluster remove' for each first.`,
-		Example: "  flotillactl uninstall --dry-run\n  flotillactl uninstall",
+What join installed in each secondary stays: run 'flotillactl cluster remove' for each first.
+
+--dry-run names each object it would stop, release or delete, as the primary holds them now, and
+changes nothing; it fails as the uninstall would when it would refuse. With -o json or -o yaml that
+plan is one document (kind UninstallPlan). The names come from the manager's Deployment (the
+chart's fullnameOverride), or --name-prefix.`,
+		Example: "  flotillactl uninstall --dry-run\n  flotillactl uninstall --dry-run -o json | jq -r '.virtualNodes[]'\n  flotillactl uninstall",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.primaryClient()

@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,6 +52,8 @@ type Options struct {
 	// DryRun reports what would be removed and removes nothing (--dry-run: client; server is
 	// refused: the removal plans from what it reads).
 	DryRun dryrun.Mode
+	// Output prints a dry run's Plan as one json or yaml document ("": text).
+	Output string
 	// Timeout bounds the wait for the manager to stop. Default 2m.
 	Timeout time.Duration
 	// Out receives one line per step.
@@ -67,6 +68,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Deployment, "deployment", "", "the manager's Deployment, scaled to zero first (default <name-prefix>-manager)")
 	fs.BoolVar(&o.Orphan, "orphan", false, "let elected pods and Replicators go: their delegates and copies keep running in the secondaries, unmanaged")
 	dryrun.AddFlag(fs, &o.DryRun, "say what would be removed, remove nothing")
+	fs.StringVarP(&o.Output, "output", "o", "", "with --dry-run: print the plan as one json or yaml document (kind UninstallPlan)")
 	fs.DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long to wait for the manager to stop")
 }
 
@@ -91,11 +93,21 @@ func (o *Options) defaults() {
 
 // InUse is what still depends on Flotilla in the primary.
 type InUse struct {
-	Proxies     []string // namespace/name of proxy pods
-	Replicators []string // namespace/name of Replicators
+	Proxies     []string `json:"proxies"`     // namespace/name of proxy pods
+	Replicators []string `json:"replicators"` // namespace/name of Replicators
 	// Claims are namespace/name of claims of class flotilla Flotilla holds (their data is in a
 	// secondary, and only Flotilla deletes it with them).
-	Claims []string
+	Claims []string `json:"claims"`
+}
+
+// orEmpty is u with [] for each list that is nil, as a document prints it.
+func (u InUse) orEmpty() InUse {
+	for _, l := range []*[]string{&u.Proxies, &u.Replicators, &u.Claims} {
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	return u
 }
 
 // Empty says nothing depends on Flotilla.
@@ -163,6 +175,12 @@ func Run(ctx context.Context, c client.Client, o Options) error {
 	if o.DryRun == dryrun.Server {
 		return o.DryRun.Refuse("uninstall", "plans its removal from what it reads and would write nothing the API server could check")
 	}
+	switch {
+	case o.Output != "" && o.Output != "json" && o.Output != "yaml":
+		return fmt.Errorf("--output %q: want one of json, yaml, or no --output", o.Output)
+	case o.Output != "" && !o.DryRun.On():
+		return fmt.Errorf("--output %s applies to --dry-run: it prints the plan as one document; add --dry-run to see the plan, or leave out --output to act", o.Output)
+	}
 	if o.NamePrefix == "" && o.Deployment == "" {
 		// The chart's hook is told; flotillactl reads it from the manager's Deployment.
 		names, err := installnames.Find(ctx, c, cmp.Or(o.Namespace, flotillav1.SystemNamespace))
@@ -176,14 +194,23 @@ func Run(ctx context.Context, c client.Client, o Options) error {
 	if err != nil {
 		return err
 	}
+	var refusal error
 	if !inUse.Empty() && !o.Orphan {
-		return fmt.Errorf("%w: %s. Delete them (or remove %s from the pods) first, or orphan them: "+
+		refusal = fmt.Errorf("%w: %s. Delete them (or remove %s from the pods) first, or orphan them: "+
 			"their delegates, copies and real claims then stay in the secondaries, unmanaged", ErrInUse, inUse, flotillav1.AnnotationElect)
 	}
 	if o.DryRun.On() {
-		say(o.Out, "dry run: would stop Deployment %s/%s, then remove the webhook configuration, the virtual nodes, "+
-			"the ClusterDetectors, the manager's Secrets and its Lease; orphaning: %s", o.Namespace, o.Deployment, orNone(inUse))
-		return nil
+		plan, err := planRemoval(ctx, c, o, inUse, refusal)
+		if err != nil {
+			return err
+		}
+		if err := plan.print(o.Out, o.Output); err != nil {
+			return err
+		}
+		return refusal
+	}
+	if refusal != nil {
+		return refusal
 	}
 	if err := stopManager(ctx, c, o); err != nil {
 		return err
@@ -205,13 +232,6 @@ func Run(ctx context.Context, c client.Client, o Options) error {
 	}
 	say(o.Out, "Flotilla's run-time objects are gone from the primary; the CRDs stay (helm's resource policy), see docs/install.md#uninstall")
 	return nil
-}
-
-func orNone(u InUse) string {
-	if u.Empty() {
-		return "nothing"
-	}
-	return u.String()
 }
 
 func say(out io.Writer, format string, args ...any) { _, _ = fmt.Fprintf(out, format+"\n", args...) }
@@ -359,36 +379,56 @@ func removeFinalizer(ctx context.Context, c client.Client, obj client.Object, fi
 // deleteVirtualNodes deletes the nodes Flotilla registered: virtual-kubelet nodes of a cluster,
 // named with Flotilla's prefix. Other virtual-kubelet nodes are someone else's.
 func deleteVirtualNodes(ctx context.Context, c client.Client, o Options) error {
-	var nodes corev1.NodeList
-	if err := c.List(ctx, &nodes, client.MatchingLabels{flotillav1.LabelNodeType: flotillav1.NodeTypeVirtualKubelet}, client.HasLabels{flotillav1.LabelCluster}); err != nil {
-		return fmt.Errorf("listing virtual nodes: %w", err)
+	nodes, err := flotillasNodes(ctx, c)
+	if err != nil {
+		return err
 	}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if _, ok := flotillav1.ClusterOfNode(n.Name); !ok {
-			continue
-		}
-		if err := deleteOne(ctx, c, n, "virtual node "+n.Name, o.Out); err != nil {
+	for i := range nodes {
+		if err := deleteOne(ctx, c, &nodes[i], "virtual node "+nodes[i].Name, o.Out); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func deleteClusterDetectors(ctx context.Context, c client.Client, o Options) error {
-	var cds flotillav1.ClusterDetectorList
-	if err := c.List(ctx, &cds); err != nil {
-		if isNoCRD(err) {
-			return nil
-		}
-		return fmt.Errorf("listing ClusterDetectors: %w", err)
+// flotillasNodes are the virtual-kubelet nodes of a cluster named with Flotilla's prefix.
+func flotillasNodes(ctx context.Context, c client.Reader) ([]corev1.Node, error) {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes, client.MatchingLabels{flotillav1.LabelNodeType: flotillav1.NodeTypeVirtualKubelet}, client.HasLabels{flotillav1.LabelCluster}); err != nil {
+		return nil, fmt.Errorf("listing virtual nodes: %w", err)
 	}
-	for i := range cds.Items {
-		if err := deleteOne(ctx, c, &cds.Items[i], "ClusterDetector "+cds.Items[i].Name, o.Out); err != nil {
+	var ours []corev1.Node
+	for _, n := range nodes.Items {
+		if _, ok := flotillav1.ClusterOfNode(n.Name); ok {
+			ours = append(ours, n)
+		}
+	}
+	return ours, nil
+}
+
+func deleteClusterDetectors(ctx context.Context, c client.Client, o Options) error {
+	cds, err := clusterDetectors(ctx, c)
+	if err != nil {
+		return err
+	}
+	for i := range cds {
+		if err := deleteOne(ctx, c, &cds[i], "ClusterDetector "+cds[i].Name, o.Out); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// clusterDetectors are every ClusterDetector; none where the CRD is not installed.
+func clusterDetectors(ctx context.Context, c client.Reader) ([]flotillav1.ClusterDetector, error) {
+	var cds flotillav1.ClusterDetectorList
+	if err := c.List(ctx, &cds); err != nil {
+		if isNoCRD(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing ClusterDetectors: %w", err)
+	}
+	return cds.Items, nil
 }
 
 // deleteSecrets deletes the webhook's CA and the registration (the secondaries' credentials: a
@@ -398,12 +438,8 @@ func deleteSecrets(ctx context.Context, c client.Client, o Options) error {
 	// The chart's cert-manager Certificate (webhook.certManager.enabled) before its Secret: while it
 	// exists, cert-manager issues a deleted Secret again. Where cert-manager is not installed there
 	// is none.
-	cert := &unstructured.Unstructured{}
-	cert.SetAPIVersion("cert-manager.io/v1")
-	cert.SetKind("Certificate")
-	cert.SetNamespace(flotillav1.SystemNamespace)
 	names := o.names()
-	cert.SetName(names.WebhookCertificate)
+	cert := certificate(names)
 	if err := deleteOne(ctx, c, cert, "Certificate "+flotillav1.SystemNamespace+"/"+names.WebhookCertificate, o.Out); err != nil && !meta.IsNoMatchError(err) {
 		return err
 	}

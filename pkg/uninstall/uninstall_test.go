@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
 
 	"github.com/flotilla-dev/flotilla/internal/dryrun"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
@@ -221,5 +223,57 @@ func TestRunFindsTheNamesOnTheManagersDeployment(t *testing.T) {
 	var d appsv1.Deployment
 	if err := c.Get(t.Context(), client.ObjectKeyFromObject(deployment), &d); err != nil || *d.Spec.Replicas != 0 {
 		t.Errorf("Deployment %s was not scaled to zero: %v", names.ManagerDeployment, err)
+	}
+}
+
+// A dry run names, from the primary as it is, each object the uninstall would stop, release or
+// delete, changes nothing, and fails with the refusal the uninstall would give; -o json and -o
+// yaml print the same document.
+func TestDryRunPrintsThePlanAndChangesNothing(t *testing.T) {
+	p := proxy("web-1")
+	c := fake.NewClientBuilder().WithScheme(testScheme()).WithObjects(installed(p)...).Build()
+	var out bytes.Buffer
+	err := Run(t.Context(), c, Options{DryRun: dryrun.Client, Timeout: time.Second, Out: &out})
+	if !errors.Is(err, ErrInUse) {
+		t.Fatalf("err = %v, want the refusal the uninstall gives", err)
+	}
+	for _, want := range []string{"scale Deployment flotilla-system/flotilla-manager to zero", "delete MutatingWebhookConfiguration flotilla",
+		"delete virtual nodes: flotilla-eu\n", "delete ClusterDetectors: eu\n", "delete Secrets: flotilla-system/flotilla-webhook-ca, flotilla-system/kubeconfig\n",
+		"delete Lease flotilla-system/flotilla-manager.flotilla.dev", "refuses, changing nothing: flotilla is still in use: 1 elected pod(s): demo/web-1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the plan lacks %q:\n%s", want, out.String())
+		}
+	}
+	documents := map[string]Plan{}
+	for _, format := range []string{"json", "yaml"} {
+		var doc bytes.Buffer
+		if err := Run(t.Context(), c, Options{DryRun: dryrun.Client, Orphan: true, Output: format, Timeout: time.Second, Out: &doc}); err != nil {
+			t.Fatalf("-o %s: %v\n%s", format, err, doc.String())
+		}
+		var plan Plan
+		if err := yaml.UnmarshalStrict(doc.Bytes(), &plan); err != nil {
+			t.Fatalf("-o %s does not parse: %v\n%s", format, err, doc.String())
+		}
+		documents[format] = plan
+	}
+	plan := documents["json"]
+	if !reflect.DeepEqual(plan, documents["yaml"]) {
+		t.Errorf("json and yaml differ:\n%+v\n%+v", plan, documents["yaml"])
+	}
+	if plan.Kind != "UninstallPlan" || plan.Refusal != "" || !reflect.DeepEqual(plan.Orphaned.Proxies, []string{"demo/web-1"}) ||
+		!reflect.DeepEqual(plan.VirtualNodes, []string{"flotilla-eu"}) || plan.Certificate != "" || !reflect.DeepEqual(plan.ConfigMaps, []string{}) {
+		t.Errorf("plan = %+v", plan)
+	}
+	for _, o := range installed(p) {
+		if !exists(t, c, o) {
+			t.Errorf("the dry run deleted %T %s", o, o.GetName())
+		}
+	}
+	var d appsv1.Deployment
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "flotilla-system", Name: flotillav1.ManagerDeploymentName}, &d); err != nil || *d.Spec.Replicas != 2 {
+		t.Errorf("the dry run scaled the manager: %v", err)
+	}
+	if err := Run(t.Context(), c, Options{Output: "json", Out: io.Discard}); err == nil || !strings.Contains(err.Error(), "applies to --dry-run") {
+		t.Errorf("-o without --dry-run: err = %v", err)
 	}
 }
