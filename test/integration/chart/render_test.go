@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -188,6 +189,19 @@ var valueCases = map[string]valueCase{
 		Expect(nested(find(objs, "Job", "fleet-uninstall"), "spec", "template", "spec", "containers")).To(ContainElement(HaveKeyWithValue("args", ContainElement("--name-prefix=fleet"))))
 		Expect(find(objs, "ServiceAccount", "fleet")).NotTo(BeNil(), "the manager's ServiceAccount is the fullname unless serviceAccount.name says otherwise")
 		Expect(find(objs, "StorageClass", flotillav1.StorageClassRemote)).NotTo(BeNil(), "claims name the class: it keeps its name")
+		// The manager may write its objects by the names it gives them.
+		names := flotillav1.NamesFrom("fleet")
+		for kind, want := range map[string][2]string{"ClusterRole": {"mutatingwebhookconfigurations", names.WebhookConfiguration}, "Role": {"configmaps", names.CAConfigMap}} {
+			var allowed []any
+			for _, r := range nested(find(objs, kind, "fleet-manager"), "rules").([]any) {
+				rule := r.(map[string]any)
+				if res, _ := rule["resources"].([]any); slices.Contains(res, any(want[0])) {
+					n, _ := rule["resourceNames"].([]any)
+					allowed = append(allowed, n...)
+				}
+			}
+			Expect(allowed).To(ContainElement(want[1]), "%s fleet-manager: %s %s", kind, want[0], want[1])
+		}
 	}},
 	"global": {set("global.imagePullSecrets={shared}"), func(objs []*unstructured.Unstructured) {
 		Expect(pullSecretsOfEveryPod(objs)).To(HaveEach(ConsistOf("shared")))
@@ -920,23 +934,31 @@ var _ = Describe("the manager's rights in the primary, against the kind tables",
 })
 
 var _ = Describe("the uninstall Job's rights", Label("render"), func() {
-	It("let it delete every Secret of the manager's that an uninstall deletes", func(ctx SpecContext) {
-		var names []any
-		for _, o := range render(ctx) {
-			if o.GetKind() != "Role" {
-				continue
-			}
-			for _, r := range nested(o, "rules").([]any) {
-				rule := r.(map[string]any)
-				if res, _ := rule["resources"].([]any); len(res) == 1 && res[0] == "secrets" {
-					if n, ok := rule["resourceNames"].([]any); ok {
-						names = append(names, n...)
+	It("let it delete every object of the manager's that an uninstall deletes, by the names the manager gives them, fullnameOverride or not", func(ctx SpecContext) {
+		for _, prefix := range []string{"", "fleet"} {
+			// resourceNames per resource of the uninstall Job's Role and ClusterRole.
+			allowed := map[string][]any{}
+			for _, o := range render(ctx, "fullnameOverride="+prefix) {
+				if (o.GetKind() != "Role" && o.GetKind() != "ClusterRole") || !strings.HasSuffix(o.GetName(), "-uninstall") {
+					continue
+				}
+				for _, r := range nested(o, "rules").([]any) {
+					rule := r.(map[string]any)
+					res, _ := rule["resources"].([]any)
+					n, _ := rule["resourceNames"].([]any)
+					for _, r := range res {
+						allowed[r.(string)] = append(allowed[r.(string)], n...)
 					}
 				}
 			}
-		}
-		for _, name := range uninstall.SecretNames(flotillav1.NamesFrom("")) {
-			Expect(names).To(ContainElement(name), "the uninstall Job may not delete Secret %s", name)
+			names := flotillav1.NamesFrom(prefix)
+			for _, name := range uninstall.SecretNames(names) {
+				Expect(allowed["secrets"]).To(ContainElement(name), "the uninstall Job may not delete Secret %s", name)
+			}
+			for resource, name := range map[string]string{"configmaps": names.CAConfigMap, "leases": names.ManagerLease, "deployments": names.ManagerDeployment,
+				"mutatingwebhookconfigurations": names.WebhookConfiguration, "certificates": names.WebhookCertificate} {
+				Expect(allowed[resource]).To(ContainElement(name), "prefix %q: the uninstall Job may not reach %s %s", prefix, resource, name)
+			}
 		}
 	})
 })
