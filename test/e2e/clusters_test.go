@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -582,10 +584,36 @@ var _ = Describe("secondaries as virtual nodes", Ordered, Serial, Label("disrupt
 			g.Expect(podsInPhase(delegatesIn(ctx, s2, space), corev1.PodRunning)).To(BeNumerically(">", 0))
 		}).WithContext(ctx).WithTimeout(90 * time.Second).Should(Succeed())
 
+		// What remove would do, as one document, changing nothing: the drain evicts this spec's
+		// proxies there, and join's objects in s2 would go.
+		out, err := flotillactl(ctx, "cluster", "remove", s2.Name, "--force", "--dry-run", "-o", "json")
+		Expect(err).NotTo(HaveOccurred(), out)
+		var plan struct {
+			Kind  string `json:"kind"`
+			Drain struct {
+				Evict []struct {
+					Namespace string `json:"namespace"`
+				} `json:"evict"`
+			} `json:"drain"`
+			Secondary struct {
+				Unreachable string   `json:"unreachable"`
+				Access      []string `json:"access"`
+			} `json:"secondary"`
+		}
+		Expect(json.NewDecoder(strings.NewReader(out[strings.Index(out, "{"):])).Decode(&plan)).To(Succeed(), out)
+		Expect(plan.Kind).To(Equal("RemovePlan"))
+		Expect(plan.Drain.Evict).To(ContainElement(HaveField("Namespace", space)), out)
+		Expect(plan.Secondary.Unreachable).To(BeEmpty(), out)
+		Expect(plan.Secondary.Access).NotTo(BeEmpty(), "join's objects in %s: %s", s2.Name, out)
+		node, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(s2.Name), metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(node.Spec.Unschedulable).To(BeFalse(), "the dry run cordoned %s", node.Name)
+		Expect(runningProxies(ctx, Default, space, "app=moving", "")).To(Equal(10), "the dry run moved a proxy")
+
 		start := time.Now()
 		// remove drains first; --force lets it evict what other specs may have left in s2 that no
 		// controller owns (their pods of one name, elected there).
-		out, err := flotillactl(ctx, "cluster", "remove", s2.Name, "--timeout", "2m", "--force")
+		out, err = flotillactl(ctx, "cluster", "remove", s2.Name, "--timeout", "2m", "--force")
 		Expect(err).NotTo(HaveOccurred(), out)
 		took := time.Since(start)
 		AddReportEntry("cluster remove with 10 elected replicas", took.Round(100*time.Millisecond).String())

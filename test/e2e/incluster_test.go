@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -415,7 +416,27 @@ var _ = Describe("the manager in cluster, installed by the chart", Ordered, Seri
 	}, SpecTimeout(3*time.Minute))
 
 	It("uninstalls: refused with nothing changed while elected pods exist; after the documented steps no webhook, finalizer or Flotilla object is left, and ordinary pods create", func(ctx SpecContext) {
-		out, err := helm(ctx, bed.Primary, "uninstall", "flotilla", "-n", flotillav1.SystemNamespace, "--wait", "--timeout", "2m")
+		// The dry run first: each object by the name the chart's manager gives it, and the refusal.
+		out, err := flotillactl(ctx, "uninstall", "--dry-run", "-o", "json")
+		Expect(err).To(HaveOccurred(), "the dry run would go ahead with elected pods: %s", out)
+		var plan struct {
+			Kind                 string   `json:"kind"`
+			Deployment           string   `json:"deployment"`
+			WebhookConfiguration string   `json:"webhookConfiguration"`
+			ConfigMaps           []string `json:"configMaps"`
+			Lease                string   `json:"lease"`
+			Refusal              string   `json:"refusal"`
+		}
+		Expect(json.NewDecoder(strings.NewReader(out[strings.Index(out, "{"):])).Decode(&plan)).To(Succeed(), out)
+		Expect(plan.Kind).To(Equal("UninstallPlan"))
+		Expect(plan.Deployment).To(Equal(flotillav1.SystemNamespace + "/" + flotillav1.ManagerDeploymentName))
+		Expect(plan.WebhookConfiguration).To(Equal(flotillav1.WebhookConfigurationName))
+		Expect(plan.ConfigMaps).To(ConsistOf(flotillav1.SystemNamespace + "/" + flotillav1.NamesFrom("").CAConfigMap))
+		Expect(plan.Lease).To(Equal(flotillav1.SystemNamespace + "/" + flotillav1.ManagerLeaseName))
+		Expect(plan.Refusal).To(ContainSubstring("still in use"))
+		Expect(managerPods(ctx)).To(HaveLen(2), "the dry run stopped the manager")
+
+		out, err = helm(ctx, bed.Primary, "uninstall", "flotilla", "-n", flotillav1.SystemNamespace, "--wait", "--timeout", "2m")
 		Expect(err).To(HaveOccurred(), "uninstall went ahead with 100 elected pods: %s", out)
 		Expect(out).To(ContainSubstring("job flotilla-uninstall failed"))
 		logs, _ := kubectlIn(ctx, flotillav1.SystemNamespace, nil, "logs", "job/flotilla-uninstall")
