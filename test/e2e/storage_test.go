@@ -292,7 +292,14 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 		return home, elsewhere
 	}
 
-	It("keeps a pod with the cluster holding its data while that cluster is stopped (never re-created elsewhere, no claim deleted), and runs it there on the same volume when it is back", func(ctx SpecContext) {
+	// One outage of the cluster holding two pods' data: one that stays with its data (the
+	// default) and one that chose recreate. Both pods are placed there first: the recreate one
+	// wherever placement puts it, the other by weights that prefer that cluster but allow the
+	// other, so that nothing but its data keeps it home once that cluster stops.
+	It("keeps a pod with the cluster holding its data while that cluster is stopped (never re-created elsewhere, no claim deleted) and runs it there on the same volume when it is back, while a pod that chose recreate starts on a fresh, empty claim in the other cluster after the failover bound, its old claim kept in the stopped cluster until its primary claim is deleted", func(ctx SpecContext) {
+		c, elsewhere := recreatePod(ctx, "cache", map[string]string{flotillav1.AnnotationFailoverSeconds: "10"})
+		home := c.Name
+
 		labels := map[string]string{"app": "db"}
 		container := appContainer("db", nil)
 		container.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
@@ -301,7 +308,8 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 			Spec: appsv1.StatefulSetSpec{Replicas: &one, ServiceName: "db", Selector: &metav1.LabelSelector{MatchLabels: labels},
 				// A short failover: the proxy is evicted soon after its cluster is unreachable.
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels,
-					Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "10"}}, Spec: onRealNode(container)},
+					Annotations: map[string]string{flotillav1.AnnotationElect: "", flotillav1.AnnotationFailoverSeconds: "10",
+						flotillav1.AnnotationClusterWeights: fmt.Sprintf("%s=100,%s=1", home, elsewhere)}}, Spec: onRealNode(container)},
 				VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{ObjectMeta: metav1.ObjectMeta{Name: "data"},
 					Spec: flotillaClaim(corev1.ReadWriteOnce)}},
 			}}, metav1.CreateOptions{})
@@ -310,14 +318,12 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 			_ = bed.Primary.Clientset.AppsV1().StatefulSets(ns).Delete(ctx, "db", metav1.DeleteOptions{})
 			_ = bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data-db-0", metav1.DeleteOptions{})
 		})
-		var home string
 		Eventually(func(g Gomega) {
-			home = f.clusterOfProxy(g, ctx, "db-0")
+			g.Expect(f.clusterOfProxy(g, ctx, "db-0")).To(Equal(home))
 			out, err := kubectlIn(ctx, ns, nil, "exec", "db-0", "--", "sh", "-c", "echo survives-its-cluster > /data/f; cat /data/f")
 			g.Expect(err).NotTo(HaveOccurred(), out)
 			g.Expect(out).To(ContainSubstring("survives-its-cluster"))
 		}).WithContext(ctx).WithTimeout(2 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-		c := secondaryNamed(home)
 		var others []*testbed.Cluster
 		for _, o := range bed.Secondaries {
 			if o != c {
@@ -326,48 +332,9 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 		}
 
 		startAgain := stopForSpec(ctx, c)
-		// Past the node's unreachable taint and the pod's 10 s failover: evicted, it stays
-		// Terminating (at-most-once), and nothing of it runs anywhere else.
-		Eventually(func(g Gomega) {
-			n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(home), metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnreachable)))
-		}).WithContext(ctx).WithTimeout(90 * time.Second).WithPolling(time.Second).Should(Succeed())
-		Consistently(func(g Gomega) {
-			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(p.Spec.NodeName).To(Equal(flotillav1.VirtualNodeName(home)), "db-0 is never placed elsewhere")
-			for _, o := range others {
-				there, err := o.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=db"})
-				g.Expect(err).NotTo(HaveOccurred())
-				g.Expect(there.Items).To(BeEmpty(), "db in %s", o.Name)
-			}
-			pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-0", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(pvc.DeletionTimestamp).To(BeNil())
-			g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
-		}).WithContext(ctx).WithTimeout(25 * time.Second).WithPolling(time.Second).Should(Succeed())
-
-		startAgain(ctx)
-		Eventually(func(g Gomega) {
-			g.Expect(f.clusterOfProxy(g, ctx, "db-0")).To(Equal(home))
-			out, err := kubectlIn(ctx, ns, nil, "exec", "db-0", "--", "cat", "/data/f")
-			g.Expect(err).NotTo(HaveOccurred(), out)
-			g.Expect(out).To(ContainSubstring("survives-its-cluster"))
-		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
-		real, err := c.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-0", metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		Expect(real.DeletionTimestamp).To(BeNil())
-	}, SpecTimeout(8*time.Minute))
-
-	It("starts a pod that chose recreate on a fresh, empty claim in another cluster after the failover bound, and keeps the old claim in the stopped cluster until its primary claim is deleted", func(ctx SpecContext) {
-		c, elsewhere := recreatePod(ctx, "cache", map[string]string{flotillav1.AnnotationFailoverSeconds: "10"})
-		home := c.Name
-
-		startAgain := stopForSpec(ctx, c)
 		stoppedAt := time.Now()
-		// The failover taint, the pod's 10 s, its release (it chose recreate), its successor
-		// placed elsewhere on a new claim there: running, and the claim empty.
+		// The failover taint, the pods' 10 s, the recreate pod's release, its successor placed
+		// elsewhere on a new claim there: running, and the claim empty.
 		Eventually(func(g Gomega) {
 			g.Expect(f.clusterOfProxy(g, ctx, "cache-0")).To(Equal(elsewhere))
 			out, err := kubectlIn(ctx, ns, nil, "exec", "cache-0", "--", "sh", "-c", "test -e /data/f && echo old-data || echo fresh")
@@ -375,6 +342,9 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 			g.Expect(out).To(ContainSubstring("fresh"))
 		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
 		AddReportEntry("recreated elsewhere after the cluster stopped", time.Since(stoppedAt).Round(time.Second).String())
+		n, err := bed.Primary.Clientset.CoreV1().Nodes().Get(ctx, flotillav1.VirtualNodeName(home), metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(n.Spec.Taints).To(ContainElement(HaveField("Key", flotillav1.TaintUnreachable)))
 		pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-cache-0", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(pvc.Annotations).To(HaveKeyWithValue(flotillav1.AnnotationVolumeCluster, elsewhere))
@@ -389,9 +359,37 @@ var _ = Describe("stateful workloads", Ordered, Serial, Label("disruptive", "rea
 			g.Expect(evs.Items).NotTo(BeEmpty(), "a Warning Event on the pod")
 			g.Expect(evs.Items[0].Type).To(Equal(corev1.EventTypeWarning))
 		}).WithContext(ctx).WithTimeout(30 * time.Second).WithPolling(time.Second).Should(Succeed())
+		// Past the node's unreachable taint and the pod's 10 s failover (the recreate pod, with the
+		// same 10 s, has moved already): the one that stays with its data is evicted, stays
+		// Terminating (at-most-once), and nothing of it runs anywhere else, though its weights
+		// allow the other cluster.
+		Consistently(func(g Gomega) {
+			p, err := bed.Primary.Clientset.CoreV1().Pods(ns).Get(ctx, "db-0", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Spec.NodeName).To(Equal(flotillav1.VirtualNodeName(home)), "db-0 is never placed elsewhere")
+			for _, o := range others {
+				there, err := o.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=db"})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(there.Items).To(BeEmpty(), "db in %s", o.Name)
+			}
+			pvc, err := bed.Primary.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-0", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(pvc.DeletionTimestamp).To(BeNil())
+			g.Expect(pvc.Status.Phase).To(Equal(corev1.ClaimBound))
+		}).WithContext(ctx).WithTimeout(15 * time.Second).WithPolling(time.Second).Should(Succeed())
 
-		// Back: its old delegate is swept, its old claim (and the data on it) is kept.
+		// Back: the pod that stayed runs there on its data; the recreate pod's old delegate is
+		// swept, its old claim (and the data on it) kept.
 		startAgain(ctx)
+		Eventually(func(g Gomega) {
+			g.Expect(f.clusterOfProxy(g, ctx, "db-0")).To(Equal(home))
+			out, err := kubectlIn(ctx, ns, nil, "exec", "db-0", "--", "cat", "/data/f")
+			g.Expect(err).NotTo(HaveOccurred(), out)
+			g.Expect(out).To(ContainSubstring("survives-its-cluster"))
+		}).WithContext(ctx).WithTimeout(3 * time.Minute).WithPolling(2 * time.Second).Should(Succeed())
+		real, err := c.Clientset.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-db-0", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(real.DeletionTimestamp).To(BeNil())
 		Eventually(func(g Gomega) {
 			pods, err := c.Clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=cache"})
 			g.Expect(err).NotTo(HaveOccurred())
