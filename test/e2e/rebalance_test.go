@@ -30,6 +30,14 @@ var _ = Describe("rebalance", Ordered, Serial, Label("disruptive"), func() {
 	// how many pods of it run in a cluster, and a sampler of the fewest Ready from then on.
 	failedOverAndBack := func(ctx SpecContext, name string) (func(context.Context, Gomega, string) int, *readySampler) {
 		s1, s2 := bed.Secondaries[0], bed.Secondaries[1]
+		// The manager was just restarted: until its webhook places pods in both secondaries, all 6
+		// would go to the one it knows first, and no split to come back to would exist.
+		Eventually(func(g Gomega) {
+			for _, c := range []string{s1.Name, s2.Name} {
+				expectRunningAndReady(g, ctx, c)
+				expectPlaceableIn(g, ctx, c)
+			}
+		}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(time.Second).Should(Succeed())
 		in := electedWithBudget(ctx, ns, name)
 		Eventually(func(g Gomega) {
 			g.Expect(in(ctx, g, s1.Name)).To(Equal(3))
