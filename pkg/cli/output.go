@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
+	"github.com/flotilla-dev/flotilla/internal/document"
 	"github.com/flotilla-dev/flotilla/internal/dryrun"
 )
 
@@ -34,25 +32,9 @@ func checkPlanOutput(output string, dry dryrun.Mode) error {
 	return nil
 }
 
-// printDocument prints doc as one JSON or YAML document. YAML is the JSON of the same struct
-// turned into YAML (sigs.k8s.io/yaml), so both formats carry the same fields under the same names.
+// printDocument prints doc as one JSON or YAML document (internal/document).
 func printDocument(out io.Writer, format string, doc any) error {
-	var raw []byte
-	var err error
-	switch format {
-	case "json":
-		raw, err = json.MarshalIndent(doc, "", "  ")
-		raw = append(raw, '\n')
-	case "yaml":
-		raw, err = yaml.Marshal(doc)
-	default:
-		return fmt.Errorf("--output %q: want json or yaml", format)
-	}
-	if err != nil {
-		return fmt.Errorf("encoding the %s document: %w", format, err)
-	}
-	_, err = out.Write(raw)
-	return err
+	return document.Print(out, format, doc)
 }
 
 // emptyIfNil is s, or an empty list when s is nil: documents print [] where a list is empty,

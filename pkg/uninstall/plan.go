@@ -2,7 +2,6 @@ package uninstall
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -15,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
+	"github.com/flotilla-dev/flotilla/internal/document"
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 )
 
@@ -137,21 +136,10 @@ func certificate(names flotillav1.InstallNames) *unstructured.Unstructured {
 
 // print writes the plan as text, or as one json or yaml document.
 func (p Plan) print(out io.Writer, format string) error {
-	var raw []byte
-	var err error
-	switch format {
-	case "json":
-		raw, err = json.MarshalIndent(p, "", "  ")
-		raw = append(raw, '\n')
-	case "yaml":
-		raw, err = yaml.Marshal(p)
-	default:
-		raw = []byte(p.text())
+	if format != "" {
+		return document.Print(out, format, p)
 	}
-	if err != nil {
-		return fmt.Errorf("encoding the plan: %w", err)
-	}
-	_, err = out.Write(raw)
+	_, err := io.WriteString(out, p.text())
 	return err
 }
 
