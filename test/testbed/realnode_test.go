@@ -249,6 +249,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -271,11 +272,20 @@ func main() {
 		pool.AppendCertsFromPEM(ca)
 		c := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 		u := "https://" + net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT")) + "/version"
-		req, err := http.NewRequest(http.MethodGet, u, nil)
-		check(err)
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
-		resp, err := c.Do(req)
-		check(err)
+		// Three tries, as any client of the API server retries: the spec is that the Service
+		// routes at all, and a single lost SYN on a loaded host is not that.
+		var resp *http.Response
+		for try := 1; ; try++ {
+			req, err := http.NewRequest(http.MethodGet, u, nil)
+			check(err)
+			req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+			if resp, err = c.Do(req); err == nil || try == 3 {
+				check(err)
+				break
+			}
+			fmt.Printf("try %d: %v\n", try, err)
+			time.Sleep(time.Second)
+		}
 		body, _ := io.ReadAll(resp.Body)
 		fmt.Printf("GET %s: %s %s\n", u, resp.Status, body)
 	case "listen":
@@ -290,7 +300,17 @@ func main() {
 			conn.Close()
 		}
 	case "dial":
+		// dial ADDR [TRIES]: one try unless told, for the spec that wants it to fail.
+		tries := 1
+		if len(os.Args) > 3 {
+			tries, _ = strconv.Atoi(os.Args[3])
+		}
 		conn, err := net.DialTimeout("tcp", os.Args[2], 5*time.Second)
+		for try := 2; err != nil && try <= tries; try++ {
+			fmt.Printf("try %d: %v\n", try-1, err)
+			time.Sleep(time.Second)
+			conn, err = net.DialTimeout("tcp", os.Args[2], 5*time.Second)
+		}
 		check(err)
 		conn.Close()
 		fmt.Printf("dial %s: ok\n", os.Args[2])
@@ -443,6 +463,7 @@ func TestRealNode(t *testing.T) {
 		out, err := exec.CommandContext(ctx, filepath.Join(bed.tools.toolsDir, "kubectl"),
 			append([]string{"--kubeconfig", bed.KubeconfigPath}, args...)...).CombinedOutput()
 		if err != nil {
+			logServiceRoutes(t, n)
 			t.Fatalf("kubectl %v: %v\n%s", args, err, out)
 		}
 		t.Logf("kubectl %s: %s", strings.Join(args, " "), strings.TrimSpace(string(out)))
@@ -464,7 +485,7 @@ func TestRealNode(t *testing.T) {
 	}
 	apiURL, _ := url.Parse(bed.Primary.RESTConfig.Host)
 	hostAPI := net.JoinHostPort(n.HostIP, apiURL.Port())
-	if out := kubectl("exec", "rnprobe", "--", "/rnprobe", "dial", hostAPI); !strings.Contains(out, "ok") {
+	if out := kubectl("exec", "rnprobe", "--", "/rnprobe", "dial", hostAPI, "3"); !strings.Contains(out, "ok") {
 		t.Errorf("the pod did not reach the host's API server at %s: %q", hostAPI, out)
 	}
 
@@ -528,4 +549,23 @@ func restartExitedController(ctx context.Context, t *testing.T, bed *Bed, c *Clu
 		t.Fatal(err)
 	}
 	t.Logf("an exited kube-controller-manager started again (pid %d, then %d) and the cluster works, in %s", kcm, again, time.Since(start).Round(100*time.Millisecond))
+}
+
+// logServiceRoutes logs what decides whether a pod reaches a ClusterIP, when it did not: kube-proxy's
+// NAT rules for the Services, the connections conntrack tracks to the `kubernetes` Service, and the
+// end of kube-proxy's log.
+func logServiceRoutes(t *testing.T, n *RealNode) {
+	t.Helper()
+	nat, err := exec.CommandContext(context.WithoutCancel(t.Context()), "iptables-save", "-t", "nat").CombinedOutput()
+	var rules []string
+	for _, l := range strings.Split(string(nat), "\n") {
+		if strings.Contains(l, "KUBE-SVC") || strings.Contains(l, "KUBE-SEP") || strings.Contains(l, n.KubernetesServiceIP) {
+			rules = append(rules, l)
+		}
+	}
+	t.Logf("iptables-save -t nat (%v), kube-proxy's Service rules:\n%s", err, strings.Join(rules, "\n"))
+	ct, err := exec.CommandContext(context.WithoutCancel(t.Context()), "conntrack", "-L", "-d", n.KubernetesServiceIP).CombinedOutput()
+	t.Logf("conntrack -L -d %s (%v):\n%s", n.KubernetesServiceIP, err, ct)
+	raw, _ := os.ReadFile(filepath.Join(n.Dir, "logs", "kube-proxy.log"))
+	t.Logf("kube-proxy log, last lines:\n%s", lastLines(string(raw), 20))
 }
