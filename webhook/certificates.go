@@ -157,22 +157,18 @@ func (c *Certificates) publishCA(ctx context.Context, caPEM []byte) error {
 	if c.CAConfigMapName == "" {
 		return nil
 	}
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: c.CAConfigMapName}}
-	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
-		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
-	}, func() error {
-		_, err := controllerutil.CreateOrUpdate(ctx, c.Client, cm, func() error {
-			if cm.Labels == nil {
-				cm.Labels = map[string]string{}
-			}
-			cm.Labels["app.kubernetes.io/part-of"] = "flotilla"
-			cm.Data = map[string]string{CAConfigMapKey: string(caPEM)}
-			return nil
-		})
-		return err
+	err := createOrUpdateRacing(ctx, c.Client, func() *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: flotillav1.SystemNamespace, Name: c.CAConfigMapName}}
+	}, func(cm *corev1.ConfigMap) error {
+		if cm.Labels == nil {
+			cm.Labels = map[string]string{}
+		}
+		cm.Labels["app.kubernetes.io/part-of"] = "flotilla"
+		cm.Data = map[string]string{CAConfigMapKey: string(caPEM)}
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("publishing the CA's certificate in ConfigMap %s/%s: %w", cm.Namespace, cm.Name, err)
+		return fmt.Errorf("publishing the CA's certificate in ConfigMap %s/%s: %w", flotillav1.SystemNamespace, c.CAConfigMapName, err)
 	}
 	return nil
 }
@@ -184,25 +180,33 @@ func (c *Certificates) ensureConfiguration(ctx context.Context, caPEM []byte) er
 	opts := c.Config
 	opts.CABundle = caPEM
 	want := Configuration(opts)
-	// Every replica applies it at start: two starting together (a rollout, a fresh install) race,
-	// and the loser's conflict or AlreadyExists is retried against the winner's version rather
-	// than failing its start (seen as a restart of one of the chart's two pods).
-	err := retry.OnError(retry.DefaultRetry, func(err error) bool {
-		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
-	}, func() error {
-		cfg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: want.Name}}
-		_, err := controllerutil.CreateOrUpdate(ctx, c.Client, cfg, func() error {
-			cfg.Labels = want.Labels
-			cfg.Annotations = keepInjection(cfg.Annotations, opts.CAInjectedFrom)
-			cfg.Webhooks = withInjectedCA(want.Webhooks, cfg.Webhooks, opts.CAInjectedFrom != "")
-			return nil
-		})
-		return err
+	err := createOrUpdateRacing(ctx, c.Client, func() *admissionregistrationv1.MutatingWebhookConfiguration {
+		return &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: want.Name}}
+	}, func(cfg *admissionregistrationv1.MutatingWebhookConfiguration) error {
+		cfg.Labels = want.Labels
+		cfg.Annotations = keepInjection(cfg.Annotations, opts.CAInjectedFrom)
+		cfg.Webhooks = withInjectedCA(want.Webhooks, cfg.Webhooks, opts.CAInjectedFrom != "")
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("applying the MutatingWebhookConfiguration: %w", err)
 	}
 	return nil
+}
+
+// createOrUpdateRacing is CreateOrUpdate for an object every replica writes at start: two starting
+// together (a rollout, a fresh install) race, and the loser's conflict or AlreadyExists is retried
+// against the winner's version rather than failing its start (seen as a restart of one of the
+// chart's two pods). Each try starts from a fresh object, so nothing the lost try read or set
+// leaks into the next.
+func createOrUpdateRacing[T client.Object](ctx context.Context, cl client.Client, fresh func() T, mutate func(T) error) error {
+	return retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
+		obj := fresh()
+		_, err := controllerutil.CreateOrUpdate(ctx, cl, obj, func() error { return mutate(obj) })
+		return err
+	})
 }
 
 // keepInjection sets or removes cert-manager's inject-ca-from annotation, leaving the others.

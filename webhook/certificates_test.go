@@ -1,8 +1,11 @@
 package webhook
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,12 +13,15 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	flotillav1 "github.com/flotilla-dev/flotilla/pkg/apis/v1alpha1"
 	"github.com/flotilla-dev/flotilla/pkg/pki"
@@ -186,5 +192,74 @@ func TestEnsurePublishesCertManagersCA(t *testing.T) {
 	}
 	if cm.Data[CAConfigMapKey] != "cert-manager's CA" {
 		t.Fatalf("published %q, want the mounted ca.crt", cm.Data[CAConfigMapKey])
+	}
+}
+
+// Two replicas starting together race to create the configuration and the CA's ConfigMap: the
+// loser's AlreadyExists, then its conflict with the winner's update, are retried against the
+// winner's version and end with what this replica wants, rather than failing its start.
+func TestEnsureWinsARaceWithAnotherReplica(t *testing.T) {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	base := fake.NewClientBuilder().WithScheme(s).Build()
+	raced := map[string]int{}
+	// The CA's Secret has its own way through the race (the loser reads the winner's CA).
+	racing := func(obj client.Object) bool {
+		switch obj.(type) {
+		case *admissionregistrationv1.MutatingWebhookConfiguration, *corev1.ConfigMap:
+			return true
+		}
+		return false
+	}
+	c := interceptor.NewClient(base, interceptor.Funcs{
+		Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			kind := fmt.Sprintf("%T", obj)
+			if raced[kind] > 0 || !racing(obj) {
+				return cl.Create(ctx, obj, opts...)
+			}
+			raced[kind]++
+			// The other replica wins the create, with what its (older) flags say.
+			winner := obj.DeepCopyObject().(client.Object)
+			winner.SetLabels(map[string]string{"written-by": "the-other-replica"})
+			if err := cl.Create(ctx, winner, opts...); err != nil {
+				return err
+			}
+			return apierrors.NewAlreadyExists(schema.GroupResource{}, obj.GetName())
+		},
+		Update: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			kind := fmt.Sprintf("%T", obj)
+			if raced[kind] > 1 || !racing(obj) {
+				return cl.Update(ctx, obj, opts...)
+			}
+			raced[kind]++
+			return apierrors.NewConflict(schema.GroupResource{}, obj.GetName(), errors.New("the other replica updated it first"))
+		},
+	})
+	certs := &Certificates{Client: c, CertDir: t.TempDir(), SecretName: flotillav1.WebhookCASecretName, CAConfigMapName: "flotilla-ca",
+		DNSNames: []string{"localhost"}, Config: ConfigOptions{URL: "https://127.0.0.1:9443"}}
+	if err := certs.Ensure(t.Context()); err != nil {
+		t.Fatalf("Ensure lost the race: %v", err)
+	}
+	var cfg admissionregistrationv1.MutatingWebhookConfiguration
+	if err := base.Get(t.Context(), client.ObjectKey{Name: flotillav1.WebhookConfigurationName}, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Labels["written-by"] != "" || len(cfg.Webhooks) == 0 || len(cfg.Webhooks[0].ClientConfig.CABundle) == 0 {
+		t.Errorf("configuration after the race: labels %v, %d webhooks; want this replica's, with its caBundle", cfg.Labels, len(cfg.Webhooks))
+	}
+	var cm corev1.ConfigMap
+	if err := base.Get(t.Context(), client.ObjectKey{Namespace: flotillav1.SystemNamespace, Name: "flotilla-ca"}, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data[CAConfigMapKey] == "" || cm.Labels["app.kubernetes.io/part-of"] != "flotilla" {
+		t.Errorf("CA ConfigMap after the race: labels %v, data %v", cm.Labels, cm.Data)
+	}
+	if len(raced) != 2 {
+		t.Errorf("raced %v; want the configuration and the ConfigMap", raced)
+	}
+	for kind, n := range raced {
+		if n != 2 {
+			t.Errorf("%s: raced %d times, want a lost create and a lost update", kind, n)
+		}
 	}
 }
