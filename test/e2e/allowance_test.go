@@ -98,7 +98,8 @@ var _ = Describe("a secondary that lends part of itself", Ordered, Serial, Label
 		Expect(out).To(ContainSubstring("lends this primary at most pods=1k"))
 		// What the primary uses there must hold still: an earlier spec's pods may still be going
 		// (a 200-pod rollout's), and a cap of "what it uses + 3" measured then lends more later.
-		// Held still: nothing terminating in its namespaces, and the quotas count what runs.
+		// Held still: nothing terminating in its namespaces, here or in the primary, and the quotas
+		// count what runs.
 		var used int64
 		Eventually(func(g Gomega) {
 			a := allowance(ctx, g, id)
@@ -111,6 +112,13 @@ var _ = Describe("a secondary that lends part of itself", Ordered, Serial, Label
 			for _, n := range nss.Items {
 				pods, err := s1.Clientset.CoreV1().Pods(n.Name).List(ctx, metav1.ListOptions{})
 				g.Expect(err).NotTo(HaveOccurred())
+				if len(pods.Items) > 0 {
+					// A namespace an earlier spec deleted in the primary, whose pods the namespace
+					// controller has not reached yet: none is going so far, all will.
+					primaryNS, err := bed.Primary.Clientset.CoreV1().Namespaces().Get(ctx, n.Name, metav1.GetOptions{})
+					g.Expect(err).NotTo(HaveOccurred(), "namespace %s holds pods in %s", n.Name, s1.Name)
+					g.Expect(primaryNS.DeletionTimestamp).To(BeNil(), "namespace %s is going in the primary", n.Name)
+				}
 				// A delegate whose proxy is gone or going goes too, a moment later.
 				proxies, err := bed.Primary.Clientset.CoreV1().Pods(n.Name).List(ctx, metav1.ListOptions{})
 				g.Expect(err).NotTo(HaveOccurred())
