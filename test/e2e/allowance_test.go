@@ -113,6 +113,7 @@ var _ = Describe("a secondary that lends part of itself", Ordered, Serial, Label
 				pods, err := s1.Clientset.CoreV1().Pods(n.Name).List(ctx, metav1.ListOptions{})
 				g.Expect(err).NotTo(HaveOccurred())
 				if len(pods.Items) > 0 {
+					g.Expect(n.DeletionTimestamp).To(BeNil(), "namespace %s is going in %s", n.Name, s1.Name)
 					// A namespace an earlier spec deleted in the primary, whose pods the namespace
 					// controller has not reached yet: none is going so far, all will. (One gone
 					// from the primary may still hold pods of others here, which stay.)

@@ -223,6 +223,19 @@ var _ = Describe("secondaries as virtual nodes", Ordered, Serial, Label("disrupt
 			_, err := s1.Clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
+		// Gone before the next spec: a pod left in a namespace labelled for the primary counts in
+		// what it uses there, which the allowance spec measures.
+		DeferCleanup(func(ctx SpecContext) {
+			for _, ns := range []string{"unmanaged", "managed"} {
+				Expect(client.IgnoreNotFound(clientOf(s1).Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))).To(Succeed())
+			}
+			Eventually(func(g Gomega) {
+				for _, ns := range []string{"unmanaged", "managed"} {
+					_, err := s1.Clientset.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+					g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "namespace %s in %s: %v", ns, s1.Name, err)
+				}
+			}).WithContext(ctx).WithTimeout(time.Minute).WithPolling(500 * time.Millisecond).Should(Succeed())
+		})
 		pod := func() *corev1.Pod {
 			return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
