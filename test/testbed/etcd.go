@@ -85,8 +85,11 @@ func (b *Bed) StorePods(ctx context.Context, c *Cluster, namespace, node string,
 const StoredServices = "services/specs"
 
 // StoreServices writes n headless Services named name(i) into namespace of c, straight into its
-// etcd (the namespace must exist): each with one port, a selector and the annotation kubectl
-// apply leaves (about 1 KiB), created now with a new UID. Headless: no cluster IP to allocate.
+// etcd (the namespace must exist): each with one port and the annotation kubectl apply leaves
+// (about 1 KiB), created now with a new UID. Headless: no cluster IP to allocate. No selector:
+// with one, the cluster's EndpointSlice controller writes a slice for each, 20,000 writes that
+// kept it busy minutes after the Services were gone, and a later spec's Service waited for its
+// endpoints all that time.
 func (b *Bed) StoreServices(ctx context.Context, c *Cluster, namespace string, n int, name func(i int) string) error {
 	now := metav1.Now()
 	return b.store(ctx, c, StoredServices, namespace, n, func(i int) runtime.Object {
@@ -94,7 +97,7 @@ func (b *Bed) StoreServices(ctx context.Context, c *Cluster, namespace string, n
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i), UID: types.UID(uuid.NewUUID()), CreationTimestamp: now},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone},
-				Selector: map[string]string{"app": name(i)}, SessionAffinity: corev1.ServiceAffinityNone,
+				SessionAffinity: corev1.ServiceAffinityNone,
 				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}},
 		}
 		svc.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: strings.Repeat("x", 1024)}
