@@ -98,7 +98,7 @@ func (b *Bed) StoreServices(ctx context.Context, c *Cluster, namespace string, n
 			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name(i), UID: types.UID(uuid.NewUUID()), CreationTimestamp: now},
 			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: corev1.ClusterIPNone, ClusterIPs: []string{corev1.ClusterIPNone},
 				SessionAffinity: corev1.ServiceAffinityNone,
-				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}},
+				Ports:           []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}},
 		}
 		svc.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: strings.Repeat("x", 1024)}
 		return svc
