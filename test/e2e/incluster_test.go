@@ -64,9 +64,12 @@ manager:
 }
 
 // managerPods lists the chart's manager pods.
+// managerPodSelector selects the chart's manager pods (and its uninstall hook's).
+const managerPodSelector = "app.kubernetes.io/name=flotilla,app.kubernetes.io/instance=flotilla"
+
 func managerPods(ctx context.Context) []corev1.Pod {
 	pods, err := bed.Primary.Clientset.CoreV1().Pods(flotillav1.SystemNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/name=flotilla,app.kubernetes.io/instance=flotilla"})
+		LabelSelector: managerPodSelector})
 	Expect(err).NotTo(HaveOccurred())
 	var live []corev1.Pod
 	for _, p := range pods.Items {

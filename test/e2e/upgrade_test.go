@@ -414,7 +414,7 @@ func watchStops(ctx context.Context, names map[string]bool) func() []stopWindow 
 		defer t.Stop()
 		for {
 			pods, err := bed.Primary.Clientset.CoreV1().Pods(flotillav1.SystemNamespace).List(ctx, metav1.ListOptions{
-				LabelSelector: "app.kubernetes.io/name=flotilla,app.kubernetes.io/instance=flotilla"})
+				LabelSelector: managerPodSelector})
 			now := time.Now()
 			if err == nil {
 				there := map[string]bool{}
